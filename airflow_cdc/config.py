@@ -1,0 +1,172 @@
+"""Configuration objects, one per concern, validated when built.
+
+They are passed whole through the layers (operator -> job file -> Spark job) instead of
+long argument lists. Secrets live only in :class:`SourceConfig` and the metadata URL and
+are hidden from ``repr`` so they never reach a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from airflow_cdc.errors import ConfigurationError
+
+__all__ = [
+    "ChunkJobSpec",
+    "ChunkingConfig",
+    "ReadConfig",
+    "SinkConfig",
+    "SourceConfig",
+]
+
+DEFAULT_CHUNK_ROWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """How to reach the MySQL/MariaDB server."""
+
+    host: str
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    connect_timeout: int = 10
+    #: Binlog readers need a server id unique on the server; readers take ids from this base.
+    server_id_base: int = 5400
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            raise ConfigurationError(
+                "source host is empty: set the host of the 'cdc_source' connection"
+            )
+        if not 0 < self.port < 65536:
+            raise ConfigurationError(f"source port {self.port} is not a TCP port")
+
+    @classmethod
+    def from_url(cls, url: str) -> SourceConfig:
+        """``mysql://user:password@host:port/`` (the form of an Airflow connection URI)."""
+        parts = urlsplit(url)
+        if parts.scheme not in {"mysql", "mariadb", "mysql+pymysql"}:
+            raise ConfigurationError(
+                f"source URL scheme {parts.scheme!r} is not supported: use mysql://user:password@host:port/"
+            )
+        return cls(
+            host=parts.hostname or "",
+            port=parts.port or 3306,
+            user=unquote(parts.username or "root"),
+            password=unquote(parts.password or ""),
+        )
+
+    def url(self) -> str:
+        """A URL with the password, for connectorx; never log it."""
+        from urllib.parse import quote
+
+        return f"mysql://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """How tables are split into chunks."""
+
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    #: Airflow's ``[core] max_map_length``: the plan never has more chunks than this in total.
+    max_chunks: int = 1024
+    #: Even split of integer keys when (max - min + 1) / rows lies in [lower, upper].
+    distribution_factor_lower: float = 0.05
+    distribution_factor_upper: float = 100.0
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.chunk_rows, bool)
+            or not isinstance(self.chunk_rows, int)
+            or self.chunk_rows <= 0
+        ):
+            raise ConfigurationError(
+                f"chunk_rows must be a positive whole number of rows, got {self.chunk_rows!r}"
+            )
+        if self.max_chunks <= 0:
+            raise ConfigurationError(f"max_chunks must be positive, got {self.max_chunks!r}")
+        if not 0 < self.distribution_factor_lower <= 1 <= self.distribution_factor_upper:
+            raise ConfigurationError("distribution factors must satisfy 0 < lower <= 1 <= upper")
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """How a chunk job reads its range."""
+
+    #: A chunk larger than this is read as several partitions in parallel.
+    partition_rows: int = 250_000
+    #: "connectorx" (fast, Arrow) or "pymysql" (pure Python, slow; a fallback).
+    engine: str = "connectorx"
+
+    def __post_init__(self) -> None:
+        if self.partition_rows <= 0:
+            raise ConfigurationError(
+                f"partition_rows must be positive, got {self.partition_rows!r}"
+            )
+        if self.engine not in {"connectorx", "pymysql"}:
+            raise ConfigurationError(
+                f"read engine must be 'connectorx' or 'pymysql', got {self.engine!r}"
+            )
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """Where the Delta tables live: ``<root>/<database>/<table>``."""
+
+    root: str
+
+    def __post_init__(self) -> None:
+        if not self.root:
+            raise ConfigurationError(
+                "sink_path is empty: give a folder (or URI) for the Delta tables"
+            )
+
+
+@dataclass(frozen=True)
+class ChunkJobSpec:
+    """Everything one chunk job needs. Written by the Airflow task to a private file (mode 0600)
+    whose path is the job's only argument, so no secret is on a command line."""
+
+    chunk_id: int
+    source: SourceConfig
+    metadata_url: str = field(repr=False)
+    sink: SinkConfig
+    read: ReadConfig = field(default_factory=ReadConfig)
+    #: Test-only: names of pause points at which the job waits for a release file.
+    pause_dir: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChunkJobSpec:
+        return cls(
+            chunk_id=int(data["chunk_id"]),
+            source=SourceConfig(**data["source"]),
+            metadata_url=data["metadata_url"],
+            sink=SinkConfig(**data["sink"]),
+            read=ReadConfig(**data.get("read", {})),
+            pause_dir=data.get("pause_dir"),
+        )
+
+    def write(self, path: Path) -> Path:
+        """Write the spec readable by the owner only."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.to_json(), handle)
+        return path
+
+    @classmethod
+    def read_file(cls, path: str | Path) -> ChunkJobSpec:
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise ConfigurationError(f"job file {path} does not exist") from exc
+        return cls.from_json(data)

@@ -1,0 +1,1 @@
+"""Tools for the demo and the tests: a throw-away local MariaDB, sample data."""

@@ -1,0 +1,64 @@
+"""Every error airflow-cdc raises on purpose.
+
+Each message names the cause and the fix. The tree::
+
+    CdcError
+    ├── ConfigurationError        a setting, param or connection is wrong
+    ├── SourceError               the MySQL/MariaDB server cannot be used as it is
+    │   ├── BinlogSettingsError   binlog off, not ROW, row image not FULL, ...
+    │   ├── PrivilegeError        a grant is missing
+    │   ├── TableError            a table is missing, has no usable chunk key, ...
+    │   └── PositionPurgedError   a start position is no longer on the server
+    ├── SinkError                 the sink cannot hold or take a write
+    └── MetadataError             the metadata DB is unreachable or inconsistent
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BinlogSettingsError",
+    "CdcError",
+    "ConfigurationError",
+    "MetadataError",
+    "PositionPurgedError",
+    "PrivilegeError",
+    "SinkError",
+    "SourceError",
+    "TableError",
+]
+
+
+class CdcError(Exception):
+    """Base of every error raised by airflow-cdc on purpose."""
+
+
+class ConfigurationError(CdcError):
+    """A setting, DAG param or connection is wrong; the message says which and how to fix it."""
+
+
+class SourceError(CdcError):
+    """The source server cannot be used as it is configured."""
+
+
+class BinlogSettingsError(SourceError):
+    """Binary logging is off or not in the form CDC needs."""
+
+
+class PrivilegeError(SourceError):
+    """The CDC user lacks a privilege."""
+
+
+class TableError(SourceError):
+    """A table does not exist or cannot be chunked."""
+
+
+class PositionPurgedError(SourceError):
+    """A binlog position is older than the oldest binlog the server still has."""
+
+
+class SinkError(CdcError):
+    """The sink cannot hold a value or take a write."""
+
+
+class MetadataError(CdcError):
+    """The metadata DB is unreachable or holds something unexpected."""

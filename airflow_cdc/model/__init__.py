@@ -1,0 +1,29 @@
+"""Small frozen value types shared by every layer. No I/O here."""
+
+from airflow_cdc.model.chunk import Chunk, ChunkRange
+from airflow_cdc.model.event import ChangeEvent, ChangeKind, Row
+from airflow_cdc.model.keys import Key, KeyScalar, decode_key, encode_key, format_key
+from airflow_cdc.model.plan import SplitMethod, TablePlan
+from airflow_cdc.model.position import BinlogPosition, binlog_file_number
+from airflow_cdc.model.table import Column, TableId, TableSchema, quote_identifier
+
+__all__ = [
+    "BinlogPosition",
+    "ChangeEvent",
+    "ChangeKind",
+    "Chunk",
+    "ChunkRange",
+    "Column",
+    "Key",
+    "KeyScalar",
+    "Row",
+    "SplitMethod",
+    "TableId",
+    "TablePlan",
+    "TableSchema",
+    "binlog_file_number",
+    "decode_key",
+    "encode_key",
+    "format_key",
+    "quote_identifier",
+]

@@ -1,0 +1,39 @@
+"""Row changes read from the binlog."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.model.position import BinlogPosition
+from airflow_cdc.model.table import TableId
+
+__all__ = ["ChangeEvent", "ChangeKind", "Row"]
+
+Row = Mapping[str, Any]
+
+
+class ChangeKind(enum.Enum):
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """One changed row. ``before`` is set for updates and deletes, ``after`` for inserts and
+    updates (FULL row images). ``position`` is unique per row change."""
+
+    table: TableId
+    kind: ChangeKind
+    position: BinlogPosition
+    before: Row | None
+    after: Row | None
+
+    def __post_init__(self) -> None:
+        needs_before = self.kind is not ChangeKind.INSERT
+        needs_after = self.kind is not ChangeKind.DELETE
+        if needs_before != (self.before is not None) or needs_after != (self.after is not None):
+            raise ValueError(f"{self.kind.value} event with wrong row images at {self.position}")

@@ -1,0 +1,114 @@
+"""Table identities and column descriptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Column", "TableId", "TableSchema", "quote_identifier"]
+
+
+def quote_identifier(name: str) -> str:
+    """Quote a MySQL identifier with backticks; a backtick inside is doubled."""
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid identifier: {name!r}")
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TableId:
+    """A table as ``database.table``. Names are kept exactly as the server spells them."""
+
+    database: str
+    table: str
+
+    @classmethod
+    def parse(cls, text: str) -> TableId:
+        """Parse ``db.table``; a name containing a dot is written with backticks: ```a.b`.t``."""
+        parts = _split_dotted(text)
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"expected a table as 'database.table', got {text!r}")
+        return cls(parts[0], parts[1])
+
+    def quoted(self) -> str:
+        return f"{quote_identifier(self.database)}.{quote_identifier(self.table)}"
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+def _split_dotted(text: str) -> list[str]:
+    parts: list[str] = []
+    current: list[str] = []
+    i, quoted = 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "`":
+            if quoted and i + 1 < len(text) and text[i + 1] == "`":
+                current.append("`")
+                i += 2
+                continue
+            quoted = not quoted
+        elif ch == "." and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    if quoted:
+        raise ValueError(f"unbalanced backtick in {text!r}")
+    parts.append("".join(current))
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column as the server's catalog describes it."""
+
+    name: str
+    data_type: str  # information_schema DATA_TYPE, lower case: "int", "varchar", ...
+    column_type: str  # full type: "int(10) unsigned", "decimal(12,2)", "enum('a','b')"
+    nullable: bool
+    precision: int | None = None
+    scale: int | None = None
+    datetime_precision: int | None = None
+    charset: str | None = None
+    collation: str | None = None
+    generated: bool = False
+
+    @property
+    def unsigned(self) -> bool:
+        return "unsigned" in self.column_type.lower()
+
+    @property
+    def is_integer(self) -> bool:
+        return self.data_type in {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
+
+    @property
+    def has_binary_order(self) -> bool:
+        """True when Python's ordering of the value equals the server's ordering."""
+        if self.data_type in {"char", "varchar", "text", "tinytext", "mediumtext", "longtext"}:
+            return (self.collation or "").endswith("_bin")
+        return self.data_type not in {"enum", "set", "float", "double", "json", "bit"}
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """The columns of a table and the columns that identify a row (primary or chunk key)."""
+
+    table: TableId
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+
+    def column(self, name: str) -> Column:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise KeyError(name)
+
+    @property
+    def key_columns(self) -> tuple[Column, ...]:
+        return tuple(self.column(name) for name in self.key)
+
+    @property
+    def key_has_binary_order(self) -> bool:
+        return all(column.has_binary_order for column in self.key_columns)

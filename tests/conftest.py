@@ -1,0 +1,46 @@
+"""Shared fixtures: a real MariaDB server for the session, temp folders."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[LocalMariaDB]:
+    """One MariaDB server (binlog ROW / FULL / metadata FULL) on a free port in a temp dir."""
+    if not LocalMariaDB.available():
+        pytest.fail("mariadbd not found: run the README's set-up (it installs Debian's mariadb-server)")
+    base = Path(tempfile.mkdtemp(prefix="cdc-mariadb-"))
+    server = LocalMariaDB(base)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fresh_db(mariadb: LocalMariaDB, request: pytest.FixtureRequest) -> str:
+    """A new empty database named after the test; returns its name."""
+    name = "t_" + "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:50]
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}`")
+    return name
+
+
+@pytest.fixture
+def spark_env() -> dict[str, str]:
+    """Environment for spark-submit from the venv without the venv on PATH."""
+    from airflow_cdc.spark.environment import spark_environment
+
+    env = dict(os.environ)
+    env.update(spark_environment())
+    return env
