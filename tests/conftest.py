@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parent.parent
 def mariadb() -> Iterator[LocalMariaDB]:
     """One MariaDB server (binlog ROW / FULL / metadata FULL) on a free port in a temp dir."""
     if not LocalMariaDB.available():
-        pytest.fail("mariadbd not found: run the README's set-up (it installs Debian's mariadb-server)")
+        pytest.fail(
+            "mariadbd not found: run the README's set-up (it installs Debian's mariadb-server)"
+        )
     base = Path(tempfile.mkdtemp(prefix="cdc-mariadb-"))
     server = LocalMariaDB(base)
     server.start()

@@ -1,1 +1,3 @@
-"""sensors"""
+"""Airflow sensors of airflow-cdc (import the submodules; they import Airflow)."""
+
+__all__: list[str] = []

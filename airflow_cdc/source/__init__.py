@@ -1,1 +1,1 @@
-"""source"""
+"""MySQL/MariaDB access: connections, server facts, validation, catalog, read views, keyset SQL."""

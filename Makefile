@@ -1,0 +1,34 @@
+# Two commands are documented: `make demo` and `make test` (both set up what they need).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PY := .venv/bin/python
+LINT_PATHS := $(wildcard airflow_cdc tests dags spark_jobs bench)
+PYTEST_FLAGS ?= -q -p no:cacheprovider --durations=10
+PYTEST_ARGS ?=
+UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+
+.PHONY: help setup lint test demo lock
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+
+setup:  ## install system packages (MariaDB, Java) and the locked Python environment
+	@scripts/setup.sh
+
+# All three checks run, so one run shows every problem; the target fails if any did.
+lint: setup  ## ruff (lint + format check) and mypy --strict
+	@status=0; \
+	echo "ruff check $(LINT_PATHS)"; $(PY) -m ruff check $(LINT_PATHS) || status=1; \
+	echo "ruff format --check $(LINT_PATHS)"; $(PY) -m ruff format --check $(LINT_PATHS) || status=1; \
+	echo "mypy --strict airflow_cdc"; $(PY) -m mypy --strict airflow_cdc || status=1; \
+	exit $$status
+
+test: lint  ## set up, lint, then run every test (PYTEST_ARGS="-k ..." to narrow)
+	$(PY) -m pytest $(PYTEST_FLAGS) $(PYTEST_ARGS)
+
+demo: setup  ## run the end-to-end demo
+	$(PY) -m airflow_cdc.devtools.demo
+
+lock:  ## regenerate requirements.lock from requirements.in
+	$(UV) pip compile requirements.in --python-version 3.11 --generate-hashes -o requirements.lock

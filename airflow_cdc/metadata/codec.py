@@ -1,0 +1,86 @@
+"""How values are written into the metadata DB's columns and read back.
+
+Kept apart from the queries so the stored forms (which outlive any one version of the code)
+are defined in one place: keys as ``model.encode_key`` JSON, positions as
+``BinlogPosition.to_text()``, tables as ``db.table`` with backticks where a name needs them,
+times as naive UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from airflow_cdc.model import BinlogPosition, Key, TableId, decode_key, encode_key
+
+__all__ = [
+    "decode_key_text",
+    "decode_position",
+    "encode_key_text",
+    "encode_position",
+    "from_db_time",
+    "position_sort_text",
+    "table_from_text",
+    "table_to_text",
+    "to_db_time",
+    "utc_now",
+]
+
+#: Width of :func:`position_sort_text`; the sink's decimal(38, 0) never needs more.
+_SORT_DIGITS = 38
+
+
+def table_to_text(table: TableId) -> str:
+    """``db.table``; a part holding a dot or a backtick is backtick-quoted so
+    :meth:`TableId.parse` reads it back unchanged."""
+    return f"{_part(table.database)}.{_part(table.table)}"
+
+
+def _part(name: str) -> str:
+    if "." in name or "`" in name:
+        return "`" + name.replace("`", "``") + "`"
+    return name
+
+
+def table_from_text(text: str) -> TableId:
+    return TableId.parse(text)
+
+
+def encode_key_text(key: Key | None) -> str | None:
+    """JSON text of a range bound; SQL NULL stands for unbounded."""
+    return None if key is None else json.dumps(encode_key(key), separators=(",", ":"))
+
+
+def decode_key_text(text: str | None) -> Key | None:
+    return None if text is None else decode_key(json.loads(text))
+
+
+def encode_position(position: BinlogPosition | None) -> str | None:
+    return None if position is None else position.to_text()
+
+
+def decode_position(text: str | None) -> BinlogPosition | None:
+    return None if text is None else BinlogPosition.from_text(text)
+
+
+def position_sort_text(position: BinlogPosition | None) -> str | None:
+    """Zero-padded ``BinlogPosition.encode()``: sorts as text in the positions' order on every
+    database, where the integer (up to 28 digits) would overflow a BIGINT."""
+    return None if position is None else f"{position.encode():0{_SORT_DIGITS}d}"
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def to_db_time(value: dt.datetime | None) -> dt.datetime | None:
+    """Naive UTC: the one form every database's plain DATETIME/TIMESTAMP keeps unchanged."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def from_db_time(value: dt.datetime | None) -> dt.datetime | None:
+    return None if value is None else value.replace(tzinfo=dt.UTC)

@@ -1,0 +1,1 @@
+"""One module per schema revision; never edit a released one, add a new revision."""

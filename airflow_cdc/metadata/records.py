@@ -1,0 +1,118 @@
+"""Frozen records the store returns.
+
+Callers get plain values, never ORM rows or live connections, so a record can be logged,
+pushed to XCom or compared in a test without a session behind it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Literal
+
+from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId
+
+__all__ = [
+    "ChunkRecord",
+    "ChunkStatus",
+    "PlanProgress",
+    "PlanRecord",
+    "PlanStatus",
+    "StreamState",
+    "TableProgress",
+]
+
+ChunkStatus = Literal["pending", "running", "done", "failed"]
+PlanStatus = Literal["planned", "running", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """One chunk as the metadata DB knows it. Watermarks are set once the chunk is done."""
+
+    chunk_id: int
+    plan_id: int
+    table: TableId
+    chunk_no: int
+    range: ChunkRange
+    key: tuple[str, ...]
+    status: ChunkStatus
+    attempts: int
+    rows: int | None
+    low_watermark: BinlogPosition | None
+    high_watermark: BinlogPosition | None
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    error: str | None
+    estimated_rows: int
+    read_seconds: float | None = None
+    correct_seconds: float | None = None
+    write_seconds: float | None = None
+
+    @property
+    def chunk(self) -> Chunk:
+        return Chunk(self.table, self.chunk_no, self.range)
+
+    def label(self) -> str:
+        """``shop.orders #3 [100, 200)``: for logs and the Airflow UI."""
+        return self.chunk.label()
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """A snapshot plan and its chunks, ordered by table (in plan order) then chunk number."""
+
+    plan_id: int
+    label: str
+    created_at: dt.datetime
+    status: PlanStatus
+    tables: tuple[TableId, ...]
+    chunks: tuple[ChunkRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TableProgress:
+    """Chunk counts and rows of one table of a plan."""
+
+    table: TableId
+    total: int
+    done: int
+    failed: int
+    running: int
+    pending: int
+    rows_done: int
+    rows_estimated: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlanProgress:
+    """Chunk counts and rows of a whole plan, with a per-table breakdown."""
+
+    plan_id: int
+    total: int
+    done: int
+    failed: int
+    running: int
+    pending: int
+    rows_done: int
+    rows_estimated: int
+    tables: tuple[TableProgress, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return self.total > 0 and self.done == self.total
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """What the long-running stream last recorded: where it committed, how far behind it is,
+    and who holds it (``owner`` until ``lease_expires_at``) so a second copy can refuse to run."""
+
+    stream_id: str
+    tables: tuple[TableId, ...]
+    committed_position: BinlogPosition | None = None
+    lag_seconds: float | None = None
+    lag_bytes: int | None = None
+    heartbeat_at: dt.datetime | None = None
+    owner: str | None = None
+    lease_expires_at: dt.datetime | None = None

@@ -1,0 +1,110 @@
+"""The metadata DB's tables, as SQLAlchemy Core objects.
+
+The migrations under ``migrations/versions`` create these tables; this module is what the
+store's queries are written against. ``tests/unit/test_metadata_store.py`` checks that a
+migrated DB and this module agree, so a change here without a migration fails the tests.
+
+Types are portable (SQLite and PostgreSQL): JSON travels as text, binlog positions as text,
+and the sortable high-watermark encoding as zero-padded decimal text because it needs up to
+28 digits (more than a 64-bit integer holds).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = [
+    "CHUNK_STATUSES",
+    "PLAN_STATUSES",
+    "TABLE_NAME_LENGTH",
+    "chunks",
+    "metadata",
+    "plan_tables",
+    "plans",
+    "stream_state",
+]
+
+#: Constraint names are fixed so later migrations (SQLite batch mode) can address them.
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: ``db.table`` with backtick quoting: two 64-character names, every character a doubled
+#: backtick at worst, fit. A bounded string (not TEXT) so MySQL can index it too.
+TABLE_NAME_LENGTH = 300
+
+CHUNK_STATUSES = ("pending", "running", "done", "failed")
+PLAN_STATUSES = ("planned", "running", "done")
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+plans = sa.Table(
+    "cdc_plans",
+    metadata,
+    sa.Column("plan_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("label", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.CheckConstraint("status IN ('planned', 'running', 'done')", name="status"),
+    # Ids are handed to Airflow (XCom, job files): never reuse one, even after a delete.
+    sqlite_autoincrement=True,
+)
+
+plan_tables = sa.Table(
+    "cdc_plan_tables",
+    metadata,
+    sa.Column("plan_id", sa.Integer, sa.ForeignKey("cdc_plans.plan_id"), primary_key=True),
+    sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), primary_key=True),
+    sa.Column("key_columns", sa.Text, nullable=False),
+    sa.Column("method", sa.String(16), nullable=False),
+    sa.Column("estimated_rows", sa.BigInteger, nullable=False),
+    sa.Column("chunk_count", sa.Integer, nullable=False),
+    sa.Index(None, "table_name"),
+)
+
+chunks = sa.Table(
+    "cdc_chunks",
+    metadata,
+    sa.Column("chunk_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("plan_id", sa.Integer, sa.ForeignKey("cdc_plans.plan_id"), nullable=False),
+    sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), nullable=False),
+    sa.Column("chunk_no", sa.Integer, nullable=False),
+    sa.Column("lo", sa.Text, nullable=True),
+    sa.Column("hi", sa.Text, nullable=True),
+    sa.Column("estimated_rows", sa.BigInteger, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("rows", sa.BigInteger, nullable=True),
+    sa.Column("low_watermark", sa.Text, nullable=True),
+    sa.Column("high_watermark", sa.Text, nullable=True),
+    sa.Column("high_watermark_encoded", sa.String(38), nullable=True),
+    sa.Column("started_at", sa.DateTime, nullable=True),
+    sa.Column("finished_at", sa.DateTime, nullable=True),
+    sa.Column("read_seconds", sa.Float, nullable=True),
+    sa.Column("correct_seconds", sa.Float, nullable=True),
+    sa.Column("write_seconds", sa.Float, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.UniqueConstraint("plan_id", "table_name", "chunk_no"),
+    sa.ForeignKeyConstraint(
+        ["plan_id", "table_name"], ["cdc_plan_tables.plan_id", "cdc_plan_tables.table_name"]
+    ),
+    sa.CheckConstraint("status IN ('pending', 'running', 'done', 'failed')", name="status"),
+    sqlite_autoincrement=True,
+)
+
+stream_state = sa.Table(
+    "cdc_stream_state",
+    metadata,
+    sa.Column("stream_id", sa.String(200), primary_key=True),
+    sa.Column("tables", sa.Text, nullable=False),
+    sa.Column("committed_position", sa.Text, nullable=True),
+    sa.Column("lag_seconds", sa.Float, nullable=True),
+    sa.Column("lag_bytes", sa.BigInteger, nullable=True),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=True),
+    sa.Column("owner", sa.Text, nullable=True),
+    sa.Column("lease_expires_at", sa.DateTime, nullable=True),
+)

@@ -1,0 +1,179 @@
+"""Plan the snapshot: split each table into key-range chunks and record them.
+
+The plan lives in the metadata DB (the source of truth for chunk status and watermarks);
+XCom carries only small handles to it, one per chunk, so that the mapped snapshot task
+gets one map index per chunk and no key values or secrets go through Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators._params import as_mapping, as_positive_int, as_str_list
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_cdc.metadata.records import PlanRecord
+    from airflow_cdc.model import TableId
+
+__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "chunk_handles"]
+
+#: XCom key under which the plan operator also pushes the plan id.
+PLAN_ID_XCOM_KEY = "plan_id"
+
+
+class PlanSnapshotOperator(BaseOperator):
+    """Validate the source, plan the chunks of ``tables`` and store the plan.
+
+    :param tables: tables as ``db.table`` (a name with a dot is quoted with backticks).
+        Templated; a rendered string (JSON list, Python list or comma-separated) is accepted.
+    :param sink_path: root folder/URI of the Delta tables; checked here so a typo fails before
+        any Spark job starts. Templated.
+    :param chunk_rows: rows per chunk (positive whole number). Templated, checked after rendering.
+    :param chunk_keys: ``{"db.table": ["col", ...]}``: chunk key for tables without a primary
+        key (must be unique and not null). Templated; a rendered JSON/dict string is accepted.
+    :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
+    :param metadata_conn_id: Airflow connection of the metadata DB (SQLAlchemy URL).
+
+    Returns (XCom) one dict per chunk: ``chunk_id``, ``plan_id``, ``table``, ``chunk_no`` and
+    ``label``; the plan id is also pushed under the key ``plan_id``.
+    """
+
+    template_fields: Sequence[str] = ("tables", "sink_path", "chunk_rows", "chunk_keys")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"chunk_keys": "json", "tables": "json"}
+    ui_color = "#e8f4fd"
+
+    def __init__(
+        self,
+        *,
+        tables: list[str] | str,
+        sink_path: str,
+        chunk_rows: int | str,
+        chunk_keys: dict[str, list[str]] | str | None = None,
+        source_conn_id: str = "cdc_source",
+        metadata_conn_id: str = "cdc_metadata",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.tables = tables
+        self.sink_path = sink_path
+        self.chunk_rows = chunk_rows
+        self.chunk_keys = chunk_keys
+        self.source_conn_id = source_conn_id
+        self.metadata_conn_id = metadata_conn_id
+        if isinstance(chunk_rows, int):  # a literal is checked when the DAG is parsed
+            as_positive_int("chunk_rows", chunk_rows)
+
+    # -- validation of rendered values -------------------------------------------------
+    def table_ids(self) -> list[TableId]:
+        """The rendered ``tables`` as TableIds, without duplicates, in the given order."""
+        from airflow_cdc.model import TableId
+
+        names = as_str_list("tables", self.tables)
+        if not names:
+            raise ConfigurationError("tables is empty: give at least one table as 'database.table'")
+        result: list[TableId] = []
+        for name in names:
+            try:
+                table = TableId.parse(name)
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"table {name!r} is not of the form 'database.table' "
+                    "(quote a name containing a dot with backticks: `my.db`.orders)"
+                ) from exc
+            if table not in result:
+                result.append(table)
+        return result
+
+    def chunk_key_map(self, tables: Sequence[TableId]) -> dict[TableId, tuple[str, ...]]:
+        """The rendered ``chunk_keys`` keyed by TableId; every table must be one of ``tables``."""
+        from airflow_cdc.model import TableId
+
+        result: dict[TableId, tuple[str, ...]] = {}
+        for name, columns in as_mapping("chunk_keys", self.chunk_keys).items():
+            try:
+                table = TableId.parse(name)
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"chunk_keys names {name!r}, which is not of the form 'database.table'"
+                ) from exc
+            if table not in tables:
+                raise ConfigurationError(
+                    f"chunk_keys names {name!r}, which is not one of the tables {[str(t) for t in tables]}"
+                )
+            cols = as_str_list(f"chunk_keys[{name!r}]", columns)
+            if not cols:
+                raise ConfigurationError(f"chunk_keys[{name!r}] is empty: give the key columns")
+            result[table] = tuple(cols)
+        return result
+
+    # -- execution -----------------------------------------------------------------------
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        from airflow.sdk import conf
+
+        from airflow_cdc.config import ChunkingConfig, SinkConfig
+        from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+        from airflow_cdc.metadata import MetadataStore
+        from airflow_cdc.planning.planner import plan_tables
+        from airflow_cdc.source import catalog, server, validation
+        from airflow_cdc.source.connection import connect
+
+        tables = self.table_ids()
+        keys = self.chunk_key_map(tables)
+        chunk_rows = as_positive_int("chunk_rows", self.chunk_rows)
+        SinkConfig(root=str(self.sink_path or ""))
+        max_chunks = conf.getint("core", "max_map_length", fallback=1024)
+        chunking = ChunkingConfig(chunk_rows=chunk_rows, max_chunks=max_chunks)
+
+        source = CdcSourceHook(self.source_conn_id).source_config()
+        metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
+
+        conn = connect(source)
+        try:
+            info = server.server_info(conn)
+            self.log.info("Source server %s; planning %d table(s)", info, len(tables))
+            validation.validate_source(conn, info, tables)
+            schemas = [
+                catalog.load_table_schema(conn, table, chunk_key=keys.get(table))
+                for table in tables
+            ]
+            plans = plan_tables(conn, info, schemas, chunking)
+        finally:
+            conn.close()
+
+        with MetadataStore.connect(metadata_url) as store:
+            record = store.create_plan(label=str(context["run_id"]), plans=plans)
+
+        for plan in plans:
+            self.log.info(
+                "%s: key (%s), %d chunk(s) of ~%d rows, ~%d rows, split %s",
+                plan.table,
+                ", ".join(plan.key),
+                len(plan.ranges),
+                chunk_rows,
+                plan.estimated_rows,
+                plan.method,
+            )
+        handles = chunk_handles(record)
+        self.log.info("Plan %d stored with %d chunk(s)", record.plan_id, len(handles))
+        context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
+        return handles
+
+
+def chunk_handles(record: PlanRecord) -> list[dict[str, Any]]:
+    """The XCom form of a plan: small, JSON-safe, no key values beyond the label."""
+    return [
+        {
+            "chunk_id": chunk.chunk_id,
+            "plan_id": record.plan_id,
+            "table": str(chunk.table),
+            "chunk_no": chunk.chunk_no,
+            "label": chunk.label(),
+        }
+        for chunk in record.chunks
+    ]

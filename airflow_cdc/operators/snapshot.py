@@ -1,0 +1,208 @@
+"""Run one snapshot chunk as a Spark application.
+
+Secrets reach the Spark job through a job file, never through ``argv``: ``ps`` on any host
+shows the command line, and Airflow logs it. The file is written to a private temporary
+folder (mode 0700, file 0600) just before ``spark-submit`` starts and removed when the task
+ends, fails or is killed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators._params import as_positive_int
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_cdc.config import ChunkJobSpec
+
+__all__ = [
+    "DEFAULT_SPARK_CONF",
+    "SNAPSHOT_CHUNK_APPLICATION",
+    "SnapshotChunkOperator",
+]
+
+#: The entry script, inside the installed package so it exists wherever airflow-cdc is
+#: installed (``spark_jobs/snapshot_chunk.py`` in the repository is the same thin script).
+SNAPSHOT_CHUNK_APPLICATION = str(
+    Path(__file__).resolve().parent / "spark_apps" / "snapshot_chunk.py"
+)
+
+#: One chunk is a small job: no UI port per concurrent task, few shuffle partitions.
+DEFAULT_SPARK_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+}
+
+#: The UI label of a mapped chunk task: ``shop.orders #3 [100, 200)``. ``task`` in the
+#: template context is the unmapped operator of that map index (task_runner puts ``ti.task``
+#: there), so its ``chunk`` attribute is that index's XCom item.
+CHUNK_MAP_INDEX_TEMPLATE = "{{ task.chunk['label'] }}"
+
+
+class SnapshotChunkOperator(SparkSubmitOperator):
+    """``spark-submit`` of one chunk of a snapshot plan.
+
+    Map it over the plan: ``SnapshotChunkOperator.partial(task_id=..., sink_path=...)
+    .expand(chunk=plan.output)``.
+
+    :param chunk: one item of :class:`PlanSnapshotOperator`'s XCom (``chunk_id``, ``label``...).
+    :param sink_path: root folder/URI of the Delta tables. Templated.
+    :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
+    :param metadata_conn_id: Airflow connection of the metadata DB.
+    :param partition_rows: a chunk larger than this is read as several partitions in
+        parallel (default: ``ReadConfig``'s). Templated.
+    :param read_engine: ``"connectorx"`` (default) or ``"pymysql"``.
+    :param pause_dir: test-only; pause points of the job wait for release files there.
+    :param application: entry script; default :data:`SNAPSHOT_CHUNK_APPLICATION`.
+    :param spark_binary: default: the ``spark-submit`` of the installed pyspark.
+    :param env_vars: merged over the variables that make that ``spark-submit`` work
+        (SPARK_HOME, PYSPARK_PYTHON, ...), which are computed when the task runs.
+    :param conf: merged over :data:`DEFAULT_SPARK_CONF`.
+
+    Every other argument goes to :class:`SparkSubmitOperator` (``conn_id`` is the Spark
+    connection, default ``spark_default``). ``application_args`` is set by the operator.
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "sink_path",
+        "partition_rows",
+        "pause_dir",
+    )
+    ui_color = "#fde8d7"
+
+    def __init__(
+        self,
+        *,
+        chunk: dict[str, Any],
+        sink_path: str,
+        source_conn_id: str = "cdc_source",
+        metadata_conn_id: str = "cdc_metadata",
+        partition_rows: int | str | None = None,
+        read_engine: str | None = None,
+        pause_dir: str | None = None,
+        application: str | None = None,
+        spark_binary: str | None = None,
+        env_vars: dict[str, Any] | None = None,
+        conf: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if "application_args" in kwargs:
+            raise ConfigurationError(
+                "SnapshotChunkOperator sets application_args itself (--job-file PATH); "
+                "do not pass them"
+            )
+        kwargs.setdefault("map_index_template", CHUNK_MAP_INDEX_TEMPLATE)
+        super().__init__(
+            application=application or SNAPSHOT_CHUNK_APPLICATION,
+            conf={**DEFAULT_SPARK_CONF, **(conf or {})},
+            spark_binary=spark_binary,
+            env_vars=env_vars,
+            name=name or "airflow-cdc-chunk",
+            **kwargs,
+        )
+        self.chunk = chunk
+        self.sink_path = sink_path
+        self.source_conn_id = source_conn_id
+        self.metadata_conn_id = metadata_conn_id
+        self.partition_rows = partition_rows
+        self.read_engine = read_engine
+        self.pause_dir = pause_dir
+        self._auto_name = name is None
+        self._job_dir: str | None = None
+
+    # -- the job file ----------------------------------------------------------------
+    def chunk_id(self) -> int:
+        """The chunk's id from the XCom item, checked (a wrong mapping fails clearly)."""
+        value = self.chunk.get("chunk_id") if isinstance(self.chunk, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(
+                f"chunk must be an item of the plan task's XCom with an integer 'chunk_id', "
+                f"got {self.chunk!r}"
+            )
+        return value
+
+    def build_spec(self) -> ChunkJobSpec:
+        """The job spec, with the secrets resolved from the Airflow connections."""
+        from airflow_cdc.config import ChunkJobSpec, ReadConfig, SinkConfig
+        from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+
+        read_kwargs: dict[str, Any] = {}
+        if self.partition_rows is not None and self.partition_rows != "":
+            read_kwargs["partition_rows"] = as_positive_int("partition_rows", self.partition_rows)
+        if self.read_engine:
+            read_kwargs["engine"] = self.read_engine
+        return ChunkJobSpec(
+            chunk_id=self.chunk_id(),
+            source=CdcSourceHook(self.source_conn_id).source_config(),
+            metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
+            sink=SinkConfig(root=str(self.sink_path or "")),
+            read=ReadConfig(**read_kwargs),
+            pause_dir=self.pause_dir or None,
+        )
+
+    def prepare_submit(self) -> Path:
+        """Write the job file and point ``application_args``, binary and env at it.
+
+        Separate from :meth:`execute` so a test can inspect the command the hook builds.
+        """
+        from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
+
+        spec = self.build_spec()
+        self._cleanup()
+        self._job_dir = tempfile.mkdtemp(prefix="airflow-cdc-job-")  # mode 0700
+        path = spec.write(Path(self._job_dir) / f"chunk-{spec.chunk_id}.json")
+        self.application_args = ["--job-file", str(path)]
+        # Resolved when the task runs (the worker's Python), not when the DAG is parsed.
+        if not self._spark_binary and not self._connection_names_binary():
+            self._spark_binary = spark_submit_binary()
+        self.env_vars = {**spark_environment(), **(self.env_vars or {})}
+        if self._auto_name:
+            self.name = (
+                f"airflow-cdc {self.chunk.get('table', '?')} #{self.chunk.get('chunk_no', '?')}"
+            )
+        self._hook = None  # built by the parent from the fields above
+        self.log.info(
+            "Chunk %s (id %d): job file %s", self.chunk.get("label", "?"), spec.chunk_id, path
+        )
+        return path
+
+    def _connection_names_binary(self) -> bool:
+        """Whether the Spark connection chooses the binary (extra ``spark-binary``): then the
+        cluster's ``spark-submit`` on PATH is meant, not the one of the local pyspark."""
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = BaseHook.get_connection(self._conn_id).extra_dejson
+        except AirflowNotFoundException:
+            return False
+        return bool(extra.get("spark-binary"))
+
+    def execute(self, context: Context) -> None:
+        try:
+            self.prepare_submit()
+            super().execute(context)
+        finally:
+            self._cleanup()
+
+    def on_kill(self) -> None:
+        try:
+            super().on_kill()
+        finally:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._job_dir is not None:
+            shutil.rmtree(self._job_dir, ignore_errors=True)
+            self._job_dir = None

@@ -1,0 +1,235 @@
+"""Split tables into chunk ranges (Flink CDC 2.0 style), with cheap index-served queries.
+
+Per table:
+
+* **single**: the table is empty or has at most ``chunk_rows`` rows: one unbounded range.
+* **even**: a single integer key whose values are dense enough (distribution factor
+  ``(max - min + 1) / rows`` within the configured bounds): boundaries every
+  ``ceil(factor * chunk_rows)`` key values, computed without touching the table again.
+* **uneven**: everything else (sparse integers, strings, binary, temporal, composite keys):
+  boundary ``i+1`` is the ``(chunk_rows+1)``-th key ``>= boundary i``, one bounded index seek
+  per boundary (``ORDER BY key LIMIT chunk_rows+1`` in a derived table, last row), never
+  ``OFFSET`` and never a whole-table query. The server compares, so keys that are equal under
+  the column's collation never straddle a boundary.
+
+The plan never has more than ``max_chunks`` chunks in total (one Airflow mapped task each):
+the chunk size grows up front from the row estimates, and if an uneven split still overshoots
+(estimates are approximate) planning restarts with a bigger chunk size.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_cdc.config import ChunkingConfig
+from airflow_cdc.model import ChunkRange, Key, SplitMethod, TablePlan, TableSchema
+from airflow_cdc.planning.splitter import choose_chunk_rows, even_ranges, ranges_from_boundaries
+from airflow_cdc.source.connection import DbConnection, fetch_one
+from airflow_cdc.source.keyset import key_list, order_by, range_condition
+from airflow_cdc.source.server import ServerInfo
+
+__all__ = ["plan_tables"]
+
+log = logging.getLogger("airflow_cdc.planning")
+
+#: After an overshoot the chunk size grows by at least this factor (guarantees termination).
+_GROWTH = 1.25
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What planning needs to know about one table, read once."""
+
+    schema: TableSchema
+    table_rows: int  # information_schema estimate
+    exact_rows: int | None  # known exactly when small (bounded COUNT)
+    min_key: Key | None  # None: the table is empty
+    max_key: Key | None
+
+    @property
+    def rows(self) -> int:
+        """Best row estimate: the exact count, else the larger of TABLE_ROWS and the lower bound."""
+        if self.exact_rows is not None:
+            return self.exact_rows
+        return max(self.table_rows, 1)
+
+
+class _OverBudget(Exception):
+    """A table needs more chunks than are left; carries a lower bound of its rows."""
+
+    def __init__(self, index: int, rows_at_least: int) -> None:
+        super().__init__(index, rows_at_least)
+        self.index = index
+        self.rows_at_least = rows_at_least
+
+
+def plan_tables(
+    conn: DbConnection, info: ServerInfo, schemas: Sequence[TableSchema], cfg: ChunkingConfig
+) -> list[TablePlan]:
+    """A plan per table, in the order given, with at most ``cfg.max_chunks`` chunks in total."""
+    facts = [_read_facts(conn, schema, cfg.chunk_rows) for schema in schemas]
+    estimates = [f.rows for f in facts]
+    chunk_rows = choose_chunk_rows(estimates, cfg.chunk_rows, cfg.max_chunks)
+    while True:
+        try:
+            return _plan_all(conn, info, facts, chunk_rows, cfg)
+        except _OverBudget as over:
+            estimates[over.index] = max(estimates[over.index], over.rows_at_least)
+            grown = choose_chunk_rows(estimates, chunk_rows, cfg.max_chunks)
+            log.info(
+                "%s has at least %d rows, more than estimated: planning again with %d rows per "
+                "chunk to stay within max_chunks=%d",
+                facts[over.index].schema.table,
+                over.rows_at_least,
+                max(grown, math.ceil(chunk_rows * _GROWTH)),
+                cfg.max_chunks,
+            )
+            chunk_rows = max(grown, math.ceil(chunk_rows * _GROWTH))
+
+
+def _plan_all(
+    conn: DbConnection,
+    info: ServerInfo,
+    facts: Sequence[_Facts],
+    chunk_rows: int,
+    cfg: ChunkingConfig,
+) -> list[TablePlan]:
+    plans: list[TablePlan] = []
+    used = 0
+    for index, fact in enumerate(facts):
+        budget = cfg.max_chunks - used - (len(facts) - index - 1)
+        started = time.monotonic()
+        plan = _plan_table(conn, info, index, fact, chunk_rows, cfg, budget)
+        used += len(plan.ranges)
+        plans.append(plan)
+        log.info(
+            "%s: method %s, %d chunk(s) of %d rows, ~%d rows estimated, %.3f s",
+            plan.table,
+            plan.method,
+            len(plan.ranges),
+            chunk_rows,
+            plan.estimated_rows,
+            time.monotonic() - started,
+        )
+    return plans
+
+
+def _plan_table(
+    conn: DbConnection,
+    info: ServerInfo,
+    index: int,
+    fact: _Facts,
+    chunk_rows: int,
+    cfg: ChunkingConfig,
+    budget: int,
+) -> TablePlan:
+    schema = fact.schema
+
+    def plan(ranges: Sequence[ChunkRange], rows: int, method: SplitMethod) -> TablePlan:
+        if len(ranges) > budget:
+            raise _OverBudget(index, len(ranges) * chunk_rows)
+        return TablePlan(schema.table, schema.key, tuple(ranges), rows, method)
+
+    whole = [ChunkRange(None, None)]
+    if fact.min_key is None or fact.max_key is None:
+        return plan(whole, 0, "single")
+    if fact.exact_rows is not None and fact.exact_rows <= chunk_rows:
+        return plan(whole, fact.exact_rows, "single")
+    low, high = fact.min_key[0], fact.max_key[0]
+    if len(schema.key) == 1 and isinstance(low, int) and isinstance(high, int):
+        factor = (high - low + 1) / fact.rows
+        if cfg.distribution_factor_lower <= factor <= cfg.distribution_factor_upper:
+            step = max(1, math.ceil(factor * chunk_rows))
+            return plan(even_ranges(low, high, step), fact.rows, "even")
+    bounds, rows = _uneven_boundaries(conn, info, schema, chunk_rows, budget, index)
+    return plan(ranges_from_boundaries(bounds), rows, "uneven" if bounds else "single")
+
+
+def _uneven_boundaries(
+    conn: DbConnection,
+    info: ServerInfo,
+    schema: TableSchema,
+    chunk_rows: int,
+    budget: int,
+    index: int,
+) -> tuple[list[Key], int]:
+    """Boundaries every ``chunk_rows`` keys, one bounded seek each; also the exact row count."""
+    bounds: list[Key] = []
+    lower: Key | None = None
+    while True:
+        found, count = _nth_key_from(conn, info, schema, lower, chunk_rows + 1)
+        if found is None or count <= chunk_rows:
+            return bounds, len(bounds) * chunk_rows + count
+        bounds.append(found)
+        lower = found
+        if len(bounds) + 1 > budget:
+            raise _OverBudget(index, len(bounds) * chunk_rows + 1)
+
+
+def _nth_key_from(
+    conn: DbConnection, info: ServerInfo, schema: TableSchema, lower: Key | None, limit: int
+) -> tuple[Key | None, int]:
+    """The last of the first ``limit`` keys ``>= lower`` and how many keys there were (<= limit)."""
+    keys, table = key_list(schema.key), schema.table.quoted().replace("%", "%%")
+    condition, params = range_condition(schema.key, ChunkRange(lower, None))
+    window = (
+        f"SELECT {keys} FROM {table} WHERE {condition} "  # noqa: S608 - quoted identifiers
+        f"ORDER BY {order_by(schema.key)} LIMIT %s"
+    )
+    if _has_window_functions(info):
+        row = fetch_one(
+            conn,
+            f"SELECT {keys}, COUNT(*) OVER () FROM ({window}) AS w "  # noqa: S608 - quoted identifiers
+            f"ORDER BY {order_by(schema.key, descending=True)} LIMIT 1",
+            [*params, limit],
+        )
+        if row is None:
+            return None, 0
+        return tuple(row[:-1]), int(row[-1])
+    last = fetch_one(
+        conn,
+        f"SELECT {keys} FROM ({window}) AS w "  # noqa: S608 - quoted identifiers
+        f"ORDER BY {order_by(schema.key, descending=True)} LIMIT 1",
+        [*params, limit],
+    )
+    counted = fetch_one(conn, f"SELECT COUNT(*) FROM ({window}) AS w", [*params, limit])  # noqa: S608
+    return (None if last is None else tuple(last)), int(counted[0]) if counted else 0
+
+
+def _has_window_functions(info: ServerInfo) -> bool:
+    return info.version >= ((10, 2, 0) if info.is_mariadb else (8, 0, 0))
+
+
+def _read_facts(conn: DbConnection, schema: TableSchema, chunk_rows: int) -> _Facts:
+    """TABLE_ROWS, MIN and MAX of the key (index seeks), and an exact count when small."""
+    row = fetch_one(
+        conn,
+        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+        (schema.table.database, schema.table.table),
+    )
+    table_rows = int(row[0]) if row and row[0] is not None else 0
+    keys, table = key_list(schema.key), schema.table.quoted().replace("%", "%%")
+    edges = []
+    for descending in (False, True):
+        found = fetch_one(
+            conn,
+            f"SELECT {keys} FROM {table} ORDER BY {order_by(schema.key, descending=descending)} LIMIT 1",  # noqa: S608
+        )
+        edges.append(None if found is None else tuple(found))
+    exact: int | None = None
+    if edges[0] is None:
+        exact = 0
+    elif table_rows <= chunk_rows:  # cheap: at most chunk_rows + 1 index entries
+        counted = fetch_one(
+            conn,
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} LIMIT %s) AS w",  # noqa: S608
+            [chunk_rows + 1],
+        )
+        n = int(counted[0]) if counted else 0
+        exact = n if n <= chunk_rows else None
+        table_rows = max(table_rows, n)
+    return _Facts(schema, table_rows, exact, edges[0], edges[1])

@@ -1,0 +1,75 @@
+"""Airflow provider registration (the ``apache_airflow_provider`` entry point).
+
+Airflow calls :func:`get_provider_info` while it discovers providers, which happens while
+``airflow`` itself is being imported and configured. This module therefore imports nothing:
+importing ``airflow`` (or anything that does) from here would recurse into that discovery.
+The package name must equal the distribution name (``airflow-cdc``): Airflow refuses a
+provider whose ``package-name`` differs from the installed distribution.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["get_provider_info"]
+
+_INTEGRATION = "airflow-cdc"
+_VERSION = "0.1.0"  # keep equal to airflow_cdc.__version__ (not imported: see module docstring)
+
+
+def get_provider_info() -> dict[str, Any]:
+    """The provider dict, in the shape of ``airflow/provider_info.schema.json``."""
+    return {
+        "package-name": "airflow-cdc",
+        "name": "Airflow CDC",
+        "description": (
+            "Lock-free incremental-snapshot change data capture from MySQL/MariaDB into "
+            "Delta Lake, run by Apache Airflow and Spark."
+        ),
+        "versions": [_VERSION],
+        "integrations": [
+            {
+                "integration-name": _INTEGRATION,
+                "external-doc-url": "https://github.com/airflow-cdc/airflow-cdc",
+                "tags": ["service"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "airflow_cdc.hooks.source",
+                    "airflow_cdc.hooks.metadata",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "airflow_cdc.operators.plan",
+                    "airflow_cdc.operators.snapshot",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_cdc.sensors.chunks"],
+            }
+        ],
+        # Own connection types, so the UI offers a form even where the MySQL provider is not
+        # installed. The hooks also accept the common types (mysql, sqlite, postgres, ...).
+        "connection-types": [
+            {
+                "connection-type": "cdc_mysql",
+                "hook-class-name": "airflow_cdc.hooks.source.CdcSourceHook",
+                "hook-name": "CDC source (MySQL/MariaDB)",
+            },
+            {
+                "connection-type": "cdc_metadata",
+                "hook-class-name": "airflow_cdc.hooks.metadata.CdcMetadataHook",
+                "hook-name": "CDC metadata DB (SQLAlchemy URL)",
+            },
+        ],
+    }

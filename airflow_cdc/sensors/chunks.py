@@ -1,0 +1,161 @@
+"""Wait until every chunk of a snapshot plan is done, by the metadata DB.
+
+The metadata DB, not Airflow's task states, says whether a chunk is done: a chunk task can
+be cleared and re-run, a backfill can redo a chunk from another run, and only the DB knows
+the watermark the stream will start from. A failed chunk therefore does not fail the
+sensor: it keeps waiting (and says which chunks failed and why) so a user can clear and
+re-run them; the sensor's ``timeout`` bounds the wait.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators._params import as_positive_int, parse_literal
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
+
+__all__ = ["ChunksCompleteSensor", "format_progress"]
+
+DEFAULT_TIMEOUT = timedelta(hours=6)
+#: Failed chunks named in one log line at most (a plan can have a thousand chunks).
+_MAX_FAILED_LISTED = 20
+
+
+class ChunksCompleteSensor(BaseSensorOperator):
+    """Succeeds when all chunks of a plan are ``done`` in the metadata DB.
+
+    :param plan_id: the plan's id (templated), or
+    :param chunks: the plan task's XCom list (templated; ``plan.output``): the plan id is
+        taken from its first item.
+    :param metadata_conn_id: Airflow connection of the metadata DB.
+
+    Defaults: ``mode="reschedule"`` (no worker slot held while chunks run), ``poke_interval``
+    10 s, ``timeout`` 6 h, and ``trigger_rule="all_done_min_one_success"`` so it runs after
+    the chunk tasks whatever their Airflow state (it is skipped only when the plan itself
+    did not succeed).
+    """
+
+    template_fields: Sequence[str] = ("plan_id", "chunks")
+    ui_color = "#e8fde9"
+
+    def __init__(
+        self,
+        *,
+        plan_id: int | str | None = None,
+        chunks: list[dict[str, Any]] | str | None = None,
+        metadata_conn_id: str = "cdc_metadata",
+        poke_interval: timedelta | float = 10,
+        timeout: timedelta | float = DEFAULT_TIMEOUT,
+        mode: str = "reschedule",
+        **kwargs: Any,
+    ) -> None:
+        if plan_id is None and chunks is None:
+            raise ConfigurationError(
+                "ChunksCompleteSensor needs plan_id or chunks (the plan's XCom)"
+            )
+        kwargs.setdefault("trigger_rule", "all_done_min_one_success")
+        super().__init__(poke_interval=poke_interval, timeout=timeout, mode=mode, **kwargs)
+        self.plan_id = plan_id
+        self.chunks = chunks
+        self.metadata_conn_id = metadata_conn_id
+
+    def resolved_plan_id(self) -> int:
+        """The plan id from ``plan_id`` or, failing that, from the first item of ``chunks``."""
+        if self.plan_id is not None and self.plan_id != "" and self.plan_id != "None":
+            return as_positive_int("plan_id", self.plan_id)
+        chunks: Any = self.chunks
+        if isinstance(chunks, str):
+            chunks = parse_literal(chunks)
+        if not isinstance(chunks, list | tuple) or not chunks or not isinstance(chunks[0], dict):
+            raise ConfigurationError(
+                f"chunks must be the plan task's XCom (a non-empty list of chunk dicts), got {chunks!r}"
+            )
+        return as_positive_int("chunks[0]['plan_id']", chunks[0].get("plan_id"))
+
+    def poke(self, context: Context) -> bool:
+        from airflow_cdc.hooks import CdcMetadataHook
+        from airflow_cdc.metadata import MetadataStore
+
+        plan_id = self.resolved_plan_id()
+        url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
+        with MetadataStore.connect(url, migrate=False) as store:
+            progress = store.progress(plan_id)
+            records = store.chunks(plan_id)
+        now = dt.datetime.now(dt.UTC)
+        self.log.info("Plan %d: %s", plan_id, format_progress(progress, records, now))
+        for table in progress.tables:
+            if table.total != table.done:
+                self.log.info(
+                    "  %s: chunks done %d/%d, running %d, failed %d",
+                    table.table,
+                    table.done,
+                    table.total,
+                    table.running,
+                    table.failed,
+                )
+        failed = [record for record in records if record.status == "failed"]
+        for record in failed[:_MAX_FAILED_LISTED]:
+            self.log.warning(
+                "Chunk %s (id %d, attempt %d) failed: %s. Clear its task to re-run it.",
+                record.label(),
+                record.chunk_id,
+                record.attempts,
+                _first_line(record.error),
+            )
+        if len(failed) > _MAX_FAILED_LISTED:
+            self.log.warning("... and %d more failed chunks", len(failed) - _MAX_FAILED_LISTED)
+        return progress.complete
+
+
+def format_progress(
+    progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetime
+) -> str:
+    """``chunks done d/t, rows r/est (x%), failed f, running n, ETA ...``.
+
+    The rate is rows done over the time since the first chunk started, so the ETA is rough
+    (chunks of unequal size, retries) but needs no state kept between pokes.
+    """
+    if progress.rows_estimated:
+        percent = f"{100.0 * progress.rows_done / progress.rows_estimated:.1f}%"
+    else:
+        percent = "?%"
+    text = (
+        f"chunks done {progress.done}/{progress.total}, rows {progress.rows_done:,}/"
+        f"~{progress.rows_estimated:,} ({percent}), failed {progress.failed}, "
+        f"running {progress.running}, pending {progress.pending}"
+    )
+    return f"{text}, ETA {_eta(progress, records, now)}"
+
+
+def _eta(progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetime) -> str:
+    if progress.complete:
+        return "done"
+    started = [r.started_at for r in records if r.started_at is not None]
+    if not started or progress.rows_done <= 0:
+        return "unknown (no chunk finished yet)"
+    first = min(started)
+    if first.tzinfo is None:
+        first = first.replace(tzinfo=dt.UTC)
+    elapsed = (now - first).total_seconds()
+    if elapsed <= 0:
+        return "unknown"
+    rate = progress.rows_done / elapsed
+    remaining = max(progress.rows_estimated - progress.rows_done, 0)
+    seconds = int(remaining / rate)
+    return f"~{timedelta(seconds=seconds)} at {rate:,.0f} rows/s"
+
+
+def _first_line(text: str | None) -> str:
+    if not text:
+        return "(no error recorded)"
+    return text.strip().splitlines()[0] if text.strip() else "(no error recorded)"

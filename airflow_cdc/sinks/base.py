@@ -1,0 +1,150 @@
+"""What every sink shares: the bookkeeping columns, the result of a write, the interface.
+
+A sink row holds one version of a source row plus three columns that make concurrent,
+repeated and out-of-order writes converge (design.md section 5):
+
+* ``_cdc_position``: the encoded binlog position of the version held
+  (:meth:`airflow_cdc.model.BinlogPosition.encode`, Arrow ``decimal128(38, 0)``). A write
+  replaces a row only if its position is greater, so the order of writers does not matter.
+* ``_cdc_deleted``: ``true`` for a delete marker (tombstone). Markers stay in the table so
+  that an older snapshot row or a replayed older event cannot bring the key back.
+* ``_cdc_bucket``: a partition column computed by the sink from the first key column, so
+  that writers of different key ranges touch different files and do not conflict.
+
+The prefix ``_cdc_`` is reserved for these; Iceberg's metadata column names are refused
+too so a table can later move to Iceberg without renaming.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import pyarrow as pa
+
+from airflow_cdc.errors import SinkError
+from airflow_cdc.model import ChunkRange, TableId, TableSchema
+
+__all__ = [
+    "BUCKET_COLUMN",
+    "CDC_COLUMNS",
+    "CDC_PREFIX",
+    "DELETED_COLUMN",
+    "ICEBERG_RESERVED",
+    "LIVE_ROWS_PREDICATE",
+    "POSITION_COLUMN",
+    "POSITION_TYPE",
+    "ApplyResult",
+    "Sink",
+    "check_column_names",
+    "live_rows_sql",
+]
+
+POSITION_COLUMN = "_cdc_position"
+DELETED_COLUMN = "_cdc_deleted"
+BUCKET_COLUMN = "_cdc_bucket"
+CDC_PREFIX = "_cdc_"
+CDC_COLUMNS = (POSITION_COLUMN, DELETED_COLUMN, BUCKET_COLUMN)
+#: 38 digits hold every encoded position (see ``model.position``) and Delta, Iceberg,
+#: Spark and Parquet all have this type.
+POSITION_TYPE = pa.decimal128(38, 0)
+#: Iceberg metadata columns; a source column with one of these names would shadow them.
+ICEBERG_RESERVED = frozenset({"_pos", "_deleted", "_file", "_spec_id", "_partition"})
+
+#: The filter that gives the live rows of a sink table in any SQL engine.
+LIVE_ROWS_PREDICATE = f"{DELETED_COLUMN} = false"
+
+
+def check_column_names(table: TableId | str, names: Iterable[str]) -> None:
+    """Refuse source columns that collide with the sink's own or a table format's columns.
+
+    The check is case-insensitive because Spark and Iceberg resolve names without case.
+    """
+    for name in names:
+        folded = name.lower()
+        if folded.startswith(CDC_PREFIX):
+            raise SinkError(
+                f"column {name!r} of {table} starts with {CDC_PREFIX!r}, which the sink reserves "
+                f"for {', '.join(CDC_COLUMNS)}: rename the column in the source (or leave the "
+                "table out of the CDC set)"
+            )
+        if folded in ICEBERG_RESERVED:
+            raise SinkError(
+                f"column {name!r} of {table} is a name Iceberg reserves "
+                f"({', '.join(sorted(ICEBERG_RESERVED))}): rename the column in the source "
+                "(or leave the table out of the CDC set)"
+            )
+
+
+def live_rows_sql(table_ref: str, columns: Sequence[str]) -> str:
+    """A ``SELECT`` giving the live rows of a sink table, for engines other than this package.
+
+    Readers outside airflow-cdc (Spark SQL, Trino, DuckDB, DataFusion) see delete markers
+    and the ``_cdc_`` columns; they must filter ``_cdc_deleted = false`` and drop the
+    ``_cdc_`` columns, e.g. in a view. ``table_ref`` is pasted as given (the engine's own
+    table reference); column names are quoted with backticks (Spark / Databricks /
+    DataFusion-with-MySQL-dialect style) with inner backticks doubled. Use it to create a
+    view, never with names a user typed.
+    """
+    if not columns:
+        raise ValueError("live_rows_sql needs at least one column")
+    quoted = ", ".join("`" + name.replace("`", "``") + "`" for name in columns)
+    return f"SELECT {quoted} FROM {table_ref} WHERE {LIVE_ROWS_PREDICATE}"  # noqa: S608
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What one :meth:`Sink.apply` did.
+
+    ``skipped_older`` counts input rows that lost to a row already in the sink with an equal
+    or greater position (a replay, or an older writer arriving late). ``attempts`` counts
+    merge attempts (more than one after commit conflicts). ``version`` is the table version
+    after the write (unchanged when nothing was written). ``replayed`` is true when the
+    batch was skipped whole because the table already recorded its application transaction.
+    """
+
+    rows_in: int
+    inserted: int
+    updated: int
+    skipped_older: int
+    attempts: int
+    version: int
+    replayed: bool = False
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where change rows land. Writes are idempotent and order-independent (last writer wins
+    by ``_cdc_position``), so every writer may retry and run concurrently with the others."""
+
+    def ensure_table(
+        self, schema: TableSchema, arrow_schema: pa.Schema, *, bucket_width: int | None = None
+    ) -> None:
+        """Create the table if missing; fail if an existing table has another schema."""
+        ...
+
+    def apply(
+        self,
+        table: TableId,
+        changes: pa.Table | pa.RecordBatchReader,
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> ApplyResult:
+        """Merge rows (source columns + ``_cdc_position`` + ``_cdc_deleted``, at most one per
+        key) into the table; a row replaces the held one only if its position is greater."""
+        ...
+
+    def candidates(self, table: TableId, rng: ChunkRange, below: int) -> pa.Table:
+        """Key columns + position + deleted flag of sink rows that may lie in ``rng`` and
+        whose position is less than ``below`` (a superset is allowed)."""
+        ...
+
+    def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
+        """Current rows, without delete markers and without the ``_cdc_`` columns."""
+        ...
+
+    def read_all(self, table: TableId) -> pa.Table:
+        """Every row including markers and ``_cdc_`` columns (tests, operations)."""
+        ...

@@ -1,0 +1,305 @@
+"""One chunk, end to end: the heart of the snapshot phase (no Spark, no Airflow here).
+
+1. open a read view and take the low watermark (``source.watermark``: provably at or before
+   every change the reads below cannot see);
+2. read ``[lo, hi)`` as partitions in parallel (``runner`` maps them, Spark's executors in
+   production), each with its own later read view, into staged Parquet files;
+3. take the high watermark (after every read view was opened);
+4. fold the table's binlog events between the watermarks onto the rows (``correction``);
+5. turn sink rows of the range that no longer exist into delete markers;
+6. merge everything into the sink at the high watermark's position (last writer wins, so a
+   re-run, a retry after a crash mid-write, or a stream running at the same time is harmless);
+7. record the high watermark, rows and timings in the metadata DB.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from airflow_cdc.config import ChunkJobSpec
+from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
+from airflow_cdc.snapshot.binlog_window import read_window
+from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
+from airflow_cdc.snapshot.pause import PausePoints
+from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
+from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
+
+__all__ = ["ChunkOutcome", "Runner", "local_runner", "run_chunk"]
+
+log = logging.getLogger("airflow_cdc.snapshot")
+
+T = TypeVar("T")
+R = TypeVar("R")
+#: Maps a function over items, possibly in parallel elsewhere; returns results in order.
+Runner = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+
+POSITION_COLUMN = "_cdc_position"
+DELETED_COLUMN = "_cdc_deleted"
+DEFAULT_BUCKET_WIDTH = 1 << 20
+
+
+def local_runner(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+@dataclass(frozen=True)
+class ChunkOutcome:
+    chunk_id: int
+    attempt: int
+    rows: int
+    window_events: int
+    tombstones: int
+    low: BinlogPosition
+    high: BinlogPosition
+    read_seconds: float
+    correct_seconds: float
+    write_seconds: float
+
+    def summary(self) -> str:
+        rate = self.rows / self.read_seconds if self.read_seconds > 0 else 0.0
+        return (
+            f"chunk {self.chunk_id} attempt {self.attempt}: {self.rows} rows read in {self.read_seconds:.1f} s "
+            f"({rate:,.0f} rows/s), {self.window_events} binlog changes corrected, {self.tombstones} delete "
+            f"markers, written in {self.write_seconds:.1f} s; watermarks {self.low} .. {self.high}"
+        )
+
+
+def _comparable(key: Key) -> Key:
+    """Keys from the binlog/sink carry UTC-aware timestamps; the planner's are naive UTC."""
+    return tuple(
+        v.replace(tzinfo=None) if isinstance(v, dt.datetime) and v.tzinfo else v for v in key
+    )
+
+
+def _membership(
+    conn: Any, schema: TableSchema, rng: ChunkRange, keys: Sequence[Key]
+) -> dict[Key, bool]:
+    """Which keys lie in the chunk, decided in Python when its order equals the server's,
+    by the server otherwise (non-binary collations)."""
+    from airflow_cdc.planning.key_order import sort_key_for
+    from airflow_cdc.source.classify import keys_in_range
+
+    if not keys:
+        return {}
+    sort_key = sort_key_for(schema)
+    if sort_key is not None:
+        try:
+            bounded = ChunkRange(
+                None if rng.lo is None else _comparable(rng.lo),
+                None if rng.hi is None else _comparable(rng.hi),
+            )
+            return {key: bounded.contains(_comparable(key), sort_key) for key in keys}
+        except (TypeError, ValueError):
+            pass  # a value Python cannot order like the server: ask the server
+    answers = keys_in_range(conn, schema, rng, [_comparable(k) for k in keys])
+    return dict(zip(keys, answers, strict=True))
+
+
+def _partitions(
+    conn: Any, schema: TableSchema, rng: ChunkRange, estimated_rows: int, partition_rows: int
+) -> list[ChunkRange]:
+    """Split a large chunk for parallel reads; integer keys split evenly between the range's
+    own MIN and MAX (two index lookups). Other keys are read as one partition for now."""
+    parts = math.ceil(max(estimated_rows, 1) / partition_rows)
+    if parts <= 1 or len(schema.key) != 1 or not schema.key_columns[0].is_integer:
+        return [rng]
+    from airflow_cdc.source.keyset import range_condition
+
+    condition, params = range_condition(schema.key, rng)
+    key = schema.key_columns[0].name
+    from airflow_cdc.model import quote_identifier
+
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"SELECT MIN({quote_identifier(key)}), MAX({quote_identifier(key)}) FROM {schema.table.quoted()} WHERE {condition}",  # noqa: S608
+            params,
+        )
+        low, high = cursor.fetchone()
+    if low is None:
+        return [rng]
+    step = max(1, math.ceil((int(high) - int(low) + 1) / parts))
+    bounds = [(int(low) + i * step,) for i in range(1, parts) if int(low) + i * step <= int(high)]
+    edges: list[Key | None] = [rng.lo, *bounds, rng.hi]
+    return [ChunkRange(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+def _with_meta(table: pa.Table, target: pa.Schema, position: int, deleted: bool) -> pa.Table:
+    """``table`` in the sink's column order and types, plus position and marker flag."""
+    n = table.num_rows
+    columns = [table.column(field.name).cast(field.type) for field in target]
+    columns += [pa.array([position] * n, pa.decimal128(38, 0)), pa.array([deleted] * n, pa.bool_())]
+    schema = target.append(pa.field(POSITION_COLUMN, pa.decimal128(38, 0), nullable=False)).append(
+        pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)
+    )
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _key_table(schema: TableSchema, keys: Sequence[Key]) -> pa.Table:
+    target = arrow_schema(schema)
+    return pa.table(
+        {
+            name: pa.array([key[i] for key in keys], target.field(name).type)
+            for i, name in enumerate(schema.key)
+        }
+    )
+
+
+def _anti_join(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> pa.Table:
+    if keys.num_rows == 0 or rows.num_rows == 0:
+        return rows
+    return rows.join(keys, keys=list(key_names), join_type="left anti").select(rows.column_names)
+
+
+def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int | None:
+    """Width of the sink's key-range buckets, so chunks of a plan commit to separate
+    partitions. Only the first writer's choice sticks (it is stored with the table)."""
+    if not schema.key_columns[0].is_integer:
+        return None
+    from airflow_cdc.model import quote_identifier
+
+    key = quote_identifier(schema.key[0])
+    with conn.cursor() as cursor:
+        cursor.execute(f"SELECT MIN({key}), MAX({key}) FROM {schema.table.quoted()}")  # noqa: S608
+        low, high = cursor.fetchone()
+    if low is None:
+        return DEFAULT_BUCKET_WIDTH
+    return max(1, math.ceil((int(high) - int(low) + 1) / max(1, chunks_of_table)))
+
+
+def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome:
+    """Snapshot one chunk; see the module docstring. Raises on failure after recording it."""
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.sinks.delta import DeltaSink
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+    from airflow_cdc.source.server import current_position, server_info
+    from airflow_cdc.source.watermark import ConsistentReadView
+
+    pause = PausePoints(spec.pause_dir)
+    store = MetadataStore.connect(spec.metadata_url)
+    chunk = store.chunk(spec.chunk_id)
+    attempt = store.start_chunk(spec.chunk_id)
+    log.info("snapshot of %s, attempt %d", chunk.label(), attempt)
+    staging = f"{spec.sink.root.rstrip('/')}/_cdc_staging/chunk-{chunk.chunk_id}-{attempt}-{uuid.uuid4().hex[:8]}"
+    try:
+        conn = connect(spec.source)
+        try:
+            info = server_info(conn)
+            schema = load_table_schema(conn, chunk.table, chunk.key)
+            target = arrow_schema(schema)
+            sink = DeltaSink(spec.sink.root)
+            siblings = sum(1 for c in store.chunks(chunk.plan_id) if c.table == chunk.table)
+            sink.ensure_table(schema, target, bucket_width=_bucket_width(conn, schema, siblings))
+
+            started = time.monotonic()
+            with ConsistentReadView(conn, info) as view:
+                low = view.low_watermark
+            pause.reach("after_low_watermark")
+            ranges = _partitions(
+                conn, schema, chunk.range, chunk.estimated_rows or 0, spec.read.partition_rows
+            )
+            tasks = [
+                PartitionRead(
+                    spec.source, schema, part, f"{staging}/part-{i:05d}.parquet", spec.read.engine
+                )
+                for i, part in enumerate(ranges)
+            ]
+            results: list[PartitionResult] = runner(read_partition, tasks)
+            pause.reach("after_read")
+            high = current_position(conn, info)
+            read_seconds = time.monotonic() - started
+
+            started = time.monotonic()
+            rows = read_staged(results, target)
+            events = list(read_window(spec.source, schema, low, high))
+
+            def key_of(row: Any) -> Key:
+                return tuple(row[name] for name in schema.key)
+
+            images = [image for e in events for image in (e.before, e.after) if image is not None]
+            member = _membership(
+                conn, schema, chunk.range, list({key_of(image) for image in images})
+            )
+            final = fold(events, key_of, member.__getitem__)
+            upserts = [row for row in final.values() if not isinstance(row, Deleted)]
+            deleted_keys = [key for key, row in final.items() if row is DELETED]
+            kept = _anti_join(rows, _key_table(schema, list(final)), schema.key)
+            position = high.encode()
+            parts = [
+                _with_meta(kept, target, position, False),
+                _with_meta(rows_to_arrow(schema, upserts), target, position, False),
+            ]
+            present = pa.concat_tables(
+                [kept.select(list(schema.key)), _key_table(schema, [key_of(r) for r in upserts])],
+                promote_options="permissive",
+            )
+            # Rows the sink holds for this range from older writes, gone from the source now.
+            candidates = sink.candidates(chunk.table, chunk.range, below=position)
+            if DELETED_COLUMN in candidates.column_names:
+                candidates = candidates.filter(pa.compute.invert(candidates.column(DELETED_COLUMN)))
+            vanished_table = _anti_join(candidates.select(list(schema.key)), present, schema.key)
+            vanished_keys = [
+                tuple(row[name] for name in schema.key) for row in vanished_table.to_pylist()
+            ]
+            in_range = _membership(conn, schema, chunk.range, vanished_keys)
+            tombstone_keys = [
+                *deleted_keys,
+                *(k for k in vanished_keys if in_range[k] and k not in final),
+            ]
+            tombstones = _with_meta(
+                rows_to_arrow(
+                    schema, [dict(zip(schema.key, key, strict=True)) for key in tombstone_keys]
+                ),
+                target,
+                position,
+                True,
+            )
+            changes = pa.concat_tables([*parts, tombstones])
+            correct_seconds = time.monotonic() - started
+
+            pause.reach("before_commit")
+            started = time.monotonic()
+            sink.apply(chunk.table, changes)
+            write_seconds = time.monotonic() - started
+            pause.reach("after_commit")
+        finally:
+            conn.close()
+        live_rows = changes.num_rows - tombstones.num_rows
+        store.finish_chunk(
+            spec.chunk_id,
+            low=low,
+            high=high,
+            rows=live_rows,
+            read_seconds=read_seconds,
+            correct_seconds=correct_seconds,
+            write_seconds=write_seconds,
+        )
+        outcome = ChunkOutcome(
+            spec.chunk_id,
+            attempt,
+            live_rows,
+            len(events),
+            tombstones.num_rows,
+            low,
+            high,
+            read_seconds,
+            correct_seconds,
+            write_seconds,
+        )
+        log.info("%s", outcome.summary())
+        return outcome
+    except BaseException as exc:
+        store.fail_chunk(spec.chunk_id, f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,142 @@
+"""Reading one key range of a table into Arrow, on whichever worker runs it.
+
+The fast path is connectorx (binary protocol straight into Arrow; ~1.1M rows/s here against
+~75k rows/s for pymysql, see docs/benchmarks.md); pymysql is the dependency-light fallback.
+Either way each column is selected through ``types.select_expression`` and cast with
+``types.conform``, so both give identical Arrow values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_cdc.config import SourceConfig
+from airflow_cdc.errors import SourceError
+from airflow_cdc.model import ChunkRange, TableSchema
+from airflow_cdc.snapshot.types import conform, select_expression
+
+__all__ = ["PartitionRead", "PartitionResult", "read_partition", "render_literal", "select_sql"]
+
+
+def render_literal(value: Any) -> str:
+    """A SQL literal for a key value that came from the server itself.
+
+    connectorx takes no bind parameters, so boundaries are rendered here. Strings and bytes
+    go as hex literals (``_utf8mb4 X'..'``), which no ``sql_mode`` can reinterpret.
+    """
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return "_utf8mb4 X'" + value.encode("utf-8").hex() + "'"
+    if isinstance(value, bytes | bytearray):
+        return "X'" + bytes(value).hex() + "'"
+    if isinstance(value, dt.datetime):
+        naive: dt.datetime = (
+            value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
+        )
+        return "'" + naive.isoformat(sep=" ") + "'"
+    if isinstance(value, dt.date):
+        return "'" + value.isoformat() + "'"
+    if isinstance(value, dt.timedelta):
+        micros = abs((value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds)
+        sign = "-" if value < dt.timedelta(0) else ""
+        seconds, fraction = divmod(micros, 1_000_000)
+        return (
+            f"'{sign}{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{fraction:06d}'"
+        )
+    raise TypeError(f"cannot render a {type(value).__name__} as a SQL literal")
+
+
+def select_sql(schema: TableSchema, rng: ChunkRange) -> str:
+    """``SELECT <columns> FROM <table> WHERE <range>`` with the boundaries inlined."""
+    from airflow_cdc.source.keyset import range_condition
+
+    condition, params = range_condition(schema.key, rng)
+    where = condition % tuple(render_literal(p) for p in params) if params else condition
+    columns = ", ".join(select_expression(column) for column in schema.columns)
+    return f"SELECT {columns} FROM {schema.table.quoted()} WHERE {where}"  # noqa: S608
+
+
+@dataclass(frozen=True)
+class PartitionRead:
+    """One partition of a chunk: read ``range`` of ``schema.table`` into ``out_path``."""
+
+    source: SourceConfig
+    schema: TableSchema
+    range: ChunkRange
+    out_path: str
+    engine: str = "connectorx"
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    out_path: str
+    rows: int
+    seconds: float
+
+
+def _read_connectorx(task: PartitionRead, sql: str) -> pa.Table:
+    import connectorx as cx
+
+    try:
+        table: pa.Table = cx.read_sql(task.source.url(), sql, return_type="arrow")
+        return table
+    except BaseException as exc:  # connectorx raises a PanicException (BaseException) on odd values
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        message = (
+            str(exc).replace(task.source.password, "***") if task.source.password else str(exc)
+        )
+        raise SourceError(
+            f"reading {task.schema.table} {task.range.label()} failed: {message}"
+        ) from None
+
+
+def _read_pymysql(task: PartitionRead, sql: str) -> pa.Table:
+    import pymysql.cursors
+
+    from airflow_cdc.source.connection import connect
+
+    conn = connect(task.source)
+    try:
+        with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+            cursor.execute(sql)
+            names = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
+    finally:
+        conn.close()
+    return (
+        pa.Table.from_pylist([dict(zip(names, row, strict=True)) for row in rows])
+        if rows
+        else pa.table({name: pa.array([], pa.null()) for name in names})
+    )
+
+
+def read_partition(task: PartitionRead) -> PartitionResult:
+    """Read one partition and write it as Parquet; returns where and how many rows."""
+    started = time.monotonic()
+    sql = select_sql(task.schema, task.range)
+    raw = _read_connectorx(task, sql) if task.engine == "connectorx" else _read_pymysql(task, sql)
+    table = conform(raw, task.schema)
+    Path(task.out_path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, task.out_path, compression="none")
+    return PartitionResult(task.out_path, table.num_rows, time.monotonic() - started)
+
+
+def read_staged(results: Sequence[PartitionResult], schema: pa.Schema) -> pa.Table:
+    """The partitions a chunk read, as one table."""
+    tables = [pq.read_table(result.out_path, schema=schema) for result in results]
+    return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -1,0 +1,194 @@
+"""One mapping from MySQL column types to Arrow/Delta types, used by both paths.
+
+A row reaches the sink through the snapshot SELECT and through the binlog; both are
+converted here so the same stored value gives the same Arrow value. The read path selects
+an expression per column (``select_expression``) that a fast Arrow reader can return
+without loss, then casts it to ``arrow_type``; the binlog path converts Python values with
+``python_value``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_cdc.errors import SinkError
+from airflow_cdc.model import Column, TableSchema, quote_identifier
+
+__all__ = [
+    "arrow_schema",
+    "arrow_type",
+    "python_value",
+    "rows_to_arrow",
+    "select_expression",
+]
+
+_SIGNED = {
+    "tinyint": pa.int8(),
+    "smallint": pa.int16(),
+    "mediumint": pa.int32(),
+    "int": pa.int32(),
+    "integer": pa.int32(),
+    "bigint": pa.int64(),
+}
+_UNSIGNED = {
+    "tinyint": pa.int16(),
+    "smallint": pa.int32(),
+    "mediumint": pa.int32(),
+    "int": pa.int64(),
+    "integer": pa.int64(),
+}
+_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
+_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_SPATIAL = {
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+}
+_UTC = dt.UTC
+
+
+def arrow_type(column: Column) -> pa.DataType:
+    """The Arrow (and so Delta) type that holds every value of ``column`` without loss."""
+    kind = column.data_type
+    if kind in _SIGNED:
+        if not column.unsigned:
+            return _SIGNED[kind]
+        return pa.decimal128(20, 0) if kind == "bigint" else _UNSIGNED[kind]
+    if kind == "decimal":
+        precision, scale = column.precision or 10, column.scale or 0
+        # Over 38 digits Delta cannot hold a decimal: keep the exact text (as Flink CDC does).
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.string()
+    if kind == "float":
+        return pa.float32()
+    if kind == "double":
+        return pa.float64()
+    if kind == "date":
+        return pa.date32()
+    if kind == "datetime":
+        return pa.timestamp("us")
+    if kind == "timestamp":
+        return pa.timestamp("us", tz="UTC")
+    if kind == "time":
+        return pa.string()  # may be negative or over 24 h: Delta has no such type
+    if kind == "year":
+        return pa.int16()
+    if kind == "bit":
+        return pa.int64()
+    if kind in _TEXT:
+        return pa.string()
+    if kind in _BINARY or kind in _SPATIAL:
+        return pa.binary()
+    raise SinkError(
+        f"column {column.name!r} has type {column.column_type!r}, which the Delta sink cannot hold; "
+        "exclude the table or open an issue with the type"
+    )
+
+
+def arrow_schema(schema: TableSchema) -> pa.Schema:
+    """The source columns of the sink table (without the ``_cdc_`` metadata columns)."""
+    # Every non-key column is nullable in the sink: a delete marker holds only its key.
+    return pa.schema(
+        [pa.field(c.name, arrow_type(c), nullable=c.name not in schema.key) for c in schema.columns]
+    )
+
+
+def select_expression(column: Column) -> str:
+    """A SELECT expression whose result an Arrow reader returns without loss.
+
+    TIMESTAMP is read as epoch microseconds (independent of the session time zone),
+    unsigned BIGINT and wide decimals as text, TIME as its text form.
+    """
+    name = quote_identifier(column.name)
+    kind = column.data_type
+    if kind == "timestamp":
+        return f"CAST(UNIX_TIMESTAMP({name}) * 1000000 AS SIGNED)"
+    if kind == "bigint" and column.unsigned:
+        return f"CAST({name} AS CHAR)"
+    if kind == "decimal" and ((column.precision or 0) > 38 or (column.scale or 0) > 10):
+        return f"CAST({name} AS CHAR)"
+    if kind in {"time", "enum", "set"}:
+        return f"CAST({name} AS CHAR)"
+    if kind == "bit":
+        return f"CAST({name} AS UNSIGNED)"
+    if kind == "year":
+        return f"CAST({name} AS SIGNED)"
+    if kind in _SPATIAL:
+        return f"ST_AsWKB({name})"
+    return name
+
+
+def conform(table: pa.Table, schema: TableSchema) -> pa.Table:
+    """Cast what a reader returned (from ``select_expression``) to :func:`arrow_schema`."""
+    target = arrow_schema(schema)
+    arrays = []
+    for index, field in enumerate(target):
+        array = table.column(index)
+        column = schema.column(field.name)
+        if column.data_type == "timestamp":
+            array = array.cast(pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+        elif (pa.types.is_decimal(field.type) and pa.types.is_string(array.type)) or (
+            pa.types.is_timestamp(array.type) and array.type.tz is None and field.type.tz is None
+        ):
+            array = array.cast(field.type)
+        arrays.append(array.cast(field.type) if array.type != field.type else array)
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _format_time(value: dt.timedelta, fsp: int) -> str:
+    micros = (value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    seconds, fraction = divmod(micros, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}"
+    if fsp:
+        text += "." + f"{fraction:06d}"[:fsp]
+    return text
+
+
+def python_value(column: Column, value: Any) -> Any:
+    """Convert a value decoded from the binlog (mysql-replication) to the sink's Python form."""
+    if value is None:
+        return None
+    kind = column.data_type
+    if kind == "timestamp" and isinstance(value, dt.datetime):
+        # mysql-replication decodes TIMESTAMP with utcfromtimestamp: naive UTC.
+        return value.replace(tzinfo=_UTC)
+    if kind == "bigint" and column.unsigned:
+        return Decimal(int(value))
+    if kind == "decimal" and (column.precision or 0) > 38:
+        return str(value)
+    if kind == "time" and isinstance(value, dt.timedelta):
+        return _format_time(value, column.datetime_precision or 0)
+    if kind == "set" and isinstance(value, set | frozenset):
+        order = _set_members(column)
+        return ",".join(sorted(value, key=lambda member: order.get(member, len(order))))
+    if kind == "bit" and isinstance(value, str):
+        return int(value, 2) if value else 0
+    if kind in _TEXT and isinstance(value, bytes):
+        return value.decode("utf-8")
+    return value
+
+
+def _set_members(column: Column) -> dict[str, int]:
+    inner = column.column_type[column.column_type.find("(") + 1 : column.column_type.rfind(")")]
+    members = [part.strip().strip("'").replace("''", "'") for part in inner.split(",")]
+    return {member: index for index, member in enumerate(members)}
+
+
+def rows_to_arrow(schema: TableSchema, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """Binlog row images (already converted with :func:`python_value`) as an Arrow table."""
+    target = arrow_schema(schema)
+    columns = {field.name: [row.get(field.name) for row in rows] for field in target}
+    return pa.Table.from_pydict(columns, schema=target)

@@ -1,0 +1,170 @@
+"""A table's columns and chunk key, read from ``information_schema``.
+
+The chunk key is the primary key, in index order. A table without one can still be
+snapshotted when the user names a chunk key that is NOT NULL and unique (a UNIQUE index whose
+columns are all among the chunk key's), because chunks and the sink both identify rows by it.
+Column types whose server-side comparison disagrees with ORDER BY (ENUM, SET: compared as
+text, sorted by index number) or that cannot be compared at all (JSON, BIT, spatial) are not
+accepted as key columns: a range predicate on them would not select contiguous chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_cdc.errors import TableError
+from airflow_cdc.model import Column, TableId, TableSchema, quote_identifier
+from airflow_cdc.source.connection import DbConnection, fetch_all
+
+__all__ = ["KEY_TYPES", "load_table_schema"]
+
+log = logging.getLogger(__name__)
+
+#: Column types a chunk key may have (information_schema DATA_TYPE).
+KEY_TYPES = frozenset(
+    {
+        "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
+        "float", "double", "year", "date", "datetime", "timestamp", "time",
+        "char", "varchar", "tinytext", "text", "mediumtext", "longtext",
+        "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob",
+    }
+)  # fmt: skip
+
+_COLUMNS_SQL = """
+SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE,
+       DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, EXTRA
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s
+ORDER BY ORDINAL_POSITION
+"""
+
+_INDEXES_SQL = """
+SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s
+ORDER BY INDEX_NAME, SEQ_IN_INDEX
+"""
+
+
+def load_table_schema(
+    conn: DbConnection, table: TableId, chunk_key: Sequence[str] | str | None = None
+) -> TableSchema:
+    """The table's columns in ordinal order and its chunk key (primary key or ``chunk_key``)."""
+    rows = fetch_all(conn, _COLUMNS_SQL, (table.database, table.table))
+    if not rows:
+        raise TableError(
+            f"table {table} not found on the source (or the CDC user has no privilege on it); "
+            "check the table name and GRANT SELECT ON it"
+        )
+    columns = tuple(_column(row) for row in rows)
+    indexes = _indexes(conn, table)
+    if chunk_key is None or chunk_key == ():
+        key = indexes.get("PRIMARY", (False, ()))[1]
+        if not key:
+            raise TableError(
+                f"table {table} has no primary key; give a chunk key column that is unique and "
+                f"not null (param chunk_keys, e.g. {{'{table}': ['id']}}), or add a primary key"
+            )
+    else:
+        key = _checked_chunk_key(table, columns, indexes, chunk_key)
+    schema = TableSchema(table, columns, tuple(key))
+    _check_key_types(schema)
+    return schema
+
+
+def _column(row: tuple[Any, ...]) -> Column:
+    (
+        name,
+        data_type,
+        column_type,
+        nullable,
+        precision,
+        scale,
+        dt_precision,
+        charset,
+        collation,
+        extra,
+    ) = row
+    extra_text = str(extra or "").upper()
+    return Column(
+        name=str(name),
+        data_type=str(data_type).lower(),
+        column_type=str(column_type),
+        nullable=str(nullable).upper() == "YES",
+        precision=None if precision is None else int(precision),
+        scale=None if scale is None else int(scale),
+        datetime_precision=None if dt_precision is None else int(dt_precision),
+        charset=None if charset is None else str(charset),
+        collation=None if collation is None else str(collation),
+        generated="GENERATED" in extra_text or extra_text in {"VIRTUAL", "PERSISTENT", "STORED"},
+    )
+
+
+def _indexes(conn: DbConnection, table: TableId) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """Index name -> (unique, columns in index order)."""
+    found: dict[str, tuple[bool, list[str]]] = {}
+    for name, non_unique, column in fetch_all(conn, _INDEXES_SQL, (table.database, table.table)):
+        _, cols = found.setdefault(str(name), (int(non_unique) == 0, []))
+        cols.append(str(column))
+    return {name: (unique, tuple(cols)) for name, (unique, cols) in found.items()}
+
+
+def _checked_chunk_key(
+    table: TableId,
+    columns: Sequence[Column],
+    indexes: dict[str, tuple[bool, tuple[str, ...]]],
+    chunk_key: Sequence[str] | str,
+) -> tuple[str, ...]:
+    """The chunk key in the server's spelling, after checking it exists, is NOT NULL and unique."""
+    wanted = [chunk_key] if isinstance(chunk_key, str) else list(chunk_key)
+    by_name = {c.name.casefold(): c for c in columns}  # column names are case-insensitive
+    missing = [name for name in wanted if name.casefold() not in by_name]
+    if missing:
+        raise TableError(
+            f"chunk key column(s) {', '.join(missing)} not found in {table}; its columns are "
+            f"{', '.join(c.name for c in columns)} (param chunk_keys)"
+        )
+    key = tuple(by_name[name.casefold()].name for name in wanted)
+    if len(set(key)) != len(key):
+        raise TableError(f"chunk key ({', '.join(wanted)}) of {table} names a column twice")
+    nullable = [name for name in key if by_name[name.casefold()].nullable]
+    if nullable:
+        alters = "; ".join(
+            f"ALTER TABLE {table.quoted()} MODIFY {quote_identifier(n)} {by_name[n.casefold()].column_type} NOT NULL"
+            for n in nullable
+        )
+        raise TableError(
+            f"chunk key column(s) {', '.join(nullable)} of {table} may be NULL; a chunk key must "
+            f"be NOT NULL ({alters}) or choose other columns (param chunk_keys)"
+        )
+    key_set = set(key)
+    if not any(unique and set(cols) <= key_set for unique, cols in indexes.values()):
+        cols_sql = ", ".join(quote_identifier(n) for n in key)
+        raise TableError(
+            f"chunk key ({', '.join(key)}) of {table} is not covered by a unique index, so rows "
+            f"could share a key; add one (ALTER TABLE {table.quoted()} ADD UNIQUE ({cols_sql})) "
+            "or choose unique columns (param chunk_keys)"
+        )
+    if not any(cols[: len(key)] == key for _, cols in indexes.values()):
+        log.warning(
+            "no index of %s starts with the chunk key (%s): planning and chunk reads will scan "
+            "the table; an index on (%s) makes them seeks",
+            table,
+            ", ".join(key),
+            ", ".join(key),
+        )
+    return key
+
+
+def _check_key_types(schema: TableSchema) -> None:
+    bad = [c for c in schema.key_columns if c.data_type not in KEY_TYPES]
+    if bad:
+        described = ", ".join(f"{c.name} ({c.column_type})" for c in bad)
+        raise TableError(
+            f"key column(s) {described} of {schema.table} cannot be used to split the table into "
+            "ranges (the server compares and sorts these types differently); give a chunk key "
+            "of number, date/time, string or binary columns that is unique and not null "
+            "(param chunk_keys)"
+        )

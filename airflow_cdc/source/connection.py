@@ -1,0 +1,115 @@
+"""Connections to the source server (pymysql), set up the way every reader needs them.
+
+Every connection talks ``utf8mb4`` (so any text key survives the round trip) and runs with
+the session time zone ``+00:00``, so ``TIMESTAMP`` keys and values read by the planner, the
+chunk readers and the binlog reader all mean the same instant.
+
+Login problems become a :class:`~airflow_cdc.errors.ConfigurationError` that names the Airflow
+connection (``cdc_source``) and what to check; the password never appears in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import pymysql
+
+from airflow_cdc.config import SourceConfig
+from airflow_cdc.errors import ConfigurationError
+
+__all__ = ["CONNECTION_ID", "DbConnection", "connect", "fetch_all", "fetch_one"]
+
+#: The Airflow connection id users configure the source under; named in error messages.
+CONNECTION_ID = "cdc_source"
+
+# Client-side error codes (pymysql / MySQL protocol).
+_ACCESS_DENIED = 1045
+_UNKNOWN_DATABASE = 1049
+_CANNOT_CONNECT = 2003
+_UNKNOWN_HOST = 2005
+_LOST_CONNECTION = 2013
+
+
+class DbConnection(Protocol):
+    """The part of a pymysql connection this package uses (also lets tests pass fakes)."""
+
+    def cursor(self) -> Any: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+def connect(
+    cfg: SourceConfig, *, database: str | None = None, autocommit: bool = True
+) -> pymysql.connections.Connection:
+    """Open a connection to the source; raise ConfigurationError with the fix if it fails."""
+    try:
+        return pymysql.connect(
+            host=cfg.host,
+            port=cfg.port,
+            user=cfg.user,
+            password=cfg.password,
+            database=database,
+            charset="utf8mb4",
+            autocommit=autocommit,
+            connect_timeout=cfg.connect_timeout,
+            init_command="SET time_zone = '+00:00'",
+        )
+    except pymysql.err.OperationalError as exc:
+        raise ConfigurationError(_explain(cfg, database, exc)) from None
+    except pymysql.err.InternalError as exc:  # unknown database on some servers
+        raise ConfigurationError(_explain(cfg, database, exc)) from None
+
+
+def _explain(cfg: SourceConfig, database: str | None, exc: pymysql.err.MySQLError) -> str:
+    """A message naming the connection and what to check, built without the password.
+
+    The original exception is not chained: driver messages are safe today, but this is the
+    one place where a secret is in scope, so nothing from it leaves.
+    """
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    where = f"{cfg.host}:{cfg.port}"
+    prefix = f"cannot connect to the source server {where} (Airflow connection '{CONNECTION_ID}')"
+    if code == _ACCESS_DENIED:
+        return (
+            f"{prefix}: access denied for user {cfg.user!r}. Check the login and password of "
+            f"the '{CONNECTION_ID}' connection, and that the user may log in from this host "
+            f"(CREATE USER '{cfg.user}'@'<this host or %>' IDENTIFIED BY '...')."
+        )
+    if code == _UNKNOWN_DATABASE:
+        return (
+            f"{prefix}: database {database!r} does not exist or user {cfg.user!r} may not see "
+            f"it. Check the schema of the '{CONNECTION_ID}' connection."
+        )
+    if code in {_CANNOT_CONNECT, _UNKNOWN_HOST, _LOST_CONNECTION}:
+        return (
+            f"{prefix}: the server is unreachable. Check host and port of the "
+            f"'{CONNECTION_ID}' connection, that the server runs and listens on that address "
+            f"(bind-address), and that no firewall blocks the port "
+            f"(timeout {cfg.connect_timeout} s)."
+        )
+    return f"{prefix}: server error {code}. Check the '{CONNECTION_ID}' connection."
+
+
+def fetch_all(
+    conn: DbConnection, sql: str, args: Sequence[Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """Run one statement and return all rows as tuples.
+
+    ``sql`` is always a format string (``%%`` for a literal ``%``), even without parameters.
+    """
+    with conn.cursor() as cur:
+        cur.execute(sql, tuple(args or ()))
+        return [tuple(row) for row in cur.fetchall()]
+
+
+def fetch_one(
+    conn: DbConnection, sql: str, args: Sequence[Any] | None = None
+) -> tuple[Any, ...] | None:
+    """Run one statement and return its first row, or None (``sql`` as in :func:`fetch_all`)."""
+    with conn.cursor() as cur:
+        cur.execute(sql, tuple(args or ()))
+        row = cur.fetchone()
+        return None if row is None else tuple(row)

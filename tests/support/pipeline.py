@@ -1,0 +1,128 @@
+"""Helpers that drive the real parts directly (planner, metadata DB, chunk job, sink)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from airflow_cdc.model import TableId
+from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
+
+REPO = Path(__file__).resolve().parents[2]
+SNAPSHOT_SCRIPT = REPO / "spark_jobs" / "snapshot_chunk.py"
+
+
+def source_config(server: LocalMariaDB) -> SourceConfig:
+    return SourceConfig(
+        host="127.0.0.1", port=server.port, user="cdc", password=server.cdc_password
+    )
+
+
+def plan(server: LocalMariaDB, tables: Sequence[str], chunk_rows: int, metadata_url: str) -> Any:
+    """Validate, plan and record a snapshot plan; returns the PlanRecord."""
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.planning.planner import plan_tables
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+    from airflow_cdc.source.server import server_info
+    from airflow_cdc.source.validation import validate_source
+
+    ids = [TableId.parse(t) for t in tables]
+    conn = connect(source_config(server))
+    try:
+        info = server_info(conn)
+        validate_source(conn, info, ids)
+        schemas = [load_table_schema(conn, t) for t in ids]
+        plans = plan_tables(conn, info, schemas, ChunkingConfig(chunk_rows=chunk_rows))
+    finally:
+        conn.close()
+    return MetadataStore.connect(metadata_url).create_plan("test", plans)
+
+
+def job_spec(
+    server: LocalMariaDB,
+    chunk_id: int,
+    metadata_url: str,
+    sink_root: Path,
+    pause_dir: Path | None = None,
+    partition_rows: int = 250_000,
+) -> ChunkJobSpec:
+    return ChunkJobSpec(
+        chunk_id=chunk_id,
+        source=source_config(server),
+        metadata_url=metadata_url,
+        sink=SinkConfig(str(sink_root)),
+        read=ReadConfig(partition_rows=partition_rows),
+        pause_dir=str(pause_dir) if pause_dir else None,
+    )
+
+
+def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
+    """Start the chunk job with the real spark-submit (local[2]); its own process group."""
+    job_file = spec.write(workdir / f"job-{spec.chunk_id}-{time.monotonic_ns()}.json")
+    env = dict(os.environ)
+    env.update(spark_environment())
+    log = open(workdir / f"spark-{spec.chunk_id}.log", "ab")  # noqa: SIM115
+    return subprocess.Popen(
+        [
+            spark_submit_binary(),
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(SNAPSHOT_SCRIPT),
+            "--job-file",
+            str(job_file),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def arm(pause_dir: Path, *points: str) -> Path:
+    """Create the pause folder with the named pause points armed."""
+    pause_dir.mkdir(exist_ok=True)
+    for point in points:
+        (pause_dir / f"{point}.pause").touch()
+    return pause_dir
+
+
+def wait_for(
+    path: Path, process: subprocess.Popen[bytes] | None = None, timeout: float = 180
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"job exited with {process.returncode} before {path.name}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {path}")
+        time.sleep(0.05)
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def source_rows(server: LocalMariaDB, sql: str) -> dict[Any, dict[str, Any]]:
+    conn = server.root(cursorclass=__import__("pymysql").cursors.DictCursor)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return {row["id"]: row for row in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, default=str, sort_keys=True)

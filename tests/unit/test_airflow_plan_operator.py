@@ -1,0 +1,161 @@
+"""PlanSnapshotOperator: param checks after rendering, and the plan's XCom.
+
+The source and the planner are replaced by fakes; the metadata DB is a real SQLite file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema
+from airflow_cdc.operators.plan import PlanSnapshotOperator
+
+PASSWORD = "Plan-Secret-789"
+
+
+class FakeTI:
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+class FakeConn:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _op(**kwargs: Any) -> PlanSnapshotOperator:
+    args: dict[str, Any] = {"tables": ["shop.orders"], "sink_path": "/lake", "chunk_rows": 100}
+    args.update(kwargs)
+    return PlanSnapshotOperator(task_id="plan", **args)
+
+
+@pytest.fixture
+def fake_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+    """Source and planner fakes; records what the operator asked for."""
+    from airflow_cdc.source import catalog, connection, server, validation
+
+    seen: dict[str, Any] = {"conn": FakeConn()}
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_SOURCE", f"mysql://cdc:{PASSWORD}@db.example:3306/")
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", f"sqlite:///{tmp_path}/meta.db")
+    monkeypatch.setattr(
+        connection, "connect", lambda cfg, **_: seen.setdefault("cfg", cfg) and seen["conn"]
+    )
+    monkeypatch.setattr(server, "server_info", lambda conn: "MariaDB 10.11")
+    monkeypatch.setattr(
+        validation,
+        "validate_source",
+        lambda conn, info, tables: seen.__setitem__("validated", list(tables)),
+    )
+
+    def load(conn: Any, table: TableId, chunk_key: Any = None) -> TableSchema:
+        seen.setdefault("chunk_keys", {})[str(table)] = chunk_key
+        return TableSchema(table, (), tuple(chunk_key or ("id",)))
+
+    monkeypatch.setattr(catalog, "load_table_schema", load)
+
+    def plan_tables(conn: Any, info: Any, schemas: list[TableSchema], cfg: Any) -> list[TablePlan]:
+        seen["chunking"] = cfg
+        return [
+            TablePlan(
+                s.table,
+                s.key,
+                (ChunkRange(None, (100,)), ChunkRange((100,), (200,)), ChunkRange((200,), None)),
+                250,
+                "even",
+            )
+            for s in schemas
+        ]
+
+    planner = types.ModuleType("airflow_cdc.planning.planner")
+    planner.plan_tables = plan_tables  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "airflow_cdc.planning.planner", planner)
+    return seen
+
+
+def test_plan_returns_small_chunk_handles(fake_source: dict[str, Any]) -> None:
+    ti = FakeTI()
+    op = _op(
+        tables="['shop.orders', 'shop.`odd.name`', 'shop.orders']",  # rendered text, a duplicate
+        chunk_rows="100",
+        chunk_keys='{"shop.`odd.name`": ["code"]}',
+    )
+    result = op.execute({"run_id": "manual__1", "ti": ti})  # type: ignore[arg-type]
+    assert fake_source["validated"] == [TableId("shop", "orders"), TableId("shop", "odd.name")]
+    assert fake_source["chunk_keys"] == {"shop.orders": None, "shop.odd.name": ("code",)}
+    assert fake_source["chunking"].chunk_rows == 100
+    assert fake_source["chunking"].max_chunks == 1024  # [core] max_map_length
+    assert fake_source["conn"].closed
+    assert len(result) == 6
+    assert set(result[0]) == {"chunk_id", "plan_id", "table", "chunk_no", "label"}
+    assert [(c["table"], c["chunk_no"]) for c in result[:3]] == [
+        ("shop.orders", n) for n in range(3)
+    ]
+    assert result[1]["label"] == "shop.orders #1 [100, 200)"
+    assert len({c["chunk_id"] for c in result}) == 6
+    assert ti.pushed == {"plan_id": result[0]["plan_id"]}
+    assert PASSWORD not in repr(result)
+
+    from airflow_cdc.metadata import MetadataStore
+
+    url = os.environ["AIRFLOW_CONN_CDC_METADATA"]
+    with MetadataStore.connect(url) as store:
+        plan = store.plan(result[0]["plan_id"])
+    assert plan.label == "manual__1"
+    assert [c.chunk_id for c in plan.chunks] == [c["chunk_id"] for c in result]
+
+
+@pytest.mark.parametrize("value", [0, -5, "0", "abc", "1.5", True, "", None])
+def test_chunk_rows_must_be_a_positive_int_after_rendering(value: Any) -> None:
+    op = _op()
+    op.chunk_rows = value  # as if rendered from a template
+    with pytest.raises(ConfigurationError, match="chunk_rows"):
+        op.execute({"run_id": "r", "ti": FakeTI()})  # type: ignore[arg-type]
+
+
+def test_literal_chunk_rows_checked_at_parse_time() -> None:
+    with pytest.raises(ConfigurationError, match="chunk_rows"):
+        _op(chunk_rows=0)
+    assert _op(chunk_rows="{{ params.chunk_rows }}").chunk_rows == "{{ params.chunk_rows }}"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tables": []}, "tables is empty"),
+        ({"tables": "orders"}, "'database.table'"),
+        ({"tables": ["a.b.c"]}, "'database.table'"),
+        ({"tables": [1]}, "list of strings"),
+        ({"chunk_keys": {"shop.other": ["id"]}}, "not one of the tables"),
+        ({"chunk_keys": {"shop.orders": []}}, "empty"),
+        ({"chunk_keys": "[1, 2]"}, "mapping"),
+        ({"sink_path": ""}, "sink_path"),
+    ],
+)
+def test_bad_params_name_the_problem(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        _op(**kwargs).execute({"run_id": "r", "ti": FakeTI()})  # type: ignore[arg-type]
+
+
+def test_template_fields() -> None:
+    assert set(PlanSnapshotOperator.template_fields) == {
+        "tables",
+        "sink_path",
+        "chunk_rows",
+        "chunk_keys",
+    }

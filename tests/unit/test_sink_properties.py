@@ -1,0 +1,83 @@
+"""Property: whatever batches arrive, in whatever order and split, the sink converges to the
+newest version of every key (markers included), and re-applying a batch changes nothing."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from airflow_cdc.model import Column, TableId, TableSchema
+from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
+
+Version = tuple[int, int, bool]  # key, position, deleted; the value is derived from both
+
+TABLE = TableId("db", "prop")
+SCHEMA = TableSchema(
+    TABLE,
+    (Column("k", "int", "int(11)", False), Column("v", "varchar", "varchar(20)", True)),
+    ("k",),
+)
+ARROW = pa.schema([pa.field("k", pa.int32(), nullable=False), ("v", pa.string())])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[list[Version]], int | None, int]:
+    """Versions with unique positions, dealt into batches (a version may be in several
+    batches: a replay), each batch reduced to the newest version per key."""
+    n = draw(st.integers(1, 30))
+    positions = draw(st.lists(st.integers(1, 10**6), min_size=n, max_size=n, unique=True))
+    versions = [(draw(st.integers(-25, 25)), pos, draw(st.booleans())) for pos in positions]
+    batches: list[list[Version]] = []
+    for _ in range(draw(st.integers(1, 5))):
+        chosen = draw(st.lists(st.sampled_from(versions), max_size=len(versions)))
+        newest: dict[int, Version] = {}
+        for version in chosen:
+            if version[0] not in newest or version[1] > newest[version[0]][1]:
+                newest[version[0]] = version
+        batches.append(list(newest.values()))
+    width = draw(st.sampled_from([None, 1, 7, 1000]))
+    replay = draw(st.integers(0, len(batches) - 1))
+    return batches, width, replay
+
+
+def to_arrow(batch: list[Version]) -> pa.Table:
+    return pa.table(
+        {
+            "k": pa.array([v[0] for v in batch], pa.int32()),
+            "v": pa.array([None if v[2] else f"{v[0]}@{v[1]}" for v in batch], pa.string()),
+            POSITION_COLUMN: pa.array([v[1] for v in batch], POSITION_TYPE),
+            DELETED_COLUMN: pa.array([v[2] for v in batch], pa.bool_()),
+        }
+    )
+
+
+def snapshot(sink: DeltaSink) -> dict[int, tuple[int, bool, str | None]]:
+    rows = sink.read_all(TABLE).to_pylist()
+    assert len({r["k"] for r in rows}) == len(rows)
+    return {r["k"]: (int(r[POSITION_COLUMN]), r[DELETED_COLUMN], r["v"]) for r in rows}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_last_writer_wins_in_any_order(
+    history: tuple[list[list[Version]], int | None, int],
+) -> None:
+    batches, width, replay = history
+    with tempfile.TemporaryDirectory() as root:
+        sink = DeltaSink(root)
+        sink.ensure_table(SCHEMA, ARROW, bucket_width=width)
+        for batch in batches:
+            sink.apply(TABLE, to_arrow(batch))
+        expected: dict[int, tuple[int, bool, str | None]] = {}
+        for key, pos, deleted in (v for batch in batches for v in batch):
+            if key not in expected or pos > expected[key][0]:
+                expected[key] = (pos, deleted, None if deleted else f"{key}@{pos}")
+        assert snapshot(sink) == expected
+        again = sink.apply(TABLE, to_arrow(batches[replay]))
+        assert again.inserted == again.updated == 0
+        assert snapshot(sink) == expected
+        live = {r["k"]: r["v"] for r in sink.read_live(TABLE).to_pylist()}
+        assert live == {k: v for k, (_, deleted, v) in expected.items() if not deleted}
