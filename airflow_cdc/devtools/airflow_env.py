@@ -59,12 +59,20 @@ def dags_test(
     *,
     dag_id: str = "mysql_cdc",
     log: Path | None = None,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``airflow dags test <dag_id> -c <conf>``; output goes to ``log`` (or is captured)."""
     command = [_bin("airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)]
     if log is None:
-        return subprocess.run(command, env=dict(env), text=True, capture_output=True)
+        return subprocess.run(
+            command, env=dict(env), text=True, capture_output=True, timeout=timeout
+        )
     with open(log, "w") as handle:
         return subprocess.run(
-            command, env=dict(env), text=True, stdout=handle, stderr=subprocess.STDOUT
+            command,
+            env=dict(env),
+            text=True,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
         )

@@ -83,13 +83,6 @@ class Column:
     def is_integer(self) -> bool:
         return self.data_type in {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 
-    @property
-    def has_binary_order(self) -> bool:
-        """True when Python's ordering of the value equals the server's ordering."""
-        if self.data_type in {"char", "varchar", "text", "tinytext", "mediumtext", "longtext"}:
-            return (self.collation or "").endswith("_bin")
-        return self.data_type not in {"enum", "set", "float", "double", "json", "bit"}
-
 
 @dataclass(frozen=True, slots=True)
 class TableSchema:
@@ -108,7 +101,3 @@ class TableSchema:
     @property
     def key_columns(self) -> tuple[Column, ...]:
         return tuple(self.column(name) for name in self.key)
-
-    @property
-    def key_has_binary_order(self) -> bool:
-        return all(column.has_binary_order for column in self.key_columns)

@@ -20,7 +20,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators._params import as_positive_int, parse_literal
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import Context, XComArg
 
     from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
 
@@ -34,7 +34,7 @@ _MAX_FAILED_LISTED = 20
 class ChunksCompleteSensor(BaseSensorOperator):
     """Succeeds when all chunks of a plan are ``done`` in the metadata DB.
 
-    :param plan_id: the plan's id (templated), or
+    :param plan_id: the plan's id (templated; an XComArg is resolved when rendering), or
     :param chunks: the plan task's XCom list (templated; ``plan.output``): the plan id is
         taken from its first item.
     :param metadata_conn_id: Airflow connection of the metadata DB.
@@ -51,8 +51,8 @@ class ChunksCompleteSensor(BaseSensorOperator):
     def __init__(
         self,
         *,
-        plan_id: int | str | None = None,
-        chunks: list[dict[str, Any]] | str | None = None,
+        plan_id: int | str | XComArg | None = None,
+        chunks: list[dict[str, Any]] | str | XComArg | None = None,
         metadata_conn_id: str = "cdc_metadata",
         poke_interval: timedelta | float = 10,
         timeout: timedelta | float = DEFAULT_TIMEOUT,

@@ -299,7 +299,10 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
         log.info("%s", outcome.summary())
         return outcome
     except BaseException as exc:
-        store.fail_chunk(spec.chunk_id, f"{type(exc).__name__}: {exc}")
+        try:
+            store.fail_chunk(spec.chunk_id, f"{type(exc).__name__}: {exc}")
+        except Exception:  # the original error matters more than the bookkeeping
+            log.exception("could not record the failure of chunk %s", spec.chunk_id)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -25,7 +25,7 @@ def test_dag_snapshots_every_table_exactly(mariadb: LocalMariaDB, tmp_path: Path
     migrate(env)
     conf = {"tables": ["e2e.orders", "e2e.customers"], "sink_path": str(lake), "chunk_rows": 70_000}
 
-    result = dags_test(env, conf, log=tmp_path / "dag.log")
+    result = dags_test(env, conf, log=tmp_path / "dag.log", timeout=900)
 
     log = (tmp_path / "dag.log").read_text()
     assert result.returncode == 0, log[-8000:]
