@@ -32,7 +32,7 @@ from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition
 from airflow_cdc.source.server import ServerInfo
 
-__all__ = ["plan_tables"]
+__all__ = ["plan_tables", "seek_boundaries"]
 
 log = logging.getLogger("airflow_cdc.planning")
 
@@ -158,24 +158,43 @@ def _uneven_boundaries(
     index: int,
 ) -> tuple[list[Key], int]:
     """Boundaries every ``chunk_rows`` keys, one bounded seek each; also the exact row count."""
+    bounds, count = seek_boundaries(conn, info, schema, ChunkRange(None, None), chunk_rows, budget)
+    if bounds is None:
+        raise _OverBudget(index, budget * chunk_rows + 1)
+    return bounds, count
+
+
+def seek_boundaries(
+    conn: DbConnection,
+    info: ServerInfo,
+    schema: TableSchema,
+    rng: ChunkRange,
+    rows_per_part: int,
+    max_parts: int,
+) -> tuple[list[Key] | None, int]:
+    """Keys that cut ``rng`` into parts of ``rows_per_part`` keys, one bounded index seek
+    each (never OFFSET), and the exact row count; ``None`` once more than ``max_parts``
+    parts would be needed. Used by the planner and to split a large chunk for parallel reads."""
     bounds: list[Key] = []
-    lower: Key | None = None
+    lower: Key | None = rng.lo
     while True:
-        found, count = _nth_key_from(conn, info, schema, lower, chunk_rows + 1)
-        if found is None or count <= chunk_rows:
-            return bounds, len(bounds) * chunk_rows + count
+        found, count = _nth_key_from(
+            conn, info, schema, ChunkRange(lower, rng.hi), rows_per_part + 1
+        )
+        if found is None or count <= rows_per_part:
+            return bounds, len(bounds) * rows_per_part + count
         bounds.append(found)
         lower = found
-        if len(bounds) + 1 > budget:
-            raise _OverBudget(index, len(bounds) * chunk_rows + 1)
+        if len(bounds) + 1 > max_parts:
+            return None, len(bounds) * rows_per_part + 1
 
 
 def _nth_key_from(
-    conn: DbConnection, info: ServerInfo, schema: TableSchema, lower: Key | None, limit: int
+    conn: DbConnection, info: ServerInfo, schema: TableSchema, rng: ChunkRange, limit: int
 ) -> tuple[Key | None, int]:
-    """The last of the first ``limit`` keys ``>= lower`` and how many keys there were (<= limit)."""
+    """The last of the first ``limit`` keys in ``rng`` and how many keys there were (<= limit)."""
     keys, table = key_list(schema.key), schema.table.quoted().replace("%", "%%")
-    condition, params = range_condition(schema.key, ChunkRange(lower, None))
+    condition, params = range_condition(schema.key, rng)
     window = (
         f"SELECT {keys} FROM {table} WHERE {condition} "  # noqa: S608 - quoted identifiers
         f"ORDER BY {order_by(schema.key)} LIMIT %s"

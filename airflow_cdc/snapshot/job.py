@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from airflow_cdc.config import ChunkJobSpec
-from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema, quote_identifier
 from airflow_cdc.snapshot.binlog_window import read_window
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.snapshot.pause import PausePoints
@@ -57,6 +57,7 @@ class ChunkOutcome:
     chunk_id: int
     attempt: int
     rows: int
+    partitions: int
     window_events: int
     tombstones: int
     low: BinlogPosition
@@ -68,7 +69,8 @@ class ChunkOutcome:
     def summary(self) -> str:
         rate = self.rows / self.read_seconds if self.read_seconds > 0 else 0.0
         return (
-            f"chunk {self.chunk_id} attempt {self.attempt}: {self.rows} rows read in {self.read_seconds:.1f} s "
+            f"chunk {self.chunk_id} attempt {self.attempt}: {self.rows} rows read in {self.partitions} "
+            f"partition(s) in {self.read_seconds:.1f} s "
             f"({rate:,.0f} rows/s), {self.window_events} binlog changes corrected, {self.tombstones} delete "
             f"markers, written in {self.write_seconds:.1f} s; watermarks {self.low} .. {self.high}"
         )
@@ -106,31 +108,44 @@ def _membership(
 
 
 def _partitions(
-    conn: Any, schema: TableSchema, rng: ChunkRange, estimated_rows: int, partition_rows: int
+    conn: Any,
+    info: Any,
+    schema: TableSchema,
+    rng: ChunkRange,
+    estimated_rows: int,
+    partition_rows: int,
 ) -> list[ChunkRange]:
-    """Split a large chunk for parallel reads; integer keys split evenly between the range's
-    own MIN and MAX (two index lookups). Other keys are read as one partition for now."""
+    """Split a large chunk for parallel reads: integer keys evenly between the range's own
+    MIN and MAX (two index lookups), other keys by one bounded index seek per boundary."""
     parts = math.ceil(max(estimated_rows, 1) / partition_rows)
-    if parts <= 1 or len(schema.key) != 1 or not schema.key_columns[0].is_integer:
+    if parts <= 1:
         return [rng]
+    if len(schema.key) == 1 and schema.key_columns[0].is_integer:
+        bounds = _even_bounds(conn, schema, rng, parts)
+    else:
+        from airflow_cdc.planning.planner import seek_boundaries
+
+        found, _ = seek_boundaries(conn, info, schema, rng, partition_rows, 4 * parts)
+        bounds = found or []
+    edges: list[Key | None] = [rng.lo, *bounds, rng.hi]
+    return [ChunkRange(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+def _even_bounds(conn: Any, schema: TableSchema, rng: ChunkRange, parts: int) -> list[Key]:
     from airflow_cdc.source.keyset import range_condition
 
     condition, params = range_condition(schema.key, rng)
-    key = schema.key_columns[0].name
-    from airflow_cdc.model import quote_identifier
-
+    key = quote_identifier(schema.key[0])
     with conn.cursor() as cursor:
         cursor.execute(
-            f"SELECT MIN({quote_identifier(key)}), MAX({quote_identifier(key)}) FROM {schema.table.quoted()} WHERE {condition}",  # noqa: S608
+            f"SELECT MIN({key}), MAX({key}) FROM {schema.table.quoted()} WHERE {condition}",  # noqa: S608
             params,
         )
         low, high = cursor.fetchone()
     if low is None:
-        return [rng]
+        return []
     step = max(1, math.ceil((int(high) - int(low) + 1) / parts))
-    bounds = [(int(low) + i * step,) for i in range(1, parts) if int(low) + i * step <= int(high)]
-    edges: list[Key | None] = [rng.lo, *bounds, rng.hi]
-    return [ChunkRange(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+    return [(int(low) + i * step,) for i in range(1, parts) if int(low) + i * step <= int(high)]
 
 
 def _with_meta(table: pa.Table, target: pa.Schema, position: int, deleted: bool) -> pa.Table:
@@ -165,8 +180,6 @@ def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int |
     partitions. Only the first writer's choice sticks (it is stored with the table)."""
     if not schema.key_columns[0].is_integer:
         return None
-    from airflow_cdc.model import quote_identifier
-
     key = quote_identifier(schema.key[0])
     with conn.cursor() as cursor:
         cursor.execute(f"SELECT MIN({key}), MAX({key}) FROM {schema.table.quoted()}")  # noqa: S608
@@ -206,7 +219,7 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
                 low = view.low_watermark
             pause.reach("after_low_watermark")
             ranges = _partitions(
-                conn, schema, chunk.range, chunk.estimated_rows or 0, spec.read.partition_rows
+                conn, info, schema, chunk.range, chunk.estimated_rows or 0, spec.read.partition_rows
             )
             tasks = [
                 PartitionRead(
@@ -288,6 +301,7 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             spec.chunk_id,
             attempt,
             live_rows,
+            len(ranges),
             len(events),
             tombstones.num_rows,
             low,

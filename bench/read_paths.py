@@ -1,0 +1,155 @@
+"""Read-path benchmark: why chunk jobs read with connectorx, and what a chunk job costs.
+
+One run measures, on the same table and the same machine, side by side:
+- yardstick: ``mariadb --quick --batch -e 'SELECT *' > /dev/null`` (one connection);
+- pymysql, unbuffered cursor (one process);
+- connectorx into Arrow (one query);
+- the product's partition read (connectorx -> type conform -> Parquet), 1 and 2 partitions;
+- the whole chunk job without the JVM (low WM, 2 parallel partition reads, high WM,
+  correction, LWW merge into Delta, metadata), via a 2-process pool standing in for executors.
+Results (rows/s and ratios to the yardstick) go to ``bench/out/read_paths.json``.
+
+    .venv/bin/python bench/read_paths.py --rows 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from airflow_cdc.model import ChunkRange, TableId
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def make_table(server: LocalMariaDB, rows: int) -> None:
+    server.execute(
+        "DROP DATABASE IF EXISTS bench",
+        "CREATE DATABASE bench",
+        """CREATE TABLE bench.t (id BIGINT PRIMARY KEY, n INT NOT NULL, code VARCHAR(16) NOT NULL,
+           amount DECIMAL(12,2) NOT NULL, note VARCHAR(200) NOT NULL, created DATETIME(6) NOT NULL,
+           updated TIMESTAMP(6) NOT NULL)""",
+        f"""INSERT INTO bench.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
+            RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
+            '2024-06-01' + INTERVAL seq SECOND FROM bench.seq_1_to_{rows}""",
+    )
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def cli_read(server: LocalMariaDB) -> None:
+    env = dict(os.environ, MYSQL_PWD=server.cdc_password)
+    subprocess.run(
+        ["mariadb", "--quick", "--batch", "-h", "127.0.0.1", "-P", str(server.port), "-u", "cdc",
+         "-e", "SELECT * FROM bench.t"],
+        env=env, stdout=subprocess.DEVNULL, check=True,
+    )
+
+
+def pymysql_read(cfg: SourceConfig) -> None:
+    import pymysql.cursors
+
+    from airflow_cdc.source.connection import connect
+
+    conn = connect(cfg)
+    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+        cur.execute("SELECT * FROM bench.t")
+        for _ in cur:
+            pass
+    conn.close()
+
+
+def connectorx_read(cfg: SourceConfig) -> None:
+    import connectorx as cx
+
+    cx.read_sql(cfg.url(), "SELECT * FROM bench.t", return_type="arrow")
+
+
+def product_read(cfg: SourceConfig, rows: int, parts: int, workdir: Path) -> None:
+    from airflow_cdc.snapshot.reader import PartitionRead, read_partition
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+
+    conn = connect(cfg)
+    schema = load_table_schema(conn, TableId("bench", "t"))
+    conn.close()
+    step = rows // parts + 1
+    edges: list[Any] = [None, *[(1 + i * step,) for i in range(1, parts)], None]
+    tasks = [PartitionRead(cfg, schema, ChunkRange(edges[i], edges[i + 1]), str(workdir / f"p{parts}-{i}.parquet"))
+             for i in range(parts)]
+    with ProcessPoolExecutor(parts) as pool:
+        list(pool.map(read_partition, tasks))
+
+
+def chunk_job(server: LocalMariaDB, cfg: SourceConfig, rows: int, workdir: Path) -> float:
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.planning.planner import plan_tables
+    from airflow_cdc.snapshot.job import run_chunk
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+    from airflow_cdc.source.server import server_info
+
+    meta = f"sqlite:///{workdir / 'meta.db'}"
+    conn = connect(cfg)
+    plans = plan_tables(conn, server_info(conn), [load_table_schema(conn, TableId("bench", "t"))],
+                        ChunkingConfig(chunk_rows=rows * 2))
+    conn.close()
+    (chunk,) = MetadataStore.connect(meta).create_plan("bench", plans).chunks
+    spec = ChunkJobSpec(chunk.chunk_id, cfg, meta, SinkConfig(str(workdir / "lake")),
+                        ReadConfig(partition_rows=rows // 2 + 1))
+    with ProcessPoolExecutor(2) as pool:
+        return timed(lambda: run_chunk(spec, runner=lambda fn, items: list(pool.map(fn, items))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    rows = args.rows
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
+        workdir = Path(tmp)
+        server = LocalMariaDB(workdir / "db")
+        server.start()
+        try:
+            make_table(server, rows)
+            cfg = SourceConfig("127.0.0.1", server.port, "cdc", server.cdc_password)
+            cli_read(server)  # warm the buffer pool
+            seconds = {
+                "mariadb_cli_1conn": timed(lambda: cli_read(server)),
+                "pymysql_1proc": timed(lambda: pymysql_read(cfg)),
+                "connectorx_1query": timed(lambda: connectorx_read(cfg)),
+                "product_read_1part": timed(lambda: product_read(cfg, rows, 1, workdir)),
+                "product_read_2parts": timed(lambda: product_read(cfg, rows, 2, workdir)),
+                "chunk_job_no_jvm_2parts": chunk_job(server, cfg, rows, workdir),
+            }
+        finally:
+            server.stop()
+    rates = {name: rows / s for name, s in seconds.items()}
+    cli = rates["mariadb_cli_1conn"]
+    result = {
+        "rows": rows,
+        "rows_per_s": {k: round(v) for k, v in rates.items()},
+        "ratio_to_mariadb_cli": {k: round(v / cli, 3) for k, v in rates.items()},
+        "cpu_count": os.cpu_count(),
+    }
+    (OUT / "read_paths.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
