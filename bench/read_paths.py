@@ -54,9 +54,22 @@ def timed(fn: Callable[[], Any]) -> float:
 def cli_read(server: LocalMariaDB) -> None:
     env = dict(os.environ, MYSQL_PWD=server.cdc_password)
     subprocess.run(
-        ["mariadb", "--quick", "--batch", "-h", "127.0.0.1", "-P", str(server.port), "-u", "cdc",
-         "-e", "SELECT * FROM bench.t"],
-        env=env, stdout=subprocess.DEVNULL, check=True,
+        [
+            "mariadb",
+            "--quick",
+            "--batch",
+            "-h",
+            "127.0.0.1",
+            "-P",
+            str(server.port),
+            "-u",
+            "cdc",
+            "-e",
+            "SELECT * FROM bench.t",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        check=True,
     )
 
 
@@ -89,8 +102,12 @@ def product_read(cfg: SourceConfig, rows: int, parts: int, workdir: Path) -> Non
     conn.close()
     step = rows // parts + 1
     edges: list[Any] = [None, *[(1 + i * step,) for i in range(1, parts)], None]
-    tasks = [PartitionRead(cfg, schema, ChunkRange(edges[i], edges[i + 1]), str(workdir / f"p{parts}-{i}.parquet"))
-             for i in range(parts)]
+    tasks = [
+        PartitionRead(
+            cfg, schema, ChunkRange(edges[i], edges[i + 1]), str(workdir / f"p{parts}-{i}.parquet")
+        )
+        for i in range(parts)
+    ]
     with ProcessPoolExecutor(parts) as pool:
         list(pool.map(read_partition, tasks))
 
@@ -105,18 +122,33 @@ def chunk_job(server: LocalMariaDB, cfg: SourceConfig, rows: int, workdir: Path)
 
     meta = f"sqlite:///{workdir / 'meta.db'}"
     conn = connect(cfg)
-    plans = plan_tables(conn, server_info(conn), [load_table_schema(conn, TableId("bench", "t"))],
-                        ChunkingConfig(chunk_rows=rows * 2))
+    plans = plan_tables(
+        conn,
+        server_info(conn),
+        [load_table_schema(conn, TableId("bench", "t"))],
+        ChunkingConfig(chunk_rows=rows * 2),
+    )
     conn.close()
     (chunk,) = MetadataStore.connect(meta).create_plan("bench", plans).chunks
-    spec = ChunkJobSpec(chunk.chunk_id, cfg, meta, SinkConfig(str(workdir / "lake")),
-                        ReadConfig(partition_rows=rows // 2 + 1))
+    spec = ChunkJobSpec(
+        chunk.chunk_id,
+        cfg,
+        meta,
+        SinkConfig(str(workdir / "lake")),
+        ReadConfig(partition_rows=rows // 2 + 1),
+    )
     with ProcessPoolExecutor(2) as pool:
-        return timed(lambda: run_chunk(spec, runner=lambda fn, items: list(pool.map(fn, items))))
+        started = time.perf_counter()
+        outcome = run_chunk(spec, runner=lambda fn, items: list(pool.map(fn, items)))
+        seconds = time.perf_counter() - started
+    print(outcome.summary(), f"(total {seconds:.2f} s)")
+    return seconds
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
     rows = args.rows

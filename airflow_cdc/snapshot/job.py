@@ -71,8 +71,9 @@ class ChunkOutcome:
         return (
             f"chunk {self.chunk_id} attempt {self.attempt}: {self.rows} rows read in {self.partitions} "
             f"partition(s) in {self.read_seconds:.1f} s "
-            f"({rate:,.0f} rows/s), {self.window_events} binlog changes corrected, {self.tombstones} delete "
-            f"markers, written in {self.write_seconds:.1f} s; watermarks {self.low} .. {self.high}"
+            f"({rate:,.0f} rows/s), {self.window_events} binlog changes corrected in "
+            f"{self.correct_seconds:.1f} s, {self.tombstones} delete markers, written in "
+            f"{self.write_seconds:.1f} s; watermarks {self.low} .. {self.high}"
         )
 
 
@@ -152,7 +153,10 @@ def _with_meta(table: pa.Table, target: pa.Schema, position: int, deleted: bool)
     """``table`` in the sink's column order and types, plus position and marker flag."""
     n = table.num_rows
     columns = [table.column(field.name).cast(field.type) for field in target]
-    columns += [pa.array([position] * n, pa.decimal128(38, 0)), pa.array([deleted] * n, pa.bool_())]
+    columns += [
+        pa.repeat(pa.scalar(position, pa.decimal128(38, 0)), n),
+        pa.repeat(pa.scalar(deleted, pa.bool_()), n),
+    ]
     schema = target.append(pa.field(POSITION_COLUMN, pa.decimal128(38, 0), nullable=False)).append(
         pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)
     )
