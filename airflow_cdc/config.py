@@ -18,11 +18,13 @@ from urllib.parse import unquote, urlsplit
 from airflow_cdc.errors import ConfigurationError
 
 __all__ = [
+    "STREAM_MODES",
     "ChunkJobSpec",
     "ChunkingConfig",
     "ReadConfig",
     "SinkConfig",
     "SourceConfig",
+    "StreamJobSpec",
 ]
 
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -165,6 +167,75 @@ class ChunkJobSpec:
 
     @classmethod
     def read_file(cls, path: str | Path) -> ChunkJobSpec:
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise ConfigurationError(f"job file {path} does not exist") from exc
+        return cls.from_json(data)
+
+
+STREAM_MODES = ("continuous", "until_caught_up")
+
+
+@dataclass(frozen=True)
+class StreamJobSpec:
+    """Everything the stream job needs; like :class:`ChunkJobSpec`, written to a 0600 file.
+
+    ``mode``: ``continuous`` runs until stopped; ``until_caught_up`` processes up to the
+    server's binlog position at its start, then exits. ``stream_id`` names the stream (its
+    lease, state and Delta application transactions); one stream per set of tables.
+    """
+
+    stream_id: str
+    tables: tuple[str, ...]
+    source: SourceConfig
+    metadata_url: str = field(repr=False)
+    sink: SinkConfig
+    checkpoint_dir: str
+    mode: str = "continuous"
+    #: Seconds between micro-batches in continuous mode.
+    trigger_seconds: float = 2.0
+    #: Upper bound of binlog bytes per micro-batch (bounds memory of one batch).
+    max_batch_bytes: int = 64 * 1024 * 1024
+    #: Test-only: folder of armed pause points (see ``snapshot.pause``).
+    pause_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in STREAM_MODES:
+            raise ConfigurationError(
+                f"stream_mode must be one of {STREAM_MODES}, got {self.mode!r}"
+            )
+        if not self.tables:
+            raise ConfigurationError("the stream needs at least one table")
+        if not self.stream_id:
+            raise ConfigurationError("stream_id is empty")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StreamJobSpec:
+        return cls(
+            stream_id=data["stream_id"],
+            tables=tuple(data["tables"]),
+            source=SourceConfig(**data["source"]),
+            metadata_url=data["metadata_url"],
+            sink=SinkConfig(**data["sink"]),
+            checkpoint_dir=data["checkpoint_dir"],
+            mode=data.get("mode", "continuous"),
+            trigger_seconds=float(data.get("trigger_seconds", 2.0)),
+            max_batch_bytes=int(data.get("max_batch_bytes", 64 * 1024 * 1024)),
+            pause_dir=data.get("pause_dir"),
+        )
+
+    def write(self, path: Path) -> Path:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.to_json(), handle)
+        return path
+
+    @classmethod
+    def read_file(cls, path: str | Path) -> StreamJobSpec:
         try:
             data = json.loads(Path(path).read_text())
         except FileNotFoundError as exc:

@@ -10,7 +10,8 @@ Each message names the cause and the fix. The tree::
     │   ├── TableError            a table is missing, has no usable chunk key, ...
     │   └── PositionPurgedError   a start position is no longer on the server
     ├── SinkError                 the sink cannot hold or take a write
-    └── MetadataError             the metadata DB is unreachable or inconsistent
+    ├── MetadataError             the metadata DB is unreachable or inconsistent
+    └── StreamLeaseError          another stream runs (or ran) on these tables; lease lost
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "PrivilegeError",
     "SinkError",
     "SourceError",
+    "StreamLeaseError",
     "TableError",
 ]
 
@@ -62,3 +64,8 @@ class SinkError(CdcError):
 
 class MetadataError(CdcError):
     """The metadata DB is unreachable or holds something unexpected."""
+
+
+class StreamLeaseError(CdcError):
+    """A stream's lease is held by another process (or was lost): only one stream may run
+    for a set of tables at a time."""

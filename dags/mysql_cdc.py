@@ -1,9 +1,14 @@
-"""Snapshot MySQL/MariaDB tables into Delta Lake, chunk by chunk, without locks.
+"""Snapshot MySQL/MariaDB tables into Delta Lake, chunk by chunk, without locks, then stream
+their binlog changes.
 
 ``plan`` splits each table into key-range chunks and records them in the metadata DB;
 ``snapshot_chunk`` runs one Spark application per chunk (mapped, one map index per chunk,
 labelled ``db.table #n [lo, hi)``); ``wait_for_chunks`` waits until the metadata DB says
 every chunk is done. A failed chunk can be cleared and re-run on its own at any time.
+``stream`` then runs the binlog stream from the chunks' watermarks: ``continuous`` until the
+task is marked failed/success or stopped (it stops its Spark job), or ``until_caught_up``
+to the server's position at its start. Only one stream runs per set of tables; a retried or
+cleared ``stream`` resumes from its Spark checkpoint.
 
 Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB server),
 ``cdc_metadata`` (SQLAlchemy URL; default a SQLite file in ``$AIRFLOW_HOME``) and
@@ -15,12 +20,14 @@ Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB ser
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
-from airflow_cdc.config import DEFAULT_CHUNK_ROWS
+from airflow_cdc.config import DEFAULT_CHUNK_ROWS, STREAM_MODES
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot import SnapshotChunkOperator
+from airflow_cdc.operators.stream import StreamOperator
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 
 with DAG(
@@ -59,6 +66,15 @@ with DAG(
                 "(the columns must be unique and not null)"
             ),
         ),
+        "stream_mode": Param(
+            "continuous",
+            type="string",
+            enum=list(STREAM_MODES),
+            description=(
+                "After the snapshot, stream binlog changes: 'continuous' runs until the task "
+                "is stopped; 'until_caught_up' stops at the binlog position of its start"
+            ),
+        ),
     },
 ) as dag:
     plan = PlanSnapshotOperator(
@@ -76,5 +92,15 @@ with DAG(
         max_active_tis_per_dagrun=2,
     ).expand(chunk=plan.output)
     wait_for_chunks = ChunksCompleteSensor(task_id="wait_for_chunks", chunks=plan.output)
+    stream = StreamOperator(
+        task_id="stream",
+        tables="{{ params.tables }}",
+        sink_path="{{ params.sink_path }}",
+        stream_mode="{{ params.stream_mode }}",
+        # A retry resumes from the checkpoint; after a hard kill it must wait for the old
+        # lease to expire, so keep the stream job's lease TTL below the retry delay.
+        retries=2,
+        retry_delay=timedelta(minutes=2),
+    )
 
-    plan >> snapshot_chunk >> wait_for_chunks
+    plan >> snapshot_chunk >> wait_for_chunks >> stream

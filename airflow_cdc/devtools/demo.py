@@ -47,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         env = airflow_env(base / "airflow", server, meta)
         migrate(env)
-        conf = {"tables": TABLES, "sink_path": str(lake), "chunk_rows": args.chunk_rows}
+        conf = {
+            "tables": TABLES,
+            "sink_path": str(lake),
+            "chunk_rows": args.chunk_rows,
+            "stream_mode": "until_caught_up",
+        }
         print(
             f"[demo] airflow dags test mysql_cdc -c '{conf}' (log: {base / 'dag.log'})", flush=True
         )

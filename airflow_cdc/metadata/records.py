@@ -106,7 +106,12 @@ class PlanProgress:
 @dataclass(frozen=True, slots=True)
 class StreamState:
     """What the long-running stream last recorded: where it committed, how far behind it is,
-    and who holds it (``owner`` until ``lease_expires_at``) so a second copy can refuse to run."""
+    and who holds it (``owner`` until ``lease_expires_at``) so a second copy can refuse to run.
+
+    ``last_batch_id`` / ``last_batch_rows`` describe the last micro-batch recorded;
+    ``rows_total`` sums the rows of every distinct batch recorded (a replayed batch id is
+    not counted twice). ``owner`` is ``None`` when no process holds the lease.
+    """
 
     stream_id: str
     tables: tuple[TableId, ...]
@@ -116,3 +121,13 @@ class StreamState:
     heartbeat_at: dt.datetime | None = None
     owner: str | None = None
     lease_expires_at: dt.datetime | None = None
+    lease_acquired_at: dt.datetime | None = None
+    last_batch_id: int | None = None
+    last_batch_rows: int | None = None
+    rows_total: int = 0
+
+    def lease_live(self, now: dt.datetime | None = None) -> bool:
+        """Whether some process holds the lease at ``now`` (default: the current time)."""
+        if self.owner is None or self.lease_expires_at is None:
+            return False
+        return self.lease_expires_at > (now or dt.datetime.now(dt.UTC))

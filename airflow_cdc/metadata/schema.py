@@ -21,6 +21,7 @@ __all__ = [
     "metadata",
     "plan_tables",
     "plans",
+    "stream_lease_lock",
     "stream_state",
 ]
 
@@ -107,4 +108,19 @@ stream_state = sa.Table(
     sa.Column("heartbeat_at", sa.DateTime, nullable=True),
     sa.Column("owner", sa.Text, nullable=True),
     sa.Column("lease_expires_at", sa.DateTime, nullable=True),
+    # Revision 0002: lease start and micro-batch progress.
+    sa.Column("lease_acquired_at", sa.DateTime, nullable=True),
+    sa.Column("last_batch_id", sa.BigInteger, nullable=True),
+    sa.Column("last_batch_rows", sa.BigInteger, nullable=True),
+    sa.Column("rows_total", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+)
+
+#: One row (``lock_id = 1``) that every lease acquisition updates first: the row lock
+#: serializes acquisitions on every database (SQLite's ``BEGIN IMMEDIATE`` does already), so
+#: two streams on overlapping tables cannot both pass the "tables are free" check.
+stream_lease_lock = sa.Table(
+    "cdc_stream_lease_lock",
+    metadata,
+    sa.Column("lock_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("acquisitions", sa.BigInteger, nullable=False),
 )

@@ -7,16 +7,18 @@ records; nothing here holds a connection between calls.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec
+from airflow_cdc.metadata import stream as _stream
 from airflow_cdc.metadata.engine import CONNECTION_ID, create_metadata_engine, with_retry
 from airflow_cdc.metadata.migrate import HEAD_REVISION, current_revision, upgrade
 from airflow_cdc.metadata.records import (
@@ -31,7 +33,6 @@ from airflow_cdc.metadata.records import (
 from airflow_cdc.metadata.schema import chunks as t_chunks
 from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.metadata.schema import plans as t_plans
-from airflow_cdc.metadata.schema import stream_state as t_stream
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 
 __all__ = ["MAX_ERROR_CHARS", "MetadataStore", "truncate_error"]
@@ -389,50 +390,69 @@ class MetadataStore:
             result.append((rng, high))
         return result
 
-    # -- stream state ---------------------------------------------------------------------
+    # -- stream state, lease and progress (see ``metadata.stream``) ---------------------
+
+    def stream_state(self, stream_id: str) -> StreamState | None:
+        """The stream's lease and progress, ``None`` for a stream that never took a lease."""
+        return _stream.read_state(self._engine, stream_id)
 
     def get_stream_state(self, stream_id: str) -> StreamState | None:
-        def read(connection: Connection) -> RowMapping | None:
-            return (
-                connection.execute(sa.select(t_stream).where(t_stream.c.stream_id == stream_id))
-                .mappings()
-                .first()
-            )
-
-        row = with_retry(self._engine, read, write=False, what="reading the stream state from")
-        if row is None:
-            return None
-        return StreamState(
-            stream_id=row["stream_id"],
-            tables=tuple(codec.table_from_text(name) for name in _load_json_list(row["tables"])),
-            committed_position=codec.decode_position(row["committed_position"]),
-            lag_seconds=row["lag_seconds"],
-            lag_bytes=row["lag_bytes"],
-            heartbeat_at=codec.from_db_time(row["heartbeat_at"]),
-            owner=row["owner"],
-            lease_expires_at=codec.from_db_time(row["lease_expires_at"]),
-        )
+        """Same as :meth:`stream_state` (the older name)."""
+        return _stream.read_state(self._engine, stream_id)
 
     def put_stream_state(self, state: StreamState) -> None:
-        """Insert or replace the stream's row (all fields as given)."""
-        values: dict[str, Any] = {
-            "tables": _json_list([codec.table_to_text(t) for t in state.tables]),
-            "committed_position": codec.encode_position(state.committed_position),
-            "lag_seconds": state.lag_seconds,
-            "lag_bytes": state.lag_bytes,
-            "heartbeat_at": codec.to_db_time(state.heartbeat_at),
-            "owner": state.owner,
-            "lease_expires_at": codec.to_db_time(state.lease_expires_at),
-        }
+        """Insert or replace the stream's row (all fields as given; tests and repairs)."""
+        _stream.put_state(self._engine, state)
 
-        def write(connection: Connection) -> None:
-            updated = connection.execute(
-                sa.update(t_stream).where(t_stream.c.stream_id == state.stream_id).values(values)
-            ).rowcount
-            if not updated:
-                connection.execute(sa.insert(t_stream).values(stream_id=state.stream_id, **values))
+    def acquire_stream_lease(
+        self,
+        stream_id: str,
+        tables: Sequence[str | TableId],
+        owner: str,
+        ttl_seconds: float,
+    ) -> StreamState:
+        """Atomically take the stream's lease if free, expired or already ``owner``'s.
 
-        with_retry(self._engine, write, write=True, what="writing the stream state to")
+        Raises :class:`~airflow_cdc.errors.StreamLeaseError` (the message says who holds it,
+        until when, and how long to wait) when another owner holds it, or when another
+        stream id holds a live lease on any of ``tables`` (one stream per set of tables).
+        """
+        return _stream.acquire_lease(self._engine, stream_id, tables, owner, ttl_seconds)
+
+    def renew_stream_lease(self, stream_id: str, owner: str, ttl_seconds: float) -> dt.datetime:
+        """Extend ``owner``'s live lease; raises ``StreamLeaseError`` if it was lost or expired."""
+        return _stream.renew_lease(self._engine, stream_id, owner, ttl_seconds)
+
+    def release_stream_lease(self, stream_id: str, owner: str) -> bool:
+        """Give the lease back; ``False`` if ``owner`` did not hold it (never raises for that)."""
+        return _stream.release_lease(self._engine, stream_id, owner)
+
+    def record_stream_progress(
+        self,
+        stream_id: str,
+        *,
+        committed: BinlogPosition,
+        lag_seconds: float | None,
+        lag_bytes: int | None,
+        batch_id: int,
+        rows: int,
+        owner: str | None = None,
+    ) -> StreamState:
+        """Record a committed micro-batch (position, lag, heartbeat = now, batch id, rows).
+
+        With ``owner`` the write is fenced: ``StreamLeaseError`` if the lease is someone
+        else's. A replayed ``batch_id`` (equal to the last one) is not counted twice.
+        """
+        return _stream.record_progress(
+            self._engine,
+            stream_id,
+            committed=committed,
+            lag_seconds=lag_seconds,
+            lag_bytes=lag_bytes,
+            batch_id=batch_id,
+            rows=rows,
+            owner=owner,
+        )
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -23,7 +23,12 @@ def test_dag_snapshots_every_table_exactly(mariadb: LocalMariaDB, tmp_path: Path
     meta_file = tmp_path / "meta.db"
     env = airflow_env(tmp_path / "airflow", mariadb, f"sqlite:///{meta_file}")
     migrate(env)
-    conf = {"tables": ["e2e.orders", "e2e.customers"], "sink_path": str(lake), "chunk_rows": 70_000}
+    conf = {
+        "tables": ["e2e.orders", "e2e.customers"],
+        "sink_path": str(lake),
+        "chunk_rows": 70_000,
+        "stream_mode": "until_caught_up",
+    }
 
     result = dags_test(env, conf, log=tmp_path / "dag.log", timeout=900)
 

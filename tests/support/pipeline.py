@@ -126,3 +126,69 @@ def source_rows(server: LocalMariaDB, sql: str) -> dict[Any, dict[str, Any]]:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, default=str, sort_keys=True)
+
+
+STREAM_SCRIPT = REPO / "spark_jobs" / "stream.py"
+
+
+def stream_spec(
+    server: LocalMariaDB,
+    tables: Sequence[str],
+    metadata_url: str,
+    sink_root: Path,
+    checkpoint: Path,
+    *,
+    mode: str = "until_caught_up",
+    pause_dir: Path | None = None,
+    stream_id: str = "test-stream",
+) -> Any:
+    from airflow_cdc.config import StreamJobSpec
+
+    return StreamJobSpec(
+        stream_id=stream_id,
+        tables=tuple(tables),
+        source=source_config(server),
+        metadata_url=metadata_url,
+        sink=SinkConfig(str(sink_root)),
+        checkpoint_dir=str(checkpoint),
+        mode=mode,
+        trigger_seconds=1.0,
+        pause_dir=str(pause_dir) if pause_dir else None,
+    )
+
+
+def spark_submit_stream(spec: Any, workdir: Path) -> subprocess.Popen[bytes]:
+    """Start the stream job with the real spark-submit (local[2]); its own process group."""
+    job_file = spec.write(workdir / f"stream-{time.monotonic_ns()}.json")
+    env = dict(os.environ)
+    env.update(spark_environment())
+    log = open(workdir / "stream.log", "ab")  # noqa: SIM115
+    return subprocess.Popen(
+        [
+            spark_submit_binary(),
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(STREAM_SCRIPT),
+            "--job-file",
+            str(job_file),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def snapshot_all(
+    server: LocalMariaDB, record: Any, metadata_url: str, sink_root: Path, parallel: int = 2
+) -> None:
+    """Run every chunk of a plan in-process (the chunk logic without a JVM per chunk)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from airflow_cdc.snapshot.job import run_chunk
+
+    specs = [job_spec(server, chunk.chunk_id, metadata_url, sink_root) for chunk in record.chunks]
+    with ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(run_chunk, specs))

@@ -43,6 +43,11 @@ if dag is not None:
     snap = dag.get_task("snapshot_chunk")
     out["max_active_tis_per_dagrun"] = snap.partial_kwargs.get("max_active_tis_per_dagrun")
     out["expand_input"] = sorted(snap.expand_input.value)
+    stream = dag.get_task("stream")
+    out["stream_fields"] = {
+        k: getattr(stream, k)
+        for k in ("tables", "sink_path", "stream_mode", "stream_id", "checkpoint_dir")
+    }
 print("JSON:" + json.dumps(out, default=str))
 """
 
@@ -75,7 +80,7 @@ def test_dag_imports_without_errors(dag_info: dict[str, Any]) -> None:
 
 def test_task_graph(dag_info: dict[str, Any]) -> None:
     tasks = dag_info["tasks"]
-    assert set(tasks) == {"plan", "snapshot_chunk", "wait_for_chunks"}
+    assert set(tasks) == {"plan", "snapshot_chunk", "wait_for_chunks", "stream"}
     assert tasks["plan"]["type"] == "PlanSnapshotOperator"
     assert tasks["plan"]["downstream"] == ["snapshot_chunk", "wait_for_chunks"]
     assert tasks["snapshot_chunk"]["type"] == "MappedOperator"
@@ -89,6 +94,19 @@ def test_task_graph(dag_info: dict[str, Any]) -> None:
     assert wait["upstream"] == ["plan", "snapshot_chunk"]
     assert wait["mode"] == "reschedule"
     assert wait["trigger_rule"] == "all_done_min_one_success"
+    assert wait["downstream"] == ["stream"]
+    stream = tasks["stream"]
+    assert stream["type"] == "StreamOperator"
+    assert stream["upstream"] == ["wait_for_chunks"]
+    assert stream["downstream"] == []
+    assert stream["trigger_rule"] == "all_success"
+    assert dag_info["stream_fields"] == {
+        "tables": "{{ params.tables }}",
+        "sink_path": "{{ params.sink_path }}",
+        "stream_mode": "{{ params.stream_mode }}",
+        "stream_id": None,
+        "checkpoint_dir": None,
+    }
 
 
 def test_params(dag_info: dict[str, Any]) -> None:
@@ -99,6 +117,8 @@ def test_params(dag_info: dict[str, Any]) -> None:
     assert params["sink_path"] == "/tmp/airflow-cdc/lake"
     assert params["chunk_rows"] == DEFAULT_CHUNK_ROWS
     assert params["chunk_keys"] == {}
+    assert params["stream_mode"] == "continuous"
     schemas = dag_info["param_schemas"]
     assert schemas["tables"]["type"] == "array"
     assert schemas["chunk_rows"]["minimum"] == 1
+    assert schemas["stream_mode"]["enum"] == ["continuous", "until_caught_up"]

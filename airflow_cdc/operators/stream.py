@@ -1,0 +1,365 @@
+"""Run the binlog stream as a long-running Spark application.
+
+Like :mod:`airflow_cdc.operators.snapshot`, secrets reach the Spark job only through a job
+file (mode 0600 in a private 0700 folder) that is removed when the task ends, fails or is
+killed; ``argv`` is ``--job-file PATH``.
+
+Stopping: marking the task failed (or an ``execution_timeout``) calls :meth:`on_kill`, which
+first asks the stream's Python driver to stop (SIGTERM: it should stop the query and release
+its lease), waits up to ``stop_timeout_seconds`` for ``spark-submit`` to exit, then kills it
+as :class:`SparkSubmitOperator` does (and, in cluster modes, the driver on the cluster), and
+finally kills any process of the job still left, so no orphan keeps the lease alive.
+A stream killed without a graceful stop loses nothing: it restarts from its Spark checkpoint
+once its metadata lease has expired (see :mod:`airflow_cdc.metadata.stream`).
+
+Retries are Airflow's: a retried task starts the job again, which resumes from the checkpoint.
+In cluster deploy modes with driver tracking, the provider's ``durable`` (Airflow >= 3.3,
+default on) makes a retry after a worker crash reconnect to the still-running driver instead
+of submitting a second one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import psutil  # type: ignore[import-untyped]
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators._params import as_positive_int, as_str_list, parse_literal
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_cdc.config import StreamJobSpec
+
+__all__ = [
+    "DEFAULT_STREAM_CONF",
+    "STREAM_APPLICATION",
+    "STREAM_ID_PREFIX",
+    "StreamOperator",
+    "default_checkpoint_dir",
+    "default_stream_id",
+    "stream_table_names",
+]
+
+#: The entry script, inside the installed package (``spark_jobs/stream.py`` in the
+#: repository is the same thin script, for running by hand).
+STREAM_APPLICATION = str(Path(__file__).resolve().parent / "spark_apps" / "stream.py")
+
+#: Micro-batches are small; the Spark UI stays on (its Structured Streaming tab is the
+#: stream's monitor; Spark takes the next free port when 4040 is busy).
+DEFAULT_STREAM_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "4"}
+
+#: Prefix of the default stream id (see :func:`default_stream_id`).
+STREAM_ID_PREFIX = "mysql_cdc:"
+#: The ``cdc_stream_state.stream_id`` column's width.
+_MAX_STREAM_ID = 200
+_CHECKPOINTS_FOLDER = "_cdc_checkpoints"
+
+
+def stream_table_names(value: Any) -> tuple[str, ...]:
+    """The rendered ``tables`` as canonical ``db.table`` texts (the metadata DB's form:
+    backticks only where a name holds a dot or backtick), without duplicates, in order."""
+    from airflow_cdc.metadata.codec import table_to_text
+    from airflow_cdc.model import TableId
+
+    names = as_str_list("tables", value)
+    if not names:
+        raise ConfigurationError("tables is empty: give at least one table as 'database.table'")
+    result: list[str] = []
+    for name in names:
+        try:
+            text = table_to_text(TableId.parse(name))
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"table {name!r} is not of the form 'database.table' "
+                "(quote a name containing a dot with backticks: `my.db`.orders)"
+            ) from exc
+        if text not in result:
+            result.append(text)
+    return tuple(result)
+
+
+def default_stream_id(tables: Sequence[str]) -> str:
+    """``mysql_cdc:`` + the first 12 hex digits of the SHA-256 of the sorted canonical table
+    names joined by newlines.
+
+    Deterministic: the same set of tables gives the same id in any order, spelling
+    (``shop.orders`` and ```shop`.`orders```) or run, so a re-run, retry or cleared task finds
+    its lease, state and checkpoint again; another set of tables gives another stream.
+    """
+    names = sorted(set(stream_table_names(list(tables))))
+    digest = hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:12]
+    return f"{STREAM_ID_PREFIX}{digest}"
+
+
+def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
+    """``<sink_path>/_cdc_checkpoints/<stream_id as one path segment>`` (characters outside
+    ``[A-Za-z0-9_-]`` written ``~XX``, as the sink does for table names)."""
+    from airflow_cdc.sinks.naming import escape_segment
+
+    return f"{sink_path.rstrip('/')}/{_CHECKPOINTS_FOLDER}/{escape_segment(stream_id)}"
+
+
+class StreamOperator(SparkSubmitOperator):
+    """``spark-submit`` of the binlog stream of ``tables`` into the Delta tables.
+
+    :param tables: tables as ``db.table``. Templated; a rendered string (JSON list, Python
+        list or comma-separated) is accepted.
+    :param sink_path: root folder/URI of the Delta tables. Templated.
+    :param stream_mode: ``continuous`` (runs until stopped) or ``until_caught_up`` (stops at
+        the binlog position the server had when the job started). Templated, checked after
+        rendering.
+    :param stream_id: names the stream (its lease, state and checkpoint). Templated; default
+        :func:`default_stream_id` of the tables. One stream per set of tables: a second
+        stream on any of the same tables is refused while the first holds its lease.
+    :param checkpoint_dir: Spark checkpoint of the stream. Templated; default
+        :func:`default_checkpoint_dir` (under ``sink_path``).
+    :param trigger_seconds: seconds between micro-batches (continuous mode). Templated.
+    :param max_batch_bytes: upper bound of binlog bytes per micro-batch (default: the job
+        spec's). Templated.
+    :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
+    :param metadata_conn_id: Airflow connection of the metadata DB.
+    :param stop_timeout_seconds: on kill, how long the job may take to stop by itself before
+        it is killed. Airflow's supervisor escalates to SIGKILL 5 s after its SIGTERM, so
+        the default stays below that.
+    :param application: entry script; default :data:`STREAM_APPLICATION`.
+    :param spark_binary: default: the ``spark-submit`` of the installed pyspark.
+    :param env_vars: merged over the variables that make that ``spark-submit`` work.
+    :param conf: merged over :data:`DEFAULT_STREAM_CONF`.
+
+    Every other argument goes to :class:`SparkSubmitOperator` (``conn_id`` is the Spark
+    connection, default ``spark_default``; ``durable``, ``retries``...).
+    ``application_args`` is set by the operator.
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "tables",
+        "sink_path",
+        "stream_mode",
+        "stream_id",
+        "checkpoint_dir",
+        "trigger_seconds",
+        "max_batch_bytes",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {"tables": "json"}
+    ui_color = "#e3f5e1"
+
+    def __init__(
+        self,
+        *,
+        tables: list[str] | str,
+        sink_path: str,
+        stream_mode: str = "continuous",
+        stream_id: str | None = None,
+        checkpoint_dir: str | None = None,
+        trigger_seconds: float | str = 2.0,
+        max_batch_bytes: int | str | None = None,
+        source_conn_id: str = "cdc_source",
+        metadata_conn_id: str = "cdc_metadata",
+        stop_timeout_seconds: float = 4.0,
+        application: str | None = None,
+        spark_binary: str | None = None,
+        env_vars: dict[str, Any] | None = None,
+        conf: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if "application_args" in kwargs:
+            raise ConfigurationError(
+                "StreamOperator sets application_args itself (--job-file PATH); do not pass them"
+            )
+        super().__init__(
+            application=application or STREAM_APPLICATION,
+            conf={**DEFAULT_STREAM_CONF, **(conf or {})},
+            spark_binary=spark_binary,
+            env_vars=env_vars,
+            name=name or "airflow-cdc-stream",
+            **kwargs,
+        )
+        self.tables = tables
+        self.sink_path = sink_path
+        self.stream_mode = stream_mode
+        self.stream_id = stream_id
+        self.checkpoint_dir = checkpoint_dir
+        self.trigger_seconds = trigger_seconds
+        self.max_batch_bytes = max_batch_bytes
+        self.source_conn_id = source_conn_id
+        self.metadata_conn_id = metadata_conn_id
+        self.stop_timeout_seconds = stop_timeout_seconds
+        self._auto_name = name is None
+        self._job_dir: str | None = None
+        # Literals (not templates) are checked when the DAG is parsed.
+        if isinstance(stream_mode, str) and "{{" not in stream_mode:
+            self.mode()
+
+    # -- rendered values -----------------------------------------------------------------
+    def mode(self) -> str:
+        from airflow_cdc.config import STREAM_MODES
+
+        mode = str(self.stream_mode or "").strip()
+        if mode not in STREAM_MODES:
+            raise ConfigurationError(
+                f"stream_mode must be one of {', '.join(STREAM_MODES)}; got {self.stream_mode!r}"
+            )
+        return mode
+
+    def resolved_stream_id(self, tables: Sequence[str]) -> str:
+        stream_id = str(self.stream_id or "").strip() or default_stream_id(tables)
+        if len(stream_id) > _MAX_STREAM_ID:
+            raise ConfigurationError(
+                f"stream_id is {len(stream_id)} characters long; at most {_MAX_STREAM_ID} fit"
+            )
+        return stream_id
+
+    def build_spec(self) -> StreamJobSpec:
+        """The job spec, with the secrets resolved from the Airflow connections."""
+        from airflow_cdc.config import SinkConfig, StreamJobSpec
+        from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+
+        mode = self.mode()
+        tables = stream_table_names(self.tables)
+        sink = SinkConfig(root=str(self.sink_path or "").strip())
+        stream_id = self.resolved_stream_id(tables)
+        checkpoint = str(self.checkpoint_dir or "").strip() or default_checkpoint_dir(
+            sink.root, stream_id
+        )
+        extra: dict[str, Any] = {"trigger_seconds": _positive_seconds(self.trigger_seconds)}
+        if self.max_batch_bytes is not None and self.max_batch_bytes != "":
+            extra["max_batch_bytes"] = as_positive_int("max_batch_bytes", self.max_batch_bytes)
+        return StreamJobSpec(
+            stream_id=stream_id,
+            tables=tables,
+            source=CdcSourceHook(self.source_conn_id).source_config(),
+            metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
+            sink=sink,
+            checkpoint_dir=checkpoint,
+            mode=mode,
+            **extra,
+        )
+
+    # -- submission ----------------------------------------------------------------------
+    def prepare_submit(self) -> Path:
+        """Write the job file and point ``application_args``, binary and env at it."""
+        from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
+
+        spec = self.build_spec()
+        self._cleanup()
+        self._job_dir = tempfile.mkdtemp(prefix="airflow-cdc-stream-")  # mode 0700
+        path = spec.write(Path(self._job_dir) / "stream.json")
+        self.application_args = ["--job-file", str(path)]
+        if not self._spark_binary and not self._connection_names_binary():
+            self._spark_binary = spark_submit_binary()
+        self.env_vars = {**spark_environment(), **(self.env_vars or {})}
+        if self._auto_name:
+            self.name = f"airflow-cdc stream {spec.stream_id}"
+        self._hook = None  # built by the parent from the fields above
+        self.log.info(
+            "Stream %s (%s) of %s; checkpoint %s; job file %s",
+            spec.stream_id,
+            spec.mode,
+            ", ".join(spec.tables),
+            spec.checkpoint_dir,
+            path,
+        )
+        return path
+
+    def _connection_names_binary(self) -> bool:
+        """Whether the Spark connection chooses the binary (extra ``spark-binary``)."""
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = BaseHook.get_connection(self._conn_id).extra_dejson
+        except AirflowNotFoundException:
+            return False
+        return bool(extra.get("spark-binary"))
+
+    def execute(self, context: Context) -> None:
+        try:
+            self.prepare_submit()
+            super().execute(context)
+        finally:
+            self._cleanup()
+
+    # -- stopping ------------------------------------------------------------------------
+    def on_kill(self) -> None:
+        leftovers: list[Any] = []
+        try:
+            leftovers = self._stop_gracefully()
+        finally:
+            try:
+                super().on_kill()
+            finally:
+                _kill_all(leftovers)
+                self._cleanup()
+
+    def _stop_gracefully(self) -> list[Any]:
+        """SIGTERM the job's Python driver, wait for ``spark-submit`` to exit; returns the
+        job's processes (to be killed if still alive). Nothing to do in cluster modes, where
+        ``spark-submit`` has already exited."""
+        process = self._hook._submit_sp if self._hook is not None else None
+        if process is None or process.poll() is not None:
+            return []
+        try:
+            children: list[Any] = psutil.Process(process.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+        drivers = [child for child in children if self._is_driver(child)]
+        self.log.info(
+            "Stopping the stream: SIGTERM to %s, up to %.0f s to stop",
+            f"its driver (pid {', '.join(str(d.pid) for d in drivers)})"
+            if drivers
+            else f"spark-submit (pid {process.pid})",
+            self.stop_timeout_seconds,
+        )
+        for target in drivers or [psutil.Process(process.pid)]:
+            with contextlib.suppress(psutil.Error):
+                target.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=max(0.0, self.stop_timeout_seconds))
+        except subprocess.TimeoutExpired:
+            self.log.warning(
+                "The stream did not stop in %.0f s; killing it", self.stop_timeout_seconds
+            )
+        return children
+
+    def _is_driver(self, process: Any) -> bool:
+        try:
+            return str(self.application) in process.cmdline()
+        except psutil.Error:
+            return False
+
+    def _cleanup(self) -> None:
+        if self._job_dir is not None:
+            shutil.rmtree(self._job_dir, ignore_errors=True)
+            self._job_dir = None
+
+
+def _kill_all(processes: list[Any]) -> None:
+    """SIGKILL whatever of ``processes`` still runs (the Python driver and workers outlive a
+    killed JVM otherwise, and the driver would keep renewing the stream's lease)."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+
+
+def _positive_seconds(value: Any) -> float:
+    parsed = parse_literal(value) if isinstance(value, str) else value
+    if isinstance(parsed, bool) or not isinstance(parsed, int | float):
+        raise ConfigurationError(f"trigger_seconds must be a positive number, got {value!r}")
+    seconds = float(parsed)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigurationError(f"trigger_seconds must be a positive number, got {value!r}")
+    return seconds

@@ -1,0 +1,274 @@
+"""Row changes of a set of tables from the binlog, with positions, boundaries and reconnects.
+
+One reader serves the chunk jobs' correction windows (``snapshot.binlog_window``) and the
+stream. Its rules:
+
+* Positions: a row change's position is the END offset of its row event plus the row's
+  number inside the event (``BinlogPosition(file, end, row)``), so no two changes share one
+  and their order is binlog order. What is read is exactly ``start < position <= end``.
+* ``start`` (and every place the reader reopens at) is a transaction boundary: a row event
+  needs the table-map event written earlier in its transaction.
+* :attr:`BinlogCursor.last_boundary` is the end of the last complete transaction consumed
+  (of any table: other tables' commits move it too). Every change at or before it has been
+  yielded, so it is the offset to record after the caller has handled those changes.
+* A broken connection is reopened at :attr:`~BinlogCursor.last_boundary`; changes already
+  yielded (position <= the last one yielded) are skipped, so nothing is lost or repeated.
+  After ``ReconnectPolicy.attempts`` failures in a row without progress: :class:`SourceError`.
+* A start whose file the server no longer has: :class:`PositionPurgedError`, naming the
+  position and the oldest file left; the stream cannot resume, the tables need a new snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.config import SourceConfig
+from airflow_cdc.errors import PositionPurgedError, SourceError
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChangeEvent,
+    Row,
+    TableId,
+    TableSchema,
+    binlog_file_number,
+)
+from airflow_cdc.snapshot.types import python_value
+from airflow_cdc.stream.events import Boundary, ConnectionLost, DumpRefused, EventSource
+
+__all__ = [
+    "STREAM_PURGED_ADVICE",
+    "BinlogCursor",
+    "ReconnectPolicy",
+    "read_changes",
+    "reader_server_id",
+]
+
+log = logging.getLogger(__name__)
+
+#: What to do when the stream's start is purged (the default advice of :class:`BinlogCursor`).
+STREAM_PURGED_ADVICE = (
+    "The stream cannot resume from there: re-snapshot the tables by clearing or re-triggering "
+    "the mysql_cdc DAG's plan task, so a new snapshot plan is made. To keep this from "
+    "recurring, keep binlogs longer than the longest stream outage "
+    "(binlog_expire_logs_seconds / expire_logs_days)."
+)
+
+#: Width of the range server ids are drawn from (above ``SourceConfig.server_id_base``).
+SERVER_ID_RANGE = 1 << 20
+
+
+def reader_server_id(cfg: SourceConfig) -> int:
+    """A server id for one binlog reader, drawn from ``[base + 1, base + 2**20)``.
+
+    Concurrent readers need distinct ids: the server drops the older dump connection of an
+    id (MariaDB) or refuses the newer one (MySQL, error 4052). A wide random range makes a
+    clash between the chunk jobs and the stream unlikely without any coordination.
+    """
+    return cfg.server_id_base + random.randrange(1, SERVER_ID_RANGE)
+
+
+@dataclass(frozen=True)
+class ReconnectPolicy:
+    """How often and how patiently a broken binlog connection is reopened.
+
+    ``attempts`` counts failures in a row without progress (a yielded change or a new
+    boundary resets it); delays grow exponentially from ``first_delay`` to ``max_delay``,
+    with jitter so several readers do not reconnect in lockstep.
+    """
+
+    attempts: int = 5
+    first_delay: float = 0.5
+    max_delay: float = 10.0
+
+    def delay(self, failure: int) -> float:
+        base = min(self.max_delay, self.first_delay * 2.0 ** (failure - 1))
+        return base * random.uniform(0.5, 1.0)
+
+
+class BinlogCursor:
+    """An iterable over the row changes of ``schemas``' tables with ``start < p <= end``.
+
+    ``end=None`` reads without an upper bound. ``stop_when_idle=True`` ends the iteration
+    at the current end of the binlog (non-blocking dump); ``False`` waits for new events
+    (a follower) until ``end`` is reached, or forever without ``end``.
+
+    ``purged_advice`` ends the message of :class:`PositionPurgedError` (what the caller's
+    user should do). ``source`` and ``binary_logs`` are for tests (scripted events); by default they talk
+    to the server through mysql-replication. Iterate a cursor once.
+    """
+
+    def __init__(
+        self,
+        cfg: SourceConfig,
+        schemas: Mapping[TableId, TableSchema],
+        start: BinlogPosition,
+        end: BinlogPosition | None = None,
+        *,
+        server_id: int | None = None,
+        stop_when_idle: bool = True,
+        reconnect: ReconnectPolicy | None = None,
+        source: EventSource | None = None,
+        binary_logs: Callable[[], Sequence[str]] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        purged_advice: str = STREAM_PURGED_ADVICE,
+    ) -> None:
+        self._cfg = cfg
+        self._schemas = dict(schemas)
+        self._start = start
+        self._end = end
+        self.server_id = reader_server_id(cfg) if server_id is None else server_id
+        self._blocking = not stop_when_idle
+        self._policy = reconnect or ReconnectPolicy()
+        if source is None:
+            from airflow_cdc.stream.mysql_source import mysql_event_source
+
+            source = mysql_event_source(cfg, self._schemas)
+        self._source = source
+        self._binary_logs = binary_logs or self._server_binary_logs
+        self._sleep = sleep
+        self._purged_advice = purged_advice
+        self._boundary = start
+        self._last: BinlogPosition | None = None
+        #: How many times the connection was reopened (for logs and tests).
+        self.reconnects = 0
+
+    @property
+    def last_boundary(self) -> BinlogPosition:
+        """End of the last complete transaction consumed (``start`` before any).
+
+        Every change at or before it has been yielded: record it as the resume offset once
+        those changes are handled, and start the next cursor there.
+        """
+        return self._boundary
+
+    @property
+    def last_position(self) -> BinlogPosition | None:
+        """Position of the last change yielded, or None."""
+        return self._last
+
+    def __iter__(self) -> Iterator[ChangeEvent]:
+        if self._end is not None and self._end <= self._start:
+            return
+        failures = 0
+        while True:
+            events = self._source(self._boundary, server_id=self.server_id, blocking=self._blocking)
+            try:
+                for raw in events:
+                    if isinstance(raw, Boundary):
+                        if self._end is not None and raw.position > self._end:
+                            return
+                        if raw.position > self._boundary:
+                            self._boundary, failures = raw.position, 0
+                        if self._end is not None and self._boundary >= self._end:
+                            return
+                        continue
+                    if self._end is not None and raw.end > self._end:
+                        return
+                    schema = self._schemas[raw.table]
+                    for row_no, (before, after) in enumerate(raw.rows):
+                        position = raw.end.at_row(row_no)
+                        if position <= self._start or (
+                            self._last is not None and position <= self._last
+                        ):
+                            continue  # read again after a reconnect: already yielded
+                        event = ChangeEvent(
+                            raw.table,
+                            raw.kind,
+                            position,
+                            _convert(schema, before),
+                            _convert(schema, after),
+                        )
+                        self._last, failures = position, 0
+                        yield event
+                return  # the current end of the binlog (non-blocking dump)
+            except ConnectionLost as exc:
+                failures += 1
+                if failures > self._policy.attempts:
+                    raise SourceError(
+                        f"lost the binlog connection to {self._cfg.host}:{self._cfg.port} "
+                        f"{failures} times in a row without progress (last: {exc}); check that "
+                        "the server is up and reachable. Nothing was lost: the reader resumes "
+                        f"from {self._boundary} when restarted"
+                    ) from exc
+                delay = self._policy.delay(failures)
+                log.warning(
+                    "binlog connection lost (%s); reopening at %s in %.1f s (attempt %d of %d)",
+                    exc,
+                    self._boundary,
+                    delay,
+                    failures,
+                    self._policy.attempts,
+                )
+                self._sleep(delay)
+                self.reconnects += 1
+            except DumpRefused as exc:
+                raise self._refused(exc) from exc
+            finally:
+                events.close()
+
+    def _server_binary_logs(self) -> Sequence[str]:
+        from airflow_cdc.stream.mysql_source import binary_logs
+
+        return binary_logs(self._cfg)
+
+    def _refused(self, exc: DumpRefused) -> SourceError:
+        """Why the server refused the dump: a purged (or reset) binlog, or something else."""
+        position = self._boundary
+        try:
+            files = list(self._binary_logs())
+        except Exception as probe:  # the original refusal is the more useful error
+            log.warning("SHOW BINARY LOGS failed while explaining a refused dump: %s", probe)
+            files = None
+        if files is None or position.file in files:
+            return SourceError(
+                f"the server {self._cfg.host}:{self._cfg.port} refused to send the binlog from "
+                f"{position}: {exc}"
+            )
+        oldest = files[0] if files else "(none)"
+        newest = max(files, key=binlog_file_number) if files else None
+        reset = newest is not None and binlog_file_number(newest) < position.file_number
+        cause = (
+            "its binlog was reset (RESET MASTER) or this is another server"
+            if reset
+            else "that file was purged"
+        )
+        return PositionPurgedError(
+            f"binlog position {position} is no longer on the server {self._cfg.host}:"
+            f"{self._cfg.port}: {cause}; the oldest binlog the server still has is {oldest}. "
+            + self._purged_advice
+        )
+
+
+def read_changes(
+    cfg: SourceConfig,
+    schemas: Mapping[TableId, TableSchema],
+    start: BinlogPosition,
+    end: BinlogPosition | None,
+    *,
+    server_id: int | None = None,
+    stop_when_idle: bool = True,
+) -> Iterator[ChangeEvent]:
+    """All row changes of ``schemas``' tables with ``start < position <= end``, in binlog
+    order (see :class:`BinlogCursor`, which also tells the last transaction boundary)."""
+    return iter(
+        BinlogCursor(cfg, schemas, start, end, server_id=server_id, stop_when_idle=stop_when_idle)
+    )
+
+
+def _convert(schema: TableSchema, values: Mapping[str, Any] | None) -> Row | None:
+    """A binlog row image in the sink's Python form; every column of the schema must be there."""
+    if values is None:
+        return None
+    missing = [column.name for column in schema.columns if column.name not in values]
+    if missing:
+        raise SourceError(
+            f"binlog row of {schema.table} lacks columns {missing} (the row event carries no "
+            "column names or not every column): set binlog_row_metadata=FULL and "
+            "binlog_row_image=FULL on the server"
+        )
+    return {column.name: python_value(column, values[column.name]) for column in schema.columns}

@@ -1,0 +1,70 @@
+"""What a binlog event source hands to :class:`~airflow_cdc.stream.binlog_reader.BinlogCursor`.
+
+The cursor (positions, transaction boundaries, reconnects, row conversion) is kept apart from
+the library that speaks the replication protocol (``stream.mysql_source``), so its rules can
+be tested with scripted event sequences, including a connection lost in mid-transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
+
+from airflow_cdc.model import BinlogPosition, ChangeKind, TableId
+
+__all__ = [
+    "Boundary",
+    "ConnectionLost",
+    "DumpRefused",
+    "EventSource",
+    "RawEvent",
+    "RowsEvent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RowsEvent:
+    """One row event of a watched table: its end position and its raw row images.
+
+    ``rows`` holds ``(before, after)`` per row, as decoded by the library (not yet
+    converted with ``snapshot.types.python_value``); the cursor numbers them.
+    """
+
+    table: TableId
+    kind: ChangeKind
+    end: BinlogPosition
+    rows: Sequence[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A place where no transaction is open: the end of a commit (XID or ``COMMIT``/DDL
+    query event) or the start of the next file after a rotation. Resuming there is safe."""
+
+    position: BinlogPosition
+
+
+RawEvent: TypeAlias = RowsEvent | Boundary
+
+
+class ConnectionLost(Exception):
+    """The replication connection broke (killed, network, server restart): reopen it."""
+
+
+class DumpRefused(Exception):
+    """The server refused the dump request (error 1236), e.g. its file was purged."""
+
+
+class EventSource(Protocol):
+    """Opens a dump at a transaction boundary and yields the events after it, in order.
+
+    Raises :class:`ConnectionLost` when the connection breaks and :class:`DumpRefused` when
+    the server cannot serve ``start``. With ``blocking=False`` it ends at the current end of
+    the binlog; with ``blocking=True`` it waits for new events. Closing the generator closes
+    the connection.
+    """
+
+    def __call__(
+        self, start: BinlogPosition, *, server_id: int, blocking: bool
+    ) -> Generator[RawEvent, None, None]: ...

@@ -1,0 +1,264 @@
+"""The binlog reader against the real MariaDB: ranges, rotation, reconnects, purged starts."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from airflow_cdc.config import SourceConfig
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from airflow_cdc.errors import PositionPurgedError, SourceError
+from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId, TableSchema
+from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.connection import connect
+from airflow_cdc.source.server import current_position, server_info
+from airflow_cdc.stream.binlog_reader import BinlogCursor, ReconnectPolicy, read_changes
+
+pytestmark = pytest.mark.integration
+
+FAST = ReconnectPolicy(attempts=5, first_delay=0.05, max_delay=0.5)
+
+
+@pytest.fixture
+def cfg(mariadb: LocalMariaDB) -> SourceConfig:
+    return SourceConfig(
+        host="127.0.0.1", port=mariadb.port, user="cdc", password=mariadb.cdc_password
+    )
+
+
+def position(cfg: SourceConfig) -> BinlogPosition:
+    conn = connect(cfg)
+    try:
+        return current_position(conn, server_info(conn))
+    finally:
+        conn.close()
+
+
+def schemas(cfg: SourceConfig, *tables: TableId) -> dict[TableId, TableSchema]:
+    conn = connect(cfg)
+    try:
+        return {t: load_table_schema(conn, t) for t in tables}
+    finally:
+        conn.close()
+
+
+def create(mariadb: LocalMariaDB, db: str, *names: str) -> list[TableId]:
+    mariadb.execute(
+        *(f"CREATE TABLE `{db}`.`{n}` (id INT PRIMARY KEY, v VARCHAR(2000))" for n in names)
+    )
+    return [TableId(db, n) for n in names]
+
+
+def assert_strictly_ordered(events: list[ChangeEvent]) -> None:
+    positions = [e.position for e in events]
+    assert all(a < b for a, b in itertools.pairwise(positions))
+
+
+def dump_threads(mariadb: LocalMariaDB) -> list[int]:
+    rows = mariadb.query(
+        "SELECT ID FROM information_schema.PROCESSLIST"
+        " WHERE USER = 'cdc' AND COMMAND LIKE 'Binlog Dump%%'"
+    )
+    return [int(r[0]) for r in rows]
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_transactions_give_ordered_unique_positions_within_the_range(
+    mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
+) -> None:
+    a, b, _c = create(mariadb, fresh_db, "a", "b", "c")
+    start = position(cfg)
+    conn = mariadb.root(fresh_db)
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO a VALUES (1, 'x'), (2, 'y'), (3, 'z')")
+        cur.execute("INSERT INTO b VALUES (1, 'p'), (2, 'q')")
+        cur.execute("INSERT INTO c VALUES (1, 'ignored')")
+        cur.execute("COMMIT")
+        cur.execute("BEGIN")
+        cur.execute("UPDATE a SET v = CONCAT(v, '!') WHERE id <= 2")
+        cur.execute("DELETE FROM b WHERE id = 1")
+        cur.execute("COMMIT")
+    middle = position(cfg)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE a SET id = 10 WHERE id = 3")
+        cur.execute("INSERT INTO c VALUES (2, 'ignored')")
+    conn.close()
+    end = position(cfg)
+    tables = schemas(cfg, a, b)
+
+    reader = BinlogCursor(cfg, tables, start, end)
+    events = list(reader)
+    assert_strictly_ordered(events)
+    assert all(start < e.position <= end for e in events)
+    assert reader.last_boundary == end
+    assert [(e.table.table, e.kind) for e in events] == [
+        ("a", ChangeKind.INSERT),
+        ("a", ChangeKind.INSERT),
+        ("a", ChangeKind.INSERT),
+        ("b", ChangeKind.INSERT),
+        ("b", ChangeKind.INSERT),
+        ("a", ChangeKind.UPDATE),
+        ("a", ChangeKind.UPDATE),
+        ("b", ChangeKind.DELETE),
+        ("a", ChangeKind.UPDATE),
+    ]
+    # The three rows of one INSERT share an event: same offset, numbered rows.
+    assert {e.position.offset for e in events[:3]} == {events[0].position.offset}
+    assert [e.position.row for e in events[:3]] == [0, 1, 2]
+    assert events[5].after == {"id": 1, "v": "x!"}
+    assert events[8].before == {"id": 3, "v": "z"}
+    assert events[8].after == {"id": 10, "v": "z"}
+
+    first = list(read_changes(cfg, tables, start, middle))
+    second = list(read_changes(cfg, tables, middle, end))
+    assert first + second == events
+    assert all(e.position <= middle for e in first)
+    assert list(read_changes(cfg, tables, end, end)) == []
+
+
+def test_rotation_is_followed(mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str) -> None:
+    (t,) = create(mariadb, fresh_db, "t")
+    start = position(cfg)
+    for i in range(3):
+        mariadb.execute(f"INSERT INTO t VALUES ({i}, 'v')", "FLUSH BINARY LOGS", database=fresh_db)
+    mariadb.execute("INSERT INTO t VALUES (3, 'v')", database=fresh_db)
+    end = position(cfg)
+    reader = BinlogCursor(cfg, schemas(cfg, t), start, end)
+    events = list(reader)
+    assert [e.after["id"] for e in events if e.after] == [0, 1, 2, 3]
+    assert_strictly_ordered(events)
+    assert len({e.position.file for e in events}) == 4
+    assert events[-1].position.file == end.file
+    assert reader.last_boundary == end
+
+
+def test_kill_of_an_idle_follower_loses_and_repeats_nothing(
+    mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
+) -> None:
+    (t,) = create(mariadb, fresh_db, "t")
+    start = position(cfg)
+    # A follower bounded far ahead in this file: FLUSH BINARY LOGS at the end stops it.
+    reader = BinlogCursor(
+        cfg,
+        schemas(cfg, t),
+        start,
+        BinlogPosition(start.file, 10**12),
+        stop_when_idle=False,
+        reconnect=FAST,
+    )
+    seen: list[ChangeEvent] = []
+    failure: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            seen.extend(reader)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    try:
+        mariadb.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')", database=fresh_db)
+        wait_until(lambda: len(seen) == 2)
+        (dump,) = dump_threads(mariadb)
+        mariadb.execute(f"KILL {dump}")
+        wait_until(lambda: reader.reconnects >= 1 and dump not in dump_threads(mariadb))
+        wait_until(lambda: len(dump_threads(mariadb)) == 1)
+        mariadb.execute(
+            "INSERT INTO t VALUES (3, 'c')", "DELETE FROM t WHERE id = 1", database=fresh_db
+        )
+        wait_until(lambda: len(seen) == 4)
+    finally:
+        mariadb.execute("FLUSH BINARY LOGS")
+        thread.join(timeout=20)
+    assert not thread.is_alive()
+    assert not failure
+    assert [(e.kind, (e.after or e.before or {})["id"]) for e in seen] == [
+        (ChangeKind.INSERT, 1),
+        (ChangeKind.INSERT, 2),
+        (ChangeKind.INSERT, 3),
+        (ChangeKind.DELETE, 1),
+    ]
+    assert_strictly_ordered(seen)
+
+
+def test_kill_in_the_middle_of_a_large_transaction(
+    mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A transaction far larger than the socket buffers: the dump thread is still sending
+    when killed, so the connection breaks inside the transaction; the reader reopens at the
+    boundary before it and skips the rows it already gave."""
+    (t,) = create(mariadb, fresh_db, "t")
+    rows = 16000
+    start = position(cfg)
+    mariadb.execute(
+        f"INSERT INTO t SELECT seq, REPEAT(CHAR(65 + seq % 26), 1500) FROM seq_1_to_{rows}",
+        database=fresh_db,
+    )
+    end = position(cfg)
+    reader = BinlogCursor(cfg, schemas(cfg, t), start, end, reconnect=FAST)
+    events: Iterator[ChangeEvent] = iter(reader)
+    got = [next(events)]
+    wait_until(lambda: len(dump_threads(mariadb)) == 1)
+    for dump in dump_threads(mariadb):
+        mariadb.execute(f"KILL {dump}")
+    with caplog.at_level(logging.WARNING, logger="airflow_cdc.stream.binlog_reader"):
+        got.extend(events)
+    assert reader.reconnects >= 1
+    assert f"reopening at {start}" in caplog.text  # inside the transaction: back to its start
+    assert [e.after["id"] for e in got if e.after] == list(range(1, rows + 1))
+    assert_strictly_ordered(got)
+    assert reader.last_boundary == end
+
+
+def test_purged_start_says_to_resnapshot(
+    mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
+) -> None:
+    (t,) = create(mariadb, fresh_db, "t")
+    old = position(cfg)
+    mariadb.execute(
+        "INSERT INTO t VALUES (1, 'a')", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS", database=fresh_db
+    )
+    newest = position(cfg).file
+
+    def purged() -> bool:  # MariaDB keeps a file until its binlog checkpoint has passed
+        mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
+        return old.file not in [r[0] for r in mariadb.query("SHOW BINARY LOGS")]
+
+    wait_until(purged)
+    with pytest.raises(PositionPurgedError) as info:
+        list(read_changes(cfg, schemas(cfg, t), old, None))
+    message = str(info.value)
+    assert str(old) in message
+    assert newest in message  # the oldest file the server still has
+    assert "re-snapshot" in message
+    assert "mysql_cdc" in message
+
+
+def test_rows_without_column_names_name_the_setting(
+    mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
+) -> None:
+    (t,) = create(mariadb, fresh_db, "t")
+    start = position(cfg)
+    mariadb.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
+    try:
+        conn = mariadb.root(fresh_db)  # the setting applies to sessions opened after it
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO t VALUES (1, 'a')")
+        conn.close()
+    finally:
+        mariadb.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
+    with pytest.raises(SourceError, match="binlog_row_metadata=FULL"):
+        list(read_changes(cfg, schemas(cfg, t), start, position(cfg)))

@@ -1,0 +1,126 @@
+"""A random writer: inserts, updates (also of the primary key), deletes, multi-row and
+multi-table transactions on two tables, in a thread, until stopped."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+
+import pymysql
+
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+
+
+def create_tables(server: LocalMariaDB, db: str, accounts: int, items: int) -> None:
+    server.execute(
+        f"DROP DATABASE IF EXISTS `{db}`",
+        f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
+        f"""CREATE TABLE `{db}`.accounts (id BIGINT PRIMARY KEY, owner VARCHAR(40) NOT NULL,
+            balance DECIMAL(14,2) NOT NULL, note VARCHAR(100) NULL, touched DATETIME(6) NOT NULL)""",
+        f"""CREATE TABLE `{db}`.items (grp VARCHAR(12) NOT NULL, n INT NOT NULL, qty INT NOT NULL,
+            label VARCHAR(50) NULL, PRIMARY KEY (grp, n))""",
+        f"""INSERT INTO `{db}`.accounts SELECT seq * 10, CONCAT('owner', seq % 300), seq, NULL,
+            '2024-01-01' + INTERVAL seq SECOND FROM `{db}`.seq_1_to_{accounts}""",
+        f"""INSERT INTO `{db}`.items SELECT ELT(1 + seq % 5, 'a', 'B', 'c', 'Ä', 'e'), seq, seq % 17,
+            CONCAT('label ', seq) FROM `{db}`.seq_1_to_{items}""",
+    )
+
+
+@dataclass
+class RandomWriter:
+    server: LocalMariaDB
+    db: str
+    seed: int = 7
+    transactions: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    error: BaseException | None = None
+
+    def start(self) -> RandomWriter:
+        self._thread = threading.Thread(target=self._run, name="random-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        rng = random.Random(self.seed)
+        conn = self.server.root(self.db)
+        conn.autocommit(False)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._one_transaction(conn, rng)
+                    conn.commit()
+                    self.transactions += 1
+                except pymysql.err.IntegrityError:
+                    conn.rollback()  # a random key collided: that transaction never happened
+                self._stop.wait(rng.uniform(0, 0.004))
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            conn.close()
+
+    def _one_transaction(self, conn: pymysql.connections.Connection, rng: random.Random) -> None:  # type: ignore[type-arg]
+        with conn.cursor() as cur:
+            for _ in range(rng.choice([1, 1, 1, 2, 5])):
+                op = rng.random()
+                aid = rng.randrange(1, 400_000)
+                if op < 0.25:
+                    cur.execute(
+                        "INSERT INTO accounts VALUES (%s, %s, %s, %s, NOW(6))",
+                        (
+                            aid,
+                            f"owner{aid % 97}",
+                            rng.randrange(0, 10**6) / 100,
+                            rng.choice([None, "new"]),
+                        ),
+                    )
+                elif op < 0.45:
+                    cur.execute(
+                        "UPDATE accounts SET balance = balance + %s, touched = NOW(6) WHERE id BETWEEN %s AND %s",
+                        (rng.randrange(-500, 500), aid, aid + rng.choice([0, 0, 50, 400])),
+                    )
+                elif op < 0.55:
+                    cur.execute(
+                        "UPDATE accounts SET id = %s WHERE id = %s",
+                        (rng.randrange(1, 400_000), aid - aid % 10),
+                    )
+                elif op < 0.65:
+                    cur.execute(
+                        "DELETE FROM accounts WHERE id BETWEEN %s AND %s",
+                        (aid, aid + rng.choice([0, 30])),
+                    )
+                elif op < 0.75:
+                    grp = rng.choice(["a", "b", "C", "ä", "e", "f"])
+                    cur.execute(
+                        "INSERT INTO items VALUES (%s, %s, %s, %s)",
+                        (
+                            grp,
+                            rng.randrange(0, 50_000),
+                            rng.randrange(100),
+                            f"w{rng.randrange(10**6)}",
+                        ),
+                    )
+                elif op < 0.85:
+                    cur.execute(
+                        "UPDATE items SET qty = qty + 1, label = %s WHERE n BETWEEN %s AND %s",
+                        (
+                            f"u{rng.randrange(10**6)}",
+                            aid % 50_000,
+                            aid % 50_000 + rng.choice([0, 20]),
+                        ),
+                    )
+                elif op < 0.9:
+                    cur.execute(
+                        "UPDATE items SET n = %s WHERE n = %s",
+                        (rng.randrange(0, 50_000), aid % 50_000),
+                    )
+                else:
+                    cur.execute("DELETE FROM items WHERE n = %s", (aid % 50_000,))

@@ -1,0 +1,331 @@
+"""StreamOperator: job file only (0600, removed after), validated params, deterministic
+stream id, and a kill that stops the job (gracefully if it can) without leaving processes.
+
+A fake ``spark-submit`` (a shell script) records argv, environment and the job file; for
+the kill tests it also starts a fake Python "driver" whose command line holds the
+application path, like PySpark's driver process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators.stream import (
+    STREAM_APPLICATION,
+    StreamOperator,
+    default_checkpoint_dir,
+    default_stream_id,
+)
+
+PASSWORD = "Top-Secret-Pw-123"
+META_PASSWORD = "Meta-Secret-456"
+
+FAKE_SPARK_SUBMIT = """#!/bin/sh
+out="$CDC_FAKE_OUT"
+printf '%s\\n' "$@" > "$out/argv"
+env > "$out/env"
+job=""
+app=""
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--job-file" ]; then job="$a"; fi
+  if [ "$a" = "--job-file" ]; then app="$prev"; fi
+  prev="$a"
+done
+stat -c '%a' "$job" > "$out/file_mode"
+stat -c '%a' "$(dirname "$job")" > "$out/dir_mode"
+cp "$job" "$out/job.json"
+echo "$job" > "$out/job_path"
+if [ -n "$CDC_FAKE_DRIVER" ]; then
+  "$CDC_FAKE_PYTHON" "$CDC_FAKE_DRIVER" "$app" --job-file "$job" &
+  wait $!
+  exit $?
+fi
+exit "${CDC_FAKE_EXIT:-0}"
+"""
+
+FAKE_DRIVER = """
+import os, pathlib, signal, sys, time
+out = pathlib.Path(os.environ["CDC_FAKE_OUT"])
+def stop(*_):
+    (out / "stopped").write_text("graceful")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if os.environ.get("CDC_FAKE_IGNORE_TERM") else stop)
+assert pathlib.Path(sys.argv[3]).is_file()  # the job file exists while the job runs
+(out / "driver_pid").write_text(str(os.getpid()))
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def fake_spark(tmp_path: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    script = tmp_path / "spark-submit"
+    script.write_text(FAKE_SPARK_SUBMIT)
+    script.chmod(0o755)
+    monkeypatch.setenv("CDC_FAKE_OUT", str(out))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[1]"}')
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_SOURCE", f"mysql://cdc:{PASSWORD}@db.example:3306/")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CDC_METADATA", f"postgresql://meta:{META_PASSWORD}@pg.example/cdc"
+    )
+    return script
+
+
+def _operator(script: Path, **kwargs: Any) -> StreamOperator:
+    kwargs.setdefault("tables", ["shop.orders", "shop.order_items"])
+    kwargs.setdefault("sink_path", "/data/lake")
+    return StreamOperator(task_id="stream", spark_binary=str(script), **kwargs)
+
+
+def _env(out: Path) -> dict[str, str]:
+    lines = (out / "env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+# -- submission -----------------------------------------------------------------------------
+
+
+def test_submit_passes_only_the_job_file(fake_spark: Path, out: Path) -> None:
+    op = _operator(fake_spark, env_vars={"EXTRA": "1"}, trigger_seconds="0.5")
+    op.execute({})  # type: ignore[arg-type]
+    argv = (out / "argv").read_text().splitlines()
+    job_path = (out / "job_path").read_text().strip()
+    assert argv[-3:] == [STREAM_APPLICATION, "--job-file", job_path]
+    assert argv[:2] == ["--master", "local[1]"]
+    stream_id = default_stream_id(["shop.orders", "shop.order_items"])
+    assert f"airflow-cdc stream {stream_id}" in argv  # --name
+    cmdline = "\n".join(argv)
+    assert PASSWORD not in cmdline
+    assert META_PASSWORD not in cmdline
+    assert (out / "file_mode").read_text().strip() == "600"
+    assert (out / "dir_mode").read_text().strip() == "700"
+    spec = json.loads((out / "job.json").read_text())
+    assert spec["stream_id"] == stream_id
+    assert spec["tables"] == ["shop.orders", "shop.order_items"]
+    assert spec["mode"] == "continuous"
+    assert spec["trigger_seconds"] == 0.5
+    assert spec["sink"]["root"] == "/data/lake"
+    assert spec["checkpoint_dir"] == default_checkpoint_dir("/data/lake", stream_id)
+    assert spec["source"]["password"] == PASSWORD
+    assert spec["metadata_url"] == f"postgresql://meta:{META_PASSWORD}@pg.example/cdc"
+    assert not Path(job_path).exists()
+    assert not Path(job_path).parent.exists()
+    env = _env(out)
+    assert env["EXTRA"] == "1"
+    assert env["PYSPARK_PYTHON"]
+    assert env["SPARK_HOME"]
+
+
+def test_job_file_removed_when_spark_fails(
+    fake_spark: Path, out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDC_FAKE_EXIT", "3")
+    with pytest.raises(Exception, match="Error code is: 3") as info:
+        _operator(fake_spark).execute({})  # type: ignore[arg-type]
+    assert PASSWORD not in str(info.value)
+    assert not Path((out / "job_path").read_text().strip()).parent.exists()
+
+
+def test_explicit_values_and_rendered_strings(fake_spark: Path) -> None:
+    op = _operator(
+        fake_spark,
+        tables='["shop.orders", "`shop`.`orders`", "`shop`.`pay``ments`"]',
+        sink_path="s3://bucket/lake/",
+        stream_mode=" until_caught_up ",
+        stream_id="orders-stream",
+        checkpoint_dir="/ckpt/orders",
+        trigger_seconds=5,
+        max_batch_bytes="1048576",
+    )
+    spec = op.build_spec()
+    assert spec.tables == ("shop.orders", "shop.`pay``ments`")
+    assert spec.mode == "until_caught_up"
+    assert spec.stream_id == "orders-stream"
+    assert spec.checkpoint_dir == "/ckpt/orders"
+    assert spec.trigger_seconds == 5.0
+    assert spec.max_batch_bytes == 1048576
+    assert spec.sink.root == "s3://bucket/lake/"
+    defaulted = _operator(fake_spark, sink_path="s3://bucket/lake/", stream_id="a:b/c").build_spec()
+    assert defaulted.checkpoint_dir == "s3://bucket/lake/_cdc_checkpoints/a~3Ab~2Fc"
+
+
+def test_stream_mode_is_validated(fake_spark: Path) -> None:
+    with pytest.raises(ConfigurationError, match="stream_mode must be one of continuous"):
+        _operator(fake_spark, stream_mode="forever")  # a literal: when the DAG is parsed
+    templated = _operator(fake_spark, stream_mode="{{ params.stream_mode }}")
+    templated.stream_mode = "once"  # what rendering produced
+    with pytest.raises(ConfigurationError, match="got 'once'"):
+        templated.build_spec()
+    templated.stream_mode = "until_caught_up"
+    assert templated.build_spec().mode == "until_caught_up"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tables": []}, "tables is empty"),
+        ({"tables": ["nodot"]}, "database.table"),
+        ({"tables": "[1, 2]"}, "list of strings"),
+        ({"sink_path": ""}, "sink_path is empty"),
+        ({"trigger_seconds": "0"}, "trigger_seconds"),
+        ({"trigger_seconds": "soon"}, "trigger_seconds"),
+        ({"trigger_seconds": float("inf")}, "trigger_seconds"),
+        ({"max_batch_bytes": "-5"}, "max_batch_bytes"),
+        ({"stream_id": "x" * 201}, "at most 200"),
+    ],
+)
+def test_bad_params_are_configuration_errors(
+    fake_spark: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        _operator(fake_spark, **kwargs).build_spec()
+
+
+def test_application_args_cannot_be_passed(fake_spark: Path) -> None:
+    with pytest.raises(ConfigurationError, match="application_args"):
+        _operator(fake_spark, application_args=["--password", "x"])
+
+
+def test_default_stream_id_is_deterministic() -> None:
+    names = ["shop.orders", "shop.order_items"]
+    expected = "mysql_cdc:" + hashlib.sha256(b"shop.order_items\nshop.orders").hexdigest()[:12]
+    assert default_stream_id(names) == expected
+    assert default_stream_id(list(reversed(names))) == expected
+    assert default_stream_id(["`shop`.`orders`", " shop.order_items", "shop.orders"]) == expected
+    assert re.fullmatch(r"mysql_cdc:[0-9a-f]{12}", expected)
+    assert default_stream_id(["shop.orders"]) != expected
+    # and in a fresh interpreter (no per-process hash seed involved)
+    import subprocess
+
+    code = (
+        "from airflow_cdc.operators.stream import default_stream_id as d;"
+        "print(d(['shop.orders', 'shop.order_items']))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == expected
+
+
+def test_template_fields_and_application() -> None:
+    import airflow_cdc
+
+    op = StreamOperator(task_id="t", tables=["a.b"], sink_path="/lake")
+    for name in ("tables", "sink_path", "stream_mode", "stream_id", "checkpoint_dir"):
+        assert name in op.template_fields
+    assert "application" in op.template_fields
+    assert op.application == STREAM_APPLICATION
+    app = Path(STREAM_APPLICATION)
+    assert app.is_file()
+    assert app.is_relative_to(Path(airflow_cdc.__file__).parent)
+    assert "from airflow_cdc.spark.stream_job import main" in app.read_text()
+    repo_script = Path(__file__).resolve().parents[2] / "spark_jobs" / "stream.py"
+    assert "from airflow_cdc.spark.stream_job import main" in repo_script.read_text()
+
+
+def test_default_binary_is_the_installed_pyspark(fake_spark: Path) -> None:
+    from airflow_cdc.spark.environment import spark_submit_binary
+
+    op = StreamOperator(task_id="t", tables=["a.b"], sink_path="/lake")
+    path = op.prepare_submit()
+    try:
+        command = op._get_hook()._build_spark_submit_command(op.application)
+        assert command[0] == spark_submit_binary()
+        assert command[-2:] == ["--job-file", str(path)]
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    finally:
+        op._cleanup()
+    assert not path.parent.exists()
+
+
+# -- kill -----------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _run_and_kill(op: StreamOperator, out: Path) -> tuple[int, float, BaseException | None]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            op.execute({})  # type: ignore[arg-type]
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not (out / "driver_pid").exists():
+        assert time.monotonic() < deadline, "the fake driver did not start"
+        assert thread.is_alive(), errors
+        time.sleep(0.05)
+    driver = int((out / "driver_pid").read_text())
+    job_path = Path((out / "job_path").read_text().strip())
+    assert job_path.exists()
+    started = time.monotonic()
+    op.on_kill()
+    took = time.monotonic() - started
+    thread.join(30)
+    assert not thread.is_alive()
+    assert not job_path.parent.exists()
+    return driver, took, errors[0] if errors else None
+
+
+@pytest.fixture
+def with_driver(out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = tmp_path / "driver.py"
+    driver.write_text(FAKE_DRIVER)
+    monkeypatch.setenv("CDC_FAKE_DRIVER", str(driver))
+    monkeypatch.setenv("CDC_FAKE_PYTHON", sys.executable)
+
+
+@pytest.mark.usefixtures("with_driver")
+def test_on_kill_stops_the_driver_gracefully(fake_spark: Path, out: Path) -> None:
+    driver, took, _ = _run_and_kill(_operator(fake_spark, stop_timeout_seconds=20), out)
+    assert (out / "stopped").read_text() == "graceful"
+    assert took < 10
+    assert not _alive(driver)
+
+
+@pytest.mark.usefixtures("with_driver")
+def test_on_kill_kills_a_driver_that_does_not_stop(
+    fake_spark: Path, out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDC_FAKE_IGNORE_TERM", "1")
+    driver, took, error = _run_and_kill(_operator(fake_spark, stop_timeout_seconds=0.5), out)
+    assert not (out / "stopped").exists()
+    assert took < 10
+    assert error is not None  # spark-submit was killed: the task fails
+    deadline = time.monotonic() + 5
+    while _alive(driver) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(driver), "the driver outlived spark-submit"
