@@ -64,12 +64,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 1
         print(f"[demo] DAG run finished in {time.monotonic() - started:.0f} s", flush=True)
-        return report(server, lake)
+        return report(server, lake, meta)
     finally:
         server.stop()
 
 
-def report(server: LocalMariaDB, lake: Path) -> int:
+def report(server: LocalMariaDB, lake: Path, metadata_url: str) -> int:
     from airflow_cdc.model import TableId
     from airflow_cdc.sinks.delta import DeltaSink
 
@@ -85,6 +85,20 @@ def report(server: LocalMariaDB, lake: Path) -> int:
             f"{name:<18} {source:>12,} {live.num_rows:>12,}  {lake / table.database / table.table}"
         )
     print("\nequal row counts in source and sink" if ok else "\nrow counts differ!")
+    from airflow_cdc.metadata import MetadataStore
+
+    store = MetadataStore.connect(metadata_url)
+    plan = store.latest_plan()
+    if plan is not None:
+        progress = store.progress(plan.plan_id)
+        print(
+            f"snapshot plan {plan.plan_id}: {progress.done}/{progress.total} chunks done, {progress.rows_done:,} rows"
+        )
+    for state in store.stream_states():
+        print(
+            f"stream {state.stream_id}: committed up to {state.committed_position}, "
+            f"lag {state.lag_bytes} bytes, last heartbeat {state.heartbeat_at}"
+        )
     return 0 if ok else 1
 
 

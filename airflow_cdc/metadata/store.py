@@ -396,6 +396,10 @@ class MetadataStore:
         """The stream's lease and progress, ``None`` for a stream that never took a lease."""
         return _stream.read_state(self._engine, stream_id)
 
+    def stream_states(self) -> list[StreamState]:
+        """Every stream's lease and progress, by stream id."""
+        return _stream.read_states(self._engine)
+
     def get_stream_state(self, stream_id: str) -> StreamState | None:
         """Same as :meth:`stream_state` (the older name)."""
         return _stream.read_state(self._engine, stream_id)

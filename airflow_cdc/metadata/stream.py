@@ -72,6 +72,19 @@ def read_state(engine: Engine, stream_id: str) -> StreamState | None:
     return None if row is None else _record(row)
 
 
+def read_states(engine: Engine) -> list[StreamState]:
+    """Every stream's state, by stream id (for status displays)."""
+
+    def read(connection: Connection) -> list[RowMapping]:
+        query = sa.select(t_stream).order_by(t_stream.c.stream_id)
+        return list(connection.execute(query).mappings().all())
+
+    return [
+        _record(row)
+        for row in with_retry(engine, read, write=False, what="reading the stream states from")
+    ]
+
+
 def put_state(engine: Engine, state: StreamState) -> None:
     """Insert or replace the stream's row (all fields as given)."""
     values: dict[str, Any] = {

@@ -32,6 +32,8 @@ class RandomWriter:
     server: LocalMariaDB
     db: str
     seed: int = 7
+    #: Longest pause between transactions (seconds): paces the binlog the stream must decode.
+    max_pause: float = 0.02
     transactions: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -61,7 +63,7 @@ class RandomWriter:
                     self.transactions += 1
                 except pymysql.err.IntegrityError:
                     conn.rollback()  # a random key collided: that transaction never happened
-                self._stop.wait(rng.uniform(0, 0.004))
+                self._stop.wait(rng.uniform(0, self.max_pause))
         except BaseException as exc:
             self.error = exc
         finally:

@@ -301,3 +301,17 @@ def test_racing_processes_only_one_wins(db_url: str, same_stream: bool) -> None:
             store.stream_state(sid) for sid in {c[0] for c in contenders} if store.stream_state(sid)
         ]
     assert [state.owner for state in leases if state is not None] == winners
+
+
+def test_stream_states_lists_every_stream(store: MetadataStore) -> None:
+    assert store.stream_states() == []
+    store.acquire_stream_lease("s2", ["db.b"], "me", 30)
+    store.acquire_stream_lease("s1", ["db.a"], "me", 30)
+    store.record_stream_progress(
+        "s1", committed=pos(40), lag_seconds=0.5, lag_bytes=7, batch_id=3, rows=9
+    )
+    states = store.stream_states()
+    assert [s.stream_id for s in states] == ["s1", "s2"]
+    assert states[0].committed_position == pos(40)
+    assert states[0].lag_bytes == 7
+    assert states[1].committed_position is None
