@@ -12,7 +12,7 @@ import os
 import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, cast
 from urllib.parse import unquote, urlsplit
 
 from airflow_cdc.errors import ConfigurationError
@@ -131,8 +131,36 @@ class SinkConfig:
             )
 
 
+class _JobFile:
+    """A spec the Airflow task writes to a private file (mode 0600) and the Spark job reads;
+    the file's path is the job's only argument, so no secret is on a command line."""
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = asdict(cast(Any, self))
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        raise NotImplementedError
+
+    def write(self, path: Path) -> Path:
+        """Write the spec readable by the owner only."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.to_json(), handle)
+        return path
+
+    @classmethod
+    def read_file(cls, path: str | Path) -> Self:
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise ConfigurationError(f"job file {path} does not exist") from exc
+        return cls.from_json(data)
+
+
 @dataclass(frozen=True)
-class ChunkJobSpec:
+class ChunkJobSpec(_JobFile):
     """Everything one chunk job needs. Written by the Airflow task to a private file (mode 0600)
     whose path is the job's only argument, so no secret is on a command line."""
 
@@ -143,9 +171,6 @@ class ChunkJobSpec:
     read: ReadConfig = field(default_factory=ReadConfig)
     #: Test-only: names of pause points at which the job waits for a release file.
     pause_dir: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ChunkJobSpec:
@@ -158,27 +183,12 @@ class ChunkJobSpec:
             pause_dir=data.get("pause_dir"),
         )
 
-    def write(self, path: Path) -> Path:
-        """Write the spec readable by the owner only."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(self.to_json(), handle)
-        return path
-
-    @classmethod
-    def read_file(cls, path: str | Path) -> ChunkJobSpec:
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError as exc:
-            raise ConfigurationError(f"job file {path} does not exist") from exc
-        return cls.from_json(data)
-
 
 STREAM_MODES = ("continuous", "until_caught_up")
 
 
 @dataclass(frozen=True)
-class StreamJobSpec:
+class StreamJobSpec(_JobFile):
     """Everything the stream job needs; like :class:`ChunkJobSpec`, written to a 0600 file.
 
     ``mode``: ``continuous`` runs until stopped; ``until_caught_up`` processes up to the
@@ -210,9 +220,6 @@ class StreamJobSpec:
         if not self.stream_id:
             raise ConfigurationError("stream_id is empty")
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StreamJobSpec:
         return cls(
@@ -227,17 +234,3 @@ class StreamJobSpec:
             max_batch_bytes=int(data.get("max_batch_bytes", 64 * 1024 * 1024)),
             pause_dir=data.get("pause_dir"),
         )
-
-    def write(self, path: Path) -> Path:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(self.to_json(), handle)
-        return path
-
-    @classmethod
-    def read_file(cls, path: str | Path) -> StreamJobSpec:
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError as exc:
-            raise ConfigurationError(f"job file {path} does not exist") from exc
-        return cls.from_json(data)

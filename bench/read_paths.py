@@ -25,24 +25,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench_table import create_bench_table
+
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import ChunkRange, TableId
 
 OUT = Path(__file__).resolve().parent / "out"
-
-
-def make_table(server: LocalMariaDB, rows: int) -> None:
-    server.execute(
-        "DROP DATABASE IF EXISTS bench",
-        "CREATE DATABASE bench",
-        """CREATE TABLE bench.t (id BIGINT PRIMARY KEY, n INT NOT NULL, code VARCHAR(16) NOT NULL,
-           amount DECIMAL(12,2) NOT NULL, note VARCHAR(200) NOT NULL, created DATETIME(6) NOT NULL,
-           updated TIMESTAMP(6) NOT NULL)""",
-        f"""INSERT INTO bench.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
-            RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
-            '2024-06-01' + INTERVAL seq SECOND FROM bench.seq_1_to_{rows}""",
-    )
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -158,7 +147,7 @@ def main() -> None:
         server = LocalMariaDB(workdir / "db")
         server.start()
         try:
-            make_table(server, rows)
+            create_bench_table(server, rows)
             cfg = SourceConfig("127.0.0.1", server.port, "cdc", server.cdc_password)
             cli_read(server)  # warm the buffer pool
             seconds = {

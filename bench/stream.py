@@ -25,25 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_table import create_bench_table
+
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
 
 OUT = Path(__file__).resolve().parent / "out"
 REPO = Path(__file__).resolve().parents[1]
-
-
-def setup(server: LocalMariaDB, rows: int) -> None:
-    server.execute(
-        "DROP DATABASE IF EXISTS bench",
-        "CREATE DATABASE bench",
-        """CREATE TABLE bench.t (id BIGINT PRIMARY KEY, n INT NOT NULL, code VARCHAR(16) NOT NULL,
-           amount DECIMAL(12,2) NOT NULL, note VARCHAR(200) NOT NULL, created DATETIME(6) NOT NULL,
-           updated TIMESTAMP(6) NOT NULL)""",
-        f"""INSERT INTO bench.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
-            RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
-            '2024-06-01' + INTERVAL seq SECOND FROM bench.seq_1_to_{rows}""",
-    )
 
 
 def backlog(
@@ -130,7 +119,7 @@ def main() -> None:
         server = LocalMariaDB(work / "db")
         server.start()
         try:
-            setup(server, args.rows)
+            create_bench_table(server, args.rows)
             meta, lake = f"sqlite:///{work / 'meta.db'}", work / "lake"
             record = plan(server, ["bench.t"], chunk_rows=args.rows * 2, metadata_url=meta)
             snapshot_all(server, record, meta, lake)

@@ -8,8 +8,6 @@ ends, fails or is killed.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._params import as_positive_int
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
-
     from airflow_cdc.config import ChunkJobSpec
 
 __all__ = [
@@ -48,7 +45,7 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 CHUNK_MAP_INDEX_TEMPLATE = "{{ task.chunk['label'] }}"
 
 
-class SnapshotChunkOperator(SparkSubmitOperator):
+class SnapshotChunkOperator(JobFileSparkOperator):
     """``spark-submit`` of one chunk of a snapshot plan.
 
     Map it over the plan: ``SnapshotChunkOperator.partial(task_id=..., sink_path=...)
@@ -97,11 +94,6 @@ class SnapshotChunkOperator(SparkSubmitOperator):
         name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if "application_args" in kwargs:
-            raise ConfigurationError(
-                "SnapshotChunkOperator sets application_args itself (--job-file PATH); "
-                "do not pass them"
-            )
         kwargs.setdefault("map_index_template", CHUNK_MAP_INDEX_TEMPLATE)
         super().__init__(
             application=application or SNAPSHOT_CHUNK_APPLICATION,
@@ -119,7 +111,6 @@ class SnapshotChunkOperator(SparkSubmitOperator):
         self.read_engine = read_engine
         self.pause_dir = pause_dir
         self._auto_name = name is None
-        self._job_dir: str | None = None
 
     # -- the job file ----------------------------------------------------------------
     def chunk_id(self) -> int:
@@ -152,57 +143,23 @@ class SnapshotChunkOperator(SparkSubmitOperator):
         )
 
     def prepare_submit(self) -> Path:
-        """Write the job file and point ``application_args``, binary and env at it.
-
-        Separate from :meth:`execute` so a test can inspect the command the hook builds.
-        """
-        from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
-
+        """Write the job file and point the submission at it (separate from :meth:`execute`
+        so a test can inspect the command the hook builds)."""
         spec = self.build_spec()
-        self._cleanup()
-        self._job_dir = tempfile.mkdtemp(prefix="airflow-cdc-job-")  # mode 0700
-        path = spec.write(Path(self._job_dir) / f"chunk-{spec.chunk_id}.json")
-        self.application_args = ["--job-file", str(path)]
-        # Resolved when the task runs (the worker's Python), not when the DAG is parsed.
-        if not self._spark_binary and not self._connection_names_binary():
-            self._spark_binary = spark_submit_binary()
-        self.env_vars = {**spark_environment(), **(self.env_vars or {})}
+        path = self._submit_job_file(
+            spec, prefix="airflow-cdc-job-", filename=f"chunk-{spec.chunk_id}.json"
+        )
         if self._auto_name:
             self.name = (
                 f"airflow-cdc {self.chunk.get('table', '?')} #{self.chunk.get('chunk_no', '?')}"
             )
-        self._hook = None  # built by the parent from the fields above
         self.log.info(
             "Chunk %s (id %d): job file %s", self.chunk.get("label", "?"), spec.chunk_id, path
         )
         return path
-
-    def _connection_names_binary(self) -> bool:
-        """Whether the Spark connection chooses the binary (extra ``spark-binary``): then the
-        cluster's ``spark-submit`` on PATH is meant, not the one of the local pyspark."""
-        from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
-        try:
-            extra = BaseHook.get_connection(self._conn_id).extra_dejson
-        except AirflowNotFoundException:
-            return False
-        return bool(extra.get("spark-binary"))
-
-    def execute(self, context: Context) -> None:
-        try:
-            self.prepare_submit()
-            super().execute(context)
-        finally:
-            self._cleanup()
 
     def on_kill(self) -> None:
         try:
             super().on_kill()
         finally:
             self._cleanup()
-
-    def _cleanup(self) -> None:
-        if self._job_dir is not None:
-            shutil.rmtree(self._job_dir, ignore_errors=True)
-            self._job_dir = None

@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,11 +33,10 @@ import psutil  # type: ignore[import-untyped]
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._params import as_positive_int, as_str_list, parse_literal
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
-
     from airflow_cdc.config import StreamJobSpec
 
 __all__ = [
@@ -111,7 +108,7 @@ def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
     return f"{sink_path.rstrip('/')}/{_CHECKPOINTS_FOLDER}/{escape_segment(stream_id)}"
 
 
-class StreamOperator(SparkSubmitOperator):
+class StreamOperator(JobFileSparkOperator):
     """``spark-submit`` of the binlog stream of ``tables`` into the Delta tables.
 
     :param tables: tables as ``db.table``. Templated; a rendered string (JSON list, Python
@@ -176,10 +173,6 @@ class StreamOperator(SparkSubmitOperator):
         name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if "application_args" in kwargs:
-            raise ConfigurationError(
-                "StreamOperator sets application_args itself (--job-file PATH); do not pass them"
-            )
         super().__init__(
             application=application or STREAM_APPLICATION,
             conf={**DEFAULT_STREAM_CONF, **(conf or {})},
@@ -199,7 +192,6 @@ class StreamOperator(SparkSubmitOperator):
         self.metadata_conn_id = metadata_conn_id
         self.stop_timeout_seconds = stop_timeout_seconds
         self._auto_name = name is None
-        self._job_dir: str | None = None
         # Literals (not templates) are checked when the DAG is parsed.
         if isinstance(stream_mode, str) and "{{" not in stream_mode:
             self.mode()
@@ -251,20 +243,11 @@ class StreamOperator(SparkSubmitOperator):
 
     # -- submission ----------------------------------------------------------------------
     def prepare_submit(self) -> Path:
-        """Write the job file and point ``application_args``, binary and env at it."""
-        from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
-
+        """Write the job file and point the submission at it."""
         spec = self.build_spec()
-        self._cleanup()
-        self._job_dir = tempfile.mkdtemp(prefix="airflow-cdc-stream-")  # mode 0700
-        path = spec.write(Path(self._job_dir) / "stream.json")
-        self.application_args = ["--job-file", str(path)]
-        if not self._spark_binary and not self._connection_names_binary():
-            self._spark_binary = spark_submit_binary()
-        self.env_vars = {**spark_environment(), **(self.env_vars or {})}
+        path = self._submit_job_file(spec, prefix="airflow-cdc-stream-", filename="stream.json")
         if self._auto_name:
             self.name = f"airflow-cdc stream {spec.stream_id}"
-        self._hook = None  # built by the parent from the fields above
         self.log.info(
             "Stream %s (%s) of %s; checkpoint %s; job file %s",
             spec.stream_id,
@@ -274,24 +257,6 @@ class StreamOperator(SparkSubmitOperator):
             path,
         )
         return path
-
-    def _connection_names_binary(self) -> bool:
-        """Whether the Spark connection chooses the binary (extra ``spark-binary``)."""
-        from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
-        try:
-            extra = BaseHook.get_connection(self._conn_id).extra_dejson
-        except AirflowNotFoundException:
-            return False
-        return bool(extra.get("spark-binary"))
-
-    def execute(self, context: Context) -> None:
-        try:
-            self.prepare_submit()
-            super().execute(context)
-        finally:
-            self._cleanup()
 
     # -- stopping ------------------------------------------------------------------------
     def on_kill(self) -> None:
@@ -340,11 +305,6 @@ class StreamOperator(SparkSubmitOperator):
             return str(self.application) in process.cmdline()
         except psutil.Error:
             return False
-
-    def _cleanup(self) -> None:
-        if self._job_dir is not None:
-            shutil.rmtree(self._job_dir, ignore_errors=True)
-            self._job_dir = None
 
 
 def _kill_all(processes: list[Any]) -> None:

@@ -7,14 +7,13 @@ details, so no secret is on the command line.
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.errors import CdcError
+from airflow_cdc.spark._entry import job_file_argument
 
 __all__ = ["main", "spark_runner"]
 
@@ -33,18 +32,9 @@ def spark_runner(spark: Any) -> Callable[[Callable[[Any], Any], Sequence[Any]], 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="snapshot_chunk", description=__doc__)
-    parser.add_argument(
-        "--job-file", required=True, help="JSON job spec written by the Airflow task"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stdout,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    job_file = job_file_argument(argv, prog="snapshot_chunk", description=__doc__)
 
-    spec = ChunkJobSpec.read_file(args.job_file)
+    spec = ChunkJobSpec.read_file(job_file)
     from pyspark.sql import SparkSession
 
     from airflow_cdc.snapshot.job import run_chunk

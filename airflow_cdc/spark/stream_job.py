@@ -13,12 +13,10 @@ Only one stream per set of tables runs at a time: a lease in the metadata DB.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -28,6 +26,7 @@ from typing import Any
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId, TableSchema
+from airflow_cdc.spark._entry import job_file_argument
 
 __all__ = ["main"]
 
@@ -228,19 +227,10 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stream", description=__doc__)
-    parser.add_argument(
-        "--job-file", required=True, help="JSON job spec written by the Airflow task"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stdout,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    spec = StreamJobSpec.read_file(args.job_file)
+    job_file = job_file_argument(argv, prog="stream", description=__doc__)
+    spec = StreamJobSpec.read_file(job_file)
     try:
-        return run_stream(spec, args.job_file)
+        return run_stream(spec, job_file)
     except CdcError as exc:
         log.error("stream %s stopped: %s", spec.stream_id, exc)
         return 2

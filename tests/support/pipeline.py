@@ -18,6 +18,7 @@ from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOT_SCRIPT = REPO / "spark_jobs" / "snapshot_chunk.py"
+STREAM_SCRIPT = REPO / "spark_jobs" / "stream.py"
 
 
 def source_config(server: LocalMariaDB) -> SourceConfig:
@@ -65,12 +66,11 @@ def job_spec(
     )
 
 
-def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
-    """Start the chunk job with the real spark-submit (local[2]); its own process group."""
-    job_file = spec.write(workdir / f"job-{spec.chunk_id}-{time.monotonic_ns()}.json")
+def _spark_submit(script: Path, job_file: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """Run an entry script with the real spark-submit (local[2]) in its own process group."""
     env = dict(os.environ)
     env.update(spark_environment())
-    log = open(workdir / f"spark-{spec.chunk_id}.log", "ab")  # noqa: SIM115
+    log = open(log_path, "ab")  # noqa: SIM115
     return subprocess.Popen(
         [
             spark_submit_binary(),
@@ -78,7 +78,7 @@ def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
             "local[2]",
             "--conf",
             "spark.ui.enabled=false",
-            str(SNAPSHOT_SCRIPT),
+            str(script),
             "--job-file",
             str(job_file),
         ],
@@ -87,6 +87,12 @@ def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
+    """Start one chunk job; its log is ``spark-<chunk id>.log``."""
+    job_file = spec.write(workdir / f"job-{spec.chunk_id}-{time.monotonic_ns()}.json")
+    return _spark_submit(SNAPSHOT_SCRIPT, job_file, workdir / f"spark-{spec.chunk_id}.log")
 
 
 def arm(pause_dir: Path, *points: str) -> Path:
@@ -128,9 +134,6 @@ def dump(obj: Any) -> str:
     return json.dumps(obj, default=str, sort_keys=True)
 
 
-STREAM_SCRIPT = REPO / "spark_jobs" / "stream.py"
-
-
 def stream_spec(
     server: LocalMariaDB,
     tables: Sequence[str],
@@ -158,27 +161,9 @@ def stream_spec(
 
 
 def spark_submit_stream(spec: Any, workdir: Path) -> subprocess.Popen[bytes]:
-    """Start the stream job with the real spark-submit (local[2]); its own process group."""
+    """Start the stream job; its log is ``stream.log``."""
     job_file = spec.write(workdir / f"stream-{time.monotonic_ns()}.json")
-    env = dict(os.environ)
-    env.update(spark_environment())
-    log = open(workdir / "stream.log", "ab")  # noqa: SIM115
-    return subprocess.Popen(
-        [
-            spark_submit_binary(),
-            "--master",
-            "local[2]",
-            "--conf",
-            "spark.ui.enabled=false",
-            str(STREAM_SCRIPT),
-            "--job-file",
-            str(job_file),
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    return _spark_submit(STREAM_SCRIPT, job_file, workdir / "stream.log")
 
 
 def snapshot_all(

@@ -1,0 +1,78 @@
+"""What the chunk and stream operators share: submitting a Spark job whose only argument is
+a private job file (mode 0600 in a 0700 folder, removed afterwards), so no secret is on a
+command line."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_cdc.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_cdc.config import _JobFile
+
+__all__ = ["JobFileSparkOperator"]
+
+
+class JobFileSparkOperator(SparkSubmitOperator):
+    """A ``SparkSubmitOperator`` whose ``application_args`` are ``--job-file PATH``.
+
+    Subclasses implement :meth:`prepare_submit` with :meth:`_submit_job_file`.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        if "application_args" in kwargs:
+            raise ConfigurationError(
+                f"{type(self).__name__} sets application_args itself (--job-file PATH); do not pass them"
+            )
+        super().__init__(**kwargs)
+        self._job_dir: str | None = None
+
+    def prepare_submit(self) -> Path:
+        raise NotImplementedError
+
+    def _submit_job_file(self, spec: _JobFile, *, prefix: str, filename: str) -> Path:
+        """Write ``spec`` and point ``application_args``, binary and env at it."""
+        from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
+
+        self._cleanup()
+        self._job_dir = tempfile.mkdtemp(prefix=prefix)  # mode 0700
+        path = spec.write(Path(self._job_dir) / filename)
+        self.application_args = ["--job-file", str(path)]
+        # Resolved when the task runs (the worker's Python), not when the DAG is parsed.
+        if not self._spark_binary and not self._connection_names_binary():
+            self._spark_binary = spark_submit_binary()
+        self.env_vars = {**spark_environment(), **(self.env_vars or {})}
+        self._hook = None  # built by the parent from the fields above
+        return path
+
+    def _connection_names_binary(self) -> bool:
+        """Whether the Spark connection chooses the binary (extra ``spark-binary``): then the
+        cluster's ``spark-submit`` on PATH is meant, not the one of the local pyspark."""
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = BaseHook.get_connection(self._conn_id).extra_dejson
+        except AirflowNotFoundException:
+            return False
+        return bool(extra.get("spark-binary"))
+
+    def execute(self, context: Context) -> None:
+        try:
+            self.prepare_submit()
+            super().execute(context)
+        finally:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._job_dir is not None:
+            shutil.rmtree(self._job_dir, ignore_errors=True)
+            self._job_dir = None
