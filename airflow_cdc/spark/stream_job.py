@@ -234,6 +234,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CdcError as exc:
         log.error("stream %s stopped: %s", spec.stream_id, exc)
         return 2
+    except Exception as exc:
+        # An error raised in the source's reader reaches the driver wrapped by Spark; say
+        # plainly what our own error said (e.g. a purged start position: re-snapshot).
+        reason = _our_error(str(exc))
+        if reason is None:
+            raise
+        log.error("stream %s stopped: %s", spec.stream_id, reason)
+        return 2
+
+
+def _our_error(text: str) -> str | None:
+    """The ``<CdcError subclass>: message`` line inside a wrapped Python traceback."""
+    import airflow_cdc.errors as errors
+
+    names = [name for name in errors.__all__ if name != "CdcError"]
+    for line in text.splitlines():
+        stripped = line.strip()
+        for name in names:
+            for prefix in (f"airflow_cdc.errors.{name}: ", f"{name}: "):
+                if stripped.startswith(prefix):
+                    return f"{name}: {stripped[len(prefix) :]}"
+    return None
 
 
 if __name__ == "__main__":

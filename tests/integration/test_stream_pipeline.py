@@ -13,6 +13,7 @@ import pytest
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
+from airflow_cdc.sinks.delta import DeltaSink
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,
@@ -85,3 +86,37 @@ def test_stream_replica_equals_source(
     state = MetadataStore.connect(meta).stream_state("test-stream")
     assert state is not None
     assert state.lag_bytes == 0
+
+
+def test_purged_start_position_stops_with_advice(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """The stream's start (the snapshot's high watermark) is gone from the server: the job
+    stops with a message that says to re-snapshot, and applies nothing."""
+    mariadb.execute(
+        f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO `{fresh_db}`.t SELECT seq, seq FROM `{fresh_db}`.seq_1_to_100",
+    )
+    table = f"{fresh_db}.t"
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(mariadb, plan(mariadb, [table], chunk_rows=1000, metadata_url=meta), meta, lake)
+    mariadb.execute(f"UPDATE `{fresh_db}`.t SET v = -v WHERE id <= 10")
+    mariadb.execute("FLUSH BINARY LOGS", "FLUSH BINARY LOGS")
+    newest = mariadb.query("SHOW BINARY LOGS")[-1][0]
+    deadline = time.monotonic() + 30
+    while len(mariadb.query("SHOW BINARY LOGS")) > 1:  # MariaDB purges after its checkpoint
+        assert time.monotonic() < deadline, "the server kept its old binlogs"
+        mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
+        time.sleep(0.2)
+
+    job = spark_submit_stream(
+        stream_spec(mariadb, [table], meta, lake, tmp_path / "ckpt"), tmp_path
+    )
+    assert job.wait(timeout=300) == 2
+    log = (tmp_path / "stream.log").read_text()
+    assert "PositionPurgedError" in log
+    assert "re-snapshot" in log
+    rows = DeltaSink(str(lake)).read_live(TableId(fresh_db, "t")).to_pylist()
+    assert sorted(r["v"] for r in rows if r["id"] <= 10) == list(range(1, 11)), (
+        "nothing was applied"
+    )
