@@ -1,0 +1,147 @@
+"""``airflow-cdc status``: what the snapshot and the stream are doing, from the metadata DB.
+
+Per table of the latest plan: chunks done/total, rows, failed chunks (with their error's
+first line); per stream: committed position, lag and last heartbeat, and who holds it.
+
+    airflow-cdc status --metadata-url sqlite:////var/lib/cdc/meta.db
+    AIRFLOW_CONN_CDC_METADATA=postgresql://... airflow-cdc status
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_cdc.errors import CdcError
+
+__all__ = ["main", "status_report"]
+
+
+def _metadata_url(given: str | None) -> str:
+    if given:
+        return given
+    env = os.environ.get("AIRFLOW_CONN_CDC_METADATA")
+    if env and not env.lstrip().startswith("{"):
+        return env
+    home = os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow"))
+    return f"sqlite:///{home}/cdc_metadata.db"
+
+
+def status_report(url: str) -> dict[str, Any]:
+    """The status as plain data (``--json`` prints it as is)."""
+    from airflow_cdc.metadata import MetadataStore
+
+    store = MetadataStore.connect(url, migrate=False)
+    report: dict[str, Any] = {"plan": None, "tables": [], "failed_chunks": [], "streams": []}
+    plan = store.latest_plan()
+    if plan is not None:
+        progress = store.progress(plan.plan_id)
+        report["plan"] = {
+            "plan_id": plan.plan_id,
+            "label": plan.label,
+            "created_at": str(plan.created_at),
+        }
+        report["tables"] = [
+            {
+                "table": str(t.table),
+                "chunks_done": t.done,
+                "chunks_total": t.total,
+                "failed": t.failed,
+                "running": t.running,
+                "rows_done": t.rows_done,
+                "rows_estimated": t.rows_estimated,
+            }
+            for t in progress.tables
+        ]
+        report["failed_chunks"] = [
+            {
+                "chunk_id": c.chunk_id,
+                "label": c.label(),
+                "attempts": c.attempts,
+                "error": (c.error or "").splitlines()[0] if c.error else "",
+            }
+            for c in store.chunks(plan.plan_id)
+            if c.status == "failed"
+        ]
+    now = dt.datetime.now(dt.UTC)
+    for state in store.stream_states():
+        heartbeat = state.heartbeat_at
+        report["streams"].append(
+            {
+                "stream_id": state.stream_id,
+                "tables": [str(t) for t in state.tables],
+                "committed_position": None
+                if state.committed_position is None
+                else str(state.committed_position),
+                "lag_seconds": state.lag_seconds,
+                "lag_bytes": state.lag_bytes,
+                "heartbeat_age_s": None
+                if heartbeat is None
+                else round((now - _aware(heartbeat)).total_seconds(), 1),
+                "running": state.lease_live(),
+                "owner": state.owner,
+            }
+        )
+    return report
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _print(report: dict[str, Any]) -> None:
+    plan = report["plan"]
+    if plan is None:
+        print("no snapshot plan yet")
+    else:
+        print(f"snapshot plan {plan['plan_id']} ({plan['label']}, {plan['created_at']})")
+        print(f"  {'table':<32} {'chunks':>11} {'failed':>6} {'rows':>14}")
+        for t in report["tables"]:
+            chunks = f"{t['chunks_done']}/{t['chunks_total']}"
+            rows = f"{t['rows_done']:,}/~{t['rows_estimated']:,}"
+            print(f"  {t['table']:<32} {chunks:>11} {t['failed']:>6} {rows:>14}")
+        for c in report["failed_chunks"]:
+            print(f"  FAILED {c['label']} (attempts {c['attempts']}): {c['error']}")
+    if not report["streams"]:
+        print("no stream yet")
+    for s in report["streams"]:
+        state = "running" if s["running"] else "stopped"
+        print(
+            f"stream {s['stream_id']} ({state}): committed {s['committed_position']}, "
+            f"lag {s['lag_bytes']} bytes / {s['lag_seconds']} s, heartbeat {s['heartbeat_age_s']} s ago"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="airflow-cdc",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    status = commands.add_parser("status", help="chunks, rows, failures and stream lag")
+    status.add_argument(
+        "--metadata-url",
+        help="SQLAlchemy URL (default: the cdc_metadata connection's env var, else $AIRFLOW_HOME/cdc_metadata.db)",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    try:
+        report = status_report(_metadata_url(args.metadata_url))
+    except CdcError as exc:
+        print(f"airflow-cdc: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

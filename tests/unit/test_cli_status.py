@@ -1,0 +1,77 @@
+"""``airflow-cdc status`` reads the metadata DB and shows chunks, rows, failures and the stream."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_cdc.cli import main
+from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'meta.db'}"
+    store = MetadataStore.connect(url)
+    plan = TablePlan(
+        TableId("shop", "orders"),
+        ("id",),
+        (ChunkRange(None, (100,)), ChunkRange((100,), None)),
+        150,
+        "even",
+    )
+    record = store.create_plan("run-1", [plan])
+    first, second = record.chunks
+    low, high = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 900)
+    store.start_chunk(first.chunk_id)
+    store.finish_chunk(first.chunk_id, low=low, high=high, rows=99)
+    store.start_chunk(second.chunk_id)
+    store.fail_chunk(second.chunk_id, "SourceError: connection lost\nTraceback ...")
+    store.acquire_stream_lease("s1", ["shop.orders"], "host:1:x", 60)
+    store.record_stream_progress(
+        "s1", committed=high, lag_seconds=1.5, lag_bytes=42, batch_id=0, rows=3
+    )
+    return url
+
+
+def test_status_json(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--metadata-url", url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (table,) = report["tables"]
+    assert (table["table"], table["chunks_done"], table["chunks_total"], table["failed"]) == (
+        "shop.orders",
+        1,
+        2,
+        1,
+    )
+    assert table["rows_done"] == 99
+    assert report["failed_chunks"][0]["error"] == "SourceError: connection lost"
+    (stream,) = report["streams"]
+    assert stream["committed_position"] == "b.000001:900"
+    assert stream["lag_bytes"] == 42
+    assert stream["running"] is True
+
+
+def test_status_text_through_the_console_script(url: str) -> None:
+    script = Path(sys.executable).parent / "airflow-cdc"
+    out = subprocess.run(
+        [str(script), "status", "--metadata-url", url], capture_output=True, text=True, check=True
+    ).stdout
+    assert "shop.orders" in out
+    assert "1/2" in out
+    assert "FAILED shop.orders #1" in out
+    assert "stream s1 (running): committed b.000001:900, lag 42 bytes" in out
+
+
+def test_status_with_a_wrong_url_names_the_connection(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", "--metadata-url", "postgresql://u:pw@127.0.0.1:1/x"]) == 2
+    err = capsys.readouterr().err
+    assert "cdc_metadata" in err
+    assert "pw" not in err.replace("pwd", "")
