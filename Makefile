@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PY := .venv/bin/python
-LINT_PATHS := $(wildcard airflow_cdc tests dags spark_jobs bench)
+LINT_PATHS := $(wildcard airflow_cdc tests dags spark_jobs bench docker)
 PYTEST_FLAGS ?= -q -p no:cacheprovider --durations=10
 PYTEST_ARGS ?=
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")

@@ -19,12 +19,12 @@ Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB ser
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS, STREAM_MODES
+from airflow_cdc.configured import configured_tables, default_sink_path
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot import SnapshotChunkOperator
 from airflow_cdc.operators.stream import StreamOperator
@@ -40,14 +40,14 @@ with DAG(
     render_template_as_native_obj=True,
     params={
         "tables": Param(
-            ["demo.orders", "demo.customers"],
+            configured_tables(),  # env CDC_TABLES (JSON list), shared with mysql_cdc_backfill
             type="array",
             items={"type": "string", "minLength": 3},
             minItems=1,
             description="Tables to snapshot, as database.table",
         ),
         "sink_path": Param(
-            os.environ.get("CDC_SINK_PATH", "/tmp/airflow-cdc/lake"),
+            default_sink_path(),  # env CDC_SINK_PATH
             type="string",
             minLength=1,
             description="Root folder or URI of the Delta tables (<root>/<database>/<table>)",
@@ -91,7 +91,13 @@ with DAG(
         # Each local chunk job is a JVM of ~400 MB: bound them per run.
         max_active_tis_per_dagrun=2,
     ).expand(chunk=plan.output)
-    wait_for_chunks = ChunksCompleteSensor(task_id="wait_for_chunks", chunks=plan.output)
+    wait_for_chunks = ChunksCompleteSensor(
+        task_id="wait_for_chunks",
+        chunks=plan.output,
+        # One Asset event per table (delta://<sink_path>/<db>/<table>) when the snapshot is done.
+        asset_alias="airflow_cdc_snapshot",
+        sink_path="{{ params.sink_path }}",
+    )
     stream = StreamOperator(
         task_id="stream",
         tables="{{ params.tables }}",

@@ -5,9 +5,9 @@
 # Python packages are synced only when requirements.lock (or pyproject.toml) changed since
 # the last sync (a stamp in .venv records their hash).
 #
-# System packages (as root, or via sudo): MariaDB server + client (the tests and the demo
-# start their own throw-away servers; the system service is never started) and a Java 17
-# runtime for Spark when `java` is missing.
+# System packages (as root, or via sudo): MariaDB server + client and PostgreSQL (the tests
+# and the demo start their own throw-away servers; the system services are never started)
+# and a Java 17 runtime for Spark when `java` is missing.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -36,6 +36,15 @@ for package in mariadb-server mariadb-client; do
     have_package "$package" || missing+=("$package")
 done
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+# PostgreSQL for the metadata-DB tests (LocalPostgres runs initdb/postgres from Debian's
+# /usr/lib/postgresql/<version>/bin, not on PATH, as the `postgres` OS user the package adds).
+have_postgres() {
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null \
+        || { command -v initdb >/dev/null && command -v pg_ctl >/dev/null; }
+}
+if ! have_postgres || ! id -u postgres >/dev/null 2>&1; then
+    missing+=(postgresql)
+fi
 if ! command -v uv >/dev/null && ! python3 -m uv --version >/dev/null 2>&1 \
     && ! python3 -m pip --version >/dev/null 2>&1; then
     missing+=(python3-pip)  # only to install uv
@@ -50,8 +59,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     # Slim images lack this folder and openjdk's postinst fails without it.
     "${SUDO[@]}" mkdir -p /usr/share/man/man1
-    # Keep package scripts from starting the system MariaDB (exit 101 = "not allowed"):
-    # tests and the demo run their own servers on free ports.
+    # Keep package scripts from starting the system MariaDB or PostgreSQL (exit 101 = "not
+    # allowed"): tests and the demo run their own servers on free ports.
     policy=/usr/sbin/policy-rc.d
     own_policy=0
     if [ ! -e "$policy" ]; then
@@ -67,7 +76,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
         trap - EXIT
     fi
 else
-    say "system packages present (MariaDB, Java)"
+    say "system packages present (MariaDB, PostgreSQL, Java)"
 fi
 
 # -- uv ------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real MariaDB server for the session, temp folders."""
+"""Shared fixtures: a real MariaDB and PostgreSQL server for the session, temp folders."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from airflow_cdc.devtools.local_postgres import LocalPostgres
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,6 +24,20 @@ def mariadb() -> Iterator[LocalMariaDB]:
         )
     base = Path(tempfile.mkdtemp(prefix="cdc-mariadb-"))
     server = LocalMariaDB(base)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """One PostgreSQL server (Debian's, run as the ``postgres`` OS user) on a free port."""
+    if not LocalPostgres.available():
+        pytest.fail("PostgreSQL not found: run scripts/setup.sh (it installs Debian's postgresql)")
+    base = Path(tempfile.mkdtemp(prefix="cdc-postgres-"))
+    server = LocalPostgres(base)
     server.start()
     try:
         yield server

@@ -37,6 +37,7 @@ __all__ = [
     "is_lock_error",
     "mask_url",
     "metadata_error",
+    "normalize_url",
     "with_retry",
 ]
 
@@ -49,6 +50,16 @@ WRITE_OPTION = "cdc_write"
 _RETRY_ATTEMPTS = 6
 _LOCK_MESSAGES = ("database is locked", "database table is locked", "database is busy")
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)(\S*)@")
+
+#: Driver names without an explicit driver, mapped to the driver installed with airflow-cdc:
+#: SQLAlchemy's default for ``postgresql://`` is psycopg2 (not installed, psycopg 3 is), and
+#: ``postgres://`` (Heroku/Airflow spelling) is no SQLAlchemy 2 dialect at all.
+_DEFAULT_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+}
 
 T = TypeVar("T")
 
@@ -95,6 +106,13 @@ def _password_of(url: str | URL) -> str | None:
     return parsed.password if isinstance(parsed.password, str) and parsed.password else None
 
 
+def normalize_url(url: URL) -> URL:
+    """``url`` with a bare ``postgresql``/``postgres``/``mysql``/``mariadb`` scheme given the
+    driver installed with airflow-cdc (psycopg 3, PyMySQL); explicit drivers are kept."""
+    driver = _DEFAULT_DRIVERS.get(url.drivername.lower())
+    return url if driver is None else url.set(drivername=driver)
+
+
 def create_metadata_engine(url: str | URL) -> Engine:
     """An engine for ``url``; SQLite gets WAL, a busy timeout and ``BEGIN IMMEDIATE`` writes.
 
@@ -109,6 +127,7 @@ def create_metadata_engine(url: str | URL) -> Engine:
             "(not shown: it may hold a password). Fix: use the form "
             "dialect+driver://user:password@host:port/database, or sqlite:////absolute/path.db."
         ) from None
+    parsed = normalize_url(parsed)
     try:
         if parsed.get_backend_name() == "sqlite":
             _create_parent_folder(parsed)

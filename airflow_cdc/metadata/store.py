@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata import stream as _stream
+from airflow_cdc.metadata.coverage import PlanChunk, merge_plans
 from airflow_cdc.metadata.engine import CONNECTION_ID, create_metadata_engine, with_retry
 from airflow_cdc.metadata.migrate import HEAD_REVISION, current_revision, upgrade
 from airflow_cdc.metadata.records import (
@@ -33,7 +34,7 @@ from airflow_cdc.metadata.records import (
 from airflow_cdc.metadata.schema import chunks as t_chunks
 from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.metadata.schema import plans as t_plans
-from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId, TablePlan
 
 __all__ = ["MAX_ERROR_CHARS", "MetadataStore", "truncate_error"]
 
@@ -222,6 +223,7 @@ class MetadataStore:
         now = codec.to_db_time(codec.utc_now())
 
         def write(connection: Connection) -> int:
+            _lock_plan_of(connection, chunk_id)
             current = _one_chunk(connection, chunk_id)
             connection.execute(
                 sa.update(t_chunks)
@@ -277,6 +279,7 @@ class MetadataStore:
         now = codec.to_db_time(codec.utc_now())
 
         def write(connection: Connection) -> None:
+            _lock_plan_of(connection, chunk_id)
             current = _one_chunk(connection, chunk_id)
             _require_started(current, "finish")
             connection.execute(
@@ -354,41 +357,80 @@ class MetadataStore:
         rows = with_retry(self._engine, read, write=False, what="reading progress from")
         return _progress(plan_id, rows)
 
-    def table_watermarks(self, table: TableId) -> list[tuple[ChunkRange, BinlogPosition]]:
-        """``(range, high watermark)`` of the table's done chunks in its most recent plan.
+    def table_watermarks(
+        self, table: TableId, *, sort_key: Callable[[Key], Any] | None = None
+    ) -> list[tuple[ChunkRange, BinlogPosition]]:
+        """``(range, high watermark)`` of the table's done chunks, never overlapping.
 
         The stream skips an event for key ``k`` at position ``p`` unless ``p`` lies after
-        the high watermark of the chunk holding ``k``. Chunks not done yet are left out;
-        the caller decides whether a partial list is usable.
+        the high watermark of the chunk holding ``k``. The table's most recent full plan
+        gives the chunks; range plans made after it (backfills) replace the parts of the key
+        space their done chunks cover: an older chunk is kept where it does not overlap
+        them, cut to the part outside them where it partly overlaps, and left out where it
+        lies inside them or where the overlap cannot be decided in Python (see
+        :func:`~airflow_cdc.metadata.coverage.merge_plans`; a left-out part is a gap, whose
+        events the stream always emits, which is safe as the sink is last-writer-wins).
+        ``sort_key`` orders keys like the server (``planning.key_order.sort_key_for``);
+        without it only collation-free key types are compared. Chunks not done yet are left
+        out; the caller decides whether a partial list is usable.
         """
+        rows = self._chunks_since_full_plan(table)
+        plans: dict[int, list[PlanChunk]] = {}
+        for row in rows:
+            high = codec.decode_position(row["high_watermark"])
+            done = row["status"] == "done"
+            if done and high is None:
+                raise MetadataError(f"done chunk of {table} has no high watermark in {self.url}")
+            rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
+            plans.setdefault(int(row["plan_id"]), []).append(PlanChunk(rng, high if done else None))
+        return merge_plans(list(plans.values()), sort_key)
+
+    def stream_floor(self, table: TableId) -> BinlogPosition | None:
+        """The oldest high watermark of the table's done chunks in its latest full plan and
+        every range plan after it: a stream that starts there misses no change, whatever
+        parts of the key space the watermark merge had to leave as gaps."""
+        highs = [
+            codec.decode_position(row["high_watermark"])
+            for row in self._chunks_since_full_plan(table)
+            if row["status"] == "done"
+        ]
+        known = [high for high in highs if high is not None]
+        return min(known) if known else None
+
+    def _chunks_since_full_plan(self, table: TableId) -> list[RowMapping]:
+        """Chunks of the table's most recent full plan and of every plan after it."""
         name = codec.table_to_text(table)
 
         def read(connection: Connection) -> list[RowMapping]:
-            latest = (
-                sa.select(sa.func.max(t_plan_tables.c.plan_id))
-                .where(t_plan_tables.c.table_name == name)
+            has_open_end = sa.select(t_chunks.c.plan_id).where(
+                t_chunks.c.table_name == name, t_chunks.c.hi.is_(None)
+            )
+            latest_full = (
+                sa.select(sa.func.max(t_chunks.c.plan_id))
+                .where(
+                    t_chunks.c.table_name == name,
+                    t_chunks.c.lo.is_(None),
+                    t_chunks.c.plan_id.in_(has_open_end),
+                )
                 .scalar_subquery()
             )
             query = (
-                sa.select(t_chunks.c.lo, t_chunks.c.hi, t_chunks.c.high_watermark)
-                .where(
-                    t_chunks.c.plan_id == latest,
-                    t_chunks.c.table_name == name,
-                    t_chunks.c.status == "done",
+                sa.select(
+                    t_chunks.c.plan_id,
+                    t_chunks.c.lo,
+                    t_chunks.c.hi,
+                    t_chunks.c.status,
+                    t_chunks.c.high_watermark,
                 )
-                .order_by(t_chunks.c.chunk_no)
+                .where(
+                    t_chunks.c.table_name == name,
+                    t_chunks.c.plan_id >= sa.func.coalesce(latest_full, 0),
+                )
+                .order_by(t_chunks.c.plan_id.desc(), t_chunks.c.chunk_no)
             )
             return list(connection.execute(query).mappings())
 
-        rows = with_retry(self._engine, read, write=False, what="reading watermarks from")
-        result: list[tuple[ChunkRange, BinlogPosition]] = []
-        for row in rows:
-            high = codec.decode_position(row["high_watermark"])
-            if high is None:
-                raise MetadataError(f"done chunk of {table} has no high watermark in {self.url}")
-            rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
-            result.append((rng, high))
-        return result
+        return with_retry(self._engine, read, write=False, what="reading watermarks from")
 
     # -- stream state, lease and progress (see ``metadata.stream``) ---------------------
 
@@ -509,6 +551,23 @@ def _require_started(chunk: ChunkRecord, verb: str) -> None:
         raise MetadataError(
             f"cannot {verb} chunk {chunk.chunk_id} ({chunk.label()}): it was never started"
         )
+
+
+def _lock_plan_of(connection: Connection, chunk_id: int) -> None:
+    """Lock the row of the chunk's plan until the transaction ends (first statement).
+
+    Serializes the chunk writes of one plan on server databases, so the last of several
+    chunks finishing at once sees the others done and marks the plan done (under READ
+    COMMITTED each would otherwise miss the other's uncommitted update). As the first
+    statement it also precedes MySQL's REPEATABLE READ snapshot. SQLite has no
+    ``FOR UPDATE`` (SQLAlchemy leaves it out); ``BEGIN IMMEDIATE`` serializes writers there.
+    """
+    plan_of_chunk = (
+        sa.select(t_chunks.c.plan_id).where(t_chunks.c.chunk_id == chunk_id).scalar_subquery()
+    )
+    connection.execute(
+        sa.select(t_plans.c.plan_id).where(t_plans.c.plan_id == plan_of_chunk).with_for_update()
+    )
 
 
 def _select_chunks(connection: Connection, where: sa.ColumnElement[bool]) -> list[ChunkRecord]:

@@ -229,7 +229,9 @@ def record_progress(
         raise ValueError(f"rows must not be negative, got {rows}")
 
     def write(connection: Connection) -> None:
-        row = _row(connection, stream_id)
+        # Locked (server DBs) so the owner check and the update see the same row: a lease
+        # taken over in between must fence this write, and a replay must not count twice.
+        row = _row(connection, stream_id, for_update=True)
         if row is None:
             raise MetadataError(
                 f"stream {stream_id!r} has no row in the metadata DB (Airflow connection "
@@ -274,12 +276,11 @@ def _check_args(stream_id: str, owner: str, ttl_seconds: float) -> None:
         raise ValueError(f"ttl_seconds must be a positive number, got {ttl_seconds!r}")
 
 
-def _row(connection: Connection, stream_id: str) -> RowMapping | None:
-    return (
-        connection.execute(sa.select(t_stream).where(t_stream.c.stream_id == stream_id))
-        .mappings()
-        .first()
-    )
+def _row(connection: Connection, stream_id: str, *, for_update: bool = False) -> RowMapping | None:
+    query = sa.select(t_stream).where(t_stream.c.stream_id == stream_id)
+    if for_update:
+        query = query.with_for_update()  # SQLite: left out (BEGIN IMMEDIATE serializes)
+    return connection.execute(query).mappings().first()
 
 
 def _upsert(connection: Connection, stream_id: str, values: dict[str, Any]) -> None:

@@ -8,27 +8,44 @@ from typing import Literal
 from airflow_cdc.model.chunk import ChunkRange
 from airflow_cdc.model.table import TableId
 
-__all__ = ["SplitMethod", "TablePlan"]
+__all__ = ["EVERY_KEY", "SplitMethod", "TablePlan"]
+
+#: The range of a full plan: every key.
+EVERY_KEY = ChunkRange(None, None)
 
 SplitMethod = Literal["even", "uneven", "single"]
 
 
 @dataclass(frozen=True, slots=True)
 class TablePlan:
-    """Chunks of one table, in key order, covering every key: the first ``lo`` and the last
-    ``hi`` are ``None`` so rows inserted outside today's min/max still belong to a chunk."""
+    """Chunks of one table, in key order, covering exactly ``covers``: the first ``lo`` is
+    ``covers.lo`` and the last ``hi`` is ``covers.hi``, with no gap or overlap between.
+
+    A full plan (the default, ``covers`` unbounded) has ``None`` at both ends so rows
+    inserted outside today's min/max still belong to a chunk; a range plan (a backfill of
+    ``[lo, hi)``) re-snapshots only that part of the key space.
+    """
 
     table: TableId
     key: tuple[str, ...]
     ranges: tuple[ChunkRange, ...]
     estimated_rows: int
     method: SplitMethod
+    covers: ChunkRange = EVERY_KEY
 
     def __post_init__(self) -> None:
         if not self.ranges:
             raise ValueError(f"plan of {self.table} has no chunk")
-        if self.ranges[0].lo is not None or self.ranges[-1].hi is not None:
-            raise ValueError(f"plan of {self.table} does not cover the whole key space")
+        if self.ranges[0].lo != self.covers.lo or self.ranges[-1].hi != self.covers.hi:
+            what = "the whole key space" if self.covers.unbounded else self.covers.label()
+            raise ValueError(f"plan of {self.table} does not cover {what}")
+        if self.covers.lo is not None and self.covers.lo == self.covers.hi:
+            raise ValueError(f"plan of {self.table} covers an empty range {self.covers.label()}")
         for left, right in zip(self.ranges, self.ranges[1:], strict=False):
             if left.hi != right.lo:
                 raise ValueError(f"plan of {self.table} has a gap or overlap at {left.hi!r}")
+
+    @property
+    def is_full(self) -> bool:
+        """Whether the plan covers the whole key space (not a range backfill)."""
+        return self.covers.unbounded

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.operators._params import as_mapping, as_positive_int, as_str_list
+from airflow_cdc.operators._params import (
+    as_mapping,
+    as_positive_int,
+    as_str_list,
+    parse_literal,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -37,6 +42,11 @@ class PlanSnapshotOperator(BaseOperator):
     :param chunk_rows: rows per chunk (positive whole number). Templated, checked after rendering.
     :param chunk_keys: ``{"db.table": ["col", ...]}``: chunk key for tables without a primary
         key (must be unique and not null). Templated; a rendered JSON/dict string is accepted.
+    :param key_range: ``{"lo": [...], "hi": [...]}``: plan only the keys ``lo <= key < hi`` of
+        the one table given (a backfill; either side null/missing for unbounded), one JSON
+        scalar per key column, checked against the columns' types. Templated.
+    :param allowed_tables: the configured set of tables (``db.table``); a table outside it is
+        refused before the source is contacted. Templated; ``None`` allows any table.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB (SQLAlchemy URL).
 
@@ -44,8 +54,20 @@ class PlanSnapshotOperator(BaseOperator):
     ``label``; the plan id is also pushed under the key ``plan_id``.
     """
 
-    template_fields: Sequence[str] = ("tables", "sink_path", "chunk_rows", "chunk_keys")
-    template_fields_renderers: ClassVar[dict[str, str]] = {"chunk_keys": "json", "tables": "json"}
+    template_fields: Sequence[str] = (
+        "tables",
+        "sink_path",
+        "chunk_rows",
+        "chunk_keys",
+        "key_range",
+        "allowed_tables",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "chunk_keys": "json",
+        "tables": "json",
+        "key_range": "json",
+        "allowed_tables": "json",
+    }
     ui_color = "#e8f4fd"
 
     def __init__(
@@ -55,6 +77,8 @@ class PlanSnapshotOperator(BaseOperator):
         sink_path: str,
         chunk_rows: int | str,
         chunk_keys: dict[str, list[str]] | str | None = None,
+        key_range: dict[str, Any] | str | None = None,
+        allowed_tables: list[str] | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         **kwargs: Any,
@@ -64,6 +88,8 @@ class PlanSnapshotOperator(BaseOperator):
         self.sink_path = sink_path
         self.chunk_rows = chunk_rows
         self.chunk_keys = chunk_keys
+        self.key_range = key_range
+        self.allowed_tables = allowed_tables
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         if isinstance(chunk_rows, int):  # a literal is checked when the DAG is parsed
@@ -89,6 +115,36 @@ class PlanSnapshotOperator(BaseOperator):
             if table not in result:
                 result.append(table)
         return result
+
+    def check_allowed(self, tables: Sequence[TableId]) -> None:
+        """Refuse a table outside ``allowed_tables`` (the configured set), naming the set."""
+        from airflow_cdc.model import TableId
+
+        if self.allowed_tables is None or self.allowed_tables == "":
+            return
+        allowed: list[TableId] = []
+        for name in as_str_list("allowed_tables", self.allowed_tables):
+            try:
+                allowed.append(TableId.parse(name))
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"allowed_tables names {name!r}, which is not of the form 'database.table'"
+                ) from exc
+        names = [str(t) for t in allowed]
+        for table in tables:
+            if table not in allowed:
+                raise ConfigurationError(
+                    f"table {str(table)!r} is not in the configured set of tables {names}; "
+                    "pick one of them, or add it to the set (env CDC_TABLES of the DAG files)"
+                )
+
+    def has_key_range(self) -> bool:
+        value = self.key_range
+        if value is None or value == "" or value == {} or value == "None":
+            return False
+        if isinstance(value, dict):
+            return any(value.get(side) not in (None, "", "None", []) for side in ("lo", "hi"))
+        return True
 
     def chunk_key_map(self, tables: Sequence[TableId]) -> dict[TableId, tuple[str, ...]]:
         """The rendered ``chunk_keys`` keyed by TableId; every table must be one of ``tables``."""
@@ -119,11 +175,19 @@ class PlanSnapshotOperator(BaseOperator):
         from airflow_cdc.config import ChunkingConfig, SinkConfig
         from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
         from airflow_cdc.metadata import MetadataStore
+        from airflow_cdc.planning.key_range import key_range_from_json
         from airflow_cdc.planning.planner import plan_tables
         from airflow_cdc.source import catalog, server, validation
         from airflow_cdc.source.connection import connect
 
         tables = self.table_ids()
+        self.check_allowed(tables)
+        ranged = self.has_key_range()
+        if ranged and len(tables) != 1:
+            raise ConfigurationError(
+                f"key_range applies to one table, but {len(tables)} are given: "
+                f"{[str(t) for t in tables]}"
+            )
         keys = self.chunk_key_map(tables)
         chunk_rows = as_positive_int("chunk_rows", self.chunk_rows)
         SinkConfig(root=str(self.sink_path or ""))
@@ -142,7 +206,14 @@ class PlanSnapshotOperator(BaseOperator):
                 catalog.load_table_schema(conn, table, chunk_key=keys.get(table))
                 for table in tables
             ]
-            plans = plan_tables(conn, info, schemas, chunking)
+            if ranged:
+                from airflow_cdc.planning.planner import plan_range
+
+                rng = key_range_from_json(schemas[0], self._key_range_data())
+                self.log.info("%s: planning the key range %s", schemas[0].table, rng.label())
+                plans = [plan_range(conn, info, schemas[0], rng, chunking)]
+            else:
+                plans = plan_tables(conn, info, schemas, chunking)
         finally:
             conn.close()
 
@@ -151,8 +222,9 @@ class PlanSnapshotOperator(BaseOperator):
 
         for plan in plans:
             self.log.info(
-                "%s: key (%s), %d chunk(s) of ~%d rows, ~%d rows, split %s",
+                "%s %s: key (%s), %d chunk(s) of ~%d rows, ~%d rows, split %s",
                 plan.table,
+                "(all keys)" if plan.is_full else f"range {plan.covers.label()}",
                 ", ".join(plan.key),
                 len(plan.ranges),
                 chunk_rows,
@@ -163,6 +235,19 @@ class PlanSnapshotOperator(BaseOperator):
         self.log.info("Plan %d stored with %d chunk(s)", record.plan_id, len(handles))
         context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
         return handles
+
+    def _key_range_data(self) -> Any:
+        value: Any = self.key_range
+        if isinstance(value, dict):  # a form's empty fields render as "" or "None"
+            value = {
+                side: (None if value.get(side) in (None, "", "None", []) else value.get(side))
+                for side in ("lo", "hi")
+            }
+            for side in ("lo", "hi"):
+                text = value[side]
+                if isinstance(text, str) and text.strip().startswith("["):
+                    value[side] = parse_literal(text)  # a rendered list
+        return value
 
 
 def chunk_handles(record: PlanRecord) -> list[dict[str, Any]]:

@@ -12,6 +12,11 @@ Per table:
   ``OFFSET`` and never a whole-table query. The server compares, so keys that are equal under
   the column's collation never straddle a boundary.
 
+A **range plan** (:func:`plan_range`, a backfill of ``[lo, hi)``) applies the same rules to
+the keys inside the range only: its first chunk starts at ``lo`` and its last ends at ``hi``
+(``TablePlan.covers``). The even split estimates the range's rows from the whole table's key
+density (no count of the range); the uneven split seeks from ``lo`` and stops at ``hi``.
+
 The plan never has more than ``max_chunks`` chunks in total (one Airflow mapped task each):
 the chunk size grows up front from the row estimates, and if an uneven split still overshoots
 (estimates are approximate) planning restarts with a bigger chunk size.
@@ -22,19 +27,22 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from airflow_cdc.config import ChunkingConfig
-from airflow_cdc.model import ChunkRange, Key, SplitMethod, TablePlan, TableSchema
+from airflow_cdc.model import ChunkRange, Key, SplitMethod, TableId, TablePlan, TableSchema
 from airflow_cdc.planning.splitter import choose_chunk_rows, even_ranges, ranges_from_boundaries
 from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition
 from airflow_cdc.source.server import ServerInfo
 
-__all__ = ["plan_tables", "seek_boundaries"]
+__all__ = ["clamp_ranges", "plan_range", "plan_tables", "seek_boundaries"]
 
 log = logging.getLogger("airflow_cdc.planning")
+
+#: A full plan's range.
+_EVERY_KEY = ChunkRange(None, None)
 
 #: After an overshoot the chunk size grows by at least this factor (guarantees termination).
 _GROWTH = 1.25
@@ -45,10 +53,11 @@ class _Facts:
     """What planning needs to know about one table, read once."""
 
     schema: TableSchema
-    table_rows: int  # information_schema estimate
+    table_rows: int  # information_schema estimate (of the range, for a range plan)
     exact_rows: int | None  # known exactly when small (bounded COUNT)
-    min_key: Key | None  # None: the table is empty
+    min_key: Key | None  # None: the table (or the range) is empty
     max_key: Key | None
+    covers: ChunkRange = _EVERY_KEY
 
     @property
     def rows(self) -> int:
@@ -68,10 +77,21 @@ class _OverBudget(Exception):
 
 
 def plan_tables(
-    conn: DbConnection, info: ServerInfo, schemas: Sequence[TableSchema], cfg: ChunkingConfig
+    conn: DbConnection,
+    info: ServerInfo,
+    schemas: Sequence[TableSchema],
+    cfg: ChunkingConfig,
+    ranges: Mapping[TableId, ChunkRange] | None = None,
 ) -> list[TablePlan]:
-    """A plan per table, in the order given, with at most ``cfg.max_chunks`` chunks in total."""
-    facts = [_read_facts(conn, schema, cfg.chunk_rows) for schema in schemas]
+    """A plan per table, in the order given, with at most ``cfg.max_chunks`` chunks in total.
+
+    ``ranges`` restricts a table's plan to a key range (a range plan, see :func:`plan_range`);
+    a table not in it is planned over its whole key space.
+    """
+    facts = [
+        _read_facts(conn, schema, cfg.chunk_rows, (ranges or {}).get(schema.table))
+        for schema in schemas
+    ]
     estimates = [f.rows for f in facts]
     chunk_rows = choose_chunk_rows(estimates, cfg.chunk_rows, cfg.max_chunks)
     while True:
@@ -89,6 +109,32 @@ def plan_tables(
                 cfg.max_chunks,
             )
             chunk_rows = max(grown, math.ceil(chunk_rows * _GROWTH))
+
+
+def plan_range(
+    conn: DbConnection,
+    info: ServerInfo,
+    schema: TableSchema,
+    rng: ChunkRange,
+    cfg: ChunkingConfig,
+) -> TablePlan:
+    """Chunks covering exactly ``rng`` of one table (``None`` bounds: unbounded on that side).
+
+    The bounds are used as given (the caller checked their types against the key columns);
+    an empty range still gets one chunk, so a re-run removes rows deleted since.
+    """
+    return plan_tables(conn, info, [schema], cfg, {schema.table: rng})[0]
+
+
+def clamp_ranges(ranges: Sequence[ChunkRange], rng: ChunkRange) -> list[ChunkRange]:
+    """``ranges`` (from ``-inf`` to ``+inf``, boundaries strictly inside ``rng``) with the first
+    ``lo`` set to ``rng.lo`` and the last ``hi`` to ``rng.hi``."""
+    result = list(ranges)
+    if not result:
+        return [rng]
+    result[0] = replace(result[0], lo=rng.lo)
+    result[-1] = replace(result[-1], hi=rng.hi)
+    return result
 
 
 def _plan_all(
@@ -132,7 +178,8 @@ def _plan_table(
     def plan(ranges: Sequence[ChunkRange], rows: int, method: SplitMethod) -> TablePlan:
         if len(ranges) > budget:
             raise _OverBudget(index, len(ranges) * chunk_rows)
-        return TablePlan(schema.table, schema.key, tuple(ranges), rows, method)
+        covered = clamp_ranges(ranges, fact.covers)
+        return TablePlan(schema.table, schema.key, tuple(covered), rows, method, fact.covers)
 
     whole = [ChunkRange(None, None)]
     if fact.min_key is None or fact.max_key is None:
@@ -145,20 +192,20 @@ def _plan_table(
         if cfg.distribution_factor_lower <= factor <= cfg.distribution_factor_upper:
             step = max(1, math.ceil(factor * chunk_rows))
             return plan(even_ranges(low, high, step), fact.rows, "even")
-    bounds, rows = _uneven_boundaries(conn, info, schema, chunk_rows, budget, index)
+    bounds, rows = _uneven_boundaries(conn, info, fact, chunk_rows, budget, index)
     return plan(ranges_from_boundaries(bounds), rows, "uneven" if bounds else "single")
 
 
 def _uneven_boundaries(
     conn: DbConnection,
     info: ServerInfo,
-    schema: TableSchema,
+    fact: _Facts,
     chunk_rows: int,
     budget: int,
     index: int,
 ) -> tuple[list[Key], int]:
     """Boundaries every ``chunk_rows`` keys, one bounded seek each; also the exact row count."""
-    bounds, count = seek_boundaries(conn, info, schema, ChunkRange(None, None), chunk_rows, budget)
+    bounds, count = seek_boundaries(conn, info, fact.schema, fact.covers, chunk_rows, budget)
     if bounds is None:
         raise _OverBudget(index, budget * chunk_rows + 1)
     return bounds, count
@@ -223,32 +270,70 @@ def _has_window_functions(info: ServerInfo) -> bool:
     return info.version >= ((10, 2, 0) if info.is_mariadb else (8, 0, 0))
 
 
-def _read_facts(conn: DbConnection, schema: TableSchema, chunk_rows: int) -> _Facts:
-    """TABLE_ROWS, MIN and MAX of the key (index seeks), and an exact count when small."""
+def _read_facts(
+    conn: DbConnection, schema: TableSchema, chunk_rows: int, rng: ChunkRange | None = None
+) -> _Facts:
+    """TABLE_ROWS, MIN and MAX of the key (index seeks), and an exact count when small.
+
+    With a bounded ``rng`` the edges and the count are those of the range, and the row
+    estimate is the range's share of TABLE_ROWS (by key span for an integer key).
+    """
     row = fetch_one(
         conn,
         "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
         (schema.table.database, schema.table.table),
     )
     table_rows = int(row[0]) if row and row[0] is not None else 0
-    keys, table = key_list(schema.key), schema.table.quoted().replace("%", "%%")
-    edges = []
-    for descending in (False, True):
-        found = fetch_one(
-            conn,
-            f"SELECT {keys} FROM {table} ORDER BY {order_by(schema.key, descending=descending)} LIMIT 1",  # noqa: S608
-        )
-        edges.append(None if found is None else tuple(found))
+    whole = ChunkRange(None, None)
+    covers = whole if rng is None else rng
+    edges = _edges(conn, schema, covers)
+    if not covers.unbounded and edges[0] is not None:
+        table_rows = _range_share(conn, schema, table_rows, edges)
     exact: int | None = None
     if edges[0] is None:
         exact = 0
-    elif table_rows <= chunk_rows:  # cheap: at most chunk_rows + 1 index entries
+    elif table_rows <= chunk_rows or not covers.unbounded:  # at most chunk_rows + 1 entries
+        keys, table = key_list(schema.key), schema.table.quoted().replace("%", "%%")
+        condition, params = range_condition(schema.key, covers)
         counted = fetch_one(
             conn,
-            f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} LIMIT %s) AS w",  # noqa: S608
-            [chunk_rows + 1],
+            f"SELECT COUNT(*) FROM (SELECT {keys} FROM {table} WHERE {condition} LIMIT %s) AS w",  # noqa: S608
+            [*params, chunk_rows + 1],
         )
         n = int(counted[0]) if counted else 0
         exact = n if n <= chunk_rows else None
         table_rows = max(table_rows, n)
-    return _Facts(schema, table_rows, exact, edges[0], edges[1])
+    return _Facts(schema, table_rows, exact, edges[0], edges[1], covers)
+
+
+def _edges(conn: DbConnection, schema: TableSchema, rng: ChunkRange) -> list[Key | None]:
+    """The smallest and the largest key in ``rng`` (two index seeks)."""
+    keys, table = key_list(schema.key), schema.table.quoted().replace("%", "%%")
+    condition, params = range_condition(schema.key, rng)
+    edges: list[Key | None] = []
+    for descending in (False, True):
+        found = fetch_one(
+            conn,
+            f"SELECT {keys} FROM {table} WHERE {condition} "  # noqa: S608 - quoted identifiers
+            f"ORDER BY {order_by(schema.key, descending=descending)} LIMIT 1",
+            params,
+        )
+        edges.append(None if found is None else tuple(found))
+    return edges
+
+
+def _range_share(
+    conn: DbConnection, schema: TableSchema, table_rows: int, edges: Sequence[Key | None]
+) -> int:
+    """Rows of a range estimated from the table's key density (single integer key), else
+    the table's TABLE_ROWS (an upper bound)."""
+    low, high = edges
+    if len(schema.key) != 1 or low is None or high is None:
+        return table_rows
+    first, last = _edges(conn, schema, ChunkRange(None, None))
+    values = (low[0], high[0], first[0] if first else None, last[0] if last else None)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return table_rows
+    lo, hi, gmin, gmax = (int(v) for v in values if isinstance(v, int))
+    span = gmax - gmin + 1
+    return max(1, math.ceil(max(table_rows, 1) * (hi - lo + 1) / span))

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
     from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
+    from airflow_cdc.model import TableId
 
-__all__ = ["ChunksCompleteSensor", "format_progress"]
+__all__ = ["ChunksCompleteSensor", "format_progress", "table_asset_uri"]
 
 DEFAULT_TIMEOUT = timedelta(hours=6)
 #: Failed chunks named in one log line at most (a plan can have a thousand chunks).
@@ -38,6 +39,11 @@ class ChunksCompleteSensor(BaseSensorOperator):
     :param chunks: the plan task's XCom list (templated; ``plan.output``): the plan id is
         taken from its first item.
     :param metadata_conn_id: Airflow connection of the metadata DB.
+    :param asset_alias: when set, the sensor's outlets include ``AssetAlias(asset_alias)`` and,
+        once every chunk is done, it emits one Asset event per table of the plan, for the
+        Delta table ``delta://<sink_path>/<db>/<table>`` (see :func:`table_asset_uri`), with
+        the plan id, the rows and whether it was a range backfill as the event's extra.
+    :param sink_path: root of the Delta tables (templated); needed with ``asset_alias``.
 
     Defaults: ``mode="reschedule"`` (no worker slot held while chunks run), ``poke_interval``
     10 s, ``timeout`` 6 h, and ``trigger_rule="all_done_min_one_success"`` so it runs after
@@ -45,7 +51,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
     did not succeed).
     """
 
-    template_fields: Sequence[str] = ("plan_id", "chunks")
+    template_fields: Sequence[str] = ("plan_id", "chunks", "sink_path")
     ui_color = "#e8fde9"
 
     def __init__(
@@ -54,6 +60,8 @@ class ChunksCompleteSensor(BaseSensorOperator):
         plan_id: int | str | XComArg | None = None,
         chunks: list[dict[str, Any]] | str | XComArg | None = None,
         metadata_conn_id: str = "cdc_metadata",
+        asset_alias: str | None = None,
+        sink_path: str | None = None,
         poke_interval: timedelta | float = 10,
         timeout: timedelta | float = DEFAULT_TIMEOUT,
         mode: str = "reschedule",
@@ -64,10 +72,44 @@ class ChunksCompleteSensor(BaseSensorOperator):
                 "ChunksCompleteSensor needs plan_id or chunks (the plan's XCom)"
             )
         kwargs.setdefault("trigger_rule", "all_done_min_one_success")
+        if asset_alias is not None:
+            from airflow.sdk import AssetAlias
+
+            if sink_path is None:
+                raise ConfigurationError("ChunksCompleteSensor: asset_alias needs sink_path")
+            kwargs["outlets"] = [*(kwargs.get("outlets") or []), AssetAlias(asset_alias)]
         super().__init__(poke_interval=poke_interval, timeout=timeout, mode=mode, **kwargs)
         self.plan_id = plan_id
         self.chunks = chunks
         self.metadata_conn_id = metadata_conn_id
+        self.asset_alias = asset_alias
+        self.sink_path = sink_path
+        self._complete: PlanProgress | None = None
+
+    def execute(self, context: Context) -> Any:
+        result = super().execute(context)
+        if self.asset_alias is not None and self._complete is not None:
+            self.emit_asset_events(context, self._complete)
+        return result
+
+    def emit_asset_events(self, context: Context, progress: PlanProgress) -> None:
+        """One Asset event per table of the completed plan, through the asset alias."""
+        from airflow.sdk import Asset, AssetAlias
+
+        assert self.asset_alias is not None
+        events = context["outlet_events"][AssetAlias(self.asset_alias)]
+        for table in progress.tables:
+            uri = table_asset_uri(str(self.sink_path or ""), table.table)
+            events.add(
+                Asset(uri=uri),
+                extra={
+                    "table": str(table.table),
+                    "plan_id": progress.plan_id,
+                    "chunks": table.total,
+                    "rows": table.rows_done,
+                },
+            )
+            self.log.info("Asset event for %s: %s", table.table, uri)
 
     def resolved_plan_id(self) -> int:
         """The plan id from ``plan_id`` or, failing that, from the first item of ``chunks``."""
@@ -114,7 +156,19 @@ class ChunksCompleteSensor(BaseSensorOperator):
             )
         if len(failed) > _MAX_FAILED_LISTED:
             self.log.warning("... and %d more failed chunks", len(failed) - _MAX_FAILED_LISTED)
+        if progress.complete:
+            self._complete = progress
         return progress.complete
+
+
+def table_asset_uri(sink_path: str, table: TableId) -> str:
+    """``delta://<root>/<db>/<table>`` (segments escaped as in the sink); a root that is a URI
+    itself (``s3://b/lake``) gives ``delta+s3://b/lake/<db>/<table>``."""
+    from airflow_cdc.sinks.naming import escape_segment
+
+    root = sink_path.rstrip("/")
+    path = f"{root}/{escape_segment(table.database)}/{escape_segment(table.table)}"
+    return f"delta+{path}" if "://" in root else f"delta://{path}"
 
 
 def format_progress(

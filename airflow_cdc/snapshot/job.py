@@ -218,6 +218,7 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             siblings = sum(1 for c in store.chunks(chunk.plan_id) if c.table == chunk.table)
             sink.ensure_table(schema, target, bucket_width=_bucket_width(conn, schema, siblings))
 
+            pause.fail_once()  # test-only, off unless armed
             started = time.monotonic()
             with ConsistentReadView(conn, info) as view:
                 low = view.low_watermark

@@ -24,6 +24,19 @@ class PausePoints:
         self._directory = Path(directory) if directory else None
         self._timeout = timeout
 
+    def fail_once(self, name: str = "fail_once") -> None:
+        """Raise once at an armed point ``name``: the ``.pause`` file is removed first, so the
+        next attempt passes (tests of clearing and re-running a failed chunk)."""
+        if self._directory is None:
+            return
+        armed = self._directory / f"{name}.pause"
+        try:
+            armed.unlink()
+        except FileNotFoundError:
+            return
+        log.info("pause point %s armed to fail once: failing this attempt", name)
+        raise RuntimeError(f"test-only failure at pause point {name} (armed by {armed})")
+
     def reach(self, name: str) -> None:
         if self._directory is None or not (self._directory / f"{name}.pause").exists():
             return

@@ -73,6 +73,7 @@ class _BatchWriter:
         self.sink = DeltaSink(spec.sink.root)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        from airflow_cdc.planning.key_order import sort_key_for
         from airflow_cdc.stream.apply import apply_batch
         from airflow_cdc.stream.emit_filter import EmitFilter
 
@@ -80,7 +81,10 @@ class _BatchWriter:
         events, end, seen_at = _events(frame.collect())
         # Chunk boundaries are read per batch, so a re-run chunk or a backfill is honoured
         # without a restart.
-        watermarks = {table: self.store.table_watermarks(table) for table in self.schemas}
+        watermarks = {
+            table: self.store.table_watermarks(table, sort_key=sort_key_for(schema))
+            for table, schema in self.schemas.items()
+        }
         emit = EmitFilter(watermarks, self.schemas)
         self.pause.reach("stream_before_apply")
         result = apply_batch(

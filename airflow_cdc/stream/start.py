@@ -17,11 +17,10 @@ def start_position(store: MetadataStore, tables: Sequence[TableId]) -> BinlogPos
     lowest: BinlogPosition | None = None
     missing = []
     for table in tables:
-        marks = store.table_watermarks(table)
-        if not marks:
+        low = store.stream_floor(table)
+        if low is None:
             missing.append(str(table))
             continue
-        low = min(position for _, position in marks)
         lowest = low if lowest is None or low < lowest else lowest
     if missing or lowest is None:
         raise ConfigurationError(

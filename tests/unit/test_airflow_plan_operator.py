@@ -158,4 +158,6 @@ def test_template_fields() -> None:
         "sink_path",
         "chunk_rows",
         "chunk_keys",
+        "key_range",
+        "allowed_tables",
     }

@@ -42,7 +42,7 @@ def test_defaults() -> None:
     assert sensor.poke_interval == 10
     assert sensor.timeout == 6 * 3600
     assert sensor.trigger_rule == "all_done_min_one_success"
-    assert set(sensor.template_fields) == {"plan_id", "chunks"}
+    assert set(sensor.template_fields) == {"plan_id", "chunks", "sink_path"}
     with pytest.raises(ConfigurationError):
         ChunksCompleteSensor(task_id="wait2")
 

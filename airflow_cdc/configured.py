@@ -1,0 +1,53 @@
+"""The configured set of tables and the default sink, shared by the DAG files.
+
+Read when a DAG file is parsed, from environment variables of the DAG processor (and of the
+workers, which parse the file again):
+
+* ``CDC_TABLES``: a JSON list of ``database.table`` names (default: the demo tables). It is
+  the ``tables`` default of ``mysql_cdc`` and the set that ``mysql_cdc_backfill`` accepts.
+* ``CDC_SINK_PATH``: the default root of the Delta tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.model import TableId
+
+__all__ = ["DEFAULT_SINK_PATH", "DEFAULT_TABLES", "configured_tables", "default_sink_path"]
+
+DEFAULT_TABLES = ("demo.orders", "demo.customers")
+DEFAULT_SINK_PATH = "/tmp/airflow-cdc/lake"
+
+
+def configured_tables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``CDC_TABLES`` (a JSON list of ``db.table``), checked, or :data:`DEFAULT_TABLES`."""
+    env = os.environ if environ is None else environ
+    text = env.get("CDC_TABLES", "").strip()
+    if not text:
+        return list(DEFAULT_TABLES)
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f'CDC_TABLES must be a JSON list like ["shop.orders"], got {text!r}'
+        ) from exc
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigurationError(
+            f'CDC_TABLES must be a non-empty JSON list of "database.table" strings, got {text!r}'
+        )
+    for name in value:
+        try:
+            TableId.parse(name)
+        except ValueError as exc:
+            raise ConfigurationError(f"CDC_TABLES: {exc}") from exc
+    return list(dict.fromkeys(value))
+
+
+def default_sink_path(environ: Mapping[str, str] | None = None) -> str:
+    """``CDC_SINK_PATH`` or :data:`DEFAULT_SINK_PATH`."""
+    env = os.environ if environ is None else environ
+    return env.get("CDC_SINK_PATH", "") or DEFAULT_SINK_PATH

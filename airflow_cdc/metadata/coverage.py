@@ -1,0 +1,120 @@
+"""Which chunk holds which key when range plans (backfills) follow a full plan (pure).
+
+A table's full plan covers every key; a later range plan re-snapshots ``[lo, hi)``. The
+stream's emit filter needs one high watermark per key and refuses overlapping chunks, so
+the plans are merged newest first: every done chunk of a newer plan claims its range, and
+an older chunk keeps only the parts outside the claimed ranges. Deciding "outside" needs
+the server's key order; where Python cannot decide it (a string key without a sort key),
+the older chunk is left out entirely: its keys fall in a gap, and the stream emits every
+event of a key in a gap, which is safe because the sink is last-writer-wins.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from airflow_cdc.model import BinlogPosition, ChunkRange, Key
+
+__all__ = ["PlanChunk", "merge_plans", "subtract"]
+
+#: Scalar types whose Python order is the server's whatever the collation.
+_NATURAL = (int, Decimal, float, dt.date, dt.datetime, dt.timedelta, bytes)
+
+Compare = Callable[[Key, Key], int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanChunk:
+    """One chunk of a plan; ``high`` is ``None`` unless the chunk is done."""
+
+    range: ChunkRange
+    high: BinlogPosition | None
+
+
+def merge_plans(
+    plans: Sequence[Sequence[PlanChunk]], sort_key: Callable[[Key], Any] | None = None
+) -> list[tuple[ChunkRange, BinlogPosition]]:
+    """``plans`` newest first, each its chunks in key order; stops after the first full plan.
+
+    Returns the done chunks (cut where newer done chunks overlap them) with their high
+    watermarks; no two returned ranges overlap.
+    """
+    compare = _comparator(sort_key)
+    result: list[tuple[ChunkRange, BinlogPosition]] = []
+    claimed: list[ChunkRange] = []
+    for chunks in plans:
+        done = [(c.range, c.high) for c in chunks if c.high is not None]
+        for rng, high in done:
+            pieces: list[ChunkRange] = [rng]
+            for taken in claimed:
+                pieces = [part for piece in pieces for part in subtract(piece, taken, compare)]
+            result.extend((piece, high) for piece in pieces)
+        if chunks and chunks[0].range.lo is None and chunks[-1].range.hi is None:
+            break  # a full plan: nothing older counts
+        claimed.extend(rng for rng, _ in done)
+    return result
+
+
+def subtract(piece: ChunkRange, taken: ChunkRange, compare: Compare) -> list[ChunkRange]:
+    """The parts of ``piece`` outside ``taken``; ``[]`` when that cannot be decided."""
+    if _le(piece.hi, taken.lo, compare) or _le(taken.hi, piece.lo, compare):
+        return [piece]  # disjoint
+    parts: list[ChunkRange] = []
+    if taken.lo is not None:  # left part [piece.lo, taken.lo) if piece.lo < taken.lo
+        if piece.lo is None:
+            parts.append(ChunkRange(None, taken.lo))
+        else:
+            order = compare(piece.lo, taken.lo)
+            if order is None:
+                return []
+            if order < 0:
+                parts.append(ChunkRange(piece.lo, taken.lo))
+    if taken.hi is not None:  # right part [taken.hi, piece.hi) if taken.hi < piece.hi
+        if piece.hi is None:
+            parts.append(ChunkRange(taken.hi, None))
+        else:
+            order = compare(taken.hi, piece.hi)
+            if order is None:
+                return []
+            if order < 0:
+                parts.append(ChunkRange(taken.hi, piece.hi))
+    return parts
+
+
+def _le(upper: Key | None, lower: Key | None, compare: Compare) -> bool:
+    """Provably ``upper <= lower`` (an exclusive end at or below a start): disjoint."""
+    if upper is None or lower is None:
+        return False
+    order = compare(upper, lower)
+    return order is not None and order <= 0
+
+
+def _comparator(sort_key: Callable[[Key], Any] | None) -> Compare:
+    def compare(a: Key, b: Key) -> int | None:
+        if a == b:
+            return 0
+        if sort_key is not None:
+            try:
+                left, right = sort_key(a), sort_key(b)
+            except ValueError:  # NotExactError: the server would have to decide
+                return None
+        elif _natural(a, b):
+            left, right = a, b
+        else:
+            return None
+        return -1 if left < right else (1 if left > right else 0)
+
+    return compare
+
+
+def _natural(a: Key, b: Key) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if type(x) is not type(y) or not isinstance(x, _NATURAL) or isinstance(x, bool):
+            return False
+    return True
