@@ -19,6 +19,7 @@ Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB ser
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 from airflow.sdk import DAG, Param
@@ -90,6 +91,8 @@ with DAG(
         map_index_template="{{ task.chunk['label'] }}",
         # Each local chunk job is a JVM of ~400 MB: bound them per run.
         max_active_tis_per_dagrun=2,
+        # Test-only: a folder of armed pause points (unset in production).
+        pause_dir=os.environ.get("CDC_TEST_PAUSE_DIR") or None,
     ).expand(chunk=plan.output)
     wait_for_chunks = ChunksCompleteSensor(
         task_id="wait_for_chunks",
