@@ -85,8 +85,14 @@ def status_report(url: str) -> dict[str, Any]:
                 else round((now - _aware(heartbeat)).total_seconds(), 1),
                 "running": state.lease_live(),
                 "owner": state.owner,
+                # Tables asked for but not joined wait for their full snapshot.
+                "joined_tables": [],
+                "waiting_tables": [],
             }
         )
+        for entry in store.stream_tables(state.stream_id):
+            kind = "joined_tables" if entry.joined else "waiting_tables"
+            report["streams"][-1][kind].append(str(entry.table))
     return report
 
 
@@ -115,6 +121,10 @@ def _print(report: dict[str, Any]) -> None:
             f"stream {s['stream_id']} ({state}): committed {s['committed_position']}, "
             f"lag {s['lag_bytes']} bytes / {s['lag_seconds']} s, heartbeat {s['heartbeat_age_s']} s ago"
         )
+        if s["joined_tables"]:
+            print(f"  follows {', '.join(s['joined_tables'])}")
+        if s["waiting_tables"]:
+            print(f"  waiting to join (after their snapshot): {', '.join(s['waiting_tables'])}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

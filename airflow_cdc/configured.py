@@ -6,6 +6,8 @@ workers, which parse the file again):
 * ``CDC_TABLES``: a JSON list of ``database.table`` names (default: the demo tables). It is
   the ``tables`` default of ``mysql_cdc`` and the set that ``mysql_cdc_backfill`` accepts.
 * ``CDC_SINK_PATH``: the default root of the Delta tables.
+* ``CDC_STREAM_ID``: the id of ``mysql_cdc``'s stream (default ``mysql_cdc``), which
+  ``mysql_cdc_backfill`` asks to follow a table new to it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,18 @@ from collections.abc import Mapping
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableId
 
-__all__ = ["DEFAULT_SINK_PATH", "DEFAULT_TABLES", "configured_tables", "default_sink_path"]
+__all__ = [
+    "DEFAULT_SINK_PATH",
+    "DEFAULT_STREAM_ID",
+    "DEFAULT_TABLES",
+    "configured_stream_id",
+    "configured_tables",
+    "default_sink_path",
+]
 
 DEFAULT_TABLES = ("demo.orders", "demo.customers")
 DEFAULT_SINK_PATH = "/tmp/airflow-cdc/lake"
+DEFAULT_STREAM_ID = "mysql_cdc"
 
 
 def configured_tables(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -51,3 +61,10 @@ def default_sink_path(environ: Mapping[str, str] | None = None) -> str:
     """``CDC_SINK_PATH`` or :data:`DEFAULT_SINK_PATH`."""
     env = os.environ if environ is None else environ
     return env.get("CDC_SINK_PATH", "") or DEFAULT_SINK_PATH
+
+
+def configured_stream_id(environ: Mapping[str, str] | None = None) -> str:
+    """``CDC_STREAM_ID`` or :data:`DEFAULT_STREAM_ID`: one stream for the configured set,
+    whatever tables it holds, so a table added to the set can join it while it runs."""
+    env = os.environ if environ is None else environ
+    return env.get("CDC_STREAM_ID", "").strip() or DEFAULT_STREAM_ID

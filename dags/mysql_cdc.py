@@ -7,8 +7,10 @@ labelled ``db.table #n [lo, hi)``); ``wait_for_chunks`` waits until the metadata
 every chunk is done. A failed chunk can be cleared and re-run on its own at any time.
 ``stream`` then runs the binlog stream from the chunks' watermarks: ``continuous`` until the
 task is marked failed/success or stopped (it stops its Spark job), or ``until_caught_up``
-to the server's position at its start. Only one stream runs per set of tables; a retried or
-cleared ``stream`` resumes from its Spark checkpoint.
+to the server's position at its start. One stream runs at a time (a second run's ``stream``
+is refused while the first holds the lease); a retried or cleared ``stream`` resumes from
+its Spark checkpoint. A table added to ``CDC_TABLES`` later gets its snapshot from
+``mysql_cdc_backfill`` and then joins the running stream, without a restart.
 
 Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB server),
 ``cdc_metadata`` (SQLAlchemy URL; default a SQLite file in ``$AIRFLOW_HOME``) and
@@ -25,7 +27,7 @@ from datetime import timedelta
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS, STREAM_MODES
-from airflow_cdc.configured import configured_tables, default_sink_path
+from airflow_cdc.configured import configured_stream_id, configured_tables, default_sink_path
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot import SnapshotChunkOperator
 from airflow_cdc.operators.stream import StreamOperator
@@ -106,6 +108,9 @@ with DAG(
         tables="{{ params.tables }}",
         sink_path="{{ params.sink_path }}",
         stream_mode="{{ params.stream_mode }}",
+        # One stream id for the pipeline (env CDC_STREAM_ID, default "mysql_cdc"): tables
+        # added through mysql_cdc_backfill join this stream while it runs.
+        stream_id=configured_stream_id(),
         # A retry resumes from the checkpoint; after a hard kill it must wait for the old
         # lease to expire, so keep the stream job's lease TTL below the retry delay.
         retries=2,

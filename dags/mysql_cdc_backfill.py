@@ -11,7 +11,10 @@ Spark application per map index, as in ``mysql_cdc``); ``wait_for_chunks`` waits
 every chunk is done and then emits an Asset event for the table's Delta table.
 
 The running stream needs no restart: it re-reads the chunk watermarks every micro-batch and
-uses the new chunks for the backfilled range (the older plan's chunks elsewhere). Nothing
+uses the new chunks for the backfilled range (the older plan's chunks elsewhere). A table
+newly added to the configured set, which the stream does not follow yet, is snapshotted
+whole here and then joins the running stream (``mysql_cdc``'s, env ``CDC_STREAM_ID``): the
+stream replays its changes since the snapshot and reads it from then on. Nothing
 typed into the form reaches SQL except as a query parameter. E.g.::
 
     airflow dags test mysql_cdc_backfill -c '{"table": "shop.orders", "lo": [1000], "hi": [2000]}'
@@ -24,7 +27,7 @@ import os
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS
-from airflow_cdc.configured import configured_tables, default_sink_path
+from airflow_cdc.configured import configured_stream_id, configured_tables, default_sink_path
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot import SnapshotChunkOperator
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
@@ -88,6 +91,8 @@ with DAG(
         key_range={"lo": "{{ params.lo }}", "hi": "{{ params.hi }}"},
         sink_path="{{ params.sink_path }}",
         chunk_rows="{{ params.chunk_rows }}",
+        # A table the stream does not follow yet joins it once this snapshot is done.
+        join_stream=configured_stream_id(),
     )
     snapshot_chunk = SnapshotChunkOperator.partial(
         task_id="snapshot_chunk",

@@ -13,6 +13,7 @@ from airflow_cdc.metadata.records import (
     PlanRecord,
     PlanStatus,
     StreamState,
+    StreamTable,
     TableProgress,
 )
 from airflow_cdc.metadata.store import MAX_ERROR_CHARS, MetadataStore
@@ -27,6 +28,7 @@ __all__ = [
     "PlanRecord",
     "PlanStatus",
     "StreamState",
+    "StreamTable",
     "TableProgress",
     "mask_url",
 ]

@@ -19,6 +19,7 @@ __all__ = [
     "PlanRecord",
     "PlanStatus",
     "StreamState",
+    "StreamTable",
     "TableProgress",
 ]
 
@@ -131,3 +132,24 @@ class StreamState:
         if self.owner is None or self.lease_expires_at is None:
             return False
         return self.lease_expires_at > (now or dt.datetime.now(dt.UTC))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTable:
+    """A table a stream follows or was asked to follow (see ``metadata.stream_tables``).
+
+    ``joined_position`` is ``None`` while the table waits for its full snapshot; after the
+    join it is the position from which the stream reads the table in every micro-batch,
+    ``caught_up_from`` where the join's replay started (``None``: nothing to replay).
+    """
+
+    table: TableId
+    requested_at: dt.datetime | None
+    requested_by: str | None = None
+    joined_at: dt.datetime | None = None
+    joined_position: BinlogPosition | None = None
+    caught_up_from: BinlogPosition | None = None
+
+    @property
+    def joined(self) -> bool:
+        return self.joined_position is not None

@@ -23,6 +23,7 @@ __all__ = [
     "plans",
     "stream_lease_lock",
     "stream_state",
+    "stream_tables",
 ]
 
 #: Constraint names are fixed so later migrations (SQLite batch mode) can address them.
@@ -123,4 +124,21 @@ stream_lease_lock = sa.Table(
     metadata,
     sa.Column("lock_id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("acquisitions", sa.BigInteger, nullable=False),
+)
+
+#: Revision 0003: the tables a stream follows. A row is *requested* (by the stream's own
+#: table list, or by a backfill of a table the stream does not follow yet) until the stream
+#: *joins* it: after the table's full snapshot is done, the stream replays the table's binlog
+#: from the snapshot's oldest high watermark (``caught_up_from``) up to where it stands, and
+#: from then on reads the table in every micro-batch (``joined_position``: where it joined).
+stream_tables = sa.Table(
+    "cdc_stream_tables",
+    metadata,
+    sa.Column("stream_id", sa.String(200), primary_key=True),
+    sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), primary_key=True),
+    sa.Column("requested_at", sa.DateTime, nullable=False),
+    sa.Column("requested_by", sa.Text, nullable=True),
+    sa.Column("joined_at", sa.DateTime, nullable=True),
+    sa.Column("joined_position", sa.Text, nullable=True),
+    sa.Column("caught_up_from", sa.Text, nullable=True),
 )

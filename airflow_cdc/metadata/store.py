@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata import stream as _stream
+from airflow_cdc.metadata import stream_tables as _stream_tables
 from airflow_cdc.metadata.coverage import PlanChunk, merge_plans
 from airflow_cdc.metadata.engine import CONNECTION_ID, create_metadata_engine, with_retry
 from airflow_cdc.metadata.migrate import HEAD_REVISION, current_revision, upgrade
@@ -29,6 +30,7 @@ from airflow_cdc.metadata.records import (
     PlanRecord,
     PlanStatus,
     StreamState,
+    StreamTable,
     TableProgress,
 )
 from airflow_cdc.metadata.schema import chunks as t_chunks
@@ -397,6 +399,19 @@ class MetadataStore:
         known = [high for high in highs if high is not None]
         return min(known) if known else None
 
+    def full_snapshot_done(self, table: TableId) -> bool:
+        """Whether the table's most recent full plan (all keys) has every chunk done: then
+        a stream may join the table (see ``metadata.stream_tables``)."""
+        rows = self._chunks_since_full_plan(table)
+        if not rows:
+            return False
+        first = min(int(row["plan_id"]) for row in rows)
+        full = [row for row in rows if int(row["plan_id"]) == first]
+        covers_all = any(row["lo"] is None for row in full) and any(
+            row["hi"] is None for row in full
+        )
+        return covers_all and all(row["status"] == "done" for row in full)
+
     def _chunks_since_full_plan(self, table: TableId) -> list[RowMapping]:
         """Chunks of the table's most recent full plan and of every plan after it."""
         name = codec.table_to_text(table)
@@ -472,6 +487,27 @@ class MetadataStore:
     def release_stream_lease(self, stream_id: str, owner: str) -> bool:
         """Give the lease back; ``False`` if ``owner`` did not hold it (never raises for that)."""
         return _stream.release_lease(self._engine, stream_id, owner)
+
+    def request_stream_tables(
+        self, stream_id: str, tables: Sequence[TableId], *, requested_by: str | None = None
+    ) -> list[TableId]:
+        """Ask the stream to follow ``tables`` (it joins each once its full snapshot is
+        done); returns the tables it did not know before."""
+        return _stream_tables.request_tables(self._engine, stream_id, tables, requested_by)
+
+    def stream_tables(self, stream_id: str) -> list[StreamTable]:
+        """The tables the stream follows (joined) or was asked to follow (waiting)."""
+        return _stream_tables.read_tables(self._engine, stream_id)
+
+    def mark_stream_tables_joined(
+        self,
+        stream_id: str,
+        joined: Sequence[tuple[TableId, BinlogPosition | None]],
+        position: BinlogPosition,
+    ) -> None:
+        """Record that the stream reads each table from ``position`` on (after replaying it
+        from the paired position, ``None`` for no replay)."""
+        _stream_tables.mark_joined(self._engine, stream_id, joined, position)
 
     def record_stream_progress(
         self,

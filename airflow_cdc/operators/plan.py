@@ -47,6 +47,10 @@ class PlanSnapshotOperator(BaseOperator):
         scalar per key column, checked against the columns' types. Templated.
     :param allowed_tables: the configured set of tables (``db.table``); a table outside it is
         refused before the source is contacted. Templated; ``None`` allows any table.
+    :param join_stream: a stream id: ask that stream to follow the planned tables. A table
+        new to it joins the running stream once this snapshot is done (no restart; see
+        ``airflow_cdc.stream.joining``); a table it already follows is left as it is.
+        Templated; ``None``: ask no stream (the stream's own table list covers it).
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB (SQLAlchemy URL).
 
@@ -61,6 +65,7 @@ class PlanSnapshotOperator(BaseOperator):
         "chunk_keys",
         "key_range",
         "allowed_tables",
+        "join_stream",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "chunk_keys": "json",
@@ -79,6 +84,7 @@ class PlanSnapshotOperator(BaseOperator):
         chunk_keys: dict[str, list[str]] | str | None = None,
         key_range: dict[str, Any] | str | None = None,
         allowed_tables: list[str] | str | None = None,
+        join_stream: str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         **kwargs: Any,
@@ -90,6 +96,7 @@ class PlanSnapshotOperator(BaseOperator):
         self.chunk_keys = chunk_keys
         self.key_range = key_range
         self.allowed_tables = allowed_tables
+        self.join_stream = join_stream
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         if isinstance(chunk_rows, int):  # a literal is checked when the DAG is parsed
@@ -217,8 +224,20 @@ class PlanSnapshotOperator(BaseOperator):
         finally:
             conn.close()
 
+        join_stream = str(self.join_stream or "").strip()
         with MetadataStore.connect(metadata_url) as store:
             record = store.create_plan(label=str(context["run_id"]), plans=plans)
+            if join_stream:
+                requested_by = f"{self.dag_id}/{context['run_id']}"
+                for table in store.request_stream_tables(
+                    join_stream, tables, requested_by=requested_by
+                ):
+                    self.log.info(
+                        "%s is new to stream %s: it joins the running stream once this "
+                        "snapshot is done (no restart needed)",
+                        table,
+                        join_stream,
+                    )
 
         for plan in plans:
             self.log.info(

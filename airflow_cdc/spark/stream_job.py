@@ -8,7 +8,9 @@ replayed batch is a no-op in Delta (application transactions).
 
 Modes: ``continuous`` (a micro-batch every ``trigger_seconds`` until stopped) and
 ``until_caught_up`` (``Trigger.AvailableNow``: up to the server's position at start).
-Only one stream per set of tables runs at a time: a lease in the metadata DB.
+Only one stream per set of tables runs at a time: a lease in the metadata DB. Tables can
+join a running stream (``stream.joining``): a backfill of a table new to the stream asks for
+it, and the first batch after its snapshot is done replays and then reads it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
@@ -35,32 +38,46 @@ log = logging.getLogger("airflow_cdc.stream")
 LEASE_SECONDS = 60.0
 
 
-def _events(rows: Sequence[Any]) -> tuple[list[ChangeEvent], BinlogPosition | None, float]:
+@dataclass(frozen=True)
+class _Batch:
+    """One micro-batch as the batch function sees it."""
+
+    events: list[ChangeEvent]
+    start: BinlogPosition | None  # None: no boundary row (an empty frame)
+    end: BinlogPosition | None
+    seen_at: float
+    tables: tuple[TableId, ...]
+
+
+def _batch(rows: Sequence[Any]) -> _Batch:
     from airflow_cdc.spark.binlog_source import BOUNDARY, decode_payload
 
     events: list[ChangeEvent] = []
+    start: BinlogPosition | None = None
     end: BinlogPosition | None = None
     seen_at = 0.0
+    tables: tuple[TableId, ...] = ()
     for row in rows:
         position = BinlogPosition.from_text(row["pos"])
         if row["tbl"] == BOUNDARY:
+            bounds = decode_payload(row["payload"])
             end = position if end is None or end < position else end
-            seen_at = max(seen_at, float(decode_payload(row["payload"])))
+            start = BinlogPosition.from_text(bounds["start"])
+            seen_at = max(seen_at, float(bounds["seen_at"]))
+            tables = tuple(TableId.parse(name) for name in bounds["tables"])
             continue
         kind, before, after = decode_payload(row["payload"])
         events.append(
             ChangeEvent(TableId.parse(row["tbl"]), ChangeKind(kind), position, before, after)
         )
     events.sort(key=lambda event: event.position)
-    return events, end, seen_at
+    return _Batch(events, start, end, seen_at, tables)
 
 
 class _BatchWriter:
     """The foreachBatch function, with what it needs kept between batches."""
 
-    def __init__(
-        self, spec: StreamJobSpec, schemas: dict[TableId, TableSchema], owner: str
-    ) -> None:
+    def __init__(self, spec: StreamJobSpec, owner: str) -> None:
         from airflow_cdc.metadata import MetadataStore
         from airflow_cdc.sinks.delta import DeltaSink
         from airflow_cdc.snapshot.pause import PausePoints
@@ -68,7 +85,7 @@ class _BatchWriter:
         self.pause = PausePoints(spec.pause_dir)
         self.owner = owner
         self.spec = spec
-        self.schemas = schemas
+        self.schemas: dict[TableId, TableSchema] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
         self.sink = DeltaSink(spec.sink.root)
 
@@ -78,7 +95,8 @@ class _BatchWriter:
         from airflow_cdc.stream.emit_filter import EmitFilter
 
         started = time.monotonic()
-        events, end, seen_at = _events(frame.collect())
+        batch = _batch(frame.collect())
+        joining = self._join(batch)
         # Chunk boundaries are read per batch, so a re-run chunk or a backfill is honoured
         # without a restart.
         watermarks = {
@@ -90,18 +108,22 @@ class _BatchWriter:
         result = apply_batch(
             self.sink,
             self.schemas,
-            events,
+            batch.events,
             emit.should_emit,
             app_id=self.spec.stream_id,
             batch_id=batch_id,
         )
         self.pause.reach("stream_after_apply")
-        if end is not None:
-            lag_bytes = _lag_bytes(self.spec, end)
+        if batch.end is not None:
+            if joining:
+                self.store.mark_stream_tables_joined(
+                    self.spec.stream_id, [(r.table, r.start) for r in joining], batch.end
+                )
+            lag_bytes = _lag_bytes(self.spec, batch.end)
             self.store.record_stream_progress(
                 self.spec.stream_id,
-                committed=end,
-                lag_seconds=max(0.0, time.time() - seen_at) if seen_at else None,
+                committed=batch.end,
+                lag_seconds=max(0.0, time.time() - batch.seen_at) if batch.seen_at else None,
                 lag_bytes=lag_bytes,
                 batch_id=batch_id,
                 rows=result.rows_written,
@@ -114,8 +136,46 @@ class _BatchWriter:
             result.rows_written,
             ", ".join(result.tables) or "no table",
             time.monotonic() - started,
-            end,
+            batch.end,
         )
+
+    def _join(self, batch: _Batch) -> list[Any]:
+        """Join the tables this batch read for the first time: take them into the lease,
+        replay their changes up to the batch's start (``stream.joining``), and keep their
+        schemas so the batch applies their changes too."""
+        from airflow_cdc.source.catalog import load_table_schema
+        from airflow_cdc.source.connection import connect
+        from airflow_cdc.stream.joining import joined_tables, new_tables, replay_table
+
+        joined = joined_tables(self.store, self.spec.stream_id)
+        for table in list(self.schemas):
+            if table not in batch.tables:  # e.g. a batch planned before a restart
+                del self.schemas[table]
+        fresh = new_tables(batch.tables, joined)
+        missing = [t for t in batch.tables if t not in self.schemas]
+        if missing:
+            conn = connect(self.spec.source)
+            try:
+                for table in missing:
+                    self.schemas[table] = load_table_schema(conn, table)
+            finally:
+                conn.close()
+        if not fresh or batch.start is None:
+            return []
+        try:
+            self.store.acquire_stream_lease(
+                self.spec.stream_id, [*joined, *fresh], self.owner, LEASE_SECONDS
+            )
+        except CdcError as exc:
+            # Another stream holds one of them: leave them out, and say so every batch.
+            log.warning("cannot join %s: %s", ", ".join(map(str, fresh)), exc)
+            for table in fresh:
+                self.schemas.pop(table, None)
+            return []
+        return [
+            replay_table(self.spec.source, self.sink, self.schemas[table], self.store, batch.start)
+            for table in fresh
+        ]
 
 
 def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:
@@ -163,27 +223,21 @@ def _reclaim_dead_owner(store: Any, stream_id: str) -> None:
         return
 
 
-def _load_schemas(spec: StreamJobSpec) -> dict[TableId, TableSchema]:
-    from airflow_cdc.source.catalog import load_table_schema
-    from airflow_cdc.source.connection import connect
-
-    conn = connect(spec.source)
-    try:
-        return {table: load_table_schema(conn, table) for table in map(TableId.parse, spec.tables)}
-    finally:
-        conn.close()
-
-
 def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.spark.binlog_source import SOURCE_NAME, BinlogDataSource
+    from airflow_cdc.stream.joining import joined_tables
 
     store = MetadataStore.connect(spec.metadata_url)
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     _reclaim_dead_owner(store, spec.stream_id)
-    store.acquire_stream_lease(spec.stream_id, list(spec.tables), owner, LEASE_SECONDS)
+    tables = [TableId.parse(name) for name in spec.tables]
+    joined = [t for t in joined_tables(store, spec.stream_id) if t not in tables]
+    store.acquire_stream_lease(spec.stream_id, [*tables, *joined], owner, LEASE_SECONDS)
+    # The spec's tables are the stream's own: each joins at the first batch that can read it.
+    store.request_stream_tables(spec.stream_id, tables, requested_by="stream job")
     stop = threading.Event()
 
     def keep_lease() -> None:
@@ -199,18 +253,18 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     renewer.start()
     spark = SparkSession.builder.appName(f"airflow-cdc stream {spec.stream_id}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    query = None
+    stopping = threading.Event()
 
     def stop_query(signum: int, _frame: Any) -> None:
-        log.info("signal %d: stopping the stream after the current batch", signum)
-        stop.set()
-        if query is not None:
-            query.stop()
+        # Only a flag: the handler runs on the main thread in the middle of its py4j call
+        # (awaitTermination), and a py4j call from here would corrupt that connection.
+        log.info("signal %d: stopping the stream", signum)
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop_query)
     try:
         spark.dataSource.register(BinlogDataSource)
-        writer = _BatchWriter(spec, _load_schemas(spec), owner)
+        writer = _BatchWriter(spec, owner)
         frame = spark.readStream.format(SOURCE_NAME).option("job_file", job_file).load()
         stream = frame.writeStream.foreachBatch(writer).option(
             "checkpointLocation", spec.checkpoint_dir
@@ -220,7 +274,10 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         else:
             stream = stream.trigger(processingTime=f"{spec.trigger_seconds} seconds")
         query = stream.queryName(f"cdc-{spec.stream_id}").start()
-        query.awaitTermination()
+        while not query.awaitTermination(1):
+            if stopping.is_set():
+                query.stop()  # a batch cut short is replayed from the checkpoint: idempotent
+        log.info("stream %s stopped", spec.stream_id)
         return 0
     finally:
         stop.set()

@@ -57,10 +57,11 @@ def apply_batch(
     events: Iterable[ChangeEvent],
     should_emit: Callable[[TableId, Key, BinlogPosition], bool],
     *,
-    app_id: str,
-    batch_id: int,
+    app_id: str | None = None,
+    batch_id: int | None = None,
 ) -> BatchResult:
-    """Reduce, filter and merge one batch; events must be in binlog order."""
+    """Reduce, filter and merge one batch; events must be in binlog order. ``app_id`` and
+    ``batch_id`` (together) make each table's merge skip a batch it has already applied."""
     from airflow_cdc.stream.reduce import reduce_to_latest
 
     by_table: dict[TableId, list[ChangeEvent]] = defaultdict(list)

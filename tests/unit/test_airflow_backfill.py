@@ -376,6 +376,7 @@ def test_backfill_dag_parses_with_the_configured_set(monkeypatch: pytest.MonkeyP
     from airflow.dag_processing.dagbag import DagBag
 
     monkeypatch.setenv("CDC_TABLES", '["shop.orders", "shop.items"]')
+    monkeypatch.setenv("CDC_STREAM_ID", "shop_stream")
     repo = Path(__file__).resolve().parents[2]
     bag = DagBag(dag_folder=str(repo / "dags"))
     assert not bag.import_errors
@@ -384,6 +385,8 @@ def test_backfill_dag_parses_with_the_configured_set(monkeypatch: pytest.MonkeyP
     assert [t.task_id for t in dag.tasks] == ["plan", "snapshot_chunk", "wait_for_chunks"]
     plan = dag.get_task("plan")
     assert plan.allowed_tables == ["shop.orders", "shop.items"]
+    # A table new to the pipeline's stream asks that stream to follow it.
+    assert plan.join_stream == "shop_stream"
     params = dag.params
     assert params["table"] == "shop.orders"
     assert "shop.orders, shop.items" in params.get_param("table").description
@@ -391,5 +394,6 @@ def test_backfill_dag_parses_with_the_configured_set(monkeypatch: pytest.MonkeyP
     assert params["hi"] is None
     main = bag.dags["mysql_cdc"]
     assert main.params["tables"] == ["shop.orders", "shop.items"]
+    assert main.get_task("stream").stream_id == "shop_stream"
     sensor = dag.get_task("wait_for_chunks")
     assert [type(o).__name__ for o in sensor.outlets] == ["AssetAlias"]

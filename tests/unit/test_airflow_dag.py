@@ -104,7 +104,7 @@ def test_task_graph(dag_info: dict[str, Any]) -> None:
         "tables": "{{ params.tables }}",
         "sink_path": "{{ params.sink_path }}",
         "stream_mode": "{{ params.stream_mode }}",
-        "stream_id": None,
+        "stream_id": "mysql_cdc",
         "checkpoint_dir": None,
     }
 

@@ -160,4 +160,5 @@ def test_template_fields() -> None:
         "chunk_keys",
         "key_range",
         "allowed_tables",
+        "join_stream",
     }

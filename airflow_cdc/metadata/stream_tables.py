@@ -1,0 +1,131 @@
+"""The tables each stream follows (``cdc_stream_tables``), and how a table joins a stream.
+
+A stream reads the binlog of a fixed position range per micro-batch; which tables it keeps
+is a row set here, not its start-up arguments, so a table can be added while it runs:
+
+1. *requested*: the stream's own table list when it starts, or a backfill of a table the
+   stream does not follow yet (``mysql_cdc_backfill``) adds a row;
+2. *ready*: the table's latest full snapshot is done (every chunk has a high watermark);
+3. *joined*: the stream replays the table's binlog from the snapshot's oldest high watermark
+   (the emit filter drops what the chunks hold) up to where it stands, applies it, then
+   reads the table in every micro-batch. ``joined_position`` records where.
+
+Joining is idempotent: a stream that dies half way through a join replays the same range
+again, which changes nothing in a last-writer-wins sink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, RowMapping
+
+from airflow_cdc.metadata import codec
+from airflow_cdc.metadata.engine import with_retry
+from airflow_cdc.metadata.records import StreamTable
+from airflow_cdc.metadata.schema import stream_tables as t_tables
+from airflow_cdc.model import BinlogPosition, TableId
+
+__all__ = ["mark_joined", "read_tables", "request_tables"]
+
+
+def request_tables(
+    engine: Engine, stream_id: str, tables: Iterable[TableId], requested_by: str | None
+) -> list[TableId]:
+    """Ask ``stream_id`` to follow ``tables``; returns the ones it did not know before."""
+    if not stream_id:
+        raise ValueError("stream_id is empty")
+    names = list(dict.fromkeys(codec.table_to_text(table) for table in tables))
+
+    def write(connection: Connection) -> list[TableId]:
+        known = set(
+            connection.execute(
+                sa.select(t_tables.c.table_name).where(t_tables.c.stream_id == stream_id)
+            ).scalars()
+        )
+        added = [name for name in names if name not in known]
+        now = codec.to_db_time(codec.utc_now())
+        for name in added:
+            connection.execute(
+                sa.insert(t_tables).values(
+                    stream_id=stream_id,
+                    table_name=name,
+                    requested_at=now,
+                    requested_by=requested_by,
+                )
+            )
+        return [codec.table_from_text(name) for name in added]
+
+    return with_retry(engine, write, write=True, what="asking the stream for tables in")
+
+
+def read_tables(engine: Engine, stream_id: str) -> list[StreamTable]:
+    """Every table ``stream_id`` follows or was asked to follow, by name."""
+
+    def read(connection: Connection) -> list[RowMapping]:
+        query = (
+            sa.select(t_tables)
+            .where(t_tables.c.stream_id == stream_id)
+            .order_by(t_tables.c.table_name)
+        )
+        return list(connection.execute(query).mappings())
+
+    rows = with_retry(engine, read, write=False, what="reading the stream's tables from")
+    return [_record(row) for row in rows]
+
+
+def mark_joined(
+    engine: Engine,
+    stream_id: str,
+    joined: Sequence[tuple[TableId, BinlogPosition | None]],
+    position: BinlogPosition,
+) -> None:
+    """Record that ``stream_id`` follows each table from ``position`` on, having replayed
+    it from the given position (``None``: nothing to replay)."""
+    if not joined:
+        return
+
+    def write(connection: Connection) -> None:
+        now = codec.to_db_time(codec.utc_now())
+        for table, caught_up_from in joined:
+            name = codec.table_to_text(table)
+            values = {
+                "joined_at": now,
+                "joined_position": codec.encode_position(position),
+                "caught_up_from": codec.encode_position(caught_up_from),
+            }
+            updated = connection.execute(
+                sa.update(t_tables)
+                .where(
+                    t_tables.c.stream_id == stream_id,
+                    t_tables.c.table_name == name,
+                    t_tables.c.joined_position.is_(None),
+                )
+                .values(values)
+            ).rowcount
+            if not updated:
+                exists = connection.execute(
+                    sa.select(t_tables.c.table_name).where(
+                        t_tables.c.stream_id == stream_id, t_tables.c.table_name == name
+                    )
+                ).first()
+                if exists is None:
+                    connection.execute(
+                        sa.insert(t_tables).values(
+                            stream_id=stream_id, table_name=name, requested_at=now, **values
+                        )
+                    )
+
+    with_retry(engine, write, write=True, what="recording joined tables in")
+
+
+def _record(row: RowMapping) -> StreamTable:
+    return StreamTable(
+        table=codec.table_from_text(row["table_name"]),
+        requested_at=codec.from_db_time(row["requested_at"]),
+        requested_by=row["requested_by"],
+        joined_at=codec.from_db_time(row["joined_at"]),
+        joined_position=codec.decode_position(row["joined_position"]),
+        caught_up_from=codec.decode_position(row["caught_up_from"]),
+    )

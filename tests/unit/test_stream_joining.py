@@ -1,0 +1,137 @@
+"""Tables joining a running stream: the registry in the metadata DB (SQLite), when a table is
+ready to join, and what a batch reads. The replay itself runs against MariaDB in
+``tests/integration/test_stream_join.py``."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from airflow_cdc.stream.joining import (
+    joined_tables,
+    new_tables,
+    replay_table,
+    tables_to_read,
+    tables_waiting_to_join,
+)
+
+ORDERS = TableId("shop", "orders")
+ITEMS = TableId("shop", "items")
+ODD = TableId("my.db", "we`ird")
+
+
+def pos(offset: int) -> BinlogPosition:
+    return BinlogPosition("mysql-bin.000001", offset)
+
+
+def plan_of(table: TableId, lo: int | None = None, hi: int | None = None) -> TablePlan:
+    edges: list[tuple[int, ...] | None] = [None if lo is None else (lo,)]
+    edges += [(b,) for b in range(lo or 0, hi or 300, 100)[1:]]
+    edges.append(None if hi is None else (hi,))
+    ranges = tuple(ChunkRange(a, b) for a, b in itertools.pairwise(edges))
+    return TablePlan(table, ("id",), ranges, 10, "even", covers=ChunkRange(edges[0], edges[-1]))
+
+
+def finish(store: MetadataStore, chunk_ids: list[int], high: int) -> None:
+    for chunk_id in chunk_ids:
+        store.start_chunk(chunk_id)
+        store.finish_chunk(chunk_id, low=pos(high - 1), high=pos(high), rows=1)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MetadataStore:
+    return MetadataStore.connect(f"sqlite:///{tmp_path / 'meta.db'}")
+
+
+def test_requests_are_idempotent_and_joins_recorded(store: MetadataStore) -> None:
+    assert store.stream_tables("s") == []
+    assert store.request_stream_tables("s", [ORDERS, ODD], requested_by="stream job") == [
+        ORDERS,
+        ODD,
+    ]
+    assert store.request_stream_tables("s", [ODD, ITEMS], requested_by="dag/run") == [ITEMS]
+    assert store.request_stream_tables("other", [ITEMS]) == [ITEMS]  # per stream id
+    entries = {e.table: e for e in store.stream_tables("s")}
+    assert set(entries) == {ORDERS, ITEMS, ODD}
+    assert entries[ITEMS].requested_by == "dag/run"
+    assert not any(e.joined for e in entries.values())
+
+    store.mark_stream_tables_joined("s", [(ORDERS, None), (ITEMS, pos(5))], pos(9))
+    entries = {e.table: e for e in store.stream_tables("s")}
+    assert entries[ORDERS].joined_position == pos(9)
+    assert entries[ORDERS].caught_up_from is None
+    assert entries[ITEMS].caught_up_from == pos(5)
+    assert entries[ITEMS].joined_at is not None
+    assert not entries[ODD].joined
+    assert joined_tables(store, "s") == [ITEMS, ORDERS]  # by name
+    # A join recorded again (a replayed batch) keeps the first record.
+    store.mark_stream_tables_joined("s", [(ORDERS, pos(1))], pos(20))
+    assert {e.table: e for e in store.stream_tables("s")}[ORDERS].joined_position == pos(9)
+    # A table joined without a request (no row yet) gets one.
+    store.mark_stream_tables_joined("t", [(ORDERS, None)], pos(3))
+    assert joined_tables(store, "t") == [ORDERS]
+    assert joined_tables(store, "other") == []
+
+
+def test_a_table_is_ready_when_its_latest_full_snapshot_is_done(store: MetadataStore) -> None:
+    assert not store.full_snapshot_done(ORDERS)
+    full = store.create_plan("full", [plan_of(ORDERS)])
+    ids = [c.chunk_id for c in full.chunks]
+    finish(store, ids[:-1], 10)
+    assert not store.full_snapshot_done(ORDERS)  # one chunk left
+    finish(store, ids[-1:], 11)
+    assert store.full_snapshot_done(ORDERS)
+    # A range backfill in progress does not take the table's readiness away...
+    store.create_plan("range", [plan_of(ORDERS, 100, 200)])
+    assert store.full_snapshot_done(ORDERS)
+    # ...a new full snapshot does until it is done.
+    again = store.create_plan("full again", [plan_of(ORDERS)])
+    assert not store.full_snapshot_done(ORDERS)
+    finish(store, [c.chunk_id for c in again.chunks], 20)
+    assert store.full_snapshot_done(ORDERS)
+    # A range plan alone is no full snapshot.
+    ranged = store.create_plan("range only", [plan_of(ITEMS, 0, 300)])
+    finish(store, [c.chunk_id for c in ranged.chunks], 30)
+    assert not store.full_snapshot_done(ITEMS)
+
+
+def test_a_batch_reads_joined_tables_and_ready_ones(store: MetadataStore) -> None:
+    store.request_stream_tables("s", [ORDERS, ITEMS])
+    assert tables_to_read(store, "s") == []
+    assert tables_waiting_to_join(store, "s") == []
+    full = store.create_plan("full", [plan_of(ORDERS)])
+    finish(store, [c.chunk_id for c in full.chunks], 10)
+    assert tables_to_read(store, "s") == [ORDERS]
+    assert tables_waiting_to_join(store, "s") == [ORDERS]
+    store.mark_stream_tables_joined("s", [(ORDERS, None)], pos(12))
+    assert tables_waiting_to_join(store, "s") == []
+    # A joined table stays read while it is snapshotted again.
+    store.create_plan("full again", [plan_of(ORDERS)])
+    assert tables_to_read(store, "s") == [ORDERS]
+    assert new_tables([ITEMS, ORDERS], joined_tables(store, "s")) == [ITEMS]
+
+
+def test_no_replay_when_the_snapshot_is_not_older_than_the_stream(store: MetadataStore) -> None:
+    """The stream stands at or before the snapshot's oldest watermark: the batches carry
+    every later change, nothing to replay (and no source is contacted)."""
+    from airflow_cdc.model import Column, TableSchema
+
+    schema = TableSchema(ORDERS, (Column("id", "int", "int", False),), ("id",))
+    full = store.create_plan("full", [plan_of(ORDERS)])
+    finish(store, [c.chunk_id for c in full.chunks], 50)
+
+    class Unreachable:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"the replay touched {name}")
+
+    for until in (pos(50), pos(40)):
+        result = replay_table(Unreachable(), Unreachable(), schema, store, until)  # type: ignore[arg-type]
+        assert result.start is None
+        assert result.changes == 0
+    # Never snapshotted: nothing to replay from either.
+    other = TableSchema(ITEMS, schema.columns, ("id",))
+    assert replay_table(Unreachable(), Unreachable(), other, store, pos(99)).start is None  # type: ignore[arg-type]
