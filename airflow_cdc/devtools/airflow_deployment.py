@@ -256,6 +256,31 @@ class AirflowDeployment:
             },
         )
 
+    def set_task_state(
+        self, dag_id: str, run_id: str, task_id: str, state: str
+    ) -> list[dict[str, Any]]:
+        """Mark a (running) task instance success/failed/skipped, as the UI's "Mark as"
+        does; a running task is then stopped by Airflow (its ``on_kill``)."""
+        result = self.api(
+            "PATCH",
+            f"/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}",
+            {"new_state": state},
+        )
+        instances: list[dict[str, Any]] = result["task_instances"]
+        return instances
+
+    def asset_events(self) -> list[dict[str, Any]]:
+        """Every asset event, oldest first."""
+        result = self.api("GET", "/assets/events?limit=1000")
+        events: list[dict[str, Any]] = result["asset_events"]
+        return sorted(events, key=lambda event: int(event["id"]))
+
+    def task_log_text(self, dag_id: str, run_id: str, task_id: str) -> str:
+        """Every log file of the task in the run (all tries and map indexes), joined."""
+        root = Path(self.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        files = sorted((root / f"task_id={task_id}").rglob("*.log"))
+        return "\n".join(path.read_text(errors="replace") for path in files)
+
 
 def _q(value: str) -> str:
     return urllib.parse.quote(value, safe="")

@@ -25,6 +25,7 @@ import hashlib
 import math
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -292,8 +293,14 @@ class StreamOperator(JobFileSparkOperator):
         for target in drivers or [psutil.Process(process.pid)]:
             with contextlib.suppress(psutil.Error):
                 target.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + max(0.0, self.stop_timeout_seconds)
         try:
-            process.wait(timeout=max(0.0, self.stop_timeout_seconds))
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            # Airflow may signal the whole process group, so spark-submit's JVM can exit
+            # before the Python driver has released the stream's lease: wait for it too.
+            _, alive = psutil.wait_procs(drivers, timeout=max(0.0, deadline - time.monotonic()))
+            if alive:
+                raise subprocess.TimeoutExpired(str(alive[0].pid), self.stop_timeout_seconds)
         except subprocess.TimeoutExpired:
             self.log.warning(
                 "The stream did not stop in %.0f s; killing it", self.stop_timeout_seconds

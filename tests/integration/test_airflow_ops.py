@@ -1,11 +1,10 @@
-"""Operating the pipeline from Airflow: backfill one table's key range with the
-``mysql_cdc_backfill`` DAG (real Airflow CLI, real spark-submit, real MariaDB, SQLite
-metadata), its refusals, its Asset events, and range planning against the real server."""
+"""Range planning for backfills against the real server: the chunks of a key range cover
+exactly the range, and range values are typed by the catalog. The backfill DAG itself runs
+through the REST API in ``test_airflow_rest_operations.py``."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import sqlite3
 from pathlib import Path
@@ -13,16 +12,13 @@ from pathlib import Path
 import pytest
 
 from airflow_cdc.config import ChunkingConfig
-from airflow_cdc.devtools.airflow_env import airflow_env, dags_test, migrate
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.devtools.sample_data import create_sample_schema
-from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import ChunkRange, TableId
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.planner import plan_range
 from airflow_cdc.source import catalog, server
 from airflow_cdc.source.connection import connect, fetch_all
-from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import source_config
 
 pytestmark = pytest.mark.integration
@@ -97,96 +93,3 @@ def test_key_range_values_are_typed_by_the_catalog(mariadb: LocalMariaDB) -> Non
 
     with pytest.raises(ConfigurationError, match=r"has 1 value\(s\) but the key .* has 2"):
         key_range_from_json(schema, {"lo": ["DE"]})
-
-
-def test_backfill_dag_resnapshots_a_key_range(mariadb: LocalMariaDB, tmp_path: Path) -> None:
-    create_sample_schema(mariadb, "ops", orders=12_000, customers=500)
-    lake = tmp_path / "lake"
-    meta_file = tmp_path / "meta.db"
-    home = tmp_path / "airflow"
-    tables = ["ops.orders", "ops.customers", "ops.missing"]
-    env = airflow_env(
-        home, mariadb, f"sqlite:///{meta_file}", extra={"CDC_TABLES": json.dumps(tables)}
-    )
-    migrate(env)
-
-    # 1. A full snapshot of the table (the backfill DAG without a range: one chunk).
-    full = dags_test(
-        env,
-        {"table": "ops.orders", "sink_path": str(lake), "chunk_rows": 50_000},
-        dag_id="mysql_cdc_backfill",
-        log=tmp_path / "full.log",
-        timeout=300,
-    )
-    assert full.returncode == 0, (tmp_path / "full.log").read_text()[-6000:]
-    assert assert_replica_equals_source(mariadb, str(lake), ORDERS, ["id"]) == 12_000
-    assert _plans(meta_file) == [(1, "done")]
-
-    # 2. Change rows inside [5000, 9000) only, then backfill that range (one chunk: each
-    #    chunk is a JVM; the range's split into chunks is covered above).
-    mariadb.execute(
-        "UPDATE ops.orders SET note = 'backfilled', quantity = quantity + 100 "
-        "WHERE id BETWEEN 5000 AND 8999 AND id % 3 = 0",
-        "DELETE FROM ops.orders WHERE id BETWEEN 6000 AND 6099",
-        "INSERT INTO ops.orders (id, customer_email, status, quantity, amount, created_at) "
-        "VALUES (6050, 'new@example.com', 'new', 1, 1.00, '2024-01-01 00:00:00')",
-    )
-    ranged = dags_test(
-        env,
-        {
-            "table": "ops.orders",
-            "lo": [5000],
-            "hi": [9000],
-            "sink_path": str(lake),
-            "chunk_rows": 5_000,
-        },
-        dag_id="mysql_cdc_backfill",
-        log=tmp_path / "range.log",
-        timeout=300,
-    )
-    log = (tmp_path / "range.log").read_text()
-    assert ranged.returncode == 0, log[-6000:]
-    assert mariadb.cdc_password not in log
-    assert assert_replica_equals_source(mariadb, str(lake), ORDERS, ["id"]) == 12_000 - 99
-    assert _plans(meta_file) == [(1, "done"), (2, "done")]
-    with MetadataStore.connect(f"sqlite:///{meta_file}") as store:
-        chunks = store.chunks(2)
-        marks = store.table_watermarks(ORDERS)
-    assert [(c.range, c.status) for c in chunks] == [(ChunkRange((5000,), (9000,)), "done")]
-    # The stream's view: the range's chunk, plus the full plan's chunk cut around it.
-    ranges = [rng for rng, _ in marks]
-    assert ranges == [
-        ChunkRange((5000,), (9000,)),
-        ChunkRange(None, (5000,)),
-        ChunkRange((9000,), None),
-    ]
-
-    # 3. Asset events: one per snapshot of the table, for its Delta table.
-    with sqlite3.connect(home / "airflow.db") as db:
-        events = db.execute(
-            "SELECT a.uri, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
-            "ORDER BY e.id"
-        ).fetchall()
-    uri = f"delta://{lake}/ops/orders".replace("delta:///", "delta:/")
-    assert [event[0] for event in events] == [uri, uri], events
-    assert json.loads(events[1][1])["plan_id"] == 2
-
-    # 4. Refusals: each fails the plan task with a clear message and records no plan.
-    # (A plain table outside the set takes the same path as the SQL-carrying name; it is
-    # covered by tests/unit/test_airflow_backfill.py.)
-    for table, message in (
-        ("x.t; DROP TABLE y", "is not in the configured set of tables"),
-        ("ops.missing", "not found on the source: ops.missing"),
-    ):
-        name = table.split(".")[1][:4]
-        refused = dags_test(
-            env,
-            {"table": table, "sink_path": str(lake)},
-            dag_id="mysql_cdc_backfill",
-            log=tmp_path / f"refused-{name}.log",
-            timeout=300,
-        )
-        text = (tmp_path / f"refused-{name}.log").read_text()
-        assert message in text, (refused.returncode, text[-4000:])
-        assert _plans(meta_file) == [(1, "done"), (2, "done")]
-    assert mariadb.query("SELECT COUNT(*) FROM ops.orders")[0][0] == 12_000 - 99
