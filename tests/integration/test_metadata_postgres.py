@@ -217,6 +217,29 @@ def test_progress_and_table_watermarks(pg_url: str) -> None:
     store.close()
 
 
+def test_stream_tables_and_full_snapshot_readiness(pg_url: str) -> None:
+    store = MetadataStore.connect(pg_url)
+    assert store.request_stream_tables("s", [ORDERS, ITEMS], requested_by="job") == [
+        ORDERS,
+        ITEMS,
+    ]
+    assert store.request_stream_tables("s", [ITEMS]) == []
+    record = store.create_plan("full", [int_plan(ORDERS, (10,))])
+    assert not store.full_snapshot_done(ORDERS)
+    for chunk in record.chunks:
+        store.start_chunk(chunk.chunk_id)
+        store.finish_chunk(chunk.chunk_id, low=pos(1), high=pos(2), rows=1)
+    assert store.full_snapshot_done(ORDERS)
+    assert not store.full_snapshot_done(ITEMS)
+    store.mark_stream_tables_joined("s", [(ORDERS, pos(2))], pos(30))
+    entries = {e.table: e for e in store.stream_tables("s")}
+    assert entries[ORDERS].joined_position == pos(30)
+    assert entries[ORDERS].caught_up_from == pos(2)
+    assert entries[ITEMS].requested_by == "job"
+    assert not entries[ITEMS].joined
+    store.close()
+
+
 def test_parallel_chunk_updates_all_land_and_finish_the_plan(pg_url: str) -> None:
     processes, rounds = 6, 12
     store = MetadataStore.connect(pg_url)
