@@ -10,6 +10,7 @@ without loss, then casts it to ``arrow_type``; the binlog path converts Python v
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -22,6 +23,7 @@ from airflow_cdc.model import Column, TableSchema, quote_identifier
 __all__ = [
     "arrow_schema",
     "arrow_type",
+    "mysql_json_text",
     "python_value",
     "rows_to_arrow",
     "select_expression",
@@ -83,7 +85,9 @@ def arrow_type(column: Column) -> pa.DataType:
     if kind == "year":
         return pa.int16()
     if kind == "bit":
-        return pa.int64()
+        # Like Flink CDC and Debezium: BIT(1) is a flag, BIT(n) its big-endian bytes (n <= 64
+        # does not fit a signed long at 64).
+        return pa.bool_() if _bit_width(column) == 1 else pa.binary()
     if kind in _TEXT:
         return pa.string()
     if kind in _BINARY or kind in _SPATIAL:
@@ -106,7 +110,7 @@ def select_expression(column: Column) -> str:
     """A SELECT expression whose result an Arrow reader returns without loss.
 
     TIMESTAMP is read as epoch microseconds (independent of the session time zone),
-    unsigned BIGINT and wide decimals as text, TIME as its text form.
+    unsigned BIGINT and decimals as text, TIME as its text form.
     """
     name = quote_identifier(column.name)
     kind = column.data_type
@@ -114,12 +118,13 @@ def select_expression(column: Column) -> str:
         return f"CAST(UNIX_TIMESTAMP({name}) * 1000000 AS SIGNED)"
     if kind == "bigint" and column.unsigned:
         return f"CAST({name} AS CHAR)"
-    if kind == "decimal" and ((column.precision or 0) > 38 or (column.scale or 0) > 10):
+    if kind == "decimal":
+        # As text: exact at any precision, and connectorx's decimal path rejects some scales.
         return f"CAST({name} AS CHAR)"
     if kind in {"time", "enum", "set"}:
         return f"CAST({name} AS CHAR)"
     if kind == "bit":
-        return f"CAST({name} AS UNSIGNED)"
+        return f"CAST({name} AS UNSIGNED)" if _bit_width(column) == 1 else f"CAST({name} AS BINARY)"
     if kind == "year":
         return f"CAST({name} AS SIGNED)"
     if kind in _SPATIAL:
@@ -168,17 +173,69 @@ def python_value(column: Column, value: Any) -> Any:
     if kind == "bigint" and column.unsigned:
         return Decimal(int(value))
     if kind == "decimal" and (column.precision or 0) > 38:
-        return str(value)
+        return format(value, "f")  # plain digits like the server's text, never "1E-30"
     if kind == "time" and isinstance(value, dt.timedelta):
         return _format_time(value, column.datetime_precision or 0)
     if kind == "set" and isinstance(value, set | frozenset):
         order = _set_members(column)
         return ",".join(sorted(value, key=lambda member: order.get(member, len(order))))
-    if kind == "bit" and isinstance(value, str):
-        return int(value, 2) if value else 0
+    if kind == "bit":
+        return _bit_value(column, value)
+    if kind == "json":
+        # Only MySQL reports the type "json" (MariaDB's JSON is LONGTEXT): the binlog holds
+        # MySQL's binary JSON, which mysql-replication decodes to Python values.
+        return mysql_json_text(value)
     if kind in _TEXT and isinstance(value, bytes):
         return value.decode("utf-8")
+    if kind in _BINARY and isinstance(value, str):
+        value = value.encode("utf-8", "surrogateescape")  # the library's "" for empty bytes
+    if kind == "binary" and isinstance(value, bytes):
+        # The binlog drops BINARY(n)'s trailing zero bytes; the column holds all n.
+        return value.ljust(_declared_length(column), b"\x00")
+    if kind in _SPATIAL and isinstance(value, bytes):
+        return value[4:]  # the server's internal form is a 4-byte SRID, then the WKB
     return value
+
+
+def mysql_json_text(value: Any) -> str:
+    """A JSON value decoded from MySQL's binary JSON (mysql-replication: dicts, lists,
+    scalars; strings and keys may be bytes) as the text MySQL's SELECT returns: ``", "``
+    and ``": "`` separators, keys in stored order, non-ASCII characters unescaped. (MariaDB
+    stores JSON as LONGTEXT, which the binlog carries as it is.)"""
+    return json.dumps(_json_plain(value), ensure_ascii=False, separators=(", ", ": "))
+
+
+def _json_plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, dict):
+        return {_json_plain(k): _json_plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_plain(v) for v in value]
+    return value
+
+
+def _declared_length(column: Column) -> int:
+    """``n`` of ``binary(n)`` (1 when not given)."""
+    text = column.column_type
+    inside = text[text.find("(") + 1 : text.find(")")] if "(" in text else "1"
+    return int(inside) if inside.isdigit() else 1
+
+
+def _bit_width(column: Column) -> int:
+    return column.precision or 1
+
+
+def _bit_value(column: Column, value: Any) -> Any:
+    """mysql-replication gives BIT as a text of 0/1 digits (or an int, or bytes)."""
+    if isinstance(value, str):
+        number = int(value, 2) if value else 0
+    elif isinstance(value, bytes):
+        number = int.from_bytes(value, "big")
+    else:
+        number = int(value)
+    width = _bit_width(column)
+    return bool(number) if width == 1 else number.to_bytes((width + 7) // 8, "big")
 
 
 def _set_members(column: Column) -> dict[str, int]:

@@ -31,6 +31,8 @@ LOST_CONNECTION_CODES = frozenset({2003, 2006, 2013, 2055, 1927, 1053})
 _DUMP_REFUSED = 1236
 #: Query events that open (not close) a transaction: resuming after them is not safe.
 _OPENERS = ("BEGIN", "XA START", "XA END")
+#: mysql-replication's ``none_sources`` tag of an empty SET value (pymysqlreplication.constants).
+_EMPTY_SET = "empty set"
 #: Follower connections ask for heartbeats and time out reads, so a server that vanished
 #: without closing the socket is noticed (heartbeat period < read timeout).
 _HEARTBEAT_SECONDS = 10
@@ -155,14 +157,32 @@ def _events(
                 table = TableId(event.schema, event.table)
                 if table not in tables:
                     continue  # only_schemas x only_tables lets other pairs through
+                rows: list[tuple[dict[str, Any] | None, dict[str, Any] | None]]
                 if isinstance(event, WriteRowsEvent):
-                    kind, rows = ChangeKind.INSERT, [(None, r["values"]) for r in event.rows]
+                    kind = ChangeKind.INSERT
+                    rows = [(None, _image(r["values"], r["none_sources"])) for r in event.rows]
                 elif isinstance(event, DeleteRowsEvent):
-                    kind, rows = ChangeKind.DELETE, [(r["values"], None) for r in event.rows]
+                    kind = ChangeKind.DELETE
+                    rows = [(_image(r["values"], r["none_sources"]), None) for r in event.rows]
                 else:
                     kind = ChangeKind.UPDATE
-                    rows = [(r["before_values"], r["after_values"]) for r in event.rows]
+                    rows = [
+                        (
+                            _image(r["before_values"], r["before_none_sources"]),
+                            _image(r["after_values"], r["after_none_sources"]),
+                        )
+                        for r in event.rows
+                    ]
                 yield RowsEvent(table, kind, end, rows)
     finally:
         with contextlib.suppress(Exception):  # a broken connection may fail to close
             stream.close()
+
+
+def _image(values: dict[str, Any], none_sources: dict[str, str]) -> dict[str, Any]:
+    """A row image with the library's ``None`` that stands for an empty SET (not SQL NULL)
+    turned back into an empty set."""
+    for name, source in none_sources.items():
+        if source == _EMPTY_SET:
+            values[name] = frozenset()
+    return values
