@@ -57,6 +57,7 @@ _SPATIAL = {
     "geometrycollection",
 }
 _UTC = dt.UTC
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def arrow_type(column: Column) -> pa.DataType:
@@ -115,7 +116,12 @@ def select_expression(column: Column) -> str:
     name = quote_identifier(column.name)
     kind = column.data_type
     if kind == "timestamp":
-        return f"CAST(UNIX_TIMESTAMP({name}) * 1000000 AS SIGNED)"
+        # Epoch 0 is the zero TIMESTAMP ('0000-00-00 00:00:00'): NULL (see python_value).
+        return f"CAST(NULLIF(UNIX_TIMESTAMP({name}), 0) * 1000000 AS SIGNED)"
+    if kind in {"date", "datetime"}:
+        # Zero dates and dates with a zero month or day (lax sql_mode) have no value in
+        # Arrow/Delta: NULL, as the binlog path gives.
+        return f"IF(MONTH({name}) = 0 OR DAYOFMONTH({name}) = 0, NULL, {name})"
     if kind == "bigint" and column.unsigned:
         return f"CAST({name} AS CHAR)"
     if kind == "decimal":
@@ -168,8 +174,10 @@ def python_value(column: Column, value: Any) -> Any:
         return None
     kind = column.data_type
     if kind == "timestamp" and isinstance(value, dt.datetime):
-        # mysql-replication decodes TIMESTAMP with utcfromtimestamp: naive UTC.
-        return value.replace(tzinfo=_UTC)
+        # mysql-replication decodes TIMESTAMP with utcfromtimestamp: naive UTC. Epoch 0 is
+        # the zero TIMESTAMP (the type's range starts one second later): NULL.
+        aware = value.replace(tzinfo=_UTC)
+        return None if aware == _EPOCH else aware
     if kind == "bigint" and column.unsigned:
         return Decimal(int(value))
     if kind == "decimal" and (column.precision or 0) > 38:

@@ -250,3 +250,42 @@ def test_every_type_same_value_by_snapshot_and_binlog(
     )
     _stream_in_process(mariadb, meta, lake, [table])
     assert _compare(mariadb, db, lake) == 7
+
+
+def test_zero_dates_become_null_by_both_paths(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """Documented policy: a zero date or a date with a zero month or day (allowed by a lax
+    sql_mode) has no value in Delta's types and arrives as NULL, by either path."""
+    db = fresh_db
+    zeros = [
+        "'0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00.000000', '0000-00-00 00:00:00'",
+        "'2024-00-15', '2024-02-00 10:00:00', '2024-00-00 00:00:00.5', '2024-01-01 00:00:00'",
+        "'2024-02-29', '2024-02-29 10:00:00', '2024-02-29 10:00:00.5', '2024-02-29 10:00:00'",
+    ]
+    conn = mariadb.root()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = ''")
+            cur.execute(
+                f"CREATE TABLE `{db}`.z (id INT PRIMARY KEY, d DATE, t DATETIME, t6 DATETIME(6), "
+                "ts TIMESTAMP NULL)"
+            )
+            for i, values in enumerate(zeros):
+                cur.execute(f"INSERT INTO `{db}`.z VALUES ({i}, {values})")
+            meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+            table = TableId(db, "z")
+            snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+            for i, values in enumerate(zeros):
+                cur.execute(f"INSERT INTO `{db}`.z VALUES ({10 + i}, {values})")
+    finally:
+        conn.close()
+    _stream_in_process(mariadb, meta, lake, [table])
+    rows = {r["id"]: r for r in DeltaSink(str(lake)).read_live(table).to_pylist()}
+    for offset in (0, 10):  # the snapshot's rows, then the binlog's
+        for column in ("d", "t", "t6", "ts"):
+            assert rows[offset][column] is None, (offset, column, rows[offset])
+        assert [rows[offset + 1][c] for c in ("d", "t", "t6")] == [None, None, None]
+        assert rows[offset + 1]["ts"] == dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+        assert rows[offset + 2]["d"] == dt.date(2024, 2, 29)
+        assert rows[offset + 2]["t6"] == dt.datetime(2024, 2, 29, 10, 0, 0, 500000)
