@@ -8,7 +8,8 @@ Each message names the cause and the fix. The tree::
     │   ├── BinlogSettingsError   binlog off, not ROW, row image not FULL, ...
     │   ├── PrivilegeError        a grant is missing
     │   ├── TableError            a table is missing, has no usable chunk key, ...
-    │   └── PositionPurgedError   a start position is no longer on the server
+    │   ├── PositionPurgedError   a start position is no longer on the server
+    │   └── SchemaChangedError    a table's columns changed (ALTER TABLE) under the stream
     ├── SinkError                 the sink cannot hold or take a write
     ├── MetadataError             the metadata DB is unreachable or inconsistent
     └── StreamLeaseError          another stream runs (or ran) on these tables; lease lost
@@ -23,6 +24,7 @@ __all__ = [
     "MetadataError",
     "PositionPurgedError",
     "PrivilegeError",
+    "SchemaChangedError",
     "SinkError",
     "SourceError",
     "StreamLeaseError",
@@ -56,6 +58,10 @@ class TableError(SourceError):
 
 class PositionPurgedError(SourceError):
     """A binlog position is older than the oldest binlog the server still has."""
+
+
+class SchemaChangedError(SourceError):
+    """A change to apply was written with other columns than the sink table holds."""
 
 
 class SinkError(CdcError):

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from airflow_cdc.config import SourceConfig
+from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableSchema
 from airflow_cdc.stream.binlog_reader import BinlogCursor, reader_server_id
+from airflow_cdc.stream.schema_check import image_drift, way_on
 
 __all__ = ["read_window", "reader_server_id"]
 
@@ -30,4 +32,14 @@ def read_window(
     by its table-map event in what is read.
     """
     # For a chunk the fix of a purged position is simpler than for the stream.
-    yield from BinlogCursor(cfg, {schema.table: schema}, low, high, purged_advice=_CHUNK_ADVICE)
+    cursor = BinlogCursor(cfg, {schema.table: schema}, low, high, purged_advice=_CHUNK_ADVICE)
+    for event in cursor:
+        for image in (event.before, event.after):
+            drift = image_drift(schema, image) if image is not None else None
+            if drift:
+                raise SchemaChangedError(
+                    f"{schema.table} changed while its chunk was read: the change at "
+                    f"{event.position} has {drift.describe()}. {_CHUNK_ADVICE} If the Delta "
+                    f"table already holds the old columns: {way_on(schema.table)}"
+                )
+        yield event

@@ -93,6 +93,7 @@ class _BatchWriter:
         from airflow_cdc.planning.key_order import sort_key_for
         from airflow_cdc.stream.apply import apply_batch
         from airflow_cdc.stream.emit_filter import EmitFilter
+        from airflow_cdc.stream.schema_check import screen_events
 
         started = time.monotonic()
         batch = _batch(frame.collect())
@@ -104,11 +105,14 @@ class _BatchWriter:
             for table, schema in self.schemas.items()
         }
         emit = EmitFilter(watermarks, self.schemas)
+        # After an ALTER TABLE: drop the changes a newer snapshot holds, stop on the others.
+        events = screen_events(batch.events, self.schemas, emit.should_emit)
+        self._check_catalog(events, emit.should_emit)
         self.pause.reach("stream_before_apply")
         result = apply_batch(
             self.sink,
             self.schemas,
-            batch.events,
+            events,
             emit.should_emit,
             app_id=self.spec.stream_id,
             batch_id=batch_id,
@@ -138,6 +142,32 @@ class _BatchWriter:
             time.monotonic() - started,
             batch.end,
         )
+
+    def _check_catalog(self, events: list[ChangeEvent], should_emit: Any) -> None:
+        """Type or key changes (MODIFY, a new primary key) keep the column names, so the row
+        images cannot show them: compare the catalog with the schemas written with, for the
+        tables this batch must change (one catalog read per such table)."""
+        from airflow_cdc.errors import SchemaChangedError
+        from airflow_cdc.source.catalog import load_table_schema
+        from airflow_cdc.source.connection import connect
+        from airflow_cdc.stream.schema_check import catalog_drift, way_on
+
+        tables = sorted({event.table for event in events if event.table in self.schemas})
+        if not tables:
+            return
+        conn = connect(self.spec.source)
+        try:
+            current = {table: load_table_schema(conn, table) for table in tables}
+        finally:
+            conn.close()
+        for table in tables:
+            drift = catalog_drift(self.schemas[table], current[table])
+            if drift.retyped or drift.key is not None:
+                raise SchemaChangedError(
+                    f"{table} changed under the stream: {drift.describe()} (the catalog now "
+                    f"against the sink table's schema). Nothing of this batch was applied. "
+                    f"{way_on(table)}"
+                )
 
     def _join(self, batch: _Batch) -> list[Any]:
         """Join the tables this batch read for the first time: take them into the lease,

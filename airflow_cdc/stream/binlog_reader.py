@@ -261,14 +261,22 @@ def read_changes(
 
 
 def _convert(schema: TableSchema, values: Mapping[str, Any] | None) -> Row | None:
-    """A binlog row image in the sink's Python form; every column of the schema must be there."""
+    """A binlog row image in the sink's Python form.
+
+    The image has the columns the table had when the change was written (the event's own
+    column names, ``binlog_row_metadata=FULL``), which after an ALTER TABLE are not the
+    schema's: columns the schema knows are converted, others kept as decoded, and the
+    consumer decides (``stream.schema_check``)."""
     if values is None:
         return None
-    missing = [column.name for column in schema.columns if column.name not in values]
-    if missing:
+    unnamed = [name for name in values if str(name).startswith("UNKNOWN_COL")]
+    if unnamed:
         raise SourceError(
-            f"binlog row of {schema.table} lacks columns {missing} (the row event carries no "
-            "column names or not every column): set binlog_row_metadata=FULL and "
-            "binlog_row_image=FULL on the server"
+            f"binlog row of {schema.table} carries no column names ({len(unnamed)} unnamed "
+            "columns): set binlog_row_metadata=FULL and binlog_row_image=FULL on the server"
         )
-    return {column.name: python_value(column, values[column.name]) for column in schema.columns}
+    known = {column.name: column for column in schema.columns}
+    return {
+        name: python_value(known[name], value) if name in known else value
+        for name, value in values.items()
+    }

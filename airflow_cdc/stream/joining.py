@@ -92,6 +92,7 @@ def replay_table(
     from airflow_cdc.stream.apply import apply_batch
     from airflow_cdc.stream.binlog_reader import read_changes
     from airflow_cdc.stream.emit_filter import EmitFilter
+    from airflow_cdc.stream.schema_check import screen_events
 
     table = schema.table
     floor = store.stream_floor(table)
@@ -107,7 +108,8 @@ def replay_table(
     def flush() -> None:
         nonlocal written
         if pending:
-            result = apply_batch(sink, schemas, pending, emit.should_emit)
+            events = screen_events(pending, schemas, emit.should_emit)
+            result = apply_batch(sink, schemas, events, emit.should_emit)
             written += result.rows_written
             pending.clear()
 

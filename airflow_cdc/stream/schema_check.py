@@ -1,0 +1,135 @@
+"""Changes written under another table schema than the sink's (pure).
+
+Each binlog row image carries the columns the table had when the change was written
+(``binlog_row_metadata=FULL``). After an ``ALTER TABLE`` (ADD/DROP/RENAME COLUMN, a new
+primary key) they differ from the columns of the sink table, which were the table's when
+it was snapshotted. Such a change must never be merged as if nothing had happened: a
+renamed column would turn into NULLs, an added one would vanish. The rule:
+
+* a drifted change that a chunk already holds (the emit filter drops it: it lies before a
+  newer snapshot's high watermark) is dropped; this is how a stream gets past an ALTER once
+  the table is snapshotted again;
+* a drifted change that would have to be applied stops the stream with
+  :class:`~airflow_cdc.errors.SchemaChangedError`, naming the columns and the way on.
+
+A type change under the same column names (``MODIFY``) is not visible in the images; the
+stream job compares the catalog with its schemas for that (:func:`catalog_drift`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from airflow_cdc.errors import SchemaChangedError
+from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, TableId, TableSchema
+
+__all__ = ["Drift", "catalog_drift", "image_drift", "screen_events", "way_on"]
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """How the columns of a change (or of the catalog) differ from the sink's schema."""
+
+    added: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    retyped: tuple[str, ...] = ()  # "name: old -> new"
+    key: tuple[str, ...] | None = None  # the new key, when it changed
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.dropped or self.retyped or self.key is not None)
+
+    def describe(self) -> str:
+        parts = []
+        if self.added:
+            parts.append(f"new columns {list(self.added)}")
+        if self.dropped:
+            parts.append(f"columns no longer there {list(self.dropped)}")
+        if self.retyped:
+            parts.append(f"changed types {list(self.retyped)}")
+        if self.key is not None:
+            parts.append(f"a new key {list(self.key)}")
+        return "; ".join(parts) or "no change"
+
+
+def image_drift(schema: TableSchema, image: Mapping[str, object]) -> Drift:
+    """The columns of one row image against ``schema`` (a rename shows as added + dropped)."""
+    names = [column.name for column in schema.columns]
+    return Drift(
+        added=tuple(name for name in image if name not in names),
+        dropped=tuple(name for name in names if name not in image),
+    )
+
+
+def catalog_drift(sink: TableSchema, current: TableSchema) -> Drift:
+    """The table as the catalog has it now against the schema the stream writes with."""
+    before = {c.name: c for c in sink.columns}
+    after = {c.name: c for c in current.columns}
+    retyped = tuple(
+        f"{name}: {before[name].column_type} -> {after[name].column_type}"
+        for name in after
+        if name in before and before[name].column_type != after[name].column_type
+    )
+    return Drift(
+        added=tuple(name for name in after if name not in before),
+        dropped=tuple(name for name in before if name not in after),
+        retyped=retyped,
+        key=current.key if current.key != sink.key else None,
+    )
+
+
+def way_on(table: TableId) -> str:
+    return (
+        f"Way on: move the Delta table of {table} away (its columns are the old ones), "
+        f"backfill {table} in full (mysql_cdc_backfill, no key range), then clear the stream "
+        "task: it skips the changes that snapshot holds and goes on with the new columns"
+    )
+
+
+def screen_events(
+    events: Iterable[ChangeEvent],
+    schemas: Mapping[TableId, TableSchema],
+    should_emit: Callable[[TableId, Key, BinlogPosition], bool],
+) -> list[ChangeEvent]:
+    """The events to apply: drifted ones that a chunk holds are left out; one that must be
+    applied raises :class:`SchemaChangedError`. Events of tables without a schema pass."""
+    kept: list[ChangeEvent] = []
+    for event in events:
+        schema = schemas.get(event.table)
+        if schema is None:
+            kept.append(event)
+            continue
+        drifts = [image_drift(schema, image) for image in (event.before, event.after) if image]
+        drift = next((d for d in drifts if d), None)
+        if drift is None:
+            kept.append(event)
+            continue
+        if not _needed(event, schema, should_emit):
+            continue
+        raise SchemaChangedError(
+            f"{event.table} changed under the stream: the change at {event.position} has "
+            f"{drift.describe()} compared with the sink table's columns. Nothing of this batch "
+            f"was applied. {way_on(event.table)}"
+        )
+    return kept
+
+
+def _needed(
+    event: ChangeEvent,
+    schema: TableSchema,
+    should_emit: Callable[[TableId, Key, BinlogPosition], bool],
+) -> bool:
+    """Whether the sink still needs the change (any image's key; unknown key: needed)."""
+    for image in (event.before, event.after):
+        if image is None:
+            continue
+        key = _key(schema.key, image)
+        if key is None or should_emit(event.table, key, event.position):
+            return True
+    return False
+
+
+def _key(columns: Sequence[str], image: Mapping[str, object]) -> Key | None:
+    if any(name not in image for name in columns):
+        return None
+    return tuple(image[name] for name in columns)  # type: ignore[misc]
