@@ -1,7 +1,8 @@
 """Type fidelity: the same stored value reaches Delta with the same value by both paths.
 
 A table with one column per MySQL/MariaDB type (edge values, NULL in every column) is
-snapshotted (the chunk job's code, in-process: connectorx -> Arrow), then rows are inserted,
+snapshotted (the chunk job's code, in-process, with either read engine: connectorx or
+pymysql -> Arrow), then rows are inserted,
 updated and deleted and the binlog path applies them (the stream's code, in-process:
 mysql-replication -> ``python_value``). Every live row in Delta must equal what the source
 returns when read back with pymysql, converted here, independently of the product's code,
@@ -219,8 +220,9 @@ def _compare(server: LocalMariaDB, db: str, lake: Path) -> int:
     return len(source)
 
 
+@pytest.mark.parametrize("engine", ["connectorx", "pymysql"])
 def test_every_type_same_value_by_snapshot_and_binlog(
-    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, engine: str
 ) -> None:
     db = fresh_db
     mariadb.execute(f"CREATE TABLE `{db}`.types ({COLUMNS}) CHARACTER SET utf8mb4")
@@ -229,7 +231,7 @@ def test_every_type_same_value_by_snapshot_and_binlog(
     )
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     table = TableId(db, "types")
-    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake, engine=engine)
     assert _compare(mariadb, db, lake) == 4  # the snapshot path
 
     # The binlog path: new rows, every column updated to other values, to NULL, deletes.

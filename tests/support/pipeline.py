@@ -55,13 +55,14 @@ def job_spec(
     sink_root: Path,
     pause_dir: Path | None = None,
     partition_rows: int = 250_000,
+    engine: str = "connectorx",
 ) -> ChunkJobSpec:
     return ChunkJobSpec(
         chunk_id=chunk_id,
         source=source_config(server),
         metadata_url=metadata_url,
         sink=SinkConfig(str(sink_root)),
-        read=ReadConfig(partition_rows=partition_rows),
+        read=ReadConfig(partition_rows=partition_rows, engine=engine),
         pause_dir=str(pause_dir) if pause_dir else None,
     )
 
@@ -167,13 +168,21 @@ def spark_submit_stream(spec: Any, workdir: Path) -> subprocess.Popen[bytes]:
 
 
 def snapshot_all(
-    server: LocalMariaDB, record: Any, metadata_url: str, sink_root: Path, parallel: int = 2
+    server: LocalMariaDB,
+    record: Any,
+    metadata_url: str,
+    sink_root: Path,
+    parallel: int = 2,
+    engine: str = "connectorx",
 ) -> None:
     """Run every chunk of a plan in-process (the chunk logic without a JVM per chunk)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from airflow_cdc.snapshot.job import run_chunk
 
-    specs = [job_spec(server, chunk.chunk_id, metadata_url, sink_root) for chunk in record.chunks]
+    specs = [
+        job_spec(server, chunk.chunk_id, metadata_url, sink_root, engine=engine)
+        for chunk in record.chunks
+    ]
     with ThreadPoolExecutor(parallel) as pool:
         list(pool.map(run_chunk, specs))
