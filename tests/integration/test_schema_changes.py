@@ -82,3 +82,41 @@ def test_each_alter_stops_the_stream_until_the_table_is_snapshotted_again(
             assert_replica_equals_source(mariadb, str(lake), table, key)
     finally:
         stream.close()
+
+
+def test_an_alter_inside_a_chunks_correction_window_fails_the_chunk(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """The chunk read its rows, then the table changed before the high watermark: the
+    correction cannot replay changes with other columns, so the chunk fails and names why;
+    a re-run (after the way on) succeeds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from airflow_cdc.snapshot.job import run_chunk
+    from tests.support.pipeline import arm, job_spec, wait_for
+
+    db = fresh_db
+    table = TableId(db, "t")
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, a INT)",
+        f"INSERT INTO `{db}`.t SELECT seq, seq FROM `{db}`.seq_1_to_100",
+    )
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    (chunk,) = plan(mariadb, [str(table)], 1000, meta).chunks
+    pause = arm(tmp_path / "pause", "after_read")
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(run_chunk, job_spec(mariadb, chunk.chunk_id, meta, lake, pause))
+        wait_for(pause / "after_read.reached")
+        mariadb.execute(
+            f"ALTER TABLE `{db}`.t ADD COLUMN c INT", f"UPDATE `{db}`.t SET c = 1 WHERE id = 5"
+        )
+        (pause / "after_read.release").touch()
+        with pytest.raises(SchemaChangedError, match=r"changed while its chunk was read.*'c'"):
+            job.result(timeout=120)
+    # The first attempt created the Delta table with the old columns: a re-run says so...
+    with pytest.raises(Exception, match=r"differs from the source: new columns \['c'\]"):
+        run_chunk(job_spec(mariadb, chunk.chunk_id, meta, lake))
+    # ...and after the way on (the old table moved away) the re-run succeeds.
+    shutil.move(DeltaSink(str(lake)).table_uri(table), tmp_path / "old")
+    run_chunk(job_spec(mariadb, chunk.chunk_id, meta, lake))
+    assert_replica_equals_source(mariadb, str(lake), table, ["id"])
