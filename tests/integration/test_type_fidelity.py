@@ -68,7 +68,7 @@ LOW = [
     "'1000-01-01 00:00:00.000000'", "'1970-01-01 00:00:01'", "'1970-01-01 00:00:01.000000'",
     "'-838:59:59'", "'-838:59:59.000000'", 1901,
     "''", "''", "''", "''", "x''", "x''", "x''",
-    "'small'", "''", "'[]'",
+    "'small'", "''", "CONCAT('[', REPEAT('{\"k\": \"ü😀 large\", \"n\": [1, 2]}, ', 4000), '[]]')",
     "ST_GeomFromText('POINT(0 0)')", "ST_GeomFromText('POINT(-180 -90)')",
 ]  # fmt: skip
 HIGH = [
@@ -328,3 +328,35 @@ def test_unusual_key_types_chunked_and_streamed(
         assert_replica_equals_source(mariadb, str(lake), table, ["k_dt", "k_bin", "k_u", "k_dec"])
         > 2500
     )
+
+
+def test_timestamps_are_instants_whatever_the_servers_time_zone(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """TIMESTAMP holds an instant: with the server at +05:30 a value written as 12:00 local
+    is 06:30 UTC in Delta by both paths; DATETIME keeps its wall-clock value. No time-zone
+    setting is needed (the snapshot reads epoch seconds, the binlog carries them)."""
+    db = fresh_db
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.tz (id INT PRIMARY KEY, ts TIMESTAMP(3) NULL, d DATETIME)"
+    )
+    mariadb.execute("SET GLOBAL time_zone = '+05:30'")
+    try:
+        conn = mariadb.root()  # sessions opened now start at +05:30
+        try:
+            with conn.cursor() as cur:
+                insert = f"INSERT INTO `{db}`.tz VALUES (%s, '2024-01-01 12:00:00.250', '2024-01-01 12:00:00')"
+                cur.execute(insert, (1,))
+                meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+                table = TableId(db, "tz")
+                snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+                cur.execute(insert, (2,))
+        finally:
+            conn.close()
+        _stream_in_process(mariadb, meta, lake, [table])
+    finally:
+        mariadb.execute("SET GLOBAL time_zone = '+00:00'")
+    rows = {r["id"]: r for r in DeltaSink(str(lake)).read_live(table).to_pylist()}
+    for row_id in (1, 2):
+        assert rows[row_id]["ts"] == dt.datetime(2024, 1, 1, 6, 30, 0, 250000, tzinfo=dt.UTC)
+        assert rows[row_id]["d"] == dt.datetime(2024, 1, 1, 12, 0, 0)
