@@ -3,7 +3,9 @@ mapped chunk snapshots (each a real spark-submit) -> sensor -> stream task (spar
 Structured Streaming over the binlog, ``until_caught_up``), into real Delta tables:
 ``e2e.orders`` (200,000 rows, integer key) and ``e2e.customers`` (100,000 rows, composite
 string key in a case-insensitive collation); every row of the sink equals the source (the
-snapshot phase's acceptance).
+snapshot phase's acceptance). Meanwhile every process's command line is sampled, and
+afterwards Airflow's logs and DB (XCom), Spark's event logs and every file of the run are
+searched for the CDC user's password: no hit.
 
 The same pipeline under a random writer running from before the plan through the snapshot,
 the hand-off and a continuous stream, with a catch-up afterwards (the stream's acceptance),
@@ -24,6 +26,7 @@ from airflow_cdc.devtools.sample_data import create_sample_schema
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from tests.support.compare import assert_replica_equals_source
+from tests.support.secrets import CommandLineWatch, files_containing
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +38,21 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     tables = ["e2e.orders", "e2e.customers"]
     lake, meta_file = tmp_path / "lake", tmp_path / "meta.db"
     meta = f"sqlite:///{meta_file}"
-    env = airflow_env(tmp_path / "airflow", mariadb, meta)
+    # Secrets: Spark writes event logs, job files go to a temp folder inside tmp_path, and
+    # every process's command line is sampled while the DAG runs (see the end).
+    spark_conf, events = tmp_path / "spark-conf", tmp_path / "spark-events"
+    spark_conf.mkdir()
+    events.mkdir()
+    (spark_conf / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+    )
+    (tmp_path / "tmp").mkdir()
+    env = airflow_env(
+        tmp_path / "airflow",
+        mariadb,
+        meta,
+        extra={"SPARK_CONF_DIR": str(spark_conf), "TMPDIR": str(tmp_path / "tmp")},
+    )
     migrate(env)
     conf = {
         "tables": tables,
@@ -44,7 +61,8 @@ def test_dag_snapshots_and_streams_every_table_exactly(
         "stream_mode": "until_caught_up",
     }
 
-    result = dags_test(env, conf, log=tmp_path / "dag.log", timeout=900)
+    with CommandLineWatch(mariadb.cdc_password) as ps:
+        result = dags_test(env, conf, log=tmp_path / "dag.log", timeout=900)
     log = (tmp_path / "dag.log").read_text()
     assert result.returncode == 0, log[-8000:]
     assert mariadb.cdc_password not in log
@@ -72,3 +90,16 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     with MetadataStore.connect(meta) as store:  # the stream joined both tables
         joined = {entry.table for entry in store.stream_tables("mysql_cdc") if entry.joined}
     assert joined == {TableId.parse(t) for t in tables}
+
+    # The CDC user's password: in no command line while it ran (spark-submit, Spark's Python
+    # workers, Airflow's task processes), and afterwards in no file: Airflow's logs and DB
+    # (XCom, rendered fields), Spark's event logs, the job files' folder, the lake.
+    assert ps.samples > 50
+    assert len(ps.processes_seen) > 20
+    assert not ps.hits, ps.hits
+    assert any(events.iterdir()), "Spark wrote no event log"
+    xcom_rows = sqlite3.connect(tmp_path / "airflow" / "airflow.db").execute(
+        "SELECT COUNT(*) FROM xcom"
+    )
+    assert xcom_rows.fetchone()[0] > 0
+    assert files_containing(tmp_path, mariadb.cdc_password) == []
