@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from airflow_cdc.metadata.records import PlanRecord
     from airflow_cdc.model import TableId
 
-__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "chunk_handles"]
+__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "check_known_params", "chunk_handles"]
 
 #: XCom key under which the plan operator also pushes the plan id.
 PLAN_ID_XCOM_KEY = "plan_id"
@@ -187,6 +187,7 @@ class PlanSnapshotOperator(BaseOperator):
         from airflow_cdc.source import catalog, server, validation
         from airflow_cdc.source.connection import connect
 
+        check_known_params(context)
         tables = self.table_ids()
         self.check_allowed(tables)
         ranged = self.has_key_range()
@@ -267,6 +268,22 @@ class PlanSnapshotOperator(BaseOperator):
                 if isinstance(text, str) and text.strip().startswith("["):
                     value[side] = parse_literal(text)  # a rendered list
         return value
+
+
+def check_known_params(context: Any) -> None:
+    """Refuse a run whose conf names a param the DAG does not have (a typo such as
+    ``chunk_row`` would otherwise be ignored silently and the default used)."""
+    dag_run = context.get("dag_run") if hasattr(context, "get") else None
+    params = context.get("params") if hasattr(context, "get") else None
+    conf = getattr(dag_run, "conf", None)
+    if not conf or params is None:
+        return
+    unknown = sorted(str(key) for key in conf if key not in params)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown param(s) {unknown} in the run's conf; this DAG's params are "
+            f"{sorted(params)} (a typo?)"
+        )
 
 
 def chunk_handles(record: PlanRecord) -> list[dict[str, Any]]:

@@ -162,3 +162,22 @@ def test_template_fields() -> None:
         "allowed_tables",
         "join_stream",
     }
+
+
+def test_unknown_params_in_the_conf_are_refused_before_anything_runs() -> None:
+    from types import SimpleNamespace
+
+    params = {"tables": ["shop.orders"], "chunk_rows": 10, "sink_path": "/x"}
+    context = {
+        "run_id": "r",
+        "ti": FakeTI(),
+        "params": params,
+        "dag_run": SimpleNamespace(conf={"tables": ["shop.orders"], "chunk_row": 5}),
+    }
+    with pytest.raises(ConfigurationError, match=r"unknown param\(s\) \['chunk_row'\].*a typo"):
+        _op().execute(context)  # type: ignore[arg-type]
+    from airflow_cdc.operators.plan import check_known_params
+
+    check_known_params({**context, "dag_run": SimpleNamespace(conf={"chunk_rows": 3})})
+    check_known_params({**context, "dag_run": SimpleNamespace(conf={})})
+    check_known_params({"run_id": "r"})
