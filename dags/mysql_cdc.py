@@ -21,7 +21,6 @@ Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB ser
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.sdk import DAG, Param
@@ -29,9 +28,8 @@ from airflow.sdk import DAG, Param
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS, STREAM_MODES
 from airflow_cdc.configured import configured_stream_id, configured_tables, default_sink_path
 from airflow_cdc.operators.plan import PlanSnapshotOperator
-from airflow_cdc.operators.snapshot import SnapshotChunkOperator
+from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.stream import StreamOperator
-from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 
 with DAG(
     dag_id="mysql_cdc",
@@ -87,21 +85,8 @@ with DAG(
         chunk_rows="{{ params.chunk_rows }}",
         chunk_keys="{{ params.chunk_keys }}",
     )
-    snapshot_chunk = SnapshotChunkOperator.partial(
-        task_id="snapshot_chunk",
-        sink_path="{{ params.sink_path }}",
-        map_index_template="{{ task.chunk['label'] }}",
-        # Each local chunk job is a JVM of ~400 MB: bound them per run.
-        max_active_tis_per_dagrun=2,
-        # Test-only: a folder of armed pause points (unset in production).
-        pause_dir=os.environ.get("CDC_TEST_PAUSE_DIR") or None,
-    ).expand(chunk=plan.output)
-    wait_for_chunks = ChunksCompleteSensor(
-        task_id="wait_for_chunks",
-        chunks=plan.output,
-        # One Asset event per table (delta://<sink_path>/<db>/<table>) when the snapshot is done.
-        asset_alias="airflow_cdc_snapshot",
-        sink_path="{{ params.sink_path }}",
+    snapshot_chunk, wait_for_chunks = snapshot_tasks(
+        plan.output, sink_path="{{ params.sink_path }}"
     )
     stream = StreamOperator(
         task_id="stream",

@@ -22,15 +22,12 @@ typed into the form reaches SQL except as a query parameter. E.g.::
 
 from __future__ import annotations
 
-import os
-
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS
 from airflow_cdc.configured import configured_stream_id, configured_tables, default_sink_path
 from airflow_cdc.operators.plan import PlanSnapshotOperator
-from airflow_cdc.operators.snapshot import SnapshotChunkOperator
-from airflow_cdc.sensors.chunks import ChunksCompleteSensor
+from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 
 TABLES = configured_tables()
 
@@ -94,19 +91,8 @@ with DAG(
         # A table the stream does not follow yet joins it once this snapshot is done.
         join_stream=configured_stream_id(),
     )
-    snapshot_chunk = SnapshotChunkOperator.partial(
-        task_id="snapshot_chunk",
-        sink_path="{{ params.sink_path }}",
-        map_index_template="{{ task.chunk['label'] }}",
-        max_active_tis_per_dagrun=2,
-        # Test-only: a folder of armed pause points (unset in production).
-        pause_dir=os.environ.get("CDC_TEST_PAUSE_DIR") or None,
-    ).expand(chunk=plan.output)
-    wait_for_chunks = ChunksCompleteSensor(
-        task_id="wait_for_chunks",
-        chunks=plan.output,
-        asset_alias="airflow_cdc_snapshot",
-        sink_path="{{ params.sink_path }}",
+    snapshot_chunk, wait_for_chunks = snapshot_tasks(
+        plan.output, sink_path="{{ params.sink_path }}"
     )
 
     plan >> snapshot_chunk >> wait_for_chunks

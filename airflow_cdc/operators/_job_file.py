@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -27,12 +28,31 @@ class JobFileSparkOperator(SparkSubmitOperator):
     Subclasses implement :meth:`prepare_submit` with :meth:`_submit_job_file`.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    #: Set by each subclass: its entry script, Spark conf and application name by default.
+    default_application: ClassVar[str]
+    default_conf: ClassVar[Mapping[str, str]]
+    default_name: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        application: str | None = None,
+        conf: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         if "application_args" in kwargs:
             raise ConfigurationError(
                 f"{type(self).__name__} sets application_args itself (--job-file PATH); do not pass them"
             )
-        super().__init__(**kwargs)
+        super().__init__(
+            application=application or self.default_application,
+            conf={**self.default_conf, **(conf or {})},
+            name=name or self.default_name,
+            **kwargs,
+        )
+        # An unnamed job gets a name from its rendered values when it is submitted.
+        self._auto_name = name is None
         self._job_dir: str | None = None
 
     def prepare_submit(self) -> Path:

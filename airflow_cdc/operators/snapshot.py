@@ -76,6 +76,9 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         "pause_dir",
     )
     ui_color = "#fde8d7"
+    default_application = SNAPSHOT_CHUNK_APPLICATION
+    default_conf = DEFAULT_SPARK_CONF
+    default_name = "airflow-cdc-chunk"
 
     def __init__(
         self,
@@ -87,22 +90,10 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         partition_rows: int | str | None = None,
         read_engine: str | None = None,
         pause_dir: str | None = None,
-        application: str | None = None,
-        spark_binary: str | None = None,
-        env_vars: dict[str, Any] | None = None,
-        conf: dict[str, Any] | None = None,
-        name: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("map_index_template", CHUNK_MAP_INDEX_TEMPLATE)
-        super().__init__(
-            application=application or SNAPSHOT_CHUNK_APPLICATION,
-            conf={**DEFAULT_SPARK_CONF, **(conf or {})},
-            spark_binary=spark_binary,
-            env_vars=env_vars,
-            name=name or "airflow-cdc-chunk",
-            **kwargs,
-        )
+        super().__init__(**kwargs)
         self.chunk = chunk
         self.sink_path = sink_path
         self.source_conn_id = source_conn_id
@@ -110,7 +101,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         self.partition_rows = partition_rows
         self.read_engine = read_engine
         self.pause_dir = pause_dir
-        self._auto_name = name is None
 
     # -- the job file ----------------------------------------------------------------
     def chunk_id(self) -> int:

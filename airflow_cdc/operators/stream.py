@@ -153,6 +153,9 @@ class StreamOperator(JobFileSparkOperator):
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"tables": "json"}
     ui_color = "#e3f5e1"
+    default_application = STREAM_APPLICATION
+    default_conf = DEFAULT_STREAM_CONF
+    default_name = "airflow-cdc-stream"
 
     def __init__(
         self,
@@ -167,21 +170,9 @@ class StreamOperator(JobFileSparkOperator):
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         stop_timeout_seconds: float = 4.0,
-        application: str | None = None,
-        spark_binary: str | None = None,
-        env_vars: dict[str, Any] | None = None,
-        conf: dict[str, Any] | None = None,
-        name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            application=application or STREAM_APPLICATION,
-            conf={**DEFAULT_STREAM_CONF, **(conf or {})},
-            spark_binary=spark_binary,
-            env_vars=env_vars,
-            name=name or "airflow-cdc-stream",
-            **kwargs,
-        )
+        super().__init__(**kwargs)
         self.tables = tables
         self.sink_path = sink_path
         self.stream_mode = stream_mode
@@ -192,7 +183,6 @@ class StreamOperator(JobFileSparkOperator):
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         self.stop_timeout_seconds = stop_timeout_seconds
-        self._auto_name = name is None
         # Literals (not templates) are checked when the DAG is parsed.
         if isinstance(stream_mode, str) and "{{" not in stream_mode:
             self.mode()

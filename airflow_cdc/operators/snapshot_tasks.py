@@ -1,0 +1,37 @@
+"""The snapshot step as both shipped DAGs build it: one mapped chunk task per planned chunk
+(``snapshot_chunk``), then the sensor that waits for every chunk in the metadata DB
+(``wait_for_chunks``) and emits one Asset event per table."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow_cdc.operators.snapshot import CHUNK_MAP_INDEX_TEMPLATE, SnapshotChunkOperator
+from airflow_cdc.sensors.chunks import ChunksCompleteSensor
+
+__all__ = ["SNAPSHOT_ASSET_ALIAS", "snapshot_tasks"]
+
+#: The AssetAlias the sensor attaches its events to (``delta://<sink_path>/<db>/<table>``).
+SNAPSHOT_ASSET_ALIAS = "airflow_cdc_snapshot"
+
+
+def snapshot_tasks(plan_output: Any, *, sink_path: str) -> tuple[Any, ChunksCompleteSensor]:
+    """``snapshot_chunk`` mapped over ``plan_output`` (the plan task's XCom) and
+    ``wait_for_chunks``; the caller wires ``plan >> snapshot_chunk >> wait_for_chunks``."""
+    snapshot_chunk = SnapshotChunkOperator.partial(
+        task_id="snapshot_chunk",
+        sink_path=sink_path,
+        map_index_template=CHUNK_MAP_INDEX_TEMPLATE,
+        # Each local chunk job is a JVM of ~400 MB: bound them per run.
+        max_active_tis_per_dagrun=2,
+        # Test-only: a folder of armed pause points (unset in production).
+        pause_dir=os.environ.get("CDC_TEST_PAUSE_DIR") or None,
+    ).expand(chunk=plan_output)
+    wait_for_chunks = ChunksCompleteSensor(
+        task_id="wait_for_chunks",
+        chunks=plan_output,
+        asset_alias=SNAPSHOT_ASSET_ALIAS,
+        sink_path=sink_path,
+    )
+    return snapshot_chunk, wait_for_chunks
