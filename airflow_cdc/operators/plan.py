@@ -273,9 +273,8 @@ class PlanSnapshotOperator(BaseOperator):
 def check_known_params(context: Any) -> None:
     """Refuse a run whose conf names a param the DAG does not have (a typo such as
     ``chunk_row`` would otherwise be ignored silently and the default used)."""
-    dag_run = context.get("dag_run") if hasattr(context, "get") else None
-    params = context.get("params") if hasattr(context, "get") else None
-    conf = getattr(dag_run, "conf", None)
+    params = context.get("params")
+    conf = getattr(context.get("dag_run"), "conf", None)
     if not conf or params is None:
         return
     unknown = sorted(str(key) for key in conf if key not in params)

@@ -147,10 +147,6 @@ def conform(table: pa.Table, schema: TableSchema) -> pa.Table:
         column = schema.column(field.name)
         if column.data_type == "timestamp":
             array = array.cast(pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-        elif (pa.types.is_decimal(field.type) and pa.types.is_string(array.type)) or (
-            pa.types.is_timestamp(array.type) and array.type.tz is None and field.type.tz is None
-        ):
-            array = array.cast(field.type)
         arrays.append(array.cast(field.type) if array.type != field.type else array)
     return pa.Table.from_arrays(arrays, schema=target)
 
