@@ -86,6 +86,8 @@ class _BatchWriter:
         self.owner = owner
         self.spec = spec
         self.schemas: dict[TableId, TableSchema] = {}
+        #: Per table: its schema as loaded against its Delta table's columns and key.
+        self.sink_drift: dict[TableId, Any] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
         self.sink = DeltaSink(spec.sink.root)
 
@@ -144,15 +146,32 @@ class _BatchWriter:
         )
 
     def _check_catalog(self, events: list[ChangeEvent], should_emit: Any) -> None:
-        """Type or key changes (MODIFY, a new primary key) keep the column names, so the row
-        images cannot show them: compare the catalog with the schemas written with, for the
-        tables this batch must change (one catalog read per such table)."""
+        """Changes the row images cannot show, for the tables whose changes this batch must
+        apply: a type or key change (MODIFY, a new primary key) keeps the column names, so
+        the catalog is compared with the schemas written with (one catalog read per such
+        table); and a schema loaded after an ALTER matches the new images, so it is compared
+        with the Delta table's own columns and key (once, when loaded: ``sink_drift``)."""
         from airflow_cdc.errors import SchemaChangedError
         from airflow_cdc.source.catalog import load_table_schema
         from airflow_cdc.source.connection import connect
-        from airflow_cdc.stream.schema_check import catalog_drift, way_on
+        from airflow_cdc.stream.schema_check import catalog_drift, needed, way_on
 
-        tables = sorted({event.table for event in events if event.table in self.schemas})
+        tables = sorted(
+            {
+                event.table
+                for event in events
+                if event.table in self.schemas
+                and needed(event, self.schemas[event.table], should_emit)
+            }
+        )
+        for table in tables:
+            drift = self.sink_drift.get(table)
+            if drift:
+                raise SchemaChangedError(
+                    f"{table} changed before the stream loaded it: {drift.describe()} (its "
+                    f"columns now against the Delta table's). Nothing of this batch was "
+                    f"applied. {way_on(table)}"
+                )
         if not tables:
             return
         conn = connect(self.spec.source)
@@ -169,11 +188,23 @@ class _BatchWriter:
                     f"{way_on(table)}"
                 )
 
+    def _load_schema(self, conn: Any, table: TableId) -> None:
+        """The table's schema from the catalog, and how it differs from its Delta table."""
+        from airflow_cdc.source.catalog import load_table_schema
+        from airflow_cdc.stream.schema_check import Drift, sink_drift
+
+        schema = load_table_schema(conn, table)
+        self.schemas[table] = schema
+        if self.sink.exists(table):
+            layout = self.sink.layout(table)
+            self.sink_drift[table] = sink_drift(layout.source_columns, layout.key, schema)
+        else:
+            self.sink_drift[table] = Drift()
+
     def _join(self, batch: _Batch) -> list[Any]:
         """Join the tables this batch read for the first time: take them into the lease,
         replay their changes up to the batch's start (``stream.joining``), and keep their
         schemas so the batch applies their changes too."""
-        from airflow_cdc.source.catalog import load_table_schema
         from airflow_cdc.source.connection import connect
         from airflow_cdc.stream.joining import joined_tables, new_tables, replay_table
 
@@ -181,13 +212,14 @@ class _BatchWriter:
         for table in list(self.schemas):
             if table not in batch.tables:  # e.g. a batch planned before a restart
                 del self.schemas[table]
+                self.sink_drift.pop(table, None)
         fresh = new_tables(batch.tables, joined)
         missing = [t for t in batch.tables if t not in self.schemas]
         if missing:
             conn = connect(self.spec.source)
             try:
                 for table in missing:
-                    self.schemas[table] = load_table_schema(conn, table)
+                    self._load_schema(conn, table)
             finally:
                 conn.close()
         if not fresh or batch.start is None:

@@ -13,7 +13,9 @@ renamed column would turn into NULLs, an added one would vanish. The rule:
   :class:`~airflow_cdc.errors.SchemaChangedError`, naming the columns and the way on.
 
 A type change under the same column names (``MODIFY``) is not visible in the images; the
-stream job compares the catalog with its schemas for that (:func:`catalog_drift`).
+stream job compares the catalog with its schemas for that (:func:`catalog_drift`). And a
+stream that (re)starts after an ALTER loads today's columns, which its images then match:
+it compares them with the Delta table's own columns and key (:func:`sink_drift`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from dataclasses import dataclass
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, TableId, TableSchema
 
-__all__ = ["Drift", "catalog_drift", "image_drift", "screen_events", "way_on"]
+__all__ = [
+    "Drift",
+    "catalog_drift",
+    "image_drift",
+    "needed",
+    "screen_events",
+    "sink_drift",
+    "way_on",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +88,17 @@ def catalog_drift(sink: TableSchema, current: TableSchema) -> Drift:
     )
 
 
+def sink_drift(columns: Sequence[str], key: Sequence[str], schema: TableSchema) -> Drift:
+    """``schema`` (the catalog's, as the stream loaded it) against the columns and key the
+    Delta table was written with."""
+    names = [column.name for column in schema.columns]
+    return Drift(
+        added=tuple(name for name in names if name not in columns),
+        dropped=tuple(name for name in columns if name not in names),
+        key=schema.key if tuple(key) != schema.key else None,
+    )
+
+
 def way_on(table: TableId) -> str:
     return (
         f"Way on: move the Delta table of {table} away (its columns are the old ones), "
@@ -104,7 +125,7 @@ def screen_events(
         if drift is None:
             kept.append(event)
             continue
-        if not _needed(event, schema, should_emit):
+        if not needed(event, schema, should_emit):
             continue
         raise SchemaChangedError(
             f"{event.table} changed under the stream: the change at {event.position} has "
@@ -114,7 +135,7 @@ def screen_events(
     return kept
 
 
-def _needed(
+def needed(
     event: ChangeEvent,
     schema: TableSchema,
     should_emit: Callable[[TableId, Key, BinlogPosition], bool],

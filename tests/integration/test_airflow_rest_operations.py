@@ -11,7 +11,7 @@ random writer changing both tables throughout:
 2. while it runs, ``mysql_cdc_backfill`` re-snapshots a key range of ``accounts`` (the
    stream uses the new chunks without a restart), snapshots ``items``, a table of the
    configured set that the stream did not follow (it joins the running stream), and
-   refuses a name carrying SQL and a table the server does not have;
+   refuses a name carrying SQL, a table the server does not have and a misspelled param;
 3. after the writer stops and the stream catches up, both Delta tables equal the source;
    the snapshots emitted Asset events; marking the stream task success stops the Spark
    job through ``on_kill`` and gives the stream's lease back.
@@ -136,6 +136,9 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
                 ),
                 af.trigger(BACKFILL, {**common, "table": f"{db}.missing"}): (
                     f"not found on the source: {db}.missing"
+                ),
+                af.trigger(BACKFILL, {**common, "table": str(items), "chunk_row": 5}): (
+                    "unknown param(s) ['chunk_row']"
                 ),
             }
             runs = [ranged, new_table, *refused]

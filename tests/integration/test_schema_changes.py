@@ -120,3 +120,32 @@ def test_an_alter_inside_a_chunks_correction_window_fails_the_chunk(
     shutil.move(DeltaSink(str(lake)).table_uri(table), tmp_path / "old")
     run_chunk(job_spec(mariadb, chunk.chunk_id, meta, lake))
     assert_replica_equals_source(mariadb, str(lake), table, ["id"])
+
+
+def test_the_stream_job_stops_on_an_alter_with_the_reason(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """The same stop through spark-submit: the error raised in the batch function reaches
+    the job's log by name and the job exits 2 (Airflow then fails the task)."""
+    from tests.support.pipeline import spark_submit_stream
+
+    db = fresh_db
+    table = TableId(db, "t")
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, a INT)",
+        f"INSERT INTO `{db}`.t SELECT seq, seq FROM `{db}`.seq_1_to_100",
+    )
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    mariadb.execute(
+        f"ALTER TABLE `{db}`.t ADD COLUMN c INT", f"UPDATE `{db}`.t SET c = 1 WHERE id = 5"
+    )
+    job = spark_submit_stream(
+        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"), tmp_path
+    )
+    assert job.wait(timeout=300) == 2, (tmp_path / "stream.log").read_text()[-6000:]
+    log = (tmp_path / "stream.log").read_text()
+    assert "SchemaChangedError" in log
+    assert "new columns ['c']" in log
+    rows = {r["id"]: r for r in DeltaSink(str(lake)).read_live(table).to_pylist()}
+    assert "c" not in rows[5]  # nothing applied

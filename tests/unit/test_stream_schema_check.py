@@ -16,7 +16,12 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
-from airflow_cdc.stream.schema_check import catalog_drift, image_drift, screen_events
+from airflow_cdc.stream.schema_check import (
+    catalog_drift,
+    image_drift,
+    screen_events,
+    sink_drift,
+)
 
 T = TableId("shop", "t")
 
@@ -54,6 +59,10 @@ def test_image_and_catalog_drift() -> None:
     assert wider.retyped == ("b: int -> bigint",)
     assert catalog_drift(SINK, schema("id", "a", "b", key=("id", "a"))).key == ("id", "a")
     assert not catalog_drift(SINK, schema("id", "a", "b"))
+    # A schema loaded after an ALTER against the Delta table's own columns and key.
+    assert not sink_drift(["id", "a", "b"], ["id"], SINK)
+    later = sink_drift(["id", "a", "b"], ["id"], schema("id", "b", "c", key=("id", "c")))
+    assert (later.added, later.dropped, later.key) == (("c",), ("a",), ("id", "c"))
 
 
 def test_drifted_changes_a_snapshot_holds_are_dropped_others_stop() -> None:
