@@ -272,8 +272,9 @@ class PlanSnapshotOperator(BaseOperator):
 
 def check_known_params(context: Any) -> None:
     """Refuse a run whose conf names a param the DAG does not have (a typo such as
-    ``chunk_row`` would otherwise be ignored silently and the default used)."""
-    params = context.get("params")
+    ``chunk_row`` would otherwise be ignored silently and the default used). The DAG's
+    declared params, not ``context["params"]``: Airflow merges the conf into those."""
+    params = getattr(context.get("dag"), "params", None)
     conf = getattr(context.get("dag_run"), "conf", None)
     if not conf or params is None:
         return

@@ -168,11 +168,13 @@ def test_unknown_params_in_the_conf_are_refused_before_anything_runs() -> None:
     from types import SimpleNamespace
 
     params = {"tables": ["shop.orders"], "chunk_rows": 10, "sink_path": "/x"}
+    conf = {"tables": ["shop.orders"], "chunk_row": 5}
     context = {
         "run_id": "r",
         "ti": FakeTI(),
-        "params": params,
-        "dag_run": SimpleNamespace(conf={"tables": ["shop.orders"], "chunk_row": 5}),
+        "params": {**params, **conf},  # Airflow merges the conf into the run's params
+        "dag": SimpleNamespace(params=params),
+        "dag_run": SimpleNamespace(conf=conf),
     }
     with pytest.raises(ConfigurationError, match=r"unknown param\(s\) \['chunk_row'\].*a typo"):
         _op().execute(context)  # type: ignore[arg-type]
