@@ -6,9 +6,10 @@ PY := .venv/bin/python
 LINT_PATHS := $(wildcard airflow_cdc tests dags spark_jobs bench docker)
 PYTEST_FLAGS ?= -q -p no:cacheprovider --durations=10
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: help setup lint test demo lock
+.PHONY: help setup lint test demo lock bench
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -29,6 +30,10 @@ test: lint  ## set up, lint, then run every test (PYTEST_ARGS="-k ..." to narrow
 
 demo: setup  ## run the end-to-end demo
 	$(PY) -m airflow_cdc.devtools.demo
+
+# BENCH_ARGS="--sizes 100000,200000" for a quick check; see bench/run_all.py --help.
+bench: setup  ## run the benchmarks (~45 min): bench/results.json, docs/benchmarks.md + .png
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 lock:  ## regenerate requirements.lock from requirements.in
 	$(UV) pip compile requirements.in --python-version 3.11 --generate-hashes -o requirements.lock

@@ -6,6 +6,13 @@ from __future__ import annotations
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 
 
+def _insert_rows(first: int, last: int) -> str:
+    """INSERT of the rows with ids ``first .. last`` (from MariaDB's sequence engine)."""
+    return f"""INSERT INTO bench.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
+        RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
+        '2024-06-01' + INTERVAL seq SECOND FROM bench.seq_{first}_to_{last}"""
+
+
 def create_bench_table(server: LocalMariaDB, rows: int) -> None:
     server.execute(
         "DROP DATABASE IF EXISTS bench",
@@ -13,7 +20,12 @@ def create_bench_table(server: LocalMariaDB, rows: int) -> None:
         """CREATE TABLE bench.t (id BIGINT PRIMARY KEY, n INT NOT NULL, code VARCHAR(16) NOT NULL,
            amount DECIMAL(12,2) NOT NULL, note VARCHAR(200) NOT NULL, created DATETIME(6) NOT NULL,
            updated TIMESTAMP(6) NOT NULL)""",
-        f"""INSERT INTO bench.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
-            RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
-            '2024-06-01' + INTERVAL seq SECOND FROM bench.seq_1_to_{rows}""",
+        _insert_rows(1, rows),
     )
+
+
+def grow_bench_table(server: LocalMariaDB, rows_now: int, rows: int) -> None:
+    """Add ids ``rows_now + 1 .. rows`` to a table made by :func:`create_bench_table` with
+    ``rows_now`` rows and left unchanged since: the same rows as creating it with ``rows``."""
+    if rows > rows_now:
+        server.execute(_insert_rows(rows_now + 1, rows))

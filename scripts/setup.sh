@@ -7,7 +7,8 @@
 #
 # System packages (as root, or via sudo): MariaDB server + client and PostgreSQL (the tests
 # and the demo start their own throw-away servers; the system services are never started)
-# and a Java 17 runtime for Spark when `java` is missing.
+# and a Java 17 runtime for Spark when `java` is missing; MariaDB Connector/J (libmariadb-java)
+# for the benchmark's Spark JDBC yardstick.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,7 +33,8 @@ fi
 command -v "$PYTHON" >/dev/null || die "$PYTHON not found: this project needs Python 3.11 (Debian 12's python3)"
 
 missing=()
-for package in mariadb-server mariadb-client; do
+# libmariadb-java: MariaDB Connector/J for the Spark JDBC yardstick of `make bench`.
+for package in mariadb-server mariadb-client libmariadb-java; do
     have_package "$package" || missing+=("$package")
 done
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
@@ -76,7 +78,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
         trap - EXIT
     fi
 else
-    say "system packages present (MariaDB, PostgreSQL, Java)"
+    say "system packages present (MariaDB, PostgreSQL, Java, Connector/J)"
 fi
 
 # -- uv ------------------------------------------------------------------------------------

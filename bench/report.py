@@ -1,0 +1,480 @@
+"""Write ``docs/benchmarks.md`` and ``docs/benchmarks.png`` from ``bench/results.json``.
+
+The page holds the headline figures against their targets, the per-size figures of every
+section (so the cost per row can be seen to stay flat), the machine and how to reproduce.
+The plot shows throughput against size for the product and its yardsticks: the snapshot
+(rows/s), the stream (changes/s) and the planner (ms per chunk).
+
+    .venv/bin/python bench/report.py [--results bench/results.json] [--docs docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+
+#: Headline figures: (key, what it is, direction: ">=" higher is better, "<=" lower is better).
+HEADLINES: tuple[tuple[str, str, str], ...] = (
+    ("snapshot_vs_cli", "chunk job rows/s ÷ `mariadb --quick` rows/s (one connection)", ">="),
+    ("snapshot_vs_spark_jdbc", "chunk job rows/s ÷ Spark JDBC → Parquet rows/s", ">="),
+    ("end_to_end_vs_cli", "rows/s through Airflow (plan → all chunks in Delta) ÷ CLI", ">="),
+    ("stream_vs_single_decoder", "stream changes/s ÷ one mysql-replication decoder", ">="),
+    ("stream_latency_p99_s", "commit → visible in Delta, p99 (s)", "<="),
+    ("handoff_gap_s", "last chunk done → first stream batch committed (s)", "<="),
+    ("plan_ms_per_chunk", "planning an uneven string-key split, ms per chunk", "<="),
+)
+
+#: Targets not carried by the results (a section may report ``target_<key>`` itself).
+TARGETS: dict[str, float | None] = {
+    "end_to_end_vs_cli": 0.25,
+    "handoff_gap_s": 30.0,
+}
+
+REPRODUCE = """\
+```bash
+make bench                                              # set up, then bench/run_all.py
+.venv/bin/python bench/run_all.py --sizes 100000,200000  # a quick check (a few minutes)
+.venv/bin/python bench/report.py                        # redraw this page from results.json
+```
+
+`bench/run_all.py` starts one private MariaDB, and for each size creates (or grows)
+`bench.t` and runs side by side: the `mariadb --quick --batch` CLI read (one connection),
+Spark's JDBC source into Parquet (`spark-submit --master local[2]`, Debian's MariaDB
+Connector/J, 4 partitions; only the action is timed, the JVM start is reported beside it)
+and the product's snapshot (`read_paths.measure_snapshot`); then the planner on a
+string-key table grown to each size (`bench/plan.py`), the end-to-end run through Airflow
+(`bench/end_to_end.py`) and the stream (`bench/stream.py`). Everything it measured,
+per size and per stage, is in `bench/results.json`; this page is drawn from it by
+`bench/report.py`. The machine is shared and noisy: compare figures of the same run only."""
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    """A figure for a table cell."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int) or (isinstance(value, float) and abs(value) >= 1000):
+        return f"{value:,.0f}"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1 else f"{value:,.{digits - 1}f}"
+    return str(value)
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_num(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _sizes(section: dict[str, Any] | None) -> list[int]:
+    """The sizes (numeric keys) a per-size section holds, ascending."""
+    return sorted(int(k) for k in (section or {}) if str(k).isdigit())
+
+
+def _get(figures: dict[str, Any] | None, *keys: str) -> Any:
+    """The first of ``keys`` present in ``figures``."""
+    for key in keys:
+        if figures and figures.get(key) is not None:
+            return figures[key]
+    return None
+
+
+def target_of(results: dict[str, Any], key: str) -> float | None:
+    """The target of a headline: from ``results['targets']``, else :data:`TARGETS`."""
+    targets = results.get("targets") or {}
+    if targets.get(key) is not None:
+        return float(targets[key])
+    return TARGETS.get(key)
+
+
+def verdict(value: Any, target: float | None, direction: str) -> str:
+    """``pass``/``FAIL``, or why neither."""
+    if value is None:
+        return "not measured"
+    if target is None:
+        return "no target"
+    ok = value >= target if direction == ">=" else value <= target
+    return "pass" if ok else "FAIL"
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+
+def headline_lines(results: dict[str, Any]) -> list[str]:
+    """The table of headline figures with targets and verdicts."""
+    rows = []
+    at = results.get("headline_size") or {}
+    for key, what, direction in HEADLINES:
+        value = results.get(key)
+        target = target_of(results, key)
+        rows.append(
+            [
+                f"`{key}`",
+                what,
+                value,
+                "–" if target is None else f"{direction} {_num(target)}",
+                verdict(value, target, direction),
+                at.get(key),
+            ]
+        )
+    return _table(["figure", "what", "value", "target", "", "at size"], rows)
+
+
+def snapshot_lines(raw: dict[str, Any]) -> list[str]:
+    """Per-size snapshot figures: yardsticks and product, rows/s and ratios."""
+    section = raw.get("snapshot") or {}
+    rows = []
+    for size in _sizes(section):
+        figures = section[str(size)]
+        cli, jdbc, product = (figures.get(k) or {} for k in ("cli", "spark_jdbc", "product"))
+        rows.append(
+            [
+                size,
+                cli.get("rows_per_s"),
+                jdbc.get("rows_per_s"),
+                jdbc.get("noop_rows_per_s"),
+                jdbc.get("submit_seconds"),
+                _get(product, "chunk_job_rows_per_s"),
+                figures.get("snapshot_vs_cli"),
+                figures.get("snapshot_vs_spark_jdbc"),
+                _get(product, "peak_rss_mb"),
+                cli.get("us_per_row"),
+                figures.get("chunk_job_us_per_row"),
+            ]
+        )
+    header = [
+        "rows",
+        "CLI rows/s",
+        "Spark JDBC→Parquet rows/s",
+        "Spark JDBC→noop rows/s",
+        "spark-submit s",
+        "chunk job rows/s",
+        "vs CLI",
+        "vs Spark JDBC",
+        "peak RSS MB",
+        "CLI µs/row",
+        "chunk job µs/row",
+    ]
+    return _table(header, rows)
+
+
+def plan_lines(raw: dict[str, Any]) -> list[str]:
+    """Per-size planning figures."""
+    section = (raw.get("plan") or {}).get("sizes") or {}
+    rows = []
+    for size in _sizes(section):
+        f = section[str(size)]
+        per_seek = f.get("per_seek") or {}
+        rows.append(
+            [
+                size,
+                f.get("method"),
+                f.get("chunks"),
+                f.get("plan_seconds"),
+                f.get("plan_ms_per_chunk"),
+                f.get("plan_us_per_row"),
+                f"{f.get('chunk_rows_min')}–{f.get('chunk_rows_max')}",
+                f.get("statements"),
+                per_seek.get("Handler_read_key"),
+                per_seek.get("Handler_read_next"),
+                per_seek.get("Handler_tmp_write"),
+            ]
+        )
+    header = [
+        "rows",
+        "method",
+        "chunks",
+        "plan s",
+        "ms/chunk",
+        "µs/row",
+        "rows per chunk (min–max)",
+        "SELECTs",
+        "read_key/seek",
+        "read_next/seek",
+        "tmp_write/seek",
+    ]
+    return _table(header, rows)
+
+
+def generic_lines(section: dict[str, Any] | None, keys: Iterable[str]) -> list[str]:
+    """Per-size table of chosen scalar keys of a section (missing keys shown as –)."""
+    keys = list(keys)
+    rows = [[size, *(section[str(size)].get(k) for k in keys)] for size in _sizes(section)]
+    return _table(["size", *keys], rows)
+
+
+def machine_lines(results: dict[str, Any]) -> list[str]:
+    machine = results.get("machine") or {}
+    return [f"- {key}: {value}" for key, value in machine.items()]
+
+
+def status_lines(results: dict[str, Any]) -> list[str]:
+    """One line per section that did not run or failed."""
+    lines = []
+    for name, status in (results.get("sections") or {}).items():
+        if status != "ok":
+            lines.append(f"- `{name}`: {status}")
+    return lines
+
+
+def stage_lines(results: dict[str, Any]) -> list[str]:
+    stages = results.get("stage_seconds") or {}
+    return _table(["stage", "wall s"], [[f"`{k}`", v] for k, v in stages.items()])
+
+
+def render_markdown(results: dict[str, Any], png_name: str) -> str:
+    """The whole page."""
+    raw = results.get("raw") or {}
+    parts = [
+        "# Benchmarks",
+        "",
+        "Generated by `bench/report.py` from `bench/results.json` "
+        f"({results.get('machine', {}).get('date', '?')}, sizes "
+        f"{', '.join(f'{s:,}' for s in results.get('sizes', []))}). "
+        "Every yardstick is measured in the same run, on the same machine and data, as the "
+        "product it is compared with.",
+        "",
+        "## Headline",
+        "",
+        *headline_lines(results),
+        "",
+        "Ratios and times are those of the largest size measured; every size is below.",
+        "",
+    ]
+    problems = status_lines(results)
+    if problems:
+        parts += ["Sections not measured in this run:", "", *problems, ""]
+    parts += [
+        f"![throughput against size]({png_name})",
+        "",
+        "## Snapshot: one table read into the lake, per size",
+        "",
+        "Row shape of the yardsticks (~132 B: bigint key, int, varchar(16), decimal(12,2), "
+        "varchar(200) of ~60 chars, datetime(6), timestamp(6)); CLI and Spark JDBC read over "
+        "TCP on 127.0.0.1. Spark JDBC rows/s count only the action (read + write), not the "
+        "`spark-submit` wall time (column `spark-submit s`).",
+        "",
+        *snapshot_lines(raw),
+        "",
+        "## Planning: uneven split of a string key, per size",
+        "",
+        "`benchplan.k`: `VARCHAR(64)` primary key, 60% under one prefix, 30% over 97 "
+        "prefixes, 10% out of order. Counters are the planner session's `Com_select` and "
+        "`Handler_*` deltas; a seek is one boundary (plus the last, which finds the end).",
+        "",
+        *plan_lines(raw),
+        "",
+    ]
+    if raw.get("end_to_end"):
+        parts += [
+            "## End to end through Airflow, per size",
+            "",
+            *generic_lines(
+                raw["end_to_end"],
+                (
+                    "cli_rows_per_s",
+                    "end_to_end_rows_per_s",
+                    "end_to_end_vs_cli",
+                    "snapshot_seconds",
+                    "chunks",
+                    "handoff_gap_seconds",
+                ),
+            ),
+            "",
+        ]
+    if raw.get("stream"):
+        parts += [
+            "## Stream, per backlog size (changes)",
+            "",
+            *generic_lines(
+                raw["stream"],
+                (
+                    "raw_decode_changes_per_s",
+                    "stream_changes_per_s",
+                    "stream_vs_single_decoder",
+                    "stream_latency_p99_s",
+                ),
+            ),
+            "",
+        ]
+    parts += [
+        "## Machine",
+        "",
+        *machine_lines(results),
+        "",
+        "## How to reproduce",
+        "",
+        REPRODUCE,
+        "",
+        "## Wall time per stage",
+        "",
+        *stage_lines(results),
+        "",
+    ]
+    return "\n".join(parts)
+
+
+# -- the plot ---------------------------------------------------------------------------------
+
+Series = tuple[str, list[int], list[float]]
+
+
+def _series(
+    section: dict[str, Any] | None, label: str, pick: Callable[[dict[str, Any]], Any]
+) -> Series | None:
+    """(label, sizes, values) for the sizes where ``pick`` gives a value."""
+    xs, ys = [], []
+    for size in _sizes(section):
+        value = pick((section or {})[str(size)])
+        if value is not None:
+            xs.append(size)
+            ys.append(float(value))
+    return (label, xs, ys) if xs else None
+
+
+def plot_series(results: dict[str, Any]) -> dict[str, list[Series]]:
+    """The curves of each panel."""
+    raw = results.get("raw") or {}
+    snap, e2e, stream = raw.get("snapshot"), raw.get("end_to_end"), raw.get("stream")
+    plan = (raw.get("plan") or {}).get("sizes")
+    panels: dict[str, list[Series | None]] = {
+        "snapshot": [
+            _series(
+                snap, "mariadb CLI, 1 connection", lambda f: (f.get("cli") or {}).get("rows_per_s")
+            ),
+            _series(
+                snap,
+                "Spark JDBC → Parquet (action)",
+                lambda f: (f.get("spark_jdbc") or {}).get("rows_per_s"),
+            ),
+            _series(
+                snap,
+                "Spark JDBC → noop (action)",
+                lambda f: (f.get("spark_jdbc") or {}).get("noop_rows_per_s"),
+            ),
+            _series(
+                snap,
+                "product: chunk job",
+                lambda f: _get(f.get("product"), "chunk_job_rows_per_s"),
+            ),
+            _series(e2e, "product: end to end (Airflow)", lambda f: f.get("end_to_end_rows_per_s")),
+        ],
+        "stream": [
+            _series(
+                stream,
+                "single decoder (mysql-replication)",
+                lambda f: _get(f, "single_decoder_changes_per_s", "raw_decode_changes_per_s"),
+            ),
+            _series(stream, "product: stream", lambda f: f.get("stream_changes_per_s")),
+        ],
+        "plan": [
+            _series(plan, "product: planner", lambda f: f.get("plan_ms_per_chunk")),
+        ],
+    }
+    return {name: [s for s in series if s] for name, series in panels.items()}
+
+
+def _plural(count: Any, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _label_chunks(ax: Any, results: dict[str, Any]) -> None:
+    """Write each planning point's chunk count and split method beside it."""
+    section = ((results.get("raw") or {}).get("plan") or {}).get("sizes") or {}
+    for size in _sizes(section):
+        figures = section[str(size)]
+        if figures.get("plan_ms_per_chunk") is not None:
+            ax.annotate(
+                f"{_plural(figures.get('chunks'), 'chunk')} ({figures.get('method')})",
+                (size, figures["plan_ms_per_chunk"]),
+                textcoords="offset points",
+                xytext=(4, 6),
+                fontsize=8,
+            )
+
+
+def draw_png(results: dict[str, Any], path: Path) -> None:
+    """Three panels: snapshot rows/s, stream changes/s, planning ms per chunk, against size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
+
+    panels = plot_series(results)
+    titles = {
+        "snapshot": ("Snapshot of one table", "rows", "rows/s"),
+        "stream": ("Stream (binlog → Delta)", "changes in the backlog", "changes/s"),
+        "plan": ("Planning (uneven split, string key)", "rows", "ms per chunk"),
+    }
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    for ax, (name, (title, xlabel, ylabel)) in zip(axes, titles.items(), strict=True):
+        ax.set_title(title)
+        if not panels[name]:
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            continue
+        sizes = sorted({x for _, xs, _ in panels[name] for x in xs})
+        for label, xs, ys in panels[name]:
+            style = "--" if "noop" in label else "-"
+            marker = "o" if label.startswith("product") else "s"
+            ax.plot(xs, ys, style, marker=marker, label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [EngFormatter()(x) for x in sizes])
+        ax.minorticks_off()
+        ax.set_xlim(sizes[0] / 1.4, sizes[-1] * 1.6)  # room for the labels
+        ax.yaxis.set_major_formatter(EngFormatter())
+        top = max(y for _, _, ys in panels[name] for y in ys)
+        ax.set_ylim(0, top * 1.15 if top > 0 else 1)  # room for the labels
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    _label_chunks(axes[2], results)
+    machine = results.get("machine") or {}
+    fig.suptitle(
+        f"airflow-cdc benchmarks: {machine.get('cpu_count', '?')} cores, "
+        f"{machine.get('mariadb', 'MariaDB')}, {machine.get('date', '')}",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(results_path: Path, docs: Path) -> tuple[Path, Path]:
+    """Write ``benchmarks.md`` and ``benchmarks.png`` under ``docs``; their paths."""
+    results = json.loads(results_path.read_text())
+    docs.mkdir(parents=True, exist_ok=True)
+    png = docs / "benchmarks.png"
+    md = docs / "benchmarks.md"
+    draw_png(results, png)
+    md.write_text(render_markdown(results, png.name))
+    return md, png
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--results", type=Path, default=BENCH / "results.json")
+    parser.add_argument("--docs", type=Path, default=REPO / "docs")
+    args = parser.parse_args()
+    for path in write_report(args.results, args.docs):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

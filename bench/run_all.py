@@ -1,0 +1,450 @@
+"""Run every benchmark side by side with its yardsticks; write ``bench/results.json`` and the
+report (``docs/benchmarks.md``, ``docs/benchmarks.png``).
+
+One private MariaDB serves the whole run. For each size (ascending; ``bench.t`` grown in
+place, ``bench_table.py``):
+
+1. **snapshot**: the ``mariadb --quick`` CLI read (one warm-up, one timed), Spark JDBC into
+   Parquet (``spark_jdbc.py``) and the product's snapshot
+   (``read_paths.measure_snapshot(server, rows, workdir)``), side by side;
+2. **end_to_end**: ``end_to_end.measure_end_to_end(server, rows, workdir)`` through a real
+   Airflow (it only reads ``bench.t``).
+
+Then **plan**: the planner on a string-key table grown through the sizes (``plan.py``), and
+**stream**, per backlog size (``--stream-sizes``, row changes):
+``stream.measure_stream(server, changes, workdir)``, which sets up its own tables.
+
+A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
+recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
+headline figures are those of the largest size measured (``headline_size`` says which);
+``null`` when not measured. Every stage's wall time is in ``stage_seconds``.
+
+    make bench                                               # 1M, 5M, 10M rows
+    .venv/bin/python bench/run_all.py --sizes 100000,200000  # a quick check
+    .venv/bin/python bench/run_all.py --skip end_to_end,stream --plan-chunk-rows 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))  # the bench modules import each other by bare name
+
+from bench_table import create_bench_table, grow_bench_table  # noqa: E402
+from plan import DEFAULT_CHUNK_ROWS, measure_plan  # noqa: E402
+from report import write_report  # noqa: E402
+from spark_jdbc import spark_jdbc_to_parquet  # noqa: E402
+
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
+
+DEFAULT_SIZES = (1_000_000, 5_000_000, 10_000_000)
+#: Backlog sizes (row changes) of the stream section: the stream decodes ~5-10k changes/s
+#: here, so 10M changes would not fit the run's time budget.
+DEFAULT_STREAM_SIZES = (100_000, 300_000, 1_000_000)
+HEADLINE_KEYS = (
+    "snapshot_vs_cli",
+    "snapshot_vs_spark_jdbc",
+    "end_to_end_vs_cli",
+    "stream_vs_single_decoder",
+    "stream_latency_p99_s",
+    "handoff_gap_s",
+    "plan_ms_per_chunk",
+)
+RESULTS = BENCH / "results.json"
+
+
+# -- bookkeeping ------------------------------------------------------------------------------
+
+
+class Run:
+    """What the run has measured so far: raw figures, section states, stage wall times."""
+
+    def __init__(self) -> None:
+        self.raw: dict[str, dict[str, Any]] = {}
+        self.sections: dict[str, str] = {}
+        self.stage_seconds: dict[str, float] = {}
+        self.failed = False
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a stage (recorded even when it raises)."""
+        print(f"[bench] {name} ...", flush=True)
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = round(time.perf_counter() - started, 2)
+            self.stage_seconds[name] = seconds
+            print(f"[bench] {name}: {seconds} s", flush=True)
+
+    def attempt(self, section: str, name: str, fn: Callable[[], Any]) -> Any:
+        """Run one measurement as a timed stage; on failure record the error, return None."""
+        try:
+            with self.stage(name):
+                return fn()
+        except Exception as exc:
+            traceback.print_exc()
+            self.failed = True
+            error = f"error in {name}: {type(exc).__name__}: {exc}"[:2000]
+            earlier = self.sections.get(section, "ok")
+            self.sections[section] = error if earlier == "ok" else f"{earlier}; {error}"
+            return None
+
+
+def optional(module: str, function: str) -> tuple[Callable[..., Any] | None, str]:
+    """A section's function if its module defines it, else None and why."""
+    try:
+        found = getattr(importlib.import_module(module), function, None)
+    except Exception as exc:  # a module being written may not even import
+        return None, f"missing: bench/{module}.py does not import ({type(exc).__name__}: {exc})"
+    if found is None:
+        return None, f"missing: bench/{module}.py has no {function}()"
+    return found, "ok"
+
+
+class BenchTable:
+    """``bench.t`` at a wanted size: grown when it holds only rows it created, else rebuilt."""
+
+    def __init__(self, server: LocalMariaDB) -> None:
+        self.server = server
+        self.rows: int | None = None  # None: unknown or changed by a section
+
+    def ensure(self, rows: int) -> str:
+        """Make ``bench.t`` hold exactly ids 1..rows as created; ``grown`` or ``created``."""
+        if self.rows is not None and self.rows <= rows and self._max_id() == self.rows:
+            grow_bench_table(self.server, self.rows, rows)
+            how = "grown"
+        else:
+            create_bench_table(self.server, rows)
+            how = "created"
+        self.server.execute("ANALYZE TABLE bench.t")
+        self.rows = rows
+        return how
+
+    def _max_id(self) -> int | None:
+        """The largest id, None if the table is empty or gone (a section may drop it)."""
+        try:
+            rows = self.server.query("SELECT MAX(id) FROM bench.t")
+        except Exception:
+            return None
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+# -- the sections -----------------------------------------------------------------------------
+
+
+def cli_figures(server: LocalMariaDB, rows: int) -> dict[str, Any]:
+    """The CLI yardstick: one warm-up read (fills the buffer pool), then a timed one."""
+    from read_paths import cli_read
+
+    cli_read(server)
+    started = time.perf_counter()
+    cli_read(server)
+    seconds = time.perf_counter() - started
+    return {
+        "rows": rows,
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(rows / seconds),
+        "us_per_row": round(seconds * 1e6 / rows, 3),
+    }
+
+
+def _ratio(numerator: Any, denominator: Any) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return round(float(numerator) / float(denominator), 3)
+
+
+def snapshot_at(
+    run: Run,
+    server: LocalMariaDB,
+    rows: int,
+    workdir: Path,
+    measure_snapshot: Callable[..., Any] | None,
+) -> dict[str, Any]:
+    """At one size: the CLI, Spark JDBC and the product's snapshot, side by side."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Any] = {"rows": rows}
+    figures["cli"] = run.attempt(
+        "snapshot", f"snapshot.{rows}.cli", lambda: cli_figures(server, rows)
+    )
+    figures["spark_jdbc"] = run.attempt(
+        "snapshot",
+        f"snapshot.{rows}.spark_jdbc",
+        lambda: spark_jdbc_to_parquet(server, "bench.t", rows, workdir),
+    )
+    if measure_snapshot is not None:
+        figures["product"] = run.attempt(
+            "snapshot.product",
+            f"snapshot.{rows}.product",
+            lambda: measure_snapshot(server, rows, workdir),
+        )
+    _snapshot_ratios(figures)
+    return figures
+
+
+def table_sections(
+    run: Run,
+    server: LocalMariaDB,
+    sizes: Sequence[int],
+    workdir: Path,
+    skip: set[str],
+) -> None:
+    """Per size (ascending, ``bench.t`` grown in place): the snapshot, then end to end."""
+    measure_snapshot, snapshot_status = optional("read_paths", "measure_snapshot")
+    measure_e2e, e2e_status = optional("end_to_end", "measure_end_to_end")
+    if "snapshot" not in skip:
+        run.sections.update({"snapshot": "ok", "snapshot.product": snapshot_status})
+    if "end_to_end" not in skip:
+        run.sections["end_to_end"] = e2e_status
+    else:
+        measure_e2e = None
+    if "snapshot" in skip and measure_e2e is None:
+        return
+    table = BenchTable(server)
+    for rows in sizes:
+        how = run.attempt("table", f"table.{rows}", lambda r=rows: table.ensure(r))
+        if how is None:
+            continue
+        here = workdir / f"rows-{rows}"
+        here.mkdir(parents=True, exist_ok=True)
+        if "snapshot" not in skip:
+            figures = snapshot_at(run, server, rows, here / "snapshot", measure_snapshot)
+            run.raw.setdefault("snapshot", {})[str(rows)] = {"table": how, **figures}
+        if measure_e2e is not None:
+            run.raw.setdefault("end_to_end", {})[str(rows)] = run.attempt(
+                "end_to_end",
+                f"end_to_end.{rows}",
+                lambda r=rows, w=here / "end_to_end": measure_e2e(server, r, w),
+            )
+        with contextlib.suppress(OSError):
+            shutil.rmtree(here)  # Parquet and Delta copies of the table: disk, not figures
+
+
+def _snapshot_ratios(figures: dict[str, Any]) -> None:
+    """The snapshot's ratios at one size, from the figures measured side by side."""
+    cli = figures.get("cli") or {}
+    jdbc = figures.get("spark_jdbc") or {}
+    product = figures.get("product") or {}
+    chunk = product.get("chunk_job_rows_per_s")
+    ratio = product.get("snapshot_vs_cli")
+    figures["snapshot_vs_cli"] = (
+        ratio if ratio is not None else _ratio(chunk, cli.get("rows_per_s"))
+    )
+    figures["snapshot_vs_spark_jdbc"] = _ratio(chunk, jdbc.get("rows_per_s"))
+    figures["chunk_job_us_per_row"] = None if not chunk else round(1e6 / chunk, 3)
+
+
+def plan_section(
+    run: Run, server: LocalMariaDB, sizes: Sequence[int], workdir: Path, chunk_rows: int
+) -> None:
+    """The planner at every size (its own table, grown in place)."""
+    run.sections["plan"] = "ok"
+    result = run.attempt(
+        "plan", "plan", lambda: measure_plan(server, sizes, workdir, chunk_rows=chunk_rows)
+    )
+    if result is not None:
+        run.raw["plan"] = result
+
+
+def stream_section(run: Run, server: LocalMariaDB, changes: Sequence[int], workdir: Path) -> None:
+    """``stream.measure_stream(server, changes, workdir)`` per backlog size; the function
+    sets up its own tables (it may drop and rebuild ``bench.t``)."""
+    measure_stream, status = optional("stream", "measure_stream")
+    run.sections["stream"] = status
+    if measure_stream is None:
+        return
+    section = run.raw.setdefault("stream", {})
+    for size in changes:
+        here = workdir / f"stream-{size}"
+        here.mkdir(parents=True, exist_ok=True)
+        section[str(size)] = run.attempt(
+            "stream", f"stream.{size}", lambda s=size, w=here: measure_stream(server, s, w)
+        )
+        with contextlib.suppress(OSError):
+            shutil.rmtree(here)
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+def _largest(section: dict[str, Any] | None, key: str, *aliases: str) -> tuple[Any, int | None]:
+    """The value of ``key`` (or an alias) at the largest size that has it."""
+    for size in sorted((int(k) for k in (section or {}) if str(k).isdigit()), reverse=True):
+        figures = (section or {})[str(size)] or {}
+        for name in (key, *aliases):
+            if figures.get(name) is not None:
+                return figures[name], size
+    return None, None
+
+
+def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None]]:
+    """The headline figures and the size each was taken at."""
+    snap, e2e, stream = raw.get("snapshot"), raw.get("end_to_end"), raw.get("stream")
+    picks = {
+        "snapshot_vs_cli": _largest(snap, "snapshot_vs_cli"),
+        "snapshot_vs_spark_jdbc": _largest(snap, "snapshot_vs_spark_jdbc"),
+        "end_to_end_vs_cli": _largest(e2e, "end_to_end_vs_cli"),
+        "stream_vs_single_decoder": _largest(stream, "stream_vs_single_decoder"),
+        "stream_latency_p99_s": _largest(stream, "stream_latency_p99_s"),
+        "handoff_gap_s": _largest(e2e, "handoff_gap_s", "handoff_gap_seconds"),
+    }
+    plan = raw.get("plan") or {}
+    plan_sizes = [int(k) for k in plan.get("sizes", {})]
+    picks["plan_ms_per_chunk"] = (
+        plan.get("plan_ms_per_chunk"),
+        max(plan_sizes) if plan_sizes else None,
+    )
+    return {k: v for k, (v, _) in picks.items()}, {k: s for k, (_, s) in picks.items()}
+
+
+def _targets(raw: dict[str, Any]) -> dict[str, float]:
+    """Targets the sections report themselves (``target_<key>``, or ``..._seconds``)."""
+    found: dict[str, float] = {}
+    for section in raw.values():
+        for figures in (section or {}).values():
+            if not isinstance(figures, dict):
+                continue
+            for key in HEADLINE_KEYS:
+                for name in (f"target_{key}", f"target_{key.removesuffix('_s')}_seconds"):
+                    if figures.get(name) is not None:
+                        found[key] = float(figures[name])
+    return found
+
+
+def machine_info(server: LocalMariaDB) -> dict[str, Any]:
+    """CPU, memory, versions and the date of the run."""
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory_gb = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kb = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
+        memory_gb = round(kb / 1024**2, 1)
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gb": memory_gb,
+        "load_average_at_start": os.getloadavg()[0],
+        "mariadb": "MariaDB " + str(server.query("SELECT VERSION()")[0][0]),
+        "python": platform.python_version(),
+        "java": (java.stderr.splitlines() or ["?"])[0],
+        "platform": platform.platform(),
+        "git_commit": commit.stdout.strip(),
+    }
+
+
+def results_document(
+    run: Run, machine: dict[str, Any], sizes: Sequence[int], stream_sizes: Sequence[int]
+) -> dict[str, Any]:
+    """The content of ``results.json``."""
+    values, at = headlines(run.raw)
+    return {
+        **values,
+        "headline_size": at,
+        "targets": _targets(run.raw),
+        "sizes": list(sizes),
+        "stream_sizes": list(stream_sizes),
+        "command": " ".join(sys.argv),
+        "sections": run.sections,
+        "machine": machine,
+        "stage_seconds": run.stage_seconds,
+        "raw": run.raw,
+    }
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def _sizes(text: str) -> list[int]:
+    return sorted({int(part.replace("_", "")) for part in text.split(",") if part.strip()})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sections, write results.json and the report; 1 if a section failed."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=_sizes, default=list(DEFAULT_SIZES), help="rows, comma-separated"
+    )
+    parser.add_argument(
+        "--stream-sizes",
+        type=_sizes,
+        default=None,
+        help="row changes for the stream section (default: 100k,300k,1M; with --sizes: the same)",
+    )
+    parser.add_argument(
+        "--plan-chunk-rows",
+        type=int,
+        default=DEFAULT_CHUNK_ROWS,
+        help="rows per chunk of the planning section (default 100,000)",
+    )
+    parser.add_argument("--skip", default="", help="sections to skip, comma-separated")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--docs", type=Path, default=REPO / "docs")
+    args = parser.parse_args(argv)
+    sizes: list[int] = args.sizes
+    stream_sizes = args.stream_sizes or (
+        sizes if sizes != list(DEFAULT_SIZES) else list(DEFAULT_STREAM_SIZES)
+    )
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    run = Run()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cdc-bench-all-") as tmp:
+        workdir = Path(tmp)
+        server = LocalMariaDB(workdir / "db")
+        with run.stage("server.start"):
+            server.start()
+        try:
+            machine = machine_info(server)
+            for name in skip:
+                run.sections[name] = "skipped (--skip)"
+            table_sections(run, server, sizes, workdir, skip)
+            if "plan" not in skip:
+                plan_section(run, server, sizes, workdir, args.plan_chunk_rows)
+            if "stream" not in skip:
+                stream_section(run, server, stream_sizes, workdir)
+        finally:
+            server.stop()
+    run.stage_seconds["total"] = round(time.perf_counter() - started, 2)
+    document = results_document(run, machine, sizes, stream_sizes)
+    args.results.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"[bench] wrote {args.results}")
+    for path in write_report(args.results, args.docs):
+        print(f"[bench] wrote {path}")
+    print(json.dumps({k: document[k] for k in HEADLINE_KEYS}, indent=2))
+    return 1 if run.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
