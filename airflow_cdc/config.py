@@ -205,12 +205,23 @@ class StreamJobSpec(_JobFile):
     mode: str = "continuous"
     #: Seconds between micro-batches in continuous mode.
     trigger_seconds: float = 2.0
-    #: Upper bound of binlog bytes per micro-batch (bounds memory of one batch).
+    #: Upper bound of binlog bytes per micro-batch (bounds memory of one batch); a single
+    #: transaction larger than this still makes one batch.
     max_batch_bytes: int = 64 * 1024 * 1024
+    #: Slices a micro-batch is decoded in, in parallel (0: the driver machine's cores).
+    decode_parallelism: int = 0
+    #: A batch is cut into slices of at least this many binlog bytes.
+    min_slice_bytes: int = 2 * 1024 * 1024
     #: Test-only: folder of armed pause points (see ``snapshot.pause``).
     pause_dir: str | None = None
 
     def __post_init__(self) -> None:
+        if self.max_batch_bytes < 1 or self.min_slice_bytes < 1 or self.decode_parallelism < 0:
+            raise ConfigurationError(
+                "max_batch_bytes and min_slice_bytes must be positive and decode_parallelism "
+                f"0 (auto) or more; got {self.max_batch_bytes}, {self.min_slice_bytes}, "
+                f"{self.decode_parallelism}"
+            )
         if self.mode not in STREAM_MODES:
             raise ConfigurationError(
                 f"stream_mode must be one of {STREAM_MODES}, got {self.mode!r}"
@@ -232,5 +243,7 @@ class StreamJobSpec(_JobFile):
             mode=data.get("mode", "continuous"),
             trigger_seconds=float(data.get("trigger_seconds", 2.0)),
             max_batch_bytes=int(data.get("max_batch_bytes", 64 * 1024 * 1024)),
+            decode_parallelism=int(data.get("decode_parallelism", 0)),
+            min_slice_bytes=int(data.get("min_slice_bytes", 2 * 1024 * 1024)),
             pause_dir=data.get("pause_dir"),
         )

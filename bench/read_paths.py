@@ -1,5 +1,10 @@
 """Read-path benchmark: why chunk jobs read with connectorx, and what a chunk job costs.
 
+``measure_snapshot(server, rows, workdir)`` (called by ``run_all.py`` per size) runs the
+real chunk job through ``spark-submit`` on one chunk of the whole table and reports its own
+time (JVM start excluded: the job prints it) against the ``mariadb --quick`` read of the
+same table measured right before, plus the peak memory of the job's processes.
+
 One run measures, on the same table and the same machine, side by side:
 - yardstick: ``mariadb --quick --batch -e 'SELECT *' > /dev/null`` (one connection);
 - pymysql, unbuffered cursor (one process);
@@ -132,6 +137,79 @@ def chunk_job(server: LocalMariaDB, cfg: SourceConfig, rows: int, workdir: Path)
         seconds = time.perf_counter() - started
     print(outcome.summary(), f"(total {seconds:.2f} s)")
     return seconds
+
+
+def _tree_rss(pid: int) -> tuple[int, int]:
+    """(RSS of the Python driver, RSS of the whole process tree), bytes."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0, 0
+    total = driver = 0
+    for proc in procs:
+        try:
+            rss = proc.memory_info().rss
+            total += rss
+            if "python" in proc.name().lower() and "snapshot_chunk" in " ".join(proc.cmdline()):
+                driver = max(driver, rss)
+        except psutil.Error:
+            continue
+    return driver, total
+
+
+def measure_snapshot(
+    server: LocalMariaDB, rows: int, workdir: Path, *, partition_rows: int = 1_000_000
+) -> dict[str, Any]:
+    """The chunk job (spark-submit, local[2]) on one chunk holding all ``rows`` of
+    ``bench.t``, read in partitions of ``partition_rows``, against the one-connection CLI."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.support.pipeline import job_spec, plan, spark_submit
+
+    cli_read(server)  # warm the buffer pool
+    cli_seconds = timed(lambda: cli_read(server))
+    work = workdir / f"snapshot-{rows}"
+    work.mkdir(parents=True, exist_ok=True)
+    meta = f"sqlite:///{work / 'meta.db'}"
+    record = plan(server, ["bench.t"], chunk_rows=rows * 2, metadata_url=meta)
+    (chunk,) = record.chunks
+    spec = job_spec(server, chunk.chunk_id, meta, work / "lake", partition_rows=partition_rows)
+    started = time.perf_counter()
+    job = spark_submit(spec, work)
+    peak_driver = peak_total = 0
+    while job.poll() is None:
+        driver, total = _tree_rss(job.pid)
+        peak_driver, peak_total = max(peak_driver, driver), max(peak_total, total)
+        time.sleep(0.2)
+    submit_seconds = time.perf_counter() - started
+    log_text = (work / f"spark-{chunk.chunk_id}.log").read_text()
+    if job.returncode != 0:
+        raise RuntimeError(f"chunk job failed: {log_text[-3000:]}")
+    found = re.search(r"chunk job ([0-9.]+) s", log_text)
+    if found is None:
+        raise RuntimeError("the chunk job printed no time")
+    job_seconds = float(found.group(1))
+    summary = re.search(r"(chunk \d+ attempt \d+: .*); chunk job", log_text)
+    cli_rate = rows / cli_seconds
+    job_rate = rows / job_seconds
+    return {
+        "rows": rows,
+        "cli_seconds": round(cli_seconds, 3),
+        "cli_rows_per_s": round(cli_rate),
+        "chunk_job_seconds": job_seconds,
+        "chunk_job_rows_per_s": round(job_rate),
+        "snapshot_vs_cli": round(job_rate / cli_rate, 3),
+        "spark_submit_seconds": round(submit_seconds, 2),
+        "partitions": -(-rows // partition_rows),
+        "peak_rss_mb": round(peak_total / 2**20),
+        "peak_driver_rss_mb": round(peak_driver / 2**20),
+        "summary": summary.group(1) if summary else None,
+    }
 
 
 def main() -> None:

@@ -136,6 +136,7 @@ def main() -> None:
             spec = stream_spec(server, ["bench.t"], meta, lake, work / "ckpt", stream_id="bench")
             job = spark_submit_stream(spec, work)
             assert job.wait(timeout=1800) == 0, (work / "stream.log").read_text()[-4000:]
+            (OUT / "stream-backlog.log").write_text((work / "stream.log").read_text())
             streamed, stream_s = batch_seconds((work / "stream.log").read_text())
 
             latencies = measure_latency(
@@ -206,6 +207,7 @@ def measure_latency(
             seen.setdefault(row["id"], now - row["created"].replace(tzinfo=dt.UTC).timestamp())
         time.sleep(0.2)
     kill_group(job)
+    (OUT / "stream-latency.log").write_text((work / "stream.log").read_text())
     return list(seen.values())
 
 

@@ -101,14 +101,18 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys' >/dev/nul
     "${UV[@]}" venv --quiet --python "$PYTHON" "$VENV"
 fi
 
-wanted="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1) $("$VENV/bin/python" -V 2>&1)"
+# "bytecode": venvs synced before packages were compiled are synced again.
+wanted="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1) $("$VENV/bin/python" -V 2>&1) bytecode"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] \
     && "$VENV/bin/python" -c 'import airflow_cdc' >/dev/null 2>&1; then
     say "Python packages up to date (requirements.lock unchanged)"
 else
     say "syncing $VENV with requirements.lock (first time: a few minutes)"
     rm -f "$STAMP"
-    "${UV[@]}" pip sync --quiet --python "$VENV/bin/python" requirements.lock
+    # Compiled now: with PYTHONDONTWRITEBYTECODE (set on these machines) no .pyc is ever
+    # written, and every Spark worker, Airflow task and test process would recompile its
+    # imports from source (1-3 s each).
+    "${UV[@]}" pip sync --quiet --compile-bytecode --python "$VENV/bin/python" requirements.lock
     "${UV[@]}" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
     printf '%s\n' "$wanted" >"$STAMP"
 fi

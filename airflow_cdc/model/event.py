@@ -24,7 +24,10 @@ class ChangeKind(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ChangeEvent:
     """One changed row. ``before`` is set for updates and deletes, ``after`` for inserts and
-    updates (FULL row images). ``position`` is unique per row change."""
+    updates. ``after`` holds every column's value; ``before`` names every column but, read
+    from the binlog, holds the key columns' values only (the rest ``None``: nothing needs
+    them, and decoding them would double the cost of an update). ``position`` is unique
+    per row change."""
 
     table: TableId
     kind: ChangeKind

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import total_ordering
 
 __all__ = ["BinlogPosition", "binlog_file_number"]
@@ -43,9 +43,11 @@ class BinlogPosition:
     file: str
     offset: int
     row: int = 0
+    #: The file's number, parsed once: positions are compared millions of times a batch.
+    _number: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        binlog_file_number(self.file)
+        object.__setattr__(self, "_number", binlog_file_number(self.file))
         if not 0 <= self.offset < _OFFSET_SCALE:
             raise ValueError(f"binlog offset out of range: {self.offset}")
         if not 0 <= self.row < _ROW_SCALE:
@@ -53,10 +55,10 @@ class BinlogPosition:
 
     @property
     def file_number(self) -> int:
-        return binlog_file_number(self.file)
+        return self._number
 
     def _key(self) -> tuple[int, int, int]:
-        return (self.file_number, self.offset, self.row)
+        return (self._number, self.offset, self.row)
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, BinlogPosition):
@@ -75,7 +77,18 @@ class BinlogPosition:
         return cls(f"{basename}.{file_number:06d}", offset, row)
 
     def at_row(self, row: int) -> BinlogPosition:
-        return BinlogPosition(self.file, self.offset, row)
+        if not 0 <= row < _ROW_SCALE:
+            raise ValueError(f"row number out of range: {row}")
+        # Without __init__: the file name was checked when ``self`` was made.
+        position = object.__new__(BinlogPosition)
+        for name, value in (
+            ("file", self.file),
+            ("offset", self.offset),
+            ("row", row),
+            ("_number", self._number),
+        ):
+            object.__setattr__(position, name, value)
+        return position
 
     def to_text(self) -> str:
         """``file:offset`` or ``file:offset#row``: the form stored in the metadata DB."""

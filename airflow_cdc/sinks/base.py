@@ -131,9 +131,11 @@ class Sink(Protocol):
         *,
         app_id: str | None = None,
         app_version: int | None = None,
+        keys_unique: bool = False,
     ) -> ApplyResult:
         """Merge rows (source columns + ``_cdc_position`` + ``_cdc_deleted``, at most one per
-        key) into the table; a row replaces the held one only if its position is greater."""
+        key) into the table; a row replaces the held one only if its position is greater.
+        ``keys_unique``: the caller guarantees one row per key, so the check is skipped."""
         ...
 
     def candidates(self, table: TableId, rng: ChunkRange, below: int) -> pa.Table:

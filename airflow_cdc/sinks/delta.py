@@ -183,6 +183,7 @@ class DeltaSink:
         *,
         app_id: str | None = None,
         app_version: int | None = None,
+        keys_unique: bool = False,
     ) -> ApplyResult:
         """Merge ``changes`` into the table; the greater ``_cdc_position`` wins per key.
 
@@ -190,6 +191,9 @@ class DeltaSink:
         (a delete marker may leave the other columns null) and at most one row per key.
         A reader is read whole first: a commit conflict re-runs the merge, which needs the
         input again, and the duplicate-key check needs every key.
+
+        ``keys_unique=True`` skips the duplicate-key check (a group-by over every key, 0.2 s
+        per million rows) for callers whose rows are unique by construction.
 
         With ``app_id``/``app_version`` the commit records a Delta application transaction
         and a batch whose version the table already holds for that app is skipped whole.
@@ -200,7 +204,7 @@ class DeltaSink:
         layout = _layout_of(dt, table)
         if isinstance(changes, pa.RecordBatchReader):
             changes = changes.read_all()
-        source = _prepare_changes(table, layout, changes)
+        source = _prepare_changes(table, layout, changes, check_keys=not keys_unique)
         rows_in = source.num_rows
         commit = (
             CommitProperties(app_transactions=[Transaction(app_id, app_version)])
@@ -416,7 +420,9 @@ def _check_same_layout(
         )
 
 
-def _prepare_changes(table: TableId, layout: TableLayout, changes: pa.Table) -> pa.Table:
+def _prepare_changes(
+    table: TableId, layout: TableLayout, changes: pa.Table, *, check_keys: bool = True
+) -> pa.Table:
     """Check the batch and give it the table's column order and types plus the bucket."""
     target = layout.change_schema
     names = set(changes.column_names)
@@ -436,7 +442,7 @@ def _prepare_changes(table: TableId, layout: TableLayout, changes: pa.Table) -> 
     for name in (*layout.key, POSITION_COLUMN, DELETED_COLUMN):
         if source.column(name).null_count:
             raise SinkError(f"changes for {table} hold nulls in {name!r}, which must be set")
-    if source.num_rows:
+    if check_keys and source.num_rows:
         _reject_duplicate_keys(table, layout.key, source)
     buckets = bucket_values(source.column(layout.key[0]), layout.bucket_width)
     return source.append_column(pa.field(BUCKET_COLUMN, pa.int64()), buckets)

@@ -228,7 +228,7 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             )
             tasks = [
                 PartitionRead(
-                    spec.source, schema, part, f"{staging}/part-{i:05d}.parquet", spec.read.engine
+                    spec.source, schema, part, f"{staging}/part-{i:05d}.arrow", spec.read.engine
                 )
                 for i, part in enumerate(ranges)
             ]
@@ -287,7 +287,10 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
 
             pause.reach("before_commit")
             started = time.monotonic()
-            sink.apply(chunk.table, changes)
+            # One row per key by construction: the range's rows are unique in the source
+            # (primary key or checked-unique chunk key), and the corrected, deleted and
+            # vanished keys were taken out of them before being added.
+            sink.apply(chunk.table, changes, keys_unique=True)
             write_seconds = time.monotonic() - started
             pause.reach("after_commit")
         finally:

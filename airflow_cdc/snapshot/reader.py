@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import SourceError
@@ -126,17 +125,27 @@ def _read_pymysql(task: PartitionRead, sql: str) -> pa.Table:
 
 
 def read_partition(task: PartitionRead) -> PartitionResult:
-    """Read one partition and write it as Parquet; returns where and how many rows."""
+    """Read one partition and stage it as an Arrow IPC file; returns where and how many rows.
+
+    IPC rather than Parquet: the staged file is read once, by the driver, right away, so
+    encoding buys nothing (1M rows of the benchmark table: 0.14 s to write and a memory map
+    to read, against 0.8 s + 0.8 s for uncompressed Parquet)."""
     started = time.monotonic()
     sql = select_sql(task.schema, task.range)
     raw = _read_connectorx(task, sql) if task.engine == "connectorx" else _read_pymysql(task, sql)
     table = conform(raw, task.schema)
     Path(task.out_path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, task.out_path, compression="none")
+    with pa.OSFile(task.out_path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
     return PartitionResult(task.out_path, table.num_rows, time.monotonic() - started)
 
 
 def read_staged(results: Sequence[PartitionResult], schema: pa.Schema) -> pa.Table:
-    """The partitions a chunk read, as one table."""
-    tables = [pq.read_table(result.out_path, schema=schema) for result in results]
+    """The partitions a chunk read, as one table (memory-mapped: the pages stay in the
+    page cache rather than the heap; the files must outlive the table's use)."""
+    tables = []
+    for result in results:
+        with pa.memory_map(result.out_path) as source:
+            table = pa.ipc.open_file(source).read_all()
+        tables.append(table if table.schema == schema else table.cast(schema))
     return pa.concat_tables(tables) if tables else schema.empty_table()

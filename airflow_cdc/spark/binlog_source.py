@@ -2,14 +2,20 @@
 
 Offsets are binlog positions at transaction boundaries: ``{"file", "pos", "seen_at"}``
 (``seen_at``: when that position was the server's newest, for the lag figure). A
-micro-batch ``(start, end]`` is read by one partition with mysql-replication; every row
-change comes out as ``(tbl, pos, payload)`` with the decoded images pickled in
-``payload``, plus one final ``boundary`` row carrying ``end`` (and the batch's start and
-the tables read), so the batch function knows the position it has committed up to.
+micro-batch ``(start, end]`` holds about ``max_batch_bytes`` of binlog at most (cut at a
+transaction boundary; a larger single transaction makes a batch alone).
 
-Which tables a batch reads is decided on the driver when Spark plans the batch
-(``partitions``): the tables the stream has joined plus the ones asked for whose full
-snapshot is done (``metadata.stream_tables``); the batch function joins the latter.
+Planning a batch (``partitions``, on the driver) decides the tables to read (the joined ones
+plus those asked for whose full snapshot is done, ``metadata.stream_tables``), reads their
+chunks' high watermarks, and cuts the range into slices at transaction boundaries
+(``source.binlog_index``). Each slice is one Spark task (``read``, on an executor): its own
+dump connection decodes the slice, screens the row images against the table schemas the
+stream started with (``stream.schema_check``), and reduces the slice to the newest needed row
+per key (``stream.apply.reduce_slice``), so the decoding and most of the per-change work run
+on every core. A task yields one ``block`` row per table (``ref``: the table; ``payload``:
+an Arrow IPC stream of its rows in the sink's layout) and closes with one ``boundary`` row
+(``ref``: the slice's end; ``payload``: its start, the tables read and counts). The batch
+function (``spark.stream_job``) keeps the newest row per key across slices and merges.
 
 Options: ``job_file`` (the stream's 0600 job file; secrets never travel as options, which
 Spark shows in plans and the UI).
@@ -17,34 +23,68 @@ Spark shows in plans and the UI).
 
 from __future__ import annotations
 
+import os
 import pickle
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.metadata.codec import table_to_text
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 
-__all__ = ["BOUNDARY", "SCHEMA", "BinlogDataSource", "boundary_payload", "decode_payload"]
+__all__ = [
+    "BLOCK",
+    "BOUNDARY",
+    "SCHEMA",
+    "BinlogDataSource",
+    "arrow_payload",
+    "boundary_payload",
+    "decode_arrow",
+    "decode_payload",
+]
 
 SOURCE_NAME = "airflow_cdc_binlog"
-SCHEMA = "tbl STRING, pos STRING, payload BINARY"
-#: ``tbl`` of the row that closes a batch; its ``pos`` is the batch's end offset.
+SCHEMA = "kind STRING, ref STRING, payload BINARY"
+#: ``kind`` of the row that closes a slice; its ``ref`` is the slice's end offset.
 BOUNDARY = ""
+#: ``kind`` of a row holding one table's reduced rows of a slice; ``ref`` names the table.
+BLOCK = "rows"
 
 
 def decode_payload(payload: bytes) -> Any:
     return pickle.loads(payload)
 
 
-def boundary_payload(start: BinlogPosition, seen_at: float, tables: list[str]) -> bytes:
-    """The closing row's payload: where the batch started, when its end was the server's
-    newest position, and the tables it read."""
-    return pickle.dumps({"start": start.to_text(), "seen_at": seen_at, "tables": tables})
+def boundary_payload(
+    start: BinlogPosition, seen_at: float, tables: list[str], events: int = 0, emitted: int = 0
+) -> bytes:
+    """The closing row's payload: where the slice started, when the batch's end was the
+    server's newest position, the tables it read, its changes read and kept."""
+    return pickle.dumps(
+        {
+            "start": start.to_text(),
+            "seen_at": seen_at,
+            "tables": tables,
+            "events": events,
+            "emitted": emitted,
+        }
+    )
+
+
+def arrow_payload(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def decode_arrow(payload: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
 
 
 def _offset(position: BinlogPosition, seen_at: float) -> dict[str, Any]:
@@ -56,11 +96,25 @@ def _position(offset: dict[str, Any]) -> BinlogPosition:
 
 
 class _Range(InputPartition):
-    def __init__(self, start: dict[str, Any], end: dict[str, Any], tables: list[str]) -> None:
+    """One slice ``(start, end]`` of a micro-batch: the tables to read in it, their schemas
+    and their chunks' high watermarks (as the driver read them when planning the batch)."""
+
+    def __init__(
+        self,
+        start: dict[str, Any],
+        end: dict[str, Any],
+        schemas: dict[str, TableSchema],
+        watermarks: dict[str, list[tuple[ChunkRange, BinlogPosition]]],
+    ) -> None:
         super().__init__(None)
         self.start = start
         self.end = end
-        self.tables = tables
+        self.schemas = schemas
+        self.watermarks = watermarks
+
+    @property
+    def tables(self) -> list[str]:
+        return list(self.schemas)
 
 
 class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -68,6 +122,9 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._spec = StreamJobSpec.read_file(options["job_file"])
         self._target: BinlogPosition | None = None
         self._metadata: Any = None
+        #: The schemas of the tables read, loaded when a table is first read and kept: row
+        #: images are screened against them, so an ALTER under the stream is noticed.
+        self._schemas: dict[TableId, TableSchema] = {}
 
     def _server_position(self) -> BinlogPosition:
         from airflow_cdc.source.connection import connect
@@ -76,6 +133,20 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         conn = connect(self._spec.source)
         try:
             return current_position(conn, server_info(conn))
+        finally:
+            conn.close()
+
+    def _capped(self, start: BinlogPosition, latest: BinlogPosition) -> BinlogPosition:
+        """``latest``, or a transaction boundary about ``max_batch_bytes`` past ``start``."""
+        from airflow_cdc.source.binlog_index import batch_end, binary_logs, events_query
+        from airflow_cdc.source.connection import connect
+
+        limit = self._spec.max_batch_bytes
+        if latest.file == start.file and latest.offset - start.offset <= limit:
+            return latest  # the common case costs no query
+        conn = connect(self._spec.source)
+        try:
+            return batch_end(binary_logs(conn), events_query(conn), start, latest, limit)
         finally:
             conn.close()
 
@@ -113,6 +184,8 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._server_position()
         if self._target is not None and self._target < latest:
             latest = self._target
+        if latest > _position(start):
+            latest = self._capped(_position(start), latest)
         if latest <= _position(start):
             # An idle server: run an empty batch anyway when a table is ready to join, so
             # it joins now rather than at the next write (continuous mode only).
@@ -122,30 +195,71 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _offset(latest, time.time())
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[_Range]:
+        from airflow_cdc.planning.key_order import sort_key_for
+        from airflow_cdc.source.binlog_index import binary_logs, range_bytes, transaction_cuts
+        from airflow_cdc.source.catalog import load_table_schema
+        from airflow_cdc.source.connection import connect
         from airflow_cdc.stream.joining import tables_to_read
 
-        tables = tables_to_read(self._store(), self._spec.stream_id)
-        return [_Range(start, end, [table_to_text(table) for table in tables])]
+        store = self._store()
+        tables = tables_to_read(store, self._spec.stream_id)
+        first, last = _position(start), _position(end)
+        for table in list(self._schemas):
+            if table not in tables:
+                del self._schemas[table]
+        missing = [t for t in tables if t not in self._schemas]
+        parallelism = self._spec.decode_parallelism or os.cpu_count() or 1
+        span = last.offset - first.offset if last.file == first.file else None
+        cuts: list[BinlogPosition] = []
+        worth_cutting = (
+            tables and parallelism > 1 and (span is None or span >= 2 * self._spec.min_slice_bytes)
+        )
+        if missing or worth_cutting:
+            conn = connect(self._spec.source)
+            try:
+                for table in missing:
+                    self._schemas[table] = load_table_schema(conn, table)
+                if worth_cutting:
+                    if span is None:
+                        span = range_bytes(binary_logs(conn), first, last)
+                    parts = min(parallelism, span // self._spec.min_slice_bytes)
+                    cuts = transaction_cuts(conn, first, last, parts) if parts > 1 else []
+            finally:
+                conn.close()
+        schemas = {table_to_text(t): self._schemas[t] for t in tables}
+        watermarks = {
+            table_to_text(t): store.table_watermarks(t, sort_key=sort_key_for(self._schemas[t]))
+            for t in tables
+        }
+        edges = [start, *(_offset(cut, 0.0) for cut in cuts), end]
+        return [_Range(edges[i], edges[i + 1], schemas, watermarks) for i in range(len(edges) - 1)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[str, str, bytes]]:
         assert isinstance(partition, _Range)
-        from airflow_cdc.source.catalog import load_table_schema
-        from airflow_cdc.source.connection import connect
+        from airflow_cdc.stream.apply import reduce_slice
         from airflow_cdc.stream.binlog_reader import read_changes
+        from airflow_cdc.stream.emit_filter import EmitFilter
+        from airflow_cdc.stream.schema_check import screen_events
 
-        tables = [TableId.parse(name) for name in partition.tables]
+        schemas = {TableId.parse(name): s for name, s in partition.schemas.items()}
+        marks = {TableId.parse(name): m for name, m in partition.watermarks.items()}
         start, end = _position(partition.start), _position(partition.end)
-        if tables and start < end:
-            conn = connect(self._spec.source)
-            try:
-                schemas = {table: load_table_schema(conn, table) for table in tables}
-            finally:
-                conn.close()
-            for event in read_changes(self._spec.source, schemas, start, end):
-                payload = pickle.dumps((event.kind.value, event.before, event.after))
-                yield (table_to_text(event.table), event.position.to_text(), payload)
+        events = emitted = 0
+        if schemas and start < end:
+            emit = EmitFilter(marks, schemas)
+            changes = read_changes(self._spec.source, schemas, start, end)
+            reduced = reduce_slice(
+                screen_events(changes, schemas, emit.should_emit), schemas, emit.should_emit
+            )
+            for table, rows in reduced.tables.items():
+                yield (BLOCK, table_to_text(table), arrow_payload(rows))
+            events, emitted = reduced.events, reduced.emitted
         seen_at = float(partition.end.get("seen_at", 0.0))
-        yield (BOUNDARY, end.to_text(), boundary_payload(start, seen_at, partition.tables))
+        yield (
+            BOUNDARY,
+            end.to_text(),
+            boundary_payload(start, seen_at, partition.tables, events, emitted),
+        )
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to acknowledge: the server keeps the binlog, the checkpoint the offset."""

@@ -8,6 +8,8 @@ details, so no secret is on the command line.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +33,32 @@ def spark_runner(spark: Any) -> Callable[[Callable[[Any], Any], Sequence[Any]], 
     return run
 
 
+def _import_read_path(_: Any) -> int:
+    import connectorx  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import airflow_cdc.snapshot.reader  # noqa: F401
+
+    return 0
+
+
+def warm_workers(spark: Any) -> threading.Thread:
+    """Start the executors' Python workers and import the read path in them, in the
+    background while the driver sets up (sink table, read view, low watermark): Spark
+    reuses the workers, so the partition reads do not pay ~2-4 s of start-up each."""
+    slots = max(1, int(spark.sparkContext.defaultParallelism))
+
+    def run() -> None:
+        try:
+            spark.sparkContext.parallelize(range(slots), slots).map(_import_read_path).collect()
+        except Exception:  # only a head start: the reads start their workers anyway
+            log.debug("warming the Python workers failed", exc_info=True)
+
+    thread = threading.Thread(target=run, name="warm-workers", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     job_file = job_file_argument(argv, prog="snapshot_chunk", description=__doc__)
 
@@ -43,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"airflow-cdc snapshot chunk {spec.chunk_id}"
     ).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    started = time.monotonic()
+    warm_workers(spark)
     try:
         outcome = run_chunk(spec, runner=spark_runner(spark))
     except CdcError as exc:
@@ -50,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         spark.stop()
-    print(outcome.summary(), flush=True)
+    # The job's own time, JVM start excluded (the benchmark reads this line).
+    print(f"{outcome.summary()}; chunk job {time.monotonic() - started:.2f} s", flush=True)
     return 0
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError
-from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.spark._entry import job_file_argument
 
 __all__ = ["main"]
@@ -40,38 +40,45 @@ LEASE_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class _Batch:
-    """One micro-batch as the batch function sees it."""
+    """One micro-batch as the batch function sees it: per table, the reduced rows of each
+    slice (``spark.binlog_source``), the batch's bounds and what its slices counted."""
 
-    events: list[ChangeEvent]
+    rows: dict[TableId, list[Any]]  # pyarrow Tables, one per slice that had rows
     start: BinlogPosition | None  # None: no boundary row (an empty frame)
     end: BinlogPosition | None
     seen_at: float
     tables: tuple[TableId, ...]
+    events: int = 0
+    emitted: int = 0
+    slices: int = 0
 
 
 def _batch(rows: Sequence[Any]) -> _Batch:
-    from airflow_cdc.spark.binlog_source import BOUNDARY, decode_payload
+    """The slices' rows per table and the batch's bounds: the slices' first start and last
+    end (each slice's task closes with a boundary row)."""
+    from airflow_cdc.spark.binlog_source import BOUNDARY, decode_arrow, decode_payload
 
-    events: list[ChangeEvent] = []
+    tables_rows: dict[TableId, list[Any]] = {}
     start: BinlogPosition | None = None
     end: BinlogPosition | None = None
     seen_at = 0.0
     tables: tuple[TableId, ...] = ()
+    events = emitted = slices = 0
     for row in rows:
-        position = BinlogPosition.from_text(row["pos"])
-        if row["tbl"] == BOUNDARY:
+        if row["kind"] == BOUNDARY:
             bounds = decode_payload(row["payload"])
+            position = BinlogPosition.from_text(row["ref"])
+            first = BinlogPosition.from_text(bounds["start"])
             end = position if end is None or end < position else end
-            start = BinlogPosition.from_text(bounds["start"])
+            start = first if start is None or first < start else start
             seen_at = max(seen_at, float(bounds["seen_at"]))
             tables = tuple(TableId.parse(name) for name in bounds["tables"])
+            events += int(bounds.get("events", 0))
+            emitted += int(bounds.get("emitted", 0))
+            slices += 1
             continue
-        kind, before, after = decode_payload(row["payload"])
-        events.append(
-            ChangeEvent(TableId.parse(row["tbl"]), ChangeKind(kind), position, before, after)
-        )
-    events.sort(key=lambda event: event.position)
-    return _Batch(events, start, end, seen_at, tables)
+        tables_rows.setdefault(TableId.parse(row["ref"]), []).append(decode_arrow(row["payload"]))
+    return _Batch(tables_rows, start, end, seen_at, tables, events, emitted, slices)
 
 
 class _BatchWriter:
@@ -92,33 +99,26 @@ class _BatchWriter:
         self.sink = DeltaSink(spec.sink.root)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        from airflow_cdc.planning.key_order import sort_key_for
-        from airflow_cdc.stream.apply import apply_batch
-        from airflow_cdc.stream.emit_filter import EmitFilter
-        from airflow_cdc.stream.schema_check import screen_events
+        from airflow_cdc.stream.apply import combine_slices
 
         started = time.monotonic()
-        batch = _batch(frame.collect())
+        batch = _batch(frame.collect())  # the slices are decoded and reduced here
+        read_seconds = time.monotonic() - started
         joining = self._join(batch)
-        # Chunk boundaries are read per batch, so a re-run chunk or a backfill is honoured
-        # without a restart.
-        watermarks = {
-            table: self.store.table_watermarks(table, sort_key=sort_key_for(schema))
-            for table, schema in self.schemas.items()
-        }
-        emit = EmitFilter(watermarks, self.schemas)
-        # After an ALTER TABLE: drop the changes a newer snapshot holds, stop on the others.
-        events = screen_events(batch.events, self.schemas, emit.should_emit)
-        self._check_catalog(events, emit.should_emit)
+        needed = sorted((t for t in batch.rows if t in self.schemas), key=str)
+        self._check_catalog(needed)
         self.pause.reach("stream_before_apply")
-        result = apply_batch(
-            self.sink,
-            self.schemas,
-            events,
-            emit.should_emit,
-            app_id=self.spec.stream_id,
-            batch_id=batch_id,
-        )
+        written = 0
+        for table in needed:
+            rows = combine_slices(batch.rows[table], self.schemas[table].key)
+            self.sink.apply(
+                table,
+                rows,
+                app_id=self.spec.stream_id,
+                app_version=batch_id,
+                keys_unique=True,
+            )
+            written += rows.num_rows
         self.pause.reach("stream_after_apply")
         if batch.end is not None:
             if joining:
@@ -132,20 +132,23 @@ class _BatchWriter:
                 lag_seconds=max(0.0, time.time() - batch.seen_at) if batch.seen_at else None,
                 lag_bytes=lag_bytes,
                 batch_id=batch_id,
-                rows=result.rows_written,
+                rows=written,
                 owner=self.owner,
             )
         log.info(
-            "batch %d: %d changes, %d applied to %s in %.2f s; committed up to %s",
+            "batch %d: %d changes, %d applied to %s in %.2f s (%d slices decoded in %.2f s); "
+            "committed up to %s",
             batch_id,
-            result.events,
-            result.rows_written,
-            ", ".join(result.tables) or "no table",
+            batch.events,
+            written,
+            ", ".join(map(str, needed)) or "no table",
             time.monotonic() - started,
+            batch.slices,
+            read_seconds,
             batch.end,
         )
 
-    def _check_catalog(self, events: list[ChangeEvent], should_emit: Any) -> None:
+    def _check_catalog(self, tables: list[TableId]) -> None:
         """Changes the row images cannot show, for the tables whose changes this batch must
         apply: a type or key change (MODIFY, a new primary key) keeps the column names, so
         the catalog is compared with the schemas written with (one catalog read per such
@@ -154,16 +157,8 @@ class _BatchWriter:
         from airflow_cdc.errors import SchemaChangedError
         from airflow_cdc.source.catalog import load_table_schema
         from airflow_cdc.source.connection import connect
-        from airflow_cdc.stream.schema_check import catalog_drift, needed, way_on
+        from airflow_cdc.stream.schema_check import catalog_drift, way_on
 
-        tables = sorted(
-            {
-                event.table
-                for event in events
-                if event.table in self.schemas
-                and needed(event, self.schemas[event.table], should_emit)
-            }
-        )
         for table in tables:
             drift = self.sink_drift.get(table)
             if drift:

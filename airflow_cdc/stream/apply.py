@@ -1,10 +1,17 @@
-"""One micro-batch of binlog changes into the sink (plain Python; the Spark job calls it).
+"""Binlog changes into the sink (plain Python; the Spark job calls it).
 
-The batch is reduced to the newest version per key, filtered by the chunks' high
+Changes are reduced to the newest version per key, filtered by the chunks' high
 watermarks (Flink CDC's ``shouldEmit``), turned into rows at their binlog positions (delete
 markers for deletes) and merged with last-writer-wins. Each table's merge records the
 batch id as a Delta application transaction, so a batch that Spark replays after a crash
 changes nothing.
+
+The stream splits this in two: each slice of a micro-batch is reduced where it is decoded
+(:func:`reduce_slice`, on the executors, in parallel), and the driver keeps, per key, the
+newest row of all slices (:func:`combine_slices`, vectorized) before the merge. Reducing a
+slice and then the slices equals reducing the whole batch: "newest per key" is associative,
+and filtering the newest change of a key equals taking the newest of the filtered ones
+(a key's earlier changes lie at or before a watermark its newest one lies at or before).
 """
 
 from __future__ import annotations
@@ -19,7 +26,14 @@ from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, Ta
 from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, Sink
 from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
 
-__all__ = ["BatchResult", "apply_batch", "changes_table"]
+__all__ = [
+    "BatchResult",
+    "SliceChanges",
+    "apply_batch",
+    "changes_table",
+    "combine_slices",
+    "reduce_slice",
+]
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,63 @@ def changes_table(
     return pa.Table.from_arrays(columns, schema=full)
 
 
+@dataclass(frozen=True)
+class SliceChanges:
+    """One slice reduced: per table, its rows to merge (sink layout, one per key), and how
+    many changes were read and kept."""
+
+    tables: dict[TableId, pa.Table]
+    events: int
+    emitted: int
+
+
+def reduce_slice(
+    events: Iterable[ChangeEvent],
+    schemas: Mapping[TableId, TableSchema],
+    should_emit: Callable[[TableId, Key, BinlogPosition], bool],
+) -> SliceChanges:
+    """The newest needed version of every key the events (in binlog order) touched, per
+    table of ``schemas`` (other tables' events are counted, not kept)."""
+    from airflow_cdc.stream.reduce import reduce_to_latest
+
+    by_table: dict[TableId, list[ChangeEvent]] = defaultdict(list)
+    count = 0
+    for event in events:
+        if event.table in schemas:
+            by_table[event.table].append(event)
+            count += 1
+    tables: dict[TableId, pa.Table] = {}
+    emitted = 0
+    for table, table_events in by_table.items():
+        schema = schemas[table]
+
+        def key_of(row: Row, key: Sequence[str] = schema.key) -> Key:
+            return tuple(row[name] for name in key)
+
+        latest = reduce_to_latest(table_events, key_of).get(table, {})
+        kept = {k: v for k, v in latest.items() if should_emit(table, k, v[0])}
+        if kept:
+            tables[table] = changes_table(schema, kept)
+            emitted += len(kept)
+    return SliceChanges(tables, count, emitted)
+
+
+def combine_slices(parts: Sequence[pa.Table], key: Sequence[str]) -> pa.Table:
+    """The rows of several slices' tables, keeping per key the one at the greatest
+    ``_cdc_position`` (each table holds one row per key; positions are unique)."""
+    if len(parts) == 1:
+        return parts[0]
+    rows = pa.concat_tables(parts)
+    names = list(key)
+    newest = rows.group_by(names).aggregate([(POSITION_COLUMN, "max")])
+    if newest.num_rows == rows.num_rows:
+        return rows
+    winners = newest.rename_columns([*names, POSITION_COLUMN])
+    return rows.join(winners, keys=[*names, POSITION_COLUMN], join_type="inner").select(
+        rows.column_names
+    )
+
+
 def apply_batch(
     sink: Sink,
     schemas: Mapping[TableId, TableSchema],
@@ -62,28 +133,11 @@ def apply_batch(
 ) -> BatchResult:
     """Reduce, filter and merge one batch; events must be in binlog order. ``app_id`` and
     ``batch_id`` (together) make each table's merge skip a batch it has already applied."""
-    from airflow_cdc.stream.reduce import reduce_to_latest
-
-    by_table: dict[TableId, list[ChangeEvent]] = defaultdict(list)
-    count = 0
-    for event in events:
-        if event.table in schemas:
-            by_table[event.table].append(event)
-            count += 1
-    emitted = written = 0
+    reduced = reduce_slice(events, schemas, should_emit)
+    written = 0
     touched: list[str] = []
-    for table, table_events in by_table.items():
-        schema = schemas[table]
-
-        def key_of(row: Row, key: Sequence[str] = schema.key) -> Key:
-            return tuple(row[name] for name in key)
-
-        latest = reduce_to_latest(table_events, key_of).get(table, {})
-        kept = {k: v for k, v in latest.items() if should_emit(table, k, v[0])}
-        emitted += len(kept)
-        if not kept:
-            continue
-        sink.apply(table, changes_table(schema, kept), app_id=app_id, app_version=batch_id)
-        written += len(kept)
+    for table, rows in reduced.tables.items():
+        sink.apply(table, rows, app_id=app_id, app_version=batch_id, keys_unique=True)
+        written += rows.num_rows
         touched.append(str(table))
-    return BatchResult(count, emitted, written, tuple(touched))
+    return BatchResult(reduced.events, reduced.emitted, written, tuple(touched))

@@ -20,7 +20,7 @@ it compares them with the Delta table's own columns and key (:func:`sink_drift`)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_cdc.errors import SchemaChangedError
@@ -111,19 +111,29 @@ def screen_events(
     events: Iterable[ChangeEvent],
     schemas: Mapping[TableId, TableSchema],
     should_emit: Callable[[TableId, Key, BinlogPosition], bool],
-) -> list[ChangeEvent]:
-    """The events to apply: drifted ones that a chunk holds are left out; one that must be
-    applied raises :class:`SchemaChangedError`. Events of tables without a schema pass."""
-    kept: list[ChangeEvent] = []
+) -> Iterator[ChangeEvent]:
+    """The events to apply, lazily: drifted ones that a chunk holds are left out; one that
+    must be applied raises :class:`SchemaChangedError`. Events of tables without a schema
+    pass. (Images of one table share a few column layouts: each is compared once.)"""
+    layouts: dict[tuple[TableId, tuple[str, ...]], Drift] = {}
     for event in events:
         schema = schemas.get(event.table)
         if schema is None:
-            kept.append(event)
+            yield event
             continue
-        drifts = [image_drift(schema, image) for image in (event.before, event.after) if image]
-        drift = next((d for d in drifts if d), None)
+        drift: Drift | None = None
+        for image in (event.before, event.after):
+            if not image:
+                continue
+            layout = (event.table, tuple(image))
+            found = layouts.get(layout)
+            if found is None:
+                found = layouts[layout] = image_drift(schema, image)
+            if found:
+                drift = found
+                break
         if drift is None:
-            kept.append(event)
+            yield event
             continue
         if not needed(event, schema, should_emit):
             continue
@@ -132,7 +142,6 @@ def screen_events(
             f"{drift.describe()} compared with the sink table's columns. Nothing of this batch "
             f"was applied. {way_on(event.table)}"
         )
-    return kept
 
 
 def needed(

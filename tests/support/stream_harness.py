@@ -55,9 +55,9 @@ class InProcessStream:
         """One micro-batch; on an exception the offset stays (Spark would replay it)."""
         end = self.reader.latestOffset(self.offset, None)  # type: ignore[arg-type]
         rows = [
-            {"tbl": tbl, "pos": pos, "payload": payload}
+            {"kind": kind, "ref": ref, "payload": payload}
             for partition in self.reader.partitions(self.offset, end)
-            for tbl, pos, payload in self.reader.read(partition)
+            for kind, ref, payload in self.reader.read(partition)
         ]
         self.writer(_Frame(rows), self.batch_id)
         self.batch_id += 1

@@ -1,0 +1,242 @@
+"""Transaction boundaries near given byte offsets of the binlog, found by the server.
+
+The stream decodes a large micro-batch in parallel: the range ``(start, end]`` is cut into
+slices at transaction boundaries, and each slice is read by its own dump connection
+(a dump must start where no transaction is open: a row event needs the table map written
+earlier in its transaction). The cuts are found here with ``SHOW BINLOG EVENTS``, which
+the server answers by scanning its own files: a few small queries per cut, no row decoding.
+
+* :func:`byte_targets` (pure) spreads ``parts - 1`` targets evenly over the bytes of the
+  range, across files (a new file always starts at a boundary, so file starts are free cuts);
+* :func:`boundary_after` finds the first boundary at or after one target inside a file;
+* :func:`transaction_cuts` puts them together against a live server.
+
+A single transaction larger than a slice is never cut: its slice just grows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.model import BinlogPosition, binlog_file_number
+
+__all__ = [
+    "FIRST_EVENT",
+    "EventRow",
+    "batch_end",
+    "binary_logs",
+    "boundary_after",
+    "byte_targets",
+    "events_query",
+    "is_boundary",
+    "range_bytes",
+    "transaction_cuts",
+]
+
+log = logging.getLogger(__name__)
+
+#: Offset of the first event of every binlog file (after the 4-byte magic number).
+FIRST_EVENT = 4
+#: Events fetched per ``SHOW BINLOG EVENTS`` window.
+_WINDOW = 400
+#: Windows scanned past a target before giving up (a transaction larger than that).
+_MAX_WINDOWS = 25
+#: Re-estimates of how many events to skip to reach a target.
+_MAX_SEEKS = 6
+#: Query events that open (not close) a transaction (as ``stream.mysql_source``).
+_OPENERS = ("BEGIN", "XA START", "XA END")
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One row of ``SHOW BINLOG EVENTS``: where the event starts and ends, its type and info."""
+
+    pos: int
+    end: int
+    kind: str
+    info: str
+
+
+def is_boundary(event: EventRow) -> bool:
+    """Whether no transaction is open after ``event``: a commit (``Xid``, ``XA PREPARE``),
+    or a query that does not open one (``COMMIT``, DDL)."""
+    if event.kind in ("Xid", "XA_prepare"):
+        return True
+    if event.kind == "Query":
+        return not event.info.lstrip().upper().startswith(_OPENERS)
+    return False
+
+
+def _spans(
+    files: Sequence[tuple[str, int]], start: BinlogPosition, end: BinlogPosition
+) -> list[tuple[str, int, int]]:
+    """Per file the range touches: its name and the range's first and last byte in it."""
+    spans: list[tuple[str, int, int]] = []
+    for name, size in sorted(files, key=lambda f: binlog_file_number(f[0])):
+        number = binlog_file_number(name)
+        if number < start.file_number or number > end.file_number:
+            continue
+        lo = start.offset if number == start.file_number else FIRST_EVENT
+        hi = end.offset if number == end.file_number else size
+        if hi > lo:
+            spans.append((name, lo, hi))
+    return spans
+
+
+def range_bytes(
+    files: Sequence[tuple[str, int]], start: BinlogPosition, end: BinlogPosition
+) -> int:
+    """Bytes of binlog in ``(start, end]`` across files (``files``: ``SHOW BINARY LOGS``)."""
+    return sum(hi - lo for _, lo, hi in _spans(files, start, end))
+
+
+def byte_targets(
+    files: Sequence[tuple[str, int]], start: BinlogPosition, end: BinlogPosition, parts: int
+) -> list[BinlogPosition]:
+    """``parts - 1`` positions spread evenly over the bytes of ``(start, end]``.
+
+    ``files``: the server's binlogs and their sizes (``SHOW BINARY LOGS``). A target that
+    falls into the first bytes of a file becomes that file's first event, itself a cut.
+    """
+    spans = _spans(files, start, end)
+    total = sum(hi - lo for _, lo, hi in spans)
+    if parts <= 1 or total <= 0:
+        return []
+    step = total / parts
+    targets: list[BinlogPosition] = []
+    wanted = [step * i for i in range(1, parts)]
+    passed = 0
+    for name, lo, hi in spans:
+        for w in wanted:
+            if passed <= w < passed + (hi - lo):
+                offset = lo + int(w - passed)
+                targets.append(BinlogPosition(name, max(offset, FIRST_EVENT)))
+        passed += hi - lo
+    return targets
+
+
+#: ``(file, from_pos, skip, count) -> events``: one ``SHOW BINLOG EVENTS`` window.
+EventsQuery = Callable[[str, int, int, int], list[EventRow]]
+
+
+def boundary_after(events: EventsQuery, file: str, known: int, target: int) -> int | None:
+    """The end offset of the first boundary event of ``file`` that ends at or after
+    ``target``, scanning from ``known`` (an event start: the range's start or the file's
+    first event). None when the file has no boundary there (a huge transaction, the end)."""
+    skip = 0
+    first = events(file, known, 0, _WINDOW)
+    if not first:
+        return None
+    window = first
+    if first[-1].end < target:
+        # Jump close to the target by the mean event size, then correct.
+        per_event = max(1.0, (first[-1].end - known) / len(first))
+        skip = int((target - known) / per_event)
+        for _ in range(_MAX_SEEKS):
+            window = events(file, known, skip, _WINDOW)
+            if not window:  # past the file's end
+                skip = max(0, skip // 2)
+                continue
+            if window[0].pos > target and skip > 0:
+                skip = max(0, int(skip * (target - known) / max(1, window[0].pos - known)) - 1)
+                continue
+            if window[-1].end < target:
+                per_event = max(1.0, (window[-1].end - known) / (skip + len(window)))
+                skip = max(skip + len(window), int((target - known) / per_event))
+                continue
+            break
+    for _ in range(_MAX_WINDOWS):
+        for event in window:
+            if event.end >= target and is_boundary(event):
+                return event.end
+        if len(window) < _WINDOW:
+            return None
+        skip += len(window)
+        window = events(file, known, skip, _WINDOW)
+    return None
+
+
+def events_query(conn: Any) -> EventsQuery:
+    """:data:`EventsQuery` over a pymysql connection (``SHOW BINLOG EVENTS`` needs the same
+    privilege as ``SHOW BINARY LOGS``, which the stream already has)."""
+
+    def events(file: str, known: int, skip: int, count: int) -> list[EventRow]:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f"SHOW BINLOG EVENTS IN %s FROM {int(known)} LIMIT {int(skip)}, {int(count)}",
+                (file,),
+            )
+            return [
+                EventRow(int(r[1]), int(r[4]), str(r[2]), str(r[5] or ""))
+                for r in cursor.fetchall()
+            ]
+
+    return events
+
+
+def binary_logs(conn: Any) -> list[tuple[str, int]]:
+    """``SHOW BINARY LOGS``: the server's binlog files and their sizes."""
+    with conn.cursor() as cursor:
+        cursor.execute("SHOW BINARY LOGS")
+        return [(str(row[0]), int(row[1])) for row in cursor.fetchall()]
+
+
+def batch_end(
+    files: Sequence[tuple[str, int]],
+    events: EventsQuery,
+    start: BinlogPosition,
+    latest: BinlogPosition,
+    limit: int,
+) -> BinlogPosition:
+    """Where a batch from ``start`` ends: ``latest`` when the range holds at most ``limit``
+    bytes, else a transaction boundary about ``limit`` bytes on: inside ``start``'s file,
+    or the start of the first later file the limit reaches into (a file start is a
+    boundary). A transaction larger than ``limit`` ends the batch at its own end."""
+    if latest <= start or (latest.file == start.file and latest.offset - start.offset <= limit):
+        return latest
+    spans = _spans(files, start, latest)
+    if sum(hi - lo for _, lo, hi in spans) <= limit:
+        return latest
+    passed = 0
+    for index, (name, lo, hi) in enumerate(spans):
+        if passed + (hi - lo) > limit:
+            if index > 0:
+                return min(BinlogPosition(name, FIRST_EVENT), latest)
+            found = boundary_after(events, name, lo, lo + limit - passed)
+            if found is not None:
+                return min(BinlogPosition(name, found), latest)
+            if len(spans) > 1:  # one transaction fills the rest of the file
+                return min(BinlogPosition(spans[1][0], FIRST_EVENT), latest)
+            return latest
+        passed += hi - lo
+    return latest
+
+
+def transaction_cuts(
+    conn: Any, start: BinlogPosition, end: BinlogPosition, parts: int
+) -> list[BinlogPosition]:
+    """Up to ``parts - 1`` transaction boundaries strictly inside ``(start, end)``, in order,
+    splitting the range into slices of about equal bytes (fewer when boundaries are scarce)."""
+    if parts <= 1 or end <= start:
+        return []
+    files = binary_logs(conn)
+    events = events_query(conn)
+    cuts: list[BinlogPosition] = []
+    for target in byte_targets(files, start, end, parts):
+        known = start.offset if target.file == start.file else FIRST_EVENT
+        if target.offset <= FIRST_EVENT and target.file != start.file:
+            cut: BinlogPosition | None = BinlogPosition(target.file, FIRST_EVENT)
+        else:
+            found = boundary_after(events, target.file, known, target.offset)
+            cut = BinlogPosition(target.file, found) if found is not None else None
+            if cut is None and target.file_number < end.file_number:
+                # No commit after the target in its file: the next file's start is one.
+                later = [n for n, _ in files if binlog_file_number(n) > target.file_number]
+                if later:
+                    cut = BinlogPosition(min(later, key=binlog_file_number), FIRST_EVENT)
+        if cut is not None and start < cut < end and (not cuts or cuts[-1] < cut):
+            cuts.append(cut)
+    return cuts

@@ -1,0 +1,145 @@
+"""Cutting a binlog range at transaction boundaries (``source.binlog_index``), against a
+scripted binlog: the search must land on a boundary, never inside a transaction."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_cdc.model import BinlogPosition
+from airflow_cdc.source.binlog_index import (
+    FIRST_EVENT,
+    EventRow,
+    batch_end,
+    boundary_after,
+    byte_targets,
+    is_boundary,
+)
+
+
+def scripted_file(transactions: list[int], seed: int = 0) -> list[EventRow]:
+    """A binlog file: per transaction a Gtid, a table map, ``n`` row events, an Xid."""
+    rng = random.Random(seed)
+    events: list[EventRow] = [EventRow(FIRST_EVENT, 256, "Format_desc", "")]
+    pos = 256
+
+    def add(kind: str, info: str = "") -> None:
+        nonlocal pos
+        size = rng.randint(30, 900)
+        events.append(EventRow(pos, pos + size, kind, info))
+        pos += size
+
+    for rows in transactions:
+        add("Gtid", "BEGIN GTID 0-1-1")
+        add("Table_map", "table_id: 33 (db.t)")
+        for _ in range(rows):
+            add("Update_rows_v1", "")
+        add("Xid", "COMMIT /* xid=1 */")
+    return events
+
+
+def query(events: list[EventRow]):  # type: ignore[no-untyped-def]
+    calls: list[int] = []
+
+    def run(file: str, known: int, skip: int, count: int) -> list[EventRow]:
+        calls.append(skip)
+        start = next(i for i, e in enumerate(events) if e.pos == known)
+        return events[start + skip : start + skip + count]
+
+    return run, calls
+
+
+def test_boundaries_are_commits_and_non_opening_queries() -> None:
+    assert is_boundary(EventRow(0, 1, "Xid", "COMMIT /* xid=5 */"))
+    assert is_boundary(EventRow(0, 1, "Query", "COMMIT"))
+    assert is_boundary(EventRow(0, 1, "Query", "use `db`; ALTER TABLE t ADD c INT"))
+    assert is_boundary(EventRow(0, 1, "XA_prepare", "XA PREPARE X'01'"))
+    assert not is_boundary(EventRow(0, 1, "Query", "BEGIN"))
+    assert not is_boundary(EventRow(0, 1, "Query", " xa start X'01'"))
+    assert not is_boundary(EventRow(0, 1, "Gtid", "BEGIN GTID 0-1-5"))
+    assert not is_boundary(EventRow(0, 1, "Write_rows_v1", ""))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=300),
+    st.integers(0, 2**16),
+    st.floats(0.0, 1.0),
+)
+def test_the_found_cut_is_the_first_boundary_at_or_after_the_target(
+    transactions: list[int], seed: int, fraction: float
+) -> None:
+    events = scripted_file(transactions, seed)
+    target = FIRST_EVENT + int(fraction * (events[-1].end - FIRST_EVENT))
+    run, _ = query(events)
+    found = boundary_after(run, "mysql-bin.000001", FIRST_EVENT, target)
+    expected = next((e.end for e in events if e.end >= target and is_boundary(e)), None)
+    assert found == expected
+
+
+def test_a_far_target_is_reached_by_skipping_not_by_reading_every_window() -> None:
+    events = scripted_file([3] * 20_000)
+    run, calls = query(events)
+    target = events[len(events) * 3 // 4].pos
+    found = boundary_after(run, "mysql-bin.000001", FIRST_EVENT, target)
+    assert found == next(e.end for e in events if e.end >= target and is_boundary(e))
+    assert len(calls) <= 8  # a few seeks, not ~190 windows of 400 events
+
+
+def test_a_transaction_longer_than_the_search_gives_no_cut() -> None:
+    events = scripted_file([50_000])
+    run, _ = query(events)
+    assert boundary_after(run, "mysql-bin.000001", FIRST_EVENT, 1_000) is None
+
+
+@given(
+    st.lists(st.integers(1_000, 10**6), min_size=1, max_size=6),
+    st.integers(2, 8),
+    st.data(),
+)
+def test_byte_targets_split_the_range_evenly_and_in_order(
+    sizes: list[int], parts: int, data: st.DataObject
+) -> None:
+    files = [(f"mysql-bin.{i + 1:06d}", size) for i, size in enumerate(sizes)]
+    first = data.draw(st.integers(0, len(files) - 1))
+    last = data.draw(st.integers(first, len(files) - 1))
+    start = BinlogPosition(files[first][0], data.draw(st.integers(FIRST_EVENT, sizes[first] - 1)))
+    end_offset = data.draw(st.integers(FIRST_EVENT, sizes[last]))
+    end = BinlogPosition(files[last][0], end_offset)
+    if end <= start:
+        return
+    targets = byte_targets(files, start, end, parts)
+    assert len(targets) <= parts - 1
+    assert all(start <= t <= end for t in targets)
+    assert all(a <= b for a, b in itertools.pairwise(targets))
+
+
+def test_byte_targets_cross_files() -> None:
+    files = [("mysql-bin.000001", 1000), ("mysql-bin.000002", 1000)]
+    targets = byte_targets(
+        files, BinlogPosition("mysql-bin.000001", 504), BinlogPosition("mysql-bin.000002", 500), 2
+    )
+    # 496 bytes left in file 1 and 496 in file 2: the middle is the start of file 2.
+    assert targets == [BinlogPosition("mysql-bin.000002", FIRST_EVENT)]
+
+
+def test_a_batch_ends_near_the_byte_limit_at_a_boundary() -> None:
+    events = scripted_file([5] * 2_000)
+    run, _ = query(events)
+    files = [("mysql-bin.000001", events[-1].end), ("mysql-bin.000002", 10_000)]
+    start = BinlogPosition("mysql-bin.000001", FIRST_EVENT)
+    latest = BinlogPosition("mysql-bin.000002", 5_000)
+    end = batch_end(files, run, start, latest, 100_000)
+    assert end.file == start.file
+    assert end.offset == min(e.end for e in events if is_boundary(e) and e.end >= 100_004)
+    # Small ranges are taken whole; a limit reaching past a file's end stops at the next.
+    assert batch_end(files, run, start, latest, 10**9) == latest
+    assert events[-9].kind == "Xid"  # the commit before the file's last transaction
+    late = BinlogPosition("mysql-bin.000001", events[-9].end)
+    rest = events[-1].end - late.offset
+    assert batch_end(files, run, late, latest, rest + 10) == BinlogPosition(
+        "mysql-bin.000002", FIRST_EVENT
+    )
