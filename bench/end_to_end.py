@@ -39,9 +39,9 @@ Chunking (``chunk_rows=None``, :func:`default_chunk_rows`): as many chunks as th
 once, 2 (``max_active_tis_per_dagrun=2`` on ``snapshot_chunk``), i.e. one wave, with chunks
 of at most 5M rows (then 4, 6, ... chunks): 1M rows -> 2 x 500k, 5M -> 2 x 2.5M, 10M -> 2 x
 5M. Why, on 2 cores: every chunk is one ``spark-submit``, and its fixed cost (JVM launch,
-SparkContext, SparkSession, Python workers: ~25 s alone, ~40 s when two start at once, nearly
-all of it CPU) is paid on the same 2 cores the reads need, so each extra wave of chunks adds
-~40 s without reading a row faster; the slots of a wave are never idle while there is work,
+SparkContext, SparkSession, Python workers: ~20 s for one alone, 45-50 s when two start at
+once, nearly all of it CPU) is paid on the same 2 cores the reads need, so each extra wave of
+chunks adds that much again without reading a row faster; the slots of a wave are never idle while there is work,
 because both chunks are the same size and start together; inside a chunk the reads still use
 both cores (partitions of 250k rows, the operator's default, 2 at a time on ``local[2]``).
 The 5M cap keeps a chunk's driver memory (the chunk is held as Arrow, ~150 B a row, a few
@@ -546,7 +546,7 @@ def _figures(
     batch0_log = None if batch0 is None else batch0[0]
     batch0_seconds = None
     if batch0 is not None:
-        found = re.search(r" in ([0-9.]+) s;", batch0[1])
+        found = re.search(r" in ([0-9.]+) s\b", batch0[1])
         batch0_seconds = float(found.group(1)) if found else None
     first_batch = watch.first_batch or {}
     committed_at = _ts(first_batch.get("committed_at"))
@@ -596,6 +596,7 @@ def _figures(
             "committed_at": _iso(committed_at),
             "log_line_at": _iso(batch0_log),
             "batch0_function_s": batch0_seconds,
+            "batch0_log_line": None if batch0 is None else batch0[1],
             "batch0_rows": first_batch.get("rows"),
             "stream_batches": len(batch_lines),
             "metadata_polls": watch.polls,
