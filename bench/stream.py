@@ -1,15 +1,21 @@
-"""Stream benchmark: throughput against the raw decode rate, and commit-to-visible latency.
+"""Stream benchmark: throughput against the one-process decode, and commit-to-visible latency.
 
-One run, same machine, same binlog:
-1. yardstick: mysql-replication decoding every row change of the backlog in one process
-   (``BinLogStreamReader``, every value decoded; what any Python binlog consumer pays);
-2. product: the stream job (spark-submit, ``until_caught_up``) applying the same backlog to
-   Delta; throughput = changes / (sum of its micro-batch times, JVM start excluded);
-3. latency: a continuous stream while a writer inserts at a steady rate; for each row, the
-   time from its commit (``NOW(6)`` in the row) until a poller sees it in the Delta table.
-Writes ``bench/out/stream.json``.
+``measure_stream(server, changes, workdir)`` (called by ``run_all.py`` per backlog size),
+on its own database ``benchstream`` of the benchmark table's row shape, same binlog:
 
-    .venv/bin/python bench/stream.py --updates 200 --update-rows 500 --inserts 20000
+1. yardstick: mysql-replication decoding every row change of a backlog of ``changes``
+   (the yardsticks' mix: 1,000-row UPDATEs and single-row INSERTs, 10:1) in one process,
+   every value decoded, as any Python binlog consumer gets it;
+2. product: the stream job (spark-submit, local[2], ``until_caught_up``) applying the same
+   backlog to Delta. Its time runs from the first micro-batch's start to the last one's
+   end (from the job's own log lines), so Spark's planning between batches counts, the JVM
+   start does not;
+3. latency: a continuous stream (trigger 1 s) while a writer commits 2,000 row changes/s
+   (50 transactions of 40 rows a second) for ``latency_seconds``; a row's latency is from
+   its commit (``NOW(6)`` in the row) to the end of the first batch whose committed
+   position covers it (the batch log line is written after the Delta commit).
+
+    .venv/bin/python bench/stream.py --changes 110000
 """
 
 from __future__ import annotations
@@ -19,33 +25,59 @@ import datetime as dt
 import json
 import re
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_table import create_bench_table
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.config import SourceConfig  # noqa: E402
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
+from airflow_cdc.model import BinlogPosition  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
-REPO = Path(__file__).resolve().parents[1]
+DB = "benchstream"
+BASE_ROWS = 100_000
+UPDATE_ROWS = 1_000
+#: ``2026-11-22 02:42:15,858 INFO airflow_cdc.stream: batch 0: 7230 changes, ... in 12.03 s
+#: (2 slices decoded in 11.44 s); committed up to mysql-bin.000052:15684``
+BATCH_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO airflow_cdc\.stream: batch (\d+): (\d+) "
+    r"changes, (\d+) applied .* in ([0-9.]+) s \((\d+) slices decoded in ([0-9.]+) s\); "
+    r"committed up to (\S+)$",
+    re.MULTILINE,
+)
 
 
-def backlog(
-    server: LocalMariaDB, updates: int, update_rows: int, inserts: int, first_id: int
-) -> int:
-    """The yardsticks' mix: multi-row UPDATEs and single-row INSERT transactions."""
-    conn = server.root("bench")
+def create_table(server: LocalMariaDB) -> None:
+    server.execute(
+        f"DROP DATABASE IF EXISTS {DB}",
+        f"CREATE DATABASE {DB}",
+        f"""CREATE TABLE {DB}.t (id BIGINT PRIMARY KEY, n INT NOT NULL, code VARCHAR(16) NOT NULL,
+           amount DECIMAL(12,2) NOT NULL, note VARCHAR(200) NOT NULL, created DATETIME(6) NOT NULL,
+           updated TIMESTAMP(6) NOT NULL)""",
+        f"""INSERT INTO {DB}.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
+            RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
+            '2024-06-01' + INTERVAL seq SECOND FROM {DB}.seq_1_to_{BASE_ROWS}""",
+    )
+
+
+def backlog(server: LocalMariaDB, changes: int, first_id: int) -> int:
+    """About ``changes`` row changes: 1,000-row UPDATEs and single-row INSERTs, 10:1."""
+    updates = max(1, round(changes * 10 / 11 / UPDATE_ROWS))
+    inserts = max(0, changes - updates * UPDATE_ROWS)
+    conn = server.root(DB)
     with conn.cursor() as cur:
         for i in range(updates):
-            lo = 1 + (i * update_rows) % 100_000
+            lo = 1 + (i * UPDATE_ROWS) % BASE_ROWS
             cur.execute(
                 "UPDATE t SET n = n + 1, updated = NOW(6) WHERE id BETWEEN %s AND %s",
-                (lo, lo + update_rows - 1),
+                (lo, lo + UPDATE_ROWS - 1),
             )
         for i in range(inserts):
             cur.execute(
@@ -53,10 +85,11 @@ def backlog(
                 (first_id + i,),
             )
     conn.close()
-    return updates * update_rows + inserts
+    return updates * UPDATE_ROWS + inserts
 
 
 def raw_decode(cfg: SourceConfig, start: BinlogPosition, end: BinlogPosition) -> tuple[int, float]:
+    """The yardstick: every row change of ``(start, end]`` decoded by mysql-replication."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
@@ -84,27 +117,46 @@ def raw_decode(cfg: SourceConfig, start: BinlogPosition, end: BinlogPosition) ->
     return rows, time.perf_counter() - started
 
 
-def batch_seconds(log: str) -> tuple[int, float]:
-    found = re.findall(r"batch \d+: (\d+) changes, \d+ applied .* in ([0-9.]+) s", log)
-    return sum(int(c) for c, _ in found), sum(float(s) for _, s in found)
+def batches(log: str) -> list[dict[str, Any]]:
+    """The stream's batch lines: end time (epoch s), changes, seconds, slices, end."""
+    found = []
+    for m in BATCH_LINE.finditer(log):
+        ended = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        found.append(
+            {
+                "ended": ended,
+                "batch": int(m.group(2)),
+                "changes": int(m.group(3)),
+                "applied": int(m.group(4)),
+                "seconds": float(m.group(5)),
+                "slices": int(m.group(6)),
+                "decode_seconds": float(m.group(7)),
+                "end": BinlogPosition.from_text(m.group(8)),
+            }
+        )
+    return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--updates", type=int, default=200)
-    parser.add_argument("--update-rows", type=int, default=500)
-    parser.add_argument("--inserts", type=int, default=20_000)
-    parser.add_argument("--latency-seconds", type=float, default=30.0)
-    parser.add_argument(
-        "--latency-rate", type=float, default=200.0, help="single-row commits per second"
-    )
-    args = parser.parse_args()
-
+def _position(cfg: SourceConfig) -> BinlogPosition:
     from airflow_cdc.source.connection import connect
     from airflow_cdc.source.server import current_position, server_info
+
+    conn = connect(cfg)
+    try:
+        return current_position(conn, server_info(conn))
+    finally:
+        conn.close()
+
+
+def measure_stream(
+    server: LocalMariaDB,
+    changes: int,
+    workdir: Path,
+    *,
+    latency_seconds: float = 60.0,
+    latency_rate: int = 2_000,
+) -> dict[str, Any]:
+    """Throughput on a backlog of about ``changes`` row changes, then the latency run."""
     from tests.support.pipeline import (
         plan,
         snapshot_all,
@@ -113,106 +165,173 @@ def main() -> None:
         stream_spec,
     )
 
+    workdir.mkdir(parents=True, exist_ok=True)
+    create_table(server)
+    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
+    record = plan(server, [f"{DB}.t"], chunk_rows=BASE_ROWS * 2, metadata_url=meta)
+    snapshot_all(server, record, meta, lake)
+    cfg = source_config(server)
+    start = _position(cfg)
+    made = backlog(server, changes, BASE_ROWS + 1_000_000)
+    end = _position(cfg)
+
+    decoded, decode_seconds = raw_decode(cfg, start, end)
+    spec = stream_spec(server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="bench")
+    job = spark_submit_stream(spec, workdir)
+    if job.wait(timeout=3600) != 0:
+        raise RuntimeError((workdir / "stream.log").read_text()[-4000:])
+    log = (workdir / "stream.log").read_text()
     OUT.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="cdc-stream-bench-") as tmp:
-        work = Path(tmp)
-        server = LocalMariaDB(work / "db")
-        server.start()
-        try:
-            create_bench_table(server, args.rows)
-            meta, lake = f"sqlite:///{work / 'meta.db'}", work / "lake"
-            record = plan(server, ["bench.t"], chunk_rows=args.rows * 2, metadata_url=meta)
-            snapshot_all(server, record, meta, lake)
-            cfg = source_config(server)
-            conn = connect(cfg)
-            start = current_position(conn, server_info(conn))
-            changes = backlog(
-                server, args.updates, args.update_rows, args.inserts, args.rows + 1_000_000
-            )
-            end = current_position(conn, server_info(conn))
-            conn.close()
-
-            decoded, decode_s = raw_decode(cfg, start, end)
-            spec = stream_spec(server, ["bench.t"], meta, lake, work / "ckpt", stream_id="bench")
-            job = spark_submit_stream(spec, work)
-            assert job.wait(timeout=1800) == 0, (work / "stream.log").read_text()[-4000:]
-            (OUT / "stream-backlog.log").write_text((work / "stream.log").read_text())
-            streamed, stream_s = batch_seconds((work / "stream.log").read_text())
-
-            latencies = measure_latency(
-                server, meta, lake, work, args.latency_seconds, args.latency_rate
-            )
-        finally:
-            server.stop()
+    (OUT / f"stream-backlog-{changes}.log").write_text(log)
+    done = batches(log)
+    streamed = sum(b["changes"] for b in done)
+    span = done[-1]["ended"] - (done[0]["ended"] - done[0]["seconds"]) if done else 0.0
+    decode_rate = decoded / decode_seconds
+    stream_rate = streamed / span if span else 0.0
     result: dict[str, Any] = {
-        "backlog_changes": changes,
-        "raw_decode_changes_per_s": round(decoded / decode_s),
+        "changes": made,
+        "binlog_bytes": _bytes(server, start, end),
+        "single_decoder_changes_per_s": round(decode_rate),
+        "single_decoder_seconds": round(decode_seconds, 2),
         "stream_changes": streamed,
-        "stream_batch_seconds": round(stream_s, 2),
-        "stream_changes_per_s": round(streamed / stream_s) if stream_s else None,
-        "stream_vs_single_decoder": round((streamed / stream_s) / (decoded / decode_s), 3)
-        if stream_s
-        else None,
-        "latency_rows": len(latencies),
-        "latency_p50_s": round(statistics.median(latencies), 3) if latencies else None,
-        "stream_latency_p99_s": round(statistics.quantiles(latencies, n=100)[98], 3)
-        if len(latencies) > 100
-        else None,
-        "latency_rate_per_s": args.latency_rate,
+        "stream_seconds": round(span, 2),
+        "stream_changes_per_s": round(stream_rate),
+        "stream_vs_single_decoder": round(stream_rate / decode_rate, 3),
+        "batches": len(done),
+        "slices_per_batch": max((b["slices"] for b in done), default=0),
+        "decode_share_of_batch_time": round(
+            sum(b["decode_seconds"] for b in done) / max(1e-9, sum(b["seconds"] for b in done)), 3
+        ),
     }
-    (OUT / "stream.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
+    if latency_seconds > 0:
+        result.update(measure_latency(server, meta, lake, workdir, latency_seconds, latency_rate))
+    return result
+
+
+def _bytes(server: LocalMariaDB, start: BinlogPosition, end: BinlogPosition) -> int:
+    from airflow_cdc.source.binlog_index import binary_logs, range_bytes
+
+    conn = server.root(DB)
+    try:
+        return range_bytes(binary_logs(conn), start, end)
+    finally:
+        conn.close()
 
 
 def measure_latency(
-    server: LocalMariaDB, meta: str, lake: Path, work: Path, seconds: float, rate: float
-) -> list[float]:
+    server: LocalMariaDB, meta: str, lake: Path, workdir: Path, seconds: float, rate: int
+) -> dict[str, Any]:
+    """Commit-to-visible latency of rows written at ``rate`` changes/s for ``seconds``."""
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.model import TableId
     from airflow_cdc.sinks.delta import DeltaSink
     from tests.support.pipeline import kill_group, spark_submit_stream, stream_spec
 
     spec = stream_spec(
-        server, ["bench.t"], meta, lake, work / "ckpt", mode="continuous", stream_id="bench"
+        server, [f"{DB}.t"], meta, lake, workdir / "ckpt", mode="continuous", stream_id="bench"
     )
-    job = spark_submit_stream(spec, work)
-    time.sleep(20)  # JVM start and the first (empty) batch
-    stop = threading.Event()
+    store = MetadataStore.connect(meta)
+    before = store.stream_state("bench")
+    done_before = before.last_batch_id if before is not None else None
+    job = spark_submit_stream(spec, workdir)
+    deadline = time.time() + 180
+    while time.time() < deadline:  # wait for the first batch of the new run
+        state = store.stream_state("bench")
+        if state is not None and state.last_batch_id != done_before and state.owner:
+            break
+        time.sleep(0.5)
     first_id = 50_000_000
+    per_tx = 40
+    stop = threading.Event()
 
     def write() -> None:
-        conn = server.root("bench")
+        conn = server.root(DB)
+        interval = per_tx / rate
+        next_at = time.perf_counter()
+        i = 0
         with conn.cursor() as cur:
-            i = 0
             while not stop.is_set():
-                cur.execute(
-                    "INSERT INTO t VALUES (%s, 2, 'lat', 1, 'latency', NOW(6), NOW(6))",
-                    (first_id + i,),
+                values = ", ".join(
+                    f"({first_id + i + k}, 2, 'lat', 1, 'latency', NOW(6), NOW(6))"
+                    for k in range(per_tx)
                 )
-                i += 1
-                time.sleep(1 / rate)
+                cur.execute(f"INSERT INTO t VALUES {values}")
+                i += per_tx
+                next_at += interval
+                time.sleep(max(0.0, next_at - time.perf_counter()))
         conn.close()
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    seen: dict[int, float] = {}
-    deadline = time.time() + seconds
-    sink = DeltaSink(str(lake))
-    while time.time() < deadline + 10:
-        if time.time() > deadline:
-            stop.set()
-        table = sink.read_live(TableId("bench", "t"), columns=["id", "created"]).filter(
-            __import__("pyarrow.compute", fromlist=["x"]).field("id") >= first_id
-        )
-        now = time.time()
-        for row in table.to_pylist():
-            seen.setdefault(row["id"], now - row["created"].replace(tzinfo=dt.UTC).timestamp())
-        time.sleep(0.2)
+    time.sleep(seconds)
+    stop.set()
+    writer.join()
+    written_until = time.time()
+    while time.time() < written_until + 60:  # let the stream catch up
+        state = store.stream_state("bench")
+        if state is not None and state.committed_position is not None and state.lag_bytes == 0:
+            break
+        time.sleep(1)
+    time.sleep(3)
     kill_group(job)
-    (OUT / "stream-latency.log").write_text((work / "stream.log").read_text())
-    return list(seen.values())
+    log = (workdir / "stream.log").read_text()
+    done = [b for b in batches(log) if b["ended"] > written_until - seconds - 5]
+    rows = (
+        DeltaSink(str(lake))
+        .read_all(TableId(DB, "t"))
+        .filter(__import__("pyarrow.compute", fromlist=["field"]).field("id") >= first_id)
+        .select(["created", "_cdc_position"])
+        .to_pylist()
+    )
+    ends = sorted((b["end"].encode(), b["ended"]) for b in done)
+    latencies = []
+    for row in rows:
+        position = int(row["_cdc_position"])
+        visible = next((ended for end, ended in ends if end >= position), None)
+        if visible is None:
+            continue
+        committed = row["created"].replace(tzinfo=dt.UTC).timestamp()
+        latencies.append(visible - committed)
+    latencies.sort()
+    return {
+        "latency_rate_changes_per_s": rate,
+        "latency_seconds_written": seconds,
+        "latency_rows": len(latencies),
+        "latency_rows_written": len(rows),
+        "stream_latency_p50_s": round(statistics.median(latencies), 3) if latencies else None,
+        "stream_latency_p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 3)
+        if latencies
+        else None,
+        "stream_latency_max_s": round(latencies[-1], 3) if latencies else None,
+        "latency_batches": len(done),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--changes", type=int, default=110_000)
+    parser.add_argument("--latency-seconds", type=float, default=60.0)
+    parser.add_argument("--latency-rate", type=int, default=2_000)
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cdc-stream-bench-") as tmp:
+        server = LocalMariaDB(Path(tmp) / "db")
+        server.start()
+        try:
+            result = measure_stream(
+                server,
+                args.changes,
+                Path(tmp) / "stream",
+                latency_seconds=args.latency_seconds,
+                latency_rate=args.latency_rate,
+            )
+        finally:
+            server.stop()
+    (OUT / "stream.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
-    import sys
-
-    sys.path.insert(0, str(REPO))
     main()

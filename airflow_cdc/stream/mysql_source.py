@@ -79,16 +79,19 @@ def binary_logs(cfg: SourceConfig) -> list[str]:
 
 
 def mysql_event_source(
-    cfg: SourceConfig, schemas: Mapping[TableId, TableSchema]
+    cfg: SourceConfig, schemas: Mapping[TableId, TableSchema], *, fast_decode: bool = True
 ) -> Callable[..., Generator[RawEvent, None, None]]:
     """An :class:`~airflow_cdc.stream.events.EventSource` for the tables of ``schemas`` on
-    ``cfg``'s server (their keys are the columns decoded in before-images)."""
+    ``cfg``'s server (their keys are the columns decoded in before-images).
+    ``fast_decode=False`` decodes every event with the library (for comparison)."""
     keys = {table: frozenset(schema.key) for table, schema in schemas.items()}
 
     def open_events(
         start: BinlogPosition, *, server_id: int, blocking: bool
     ) -> Generator[RawEvent, None, None]:
-        return _events(cfg, keys, start, server_id=server_id, blocking=blocking)
+        return _events(
+            cfg, keys, start, server_id=server_id, blocking=blocking, fast_decode=fast_decode
+        )
 
     return open_events
 
@@ -100,6 +103,7 @@ def _events(
     *,
     server_id: int,
     blocking: bool,
+    fast_decode: bool = True,
 ) -> Generator[RawEvent, None, None]:
     # Imported here: the library is heavy and only binlog readers need it.
     from pymysqlreplication import BinLogStreamReader
@@ -139,6 +143,8 @@ def _events(
         enable_logging=False,
         freeze_schema=True,
     )
+    #: Per table id: the fast decoder plan of its table map, or None (the library's path).
+    plans: dict[int, Any] = {}
     try:
         while True:
             try:
@@ -158,6 +164,7 @@ def _events(
                 return
             if isinstance(event, RotateEvent):
                 stream.table_map.clear()  # ids restart with the server, in a new file
+                plans.clear()
                 yield Boundary(BinlogPosition(event.next_binlog, event.position))
                 continue
             end = BinlogPosition(stream.log_file, event.packet.log_pos)
@@ -171,7 +178,20 @@ def _events(
                 if table not in tables:
                     continue  # only_schemas x only_tables lets other pairs through
                 rows: list[tuple[dict[str, Any] | None, dict[str, Any] | None]]
-                if isinstance(event, WriteRowsEvent):
+                update = isinstance(event, UpdateRowsEvent)
+                fast = (
+                    _fast_rows(event, plans, tables[table], update=update) if fast_decode else None
+                )
+                if fast is not None:
+                    kind = (
+                        ChangeKind.INSERT
+                        if isinstance(event, WriteRowsEvent)
+                        else ChangeKind.UPDATE
+                        if update
+                        else ChangeKind.DELETE
+                    )
+                    rows = fast
+                elif isinstance(event, WriteRowsEvent):
                     kind = ChangeKind.INSERT
                     rows = [(None, _image(r["values"], r["none_sources"])) for r in event.rows]
                 elif isinstance(event, DeleteRowsEvent):
@@ -278,6 +298,44 @@ def _keyed_rows(
             continue
         after = event._read_column_data(event.columns_present_bitmap2)
         rows.append((before, _image(after, event._get_none_sources(after))))
+    return rows
+
+
+def _fast_rows(
+    event: Any, plans: dict[int, Any], key: frozenset[str], *, update: bool
+) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
+    """The event's rows by ``stream.row_decoder`` (before-images: the key only), or None
+    when its table has a type the decoder leaves to the library, or not every column is
+    in the images."""
+    from pymysqlreplication.bitmap import BitCount
+    from pymysqlreplication.row_event import RowsEvent as LibraryRowsEvent
+    from pymysqlreplication.row_event import WriteRowsEvent
+
+    from airflow_cdc.stream.row_decoder import decode_image, plan_for
+
+    if event.table_id not in plans:
+        plans[event.table_id] = plan_for(event.columns, LibraryRowsEvent.charset_to_encoding)
+    plan = plans[event.table_id]
+    count = len(event.columns)
+    if plan is None or not event.complete or BitCount(event.columns_present_bitmap) != count:
+        return None
+    if update and BitCount(event.columns_present_bitmap2) != count:
+        return None
+    buf = bytes(event.packet.read(event.event_size - event.packet.read_bytes))
+    pos = 0
+    rows: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = []
+    insert = isinstance(event, WriteRowsEvent)
+    while pos < len(buf):
+        if insert:
+            after, pos = decode_image(plan, buf, pos)
+            rows.append((None, after))
+            continue
+        before, pos = decode_image(plan, buf, pos, key)
+        if update:
+            after, pos = decode_image(plan, buf, pos)
+            rows.append((before, after))
+        else:
+            rows.append((before, None))
     return rows
 
 
