@@ -32,7 +32,11 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
 
 #: Targets not carried by the results (a section may report ``target_<key>`` itself).
 TARGETS: dict[str, float | None] = {
+    "snapshot_vs_cli": 0.5,
+    "snapshot_vs_spark_jdbc": 1.5,
     "end_to_end_vs_cli": 0.25,
+    "stream_vs_single_decoder": 1.7,
+    "stream_latency_p99_s": 5.0,
     "handoff_gap_s": 30.0,
 }
 
@@ -300,10 +304,16 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             *generic_lines(
                 raw["stream"],
                 (
-                    "raw_decode_changes_per_s",
+                    "single_decoder_changes_per_s",
                     "stream_changes_per_s",
                     "stream_vs_single_decoder",
+                    "stream_seconds",
+                    "batches",
+                    "slices_per_batch",
+                    "binlog_bytes",
+                    "stream_latency_p50_s",
                     "stream_latency_p99_s",
+                    "stream_latency_max_s",
                 ),
             ),
             "",

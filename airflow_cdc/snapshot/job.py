@@ -232,7 +232,14 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
                 )
                 for i, part in enumerate(ranges)
             ]
+            dispatched = time.monotonic()
             results: list[PartitionResult] = runner(read_partition, tasks)
+            log.info(
+                "%d partition(s) read in %.1f s (slowest read %.1f s on its worker)",
+                len(results),
+                time.monotonic() - dispatched,
+                max((r.seconds for r in results), default=0.0),
+            )
             pause.reach("after_read")
             high = current_position(conn, info)
             read_seconds = time.monotonic() - started

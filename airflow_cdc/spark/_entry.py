@@ -1,4 +1,4 @@
-"""The command line every Spark entry point shares: ``--job-file PATH`` and log set-up."""
+"""What every Spark entry point shares: ``--job-file PATH``, log set-up, Spark conf."""
 
 from __future__ import annotations
 
@@ -6,8 +6,22 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["job_file_argument"]
+__all__ = ["DAEMON_MODULE", "job_file_argument", "spark_conf"]
+
+#: Spark's Python worker daemon that preloads the jobs' imports (``spark.worker_daemon``).
+DAEMON_MODULE = "airflow_cdc.spark.worker_daemon"
+
+
+def spark_conf(app_name: str) -> Any:
+    """The job's SparkConf: spark-submit's settings, plus (unless set there) the preloading
+    Python worker daemon."""
+    from pyspark import SparkConf
+
+    conf = SparkConf().setAppName(app_name)
+    conf.setIfMissing("spark.python.daemon.module", DAEMON_MODULE)
+    return conf
 
 
 def job_file_argument(argv: Sequence[str] | None, *, prog: str, description: str | None) -> str:

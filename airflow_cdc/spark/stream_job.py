@@ -29,7 +29,7 @@ from typing import Any
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
-from airflow_cdc.spark._entry import job_file_argument
+from airflow_cdc.spark._entry import job_file_argument, spark_conf
 
 __all__ = ["main"]
 
@@ -308,7 +308,9 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
 
     renewer = threading.Thread(target=keep_lease, name="lease", daemon=True)
     renewer.start()
-    spark = SparkSession.builder.appName(f"airflow-cdc stream {spec.stream_id}").getOrCreate()
+    spark = SparkSession.builder.config(
+        conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
+    ).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     stopping = threading.Event()
 
