@@ -13,7 +13,9 @@ on its own database ``benchstream`` of the benchmark table's row shape, same bin
 3. latency: a continuous stream (trigger 1 s) while a writer commits 2,000 row changes/s
    (50 transactions of 40 rows a second) for ``latency_seconds``; a row's latency is from
    its commit (``NOW(6)`` in the row) to the end of the first batch whose committed
-   position covers it (the batch log line is written after the Delta commit).
+   position covers it (the batch log line is written after the Delta commit). Rows of the
+   first ``WARM_UP`` seconds are left out (counted in the result): the run's first batches
+   start Spark's Python workers.
 
     .venv/bin/python bench/stream.py --changes 110000
 """
@@ -44,6 +46,8 @@ OUT = Path(__file__).resolve().parent / "out"
 DB = "benchstream"
 BASE_ROWS = 100_000
 UPDATE_ROWS = 1_000
+#: Seconds of the latency run's start left out of the percentiles.
+WARM_UP = 10.0
 #: ``2026-11-22 02:42:15,858 INFO airflow_cdc.stream: batch 0: 7230 changes, ... in 12.03 s
 #: (2 slices decoded in 11.44 s); committed up to mysql-bin.000052:15684``
 BATCH_LINE = re.compile(
@@ -235,11 +239,13 @@ def measure_latency(
     done_before = before.last_batch_id if before is not None else None
     job = spark_submit_stream(spec, workdir)
     deadline = time.time() + 180
-    while time.time() < deadline:  # wait for the first batch of the new run
+    while time.time() < deadline:  # steady state: the new run has committed a batch
         state = store.stream_state("bench")
-        if state is not None and state.last_batch_id != done_before and state.owner:
+        batch = None if state is None else state.last_batch_id
+        if batch is not None and (done_before is None or batch > done_before):
             break
         time.sleep(0.5)
+    time.sleep(3)  # and its Python workers are up (the first batches start them)
     first_id = 50_000_000
     per_tx = 40
     stop = threading.Event()
@@ -262,6 +268,7 @@ def measure_latency(
         conn.close()
 
     writer = threading.Thread(target=write, daemon=True)
+    writer_started = time.time()
     writer.start()
     time.sleep(seconds)
     stop.set()
@@ -275,6 +282,8 @@ def measure_latency(
     time.sleep(3)
     kill_group(job)
     log = (workdir / "stream.log").read_text()
+    OUT.mkdir(exist_ok=True)
+    (OUT / "stream-latency.log").write_text(log)
     done = [b for b in batches(log) if b["ended"] > written_until - seconds - 5]
     rows = (
         DeltaSink(str(lake))
@@ -284,19 +293,28 @@ def measure_latency(
         .to_pylist()
     )
     ends = sorted((b["end"].encode(), b["ended"]) for b in done)
+    # Steady state: rows committed in the first WARM_UP seconds of writing are left out
+    # (the stream's first batches start its Python workers, ~5 s once per run).
+    steady_from = writer_started + WARM_UP
     latencies = []
+    warm_up_rows = 0
     for row in rows:
         position = int(row["_cdc_position"])
         visible = next((ended for end, ended in ends if end >= position), None)
         if visible is None:
             continue
         committed = row["created"].replace(tzinfo=dt.UTC).timestamp()
+        if committed < steady_from:
+            warm_up_rows += 1
+            continue
         latencies.append(visible - committed)
     latencies.sort()
     return {
         "latency_rate_changes_per_s": rate,
         "latency_seconds_written": seconds,
         "latency_rows": len(latencies),
+        "latency_warm_up_rows_left_out": warm_up_rows,
+        "latency_warm_up_s": WARM_UP,
         "latency_rows_written": len(rows),
         "stream_latency_p50_s": round(statistics.median(latencies), 3) if latencies else None,
         "stream_latency_p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 3)
@@ -307,6 +325,76 @@ def measure_latency(
     }
 
 
+def _tree_rss(pid: int) -> int:
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def measure_big_transaction(server: LocalMariaDB, rows: int, workdir: Path) -> dict[str, Any]:
+    """Peak memory of the stream (JVM, Python driver and workers) applying one UPDATE
+    transaction of ``rows`` rows: a transaction is never cut into slices, so this is the
+    stream's worst case."""
+    from tests.support.pipeline import (
+        plan,
+        snapshot_all,
+        source_config,
+        spark_submit_stream,
+        stream_spec,
+    )
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    server.execute(
+        f"DROP DATABASE IF EXISTS {DB}",
+        f"CREATE DATABASE {DB}",
+        f"""CREATE TABLE {DB}.t (id BIGINT PRIMARY KEY, n INT NOT NULL, code VARCHAR(16) NOT NULL,
+           amount DECIMAL(12,2) NOT NULL, note VARCHAR(200) NOT NULL, created DATETIME(6) NOT NULL,
+           updated TIMESTAMP(6) NOT NULL)""",
+        f"""INSERT INTO {DB}.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
+            RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
+            '2024-06-01' + INTERVAL seq SECOND FROM {DB}.seq_1_to_{rows}""",
+    )
+    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
+    record = plan(server, [f"{DB}.t"], chunk_rows=rows * 2, metadata_url=meta)
+    snapshot_all(server, record, meta, lake)
+    cfg = source_config(server)
+    start = _position(cfg)
+    server.execute(f"UPDATE {DB}.t SET n = n + 1, updated = NOW(6)")
+    end = _position(cfg)
+    spec = stream_spec(server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="big")
+    started = time.perf_counter()
+    job = spark_submit_stream(spec, workdir)
+    peak = 0
+    while job.poll() is None:
+        peak = max(peak, _tree_rss(job.pid))
+        time.sleep(0.2)
+    seconds = time.perf_counter() - started
+    log = (workdir / "stream.log").read_text()
+    if job.returncode != 0:
+        raise RuntimeError(log[-4000:])
+    done = batches(log)
+    return {
+        "transaction_rows": rows,
+        "binlog_bytes": _bytes(server, start, end),
+        "peak_rss_mb": round(peak / 2**20),
+        "batches": len(done),
+        "changes": sum(b["changes"] for b in done),
+        "spark_submit_seconds": round(seconds, 1),
+        "batch_seconds": round(sum(b["seconds"] for b in done), 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -314,22 +402,32 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=110_000)
     parser.add_argument("--latency-seconds", type=float, default=60.0)
     parser.add_argument("--latency-rate", type=int, default=2_000)
+    parser.add_argument(
+        "--big-transaction",
+        type=int,
+        default=0,
+        help="instead: peak memory of the stream applying one UPDATE of this many rows",
+    )
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cdc-stream-bench-") as tmp:
         server = LocalMariaDB(Path(tmp) / "db")
         server.start()
         try:
-            result = measure_stream(
-                server,
-                args.changes,
-                Path(tmp) / "stream",
-                latency_seconds=args.latency_seconds,
-                latency_rate=args.latency_rate,
-            )
+            if args.big_transaction:
+                result = measure_big_transaction(server, args.big_transaction, Path(tmp) / "big")
+            else:
+                result = measure_stream(
+                    server,
+                    args.changes,
+                    Path(tmp) / "stream",
+                    latency_seconds=args.latency_seconds,
+                    latency_rate=args.latency_rate,
+                )
         finally:
             server.stop()
-    (OUT / "stream.json").write_text(json.dumps(result, indent=2))
+    name = "stream-big-transaction.json" if args.big_transaction else "stream.json"
+    (OUT / name).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 
 

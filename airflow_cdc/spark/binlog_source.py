@@ -253,8 +253,9 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             reduced = reduce_slice(
                 screen_events(changes, schemas, emit.should_emit), schemas, emit.should_emit
             )
-            for table, rows in reduced.tables.items():
-                yield (BLOCK, table_to_text(table), arrow_payload(rows))
+            for table, blocks in reduced.tables.items():
+                for rows in blocks:
+                    yield (BLOCK, table_to_text(table), arrow_payload(rows))
             events, emitted = reduced.events, reduced.emitted
             # Executors' Python workers have no logging set up: stderr reaches the job's log.
             print(

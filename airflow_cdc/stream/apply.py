@@ -65,12 +65,18 @@ def changes_table(
     return pa.Table.from_arrays(columns, schema=full)
 
 
+#: Keys a slice holds in Python objects before it turns them into Arrow (~1 KB each as
+#: dicts, ~150 B as Arrow): what bounds an executor's memory on a huge transaction.
+BLOCK_ROWS = 50_000
+
+
 @dataclass(frozen=True)
 class SliceChanges:
-    """One slice reduced: per table, its rows to merge (sink layout, one per key), and how
-    many changes were read and kept."""
+    """One slice reduced: per table, its rows to merge in the sink layout, in blocks (one
+    row per key within a block; a key in several blocks: the greatest position wins), and
+    how many changes were read and rows kept."""
 
-    tables: dict[TableId, pa.Table]
+    tables: dict[TableId, list[pa.Table]]
     events: int
     emitted: int
 
@@ -79,36 +85,40 @@ def reduce_slice(
     events: Iterable[ChangeEvent],
     schemas: Mapping[TableId, TableSchema],
     should_emit: Callable[[TableId, Key, BinlogPosition], bool],
+    *,
+    block_rows: int = BLOCK_ROWS,
 ) -> SliceChanges:
     """The newest needed version of every key the events (in binlog order) touched, per
-    table of ``schemas`` (other tables' events are counted, not kept)."""
-    from airflow_cdc.stream.reduce import reduce_to_latest
+    table of ``schemas`` (other tables' events are counted, not kept), turned into Arrow
+    every ``block_rows`` keys."""
+    from airflow_cdc.stream.reduce import LatestReducer
 
-    by_table: dict[TableId, list[ChangeEvent]] = defaultdict(list)
-    count = 0
+    keys = {table: schema.key for table, schema in schemas.items()}
+    reducer = LatestReducer(lambda table, row: tuple(row[name] for name in keys[table]))
+    blocks: dict[TableId, list[pa.Table]] = defaultdict(list)
+    count = emitted = 0
+
+    def flush() -> None:
+        nonlocal emitted
+        for table, latest in reducer.take().items():
+            kept = {k: v for k, v in latest.items() if should_emit(table, k, v[0])}
+            if kept:
+                blocks[table].append(changes_table(schemas[table], kept))
+                emitted += len(kept)
+
     for event in events:
         if event.table in schemas:
-            by_table[event.table].append(event)
+            reducer.add(event)
             count += 1
-    tables: dict[TableId, pa.Table] = {}
-    emitted = 0
-    for table, table_events in by_table.items():
-        schema = schemas[table]
-
-        def key_of(row: Row, key: Sequence[str] = schema.key) -> Key:
-            return tuple(row[name] for name in key)
-
-        latest = reduce_to_latest(table_events, key_of).get(table, {})
-        kept = {k: v for k, v in latest.items() if should_emit(table, k, v[0])}
-        if kept:
-            tables[table] = changes_table(schema, kept)
-            emitted += len(kept)
-    return SliceChanges(tables, count, emitted)
+            if reducer.size >= block_rows:
+                flush()
+    flush()
+    return SliceChanges(dict(blocks), count, emitted)
 
 
 def combine_slices(parts: Sequence[pa.Table], key: Sequence[str]) -> pa.Table:
-    """The rows of several slices' tables, keeping per key the one at the greatest
-    ``_cdc_position`` (each table holds one row per key; positions are unique)."""
+    """The rows of several slices' (or blocks') tables, keeping per key the one at the
+    greatest ``_cdc_position`` (each table holds one row per key; positions are unique)."""
     if len(parts) == 1:
         return parts[0]
     rows = pa.concat_tables(parts)
@@ -136,7 +146,8 @@ def apply_batch(
     reduced = reduce_slice(events, schemas, should_emit)
     written = 0
     touched: list[str] = []
-    for table, rows in reduced.tables.items():
+    for table, blocks in reduced.tables.items():
+        rows = combine_slices(blocks, schemas[table].key)
         sink.apply(table, rows, app_id=app_id, app_version=batch_id, keys_unique=True)
         written += rows.num_rows
         touched.append(str(table))
