@@ -58,7 +58,8 @@ BATCH_LINE = re.compile(
 )
 
 
-def create_table(server: LocalMariaDB) -> None:
+def create_table(server: LocalMariaDB, rows: int = BASE_ROWS) -> None:
+    """``benchstream.t`` (the benchmark table's row shape) with ``rows`` rows."""
     server.execute(
         f"DROP DATABASE IF EXISTS {DB}",
         f"CREATE DATABASE {DB}",
@@ -67,7 +68,7 @@ def create_table(server: LocalMariaDB) -> None:
            updated TIMESTAMP(6) NOT NULL)""",
         f"""INSERT INTO {DB}.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
             RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
-            '2024-06-01' + INTERVAL seq SECOND FROM {DB}.seq_1_to_{BASE_ROWS}""",
+            '2024-06-01' + INTERVAL seq SECOND FROM {DB}.seq_1_to_{rows}""",
     )
 
 
@@ -355,16 +356,7 @@ def measure_big_transaction(server: LocalMariaDB, rows: int, workdir: Path) -> d
     )
 
     workdir.mkdir(parents=True, exist_ok=True)
-    server.execute(
-        f"DROP DATABASE IF EXISTS {DB}",
-        f"CREATE DATABASE {DB}",
-        f"""CREATE TABLE {DB}.t (id BIGINT PRIMARY KEY, n INT NOT NULL, code VARCHAR(16) NOT NULL,
-           amount DECIMAL(12,2) NOT NULL, note VARCHAR(200) NOT NULL, created DATETIME(6) NOT NULL,
-           updated TIMESTAMP(6) NOT NULL)""",
-        f"""INSERT INTO {DB}.t SELECT seq, seq % 1000, CONCAT('code', seq % 9999), seq % 100000 / 100,
-            RPAD(CONCAT('note ', seq), 60, 'x'), '2024-01-01' + INTERVAL seq SECOND,
-            '2024-06-01' + INTERVAL seq SECOND FROM {DB}.seq_1_to_{rows}""",
-    )
+    create_table(server, rows)
     meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
     record = plan(server, [f"{DB}.t"], chunk_rows=rows * 2, metadata_url=meta)
     snapshot_all(server, record, meta, lake)
