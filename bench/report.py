@@ -318,6 +318,13 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             ),
             "",
         ]
+    extra = {k: raw[k] for k in ("stream_latency", "stream_big_transaction") if raw.get(k)}
+    if extra:
+        parts += ["## Separate runs", ""]
+        for name, figures in extra.items():
+            note = figures.get("note", "")
+            shown = ", ".join(f"{k} {v}" for k, v in figures.items() if k != "note")
+            parts += [f"- `{name}`: {note}. {shown}", ""]
     parts += [
         "## Machine",
         "",
