@@ -72,6 +72,21 @@ def create_table(server: LocalMariaDB, rows: int = BASE_ROWS) -> None:
     )
 
 
+def snapshotted_table(
+    server: LocalMariaDB, rows: int, workdir: Path
+) -> tuple[str, Path, SourceConfig]:
+    """``benchstream.t`` with ``rows`` rows, snapshotted into a Delta table in one chunk:
+    the metadata URL, the lake and the source config."""
+    from tests.support.pipeline import plan, snapshot_all, source_config
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    create_table(server, rows)
+    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
+    record = plan(server, [f"{DB}.t"], chunk_rows=rows * 2, metadata_url=meta)
+    snapshot_all(server, record, meta, lake)
+    return meta, lake, source_config(server)
+
+
 def backlog(server: LocalMariaDB, changes: int, first_id: int) -> int:
     """About ``changes`` row changes: 1,000-row UPDATEs and single-row INSERTs, 10:1."""
     updates = max(1, round(changes * 10 / 11 / UPDATE_ROWS))
@@ -142,17 +157,6 @@ def batches(log: str) -> list[dict[str, Any]]:
     return found
 
 
-def _position(cfg: SourceConfig) -> BinlogPosition:
-    from airflow_cdc.source.connection import connect
-    from airflow_cdc.source.server import current_position, server_info
-
-    conn = connect(cfg)
-    try:
-        return current_position(conn, server_info(conn))
-    finally:
-        conn.close()
-
-
 def measure_stream(
     server: LocalMariaDB,
     changes: int,
@@ -162,23 +166,12 @@ def measure_stream(
     latency_rate: int = 2_000,
 ) -> dict[str, Any]:
     """Throughput on a backlog of about ``changes`` row changes, then the latency run."""
-    from tests.support.pipeline import (
-        plan,
-        snapshot_all,
-        source_config,
-        spark_submit_stream,
-        stream_spec,
-    )
+    from tests.support.pipeline import server_position, spark_submit_stream, stream_spec
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    create_table(server)
-    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
-    record = plan(server, [f"{DB}.t"], chunk_rows=BASE_ROWS * 2, metadata_url=meta)
-    snapshot_all(server, record, meta, lake)
-    cfg = source_config(server)
-    start = _position(cfg)
+    meta, lake, cfg = snapshotted_table(server, BASE_ROWS, workdir)
+    start = server_position(cfg)
     made = backlog(server, changes, BASE_ROWS + 1_000_000)
-    end = _position(cfg)
+    end = server_position(cfg)
 
     decoded, decode_seconds = raw_decode(cfg, start, end)
     spec = stream_spec(server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="bench")
@@ -347,23 +340,12 @@ def measure_big_transaction(server: LocalMariaDB, rows: int, workdir: Path) -> d
     """Peak memory of the stream (JVM, Python driver and workers) applying one UPDATE
     transaction of ``rows`` rows: a transaction is never cut into slices, so this is the
     stream's worst case."""
-    from tests.support.pipeline import (
-        plan,
-        snapshot_all,
-        source_config,
-        spark_submit_stream,
-        stream_spec,
-    )
+    from tests.support.pipeline import server_position, spark_submit_stream, stream_spec
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    create_table(server, rows)
-    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
-    record = plan(server, [f"{DB}.t"], chunk_rows=rows * 2, metadata_url=meta)
-    snapshot_all(server, record, meta, lake)
-    cfg = source_config(server)
-    start = _position(cfg)
+    meta, lake, cfg = snapshotted_table(server, rows, workdir)
+    start = server_position(cfg)
     server.execute(f"UPDATE {DB}.t SET n = n + 1, updated = NOW(6)")
-    end = _position(cfg)
+    end = server_position(cfg)
     spec = stream_spec(server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="big")
     started = time.perf_counter()
     job = spark_submit_stream(spec, workdir)

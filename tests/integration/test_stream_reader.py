@@ -16,8 +16,8 @@ from airflow_cdc.errors import PositionPurgedError, SourceError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId, TableSchema
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
-from airflow_cdc.source.server import current_position, server_info
 from airflow_cdc.stream.binlog_reader import BinlogCursor, ReconnectPolicy, read_changes
+from tests.support.pipeline import server_position
 
 pytestmark = pytest.mark.integration
 
@@ -29,14 +29,6 @@ def cfg(mariadb: LocalMariaDB) -> SourceConfig:
     return SourceConfig(
         host="127.0.0.1", port=mariadb.port, user="cdc", password=mariadb.cdc_password
     )
-
-
-def position(cfg: SourceConfig) -> BinlogPosition:
-    conn = connect(cfg)
-    try:
-        return current_position(conn, server_info(conn))
-    finally:
-        conn.close()
 
 
 def schemas(cfg: SourceConfig, *tables: TableId) -> dict[TableId, TableSchema]:
@@ -78,7 +70,7 @@ def test_transactions_give_ordered_unique_positions_within_the_range(
     mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
 ) -> None:
     a, b, _c = create(mariadb, fresh_db, "a", "b", "c")
-    start = position(cfg)
+    start = server_position(cfg)
     conn = mariadb.root(fresh_db)
     with conn.cursor() as cur:
         cur.execute("BEGIN")
@@ -90,12 +82,12 @@ def test_transactions_give_ordered_unique_positions_within_the_range(
         cur.execute("UPDATE a SET v = CONCAT(v, '!') WHERE id <= 2")
         cur.execute("DELETE FROM b WHERE id = 1")
         cur.execute("COMMIT")
-    middle = position(cfg)
+    middle = server_position(cfg)
     with conn.cursor() as cur:
         cur.execute("UPDATE a SET id = 10 WHERE id = 3")
         cur.execute("INSERT INTO c VALUES (2, 'ignored')")
     conn.close()
-    end = position(cfg)
+    end = server_position(cfg)
     tables = schemas(cfg, a, b)
 
     reader = BinlogCursor(cfg, tables, start, end)
@@ -131,11 +123,11 @@ def test_transactions_give_ordered_unique_positions_within_the_range(
 
 def test_rotation_is_followed(mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str) -> None:
     (t,) = create(mariadb, fresh_db, "t")
-    start = position(cfg)
+    start = server_position(cfg)
     for i in range(3):
         mariadb.execute(f"INSERT INTO t VALUES ({i}, 'v')", "FLUSH BINARY LOGS", database=fresh_db)
     mariadb.execute("INSERT INTO t VALUES (3, 'v')", database=fresh_db)
-    end = position(cfg)
+    end = server_position(cfg)
     reader = BinlogCursor(cfg, schemas(cfg, t), start, end)
     events = list(reader)
     assert [e.after["id"] for e in events if e.after] == [0, 1, 2, 3]
@@ -149,7 +141,7 @@ def test_kill_of_an_idle_follower_loses_and_repeats_nothing(
     mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
 ) -> None:
     (t,) = create(mariadb, fresh_db, "t")
-    start = position(cfg)
+    start = server_position(cfg)
     # A follower bounded far ahead in this file: FLUSH BINARY LOGS at the end stops it.
     reader = BinlogCursor(
         cfg,
@@ -203,12 +195,12 @@ def test_kill_in_the_middle_of_a_large_transaction(
     boundary before it and skips the rows it already gave."""
     (t,) = create(mariadb, fresh_db, "t")
     rows = 16000
-    start = position(cfg)
+    start = server_position(cfg)
     mariadb.execute(
         f"INSERT INTO t SELECT seq, REPEAT(CHAR(65 + seq % 26), 1500) FROM seq_1_to_{rows}",
         database=fresh_db,
     )
-    end = position(cfg)
+    end = server_position(cfg)
     reader = BinlogCursor(cfg, schemas(cfg, t), start, end, reconnect=FAST)
     events: Iterator[ChangeEvent] = iter(reader)
     got = [next(events)]
@@ -228,11 +220,11 @@ def test_purged_start_says_to_resnapshot(
     mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
 ) -> None:
     (t,) = create(mariadb, fresh_db, "t")
-    old = position(cfg)
+    old = server_position(cfg)
     mariadb.execute(
         "INSERT INTO t VALUES (1, 'a')", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS", database=fresh_db
     )
-    newest = position(cfg).file
+    newest = server_position(cfg).file
 
     def purged() -> bool:  # MariaDB keeps a file until its binlog checkpoint has passed
         mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
@@ -252,7 +244,7 @@ def test_rows_without_column_names_name_the_setting(
     mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str
 ) -> None:
     (t,) = create(mariadb, fresh_db, "t")
-    start = position(cfg)
+    start = server_position(cfg)
     mariadb.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
     try:
         conn = mariadb.root(fresh_db)  # the setting applies to sessions opened after it
@@ -262,4 +254,4 @@ def test_rows_without_column_names_name_the_setting(
     finally:
         mariadb.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
     with pytest.raises(SourceError, match="binlog_row_metadata=FULL"):
-        list(read_changes(cfg, schemas(cfg, t), start, position(cfg)))
+        list(read_changes(cfg, schemas(cfg, t), start, server_position(cfg)))

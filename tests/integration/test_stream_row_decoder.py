@@ -18,10 +18,10 @@ from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
-from airflow_cdc.source.server import current_position, server_info
 from airflow_cdc.stream import row_decoder
 from airflow_cdc.stream.events import RowsEvent
 from airflow_cdc.stream.mysql_source import mysql_event_source
+from tests.support.pipeline import server_position
 
 pytestmark = pytest.mark.integration
 
@@ -56,14 +56,6 @@ ROWS = [
 ]
 
 
-def position(cfg: SourceConfig) -> BinlogPosition:
-    conn = connect(cfg)
-    try:
-        return current_position(conn, server_info(conn))
-    finally:
-        conn.close()
-
-
 def read(cfg: SourceConfig, schemas: dict, start: BinlogPosition, fast: bool) -> list[RowsEvent]:  # type: ignore[type-arg]
     source = mysql_event_source(cfg, schemas, fast_decode=fast)
     events = source(start, server_id=cfg.server_id_base + (7 if fast else 8), blocking=False)
@@ -80,7 +72,7 @@ def test_fast_decoder_equals_the_library(
         "CREATE DATABASE fastdec", f"CREATE TABLE fastdec.t ({COLUMNS}) CHARACTER SET utf8mb4"
     )
     cfg = SourceConfig("127.0.0.1", mariadb.port, "cdc", mariadb.cdc_password)
-    start = position(cfg)
+    start = server_position(cfg)
     conn = mariadb.root("fastdec")
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")

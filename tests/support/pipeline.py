@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.model import TableId
+from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,6 +25,18 @@ def source_config(server: LocalMariaDB) -> SourceConfig:
     return SourceConfig(
         host="127.0.0.1", port=server.port, user="cdc", password=server.cdc_password
     )
+
+
+def server_position(cfg: SourceConfig) -> BinlogPosition:
+    """The server's current binlog position (a transaction boundary)."""
+    from airflow_cdc.source.connection import connect
+    from airflow_cdc.source.server import current_position, server_info
+
+    conn = connect(cfg)
+    try:
+        return current_position(conn, server_info(conn))
+    finally:
+        conn.close()
 
 
 def plan(server: LocalMariaDB, tables: Sequence[str], chunk_rows: int, metadata_url: str) -> Any:
