@@ -212,6 +212,12 @@ class StreamJobSpec(_JobFile):
     decode_parallelism: int = 0
     #: A batch is cut into slices of at least this many binlog bytes.
     min_slice_bytes: int = 2 * 1024 * 1024
+    #: Keys a slice reduces in memory before it writes them out as a block (bounds an
+    #: executor's memory, ~1 KB a key while held).
+    block_rows: int = 50_000
+    #: Rows of one Delta merge: a batch with more is merged in several (bounds the driver's
+    #: memory, ~150 B a row plus delta-rs's working set; a merge also has a fixed cost).
+    max_merge_rows: int = 500_000
     #: Test-only: folder of armed pause points (see ``snapshot.pause``).
     pause_dir: str | None = None
 
@@ -221,6 +227,11 @@ class StreamJobSpec(_JobFile):
                 "max_batch_bytes and min_slice_bytes must be positive and decode_parallelism "
                 f"0 (auto) or more; got {self.max_batch_bytes}, {self.min_slice_bytes}, "
                 f"{self.decode_parallelism}"
+            )
+        if self.block_rows < 1 or self.max_merge_rows < self.block_rows:
+            raise ConfigurationError(
+                "block_rows must be positive and max_merge_rows at least block_rows; got "
+                f"{self.block_rows} and {self.max_merge_rows}"
             )
         if self.mode not in STREAM_MODES:
             raise ConfigurationError(
@@ -245,5 +256,7 @@ class StreamJobSpec(_JobFile):
             max_batch_bytes=int(data.get("max_batch_bytes", 64 * 1024 * 1024)),
             decode_parallelism=int(data.get("decode_parallelism", 0)),
             min_slice_bytes=int(data.get("min_slice_bytes", 2 * 1024 * 1024)),
+            block_rows=int(data.get("block_rows", 50_000)),
+            max_merge_rows=int(data.get("max_merge_rows", 500_000)),
             pause_dir=data.get("pause_dir"),
         )

@@ -23,6 +23,7 @@ on its own database ``benchstream`` of the benchmark table's row shape, same bin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -49,10 +50,10 @@ UPDATE_ROWS = 1_000
 #: Seconds of the latency run's start left out of the percentiles.
 WARM_UP = 10.0
 #: ``2026-11-22 02:42:15,858 INFO airflow_cdc.stream: batch 0: 7230 changes, ... in 12.03 s
-#: (2 slices decoded in 11.44 s); committed up to mysql-bin.000052:15684``
+#: (2 slices decoded in 11.44 s, 1 merges); committed up to mysql-bin.000052:15684``
 BATCH_LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO airflow_cdc\.stream: batch (\d+): (\d+) "
-    r"changes, (\d+) applied .* in ([0-9.]+) s \((\d+) slices decoded in ([0-9.]+) s\); "
+    r"changes, (\d+) applied .* in ([0-9.]+) s \((\d+) slices decoded in ([0-9.]+) s, (\d+) merges\); "
     r"committed up to (\S+)$",
     re.MULTILINE,
 )
@@ -151,7 +152,8 @@ def batches(log: str) -> list[dict[str, Any]]:
                 "seconds": float(m.group(5)),
                 "slices": int(m.group(6)),
                 "decode_seconds": float(m.group(7)),
-                "end": BinlogPosition.from_text(m.group(8)),
+                "merges": int(m.group(8)),
+                "end": BinlogPosition.from_text(m.group(9)),
             }
         )
     return found
@@ -319,24 +321,36 @@ def measure_latency(
     }
 
 
-def _tree_rss(pid: int) -> int:
+def _tree_rss(pid: int) -> dict[str, int]:
+    """Memory of the process tree under ``pid`` by role: the JVM, the Python driver, and
+    Spark's Python workers (and their daemon). PSS: pages shared by the workers forked from
+    one daemon count once in all, not once per process as RSS would."""
     import psutil
 
+    roles = {"jvm": 0, "driver": 0, "workers": 0}
     try:
         root = psutil.Process(pid)
         procs = [root, *root.children(recursive=True)]
     except psutil.Error:
-        return 0
-    total = 0
+        return roles
     for proc in procs:
         try:
-            total += proc.memory_info().rss
+            rss = proc.memory_full_info().pss
+            line = " ".join(proc.cmdline())
         except psutil.Error:
             continue
-    return total
+        if "java" in proc.name() or "java" in line.split(" ", 1)[0]:
+            roles["jvm"] += rss
+        elif "daemon" in line or "worker" in line:
+            roles["workers"] += rss
+        else:
+            roles["driver"] += rss
+    return roles
 
 
-def measure_big_transaction(server: LocalMariaDB, rows: int, workdir: Path) -> dict[str, Any]:
+def measure_big_transaction(
+    server: LocalMariaDB, rows: int, workdir: Path, **settings: int
+) -> dict[str, Any]:
     """Peak memory of the stream (JVM, Python driver and workers) applying one UPDATE
     transaction of ``rows`` rows: a transaction is never cut into slices, so this is the
     stream's worst case."""
@@ -347,22 +361,32 @@ def measure_big_transaction(server: LocalMariaDB, rows: int, workdir: Path) -> d
     server.execute(f"UPDATE {DB}.t SET n = n + 1, updated = NOW(6)")
     end = server_position(cfg)
     spec = stream_spec(server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="big")
+    spec = dataclasses.replace(spec, **settings)
     started = time.perf_counter()
     job = spark_submit_stream(spec, workdir)
     peak = 0
+    peaks = {"jvm": 0, "driver": 0, "workers": 0}
     while job.poll() is None:
-        peak = max(peak, _tree_rss(job.pid))
+        roles = _tree_rss(job.pid)
+        peak = max(peak, sum(roles.values()))
+        peaks = {role: max(peaks[role], roles[role]) for role in peaks}
         time.sleep(0.2)
     seconds = time.perf_counter() - started
     log = (workdir / "stream.log").read_text()
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"stream-big-transaction-{rows}.log").write_text(log)
     if job.returncode != 0:
         raise RuntimeError(log[-4000:])
     done = batches(log)
     return {
         "transaction_rows": rows,
+        "block_rows": spec.block_rows,
+        "max_merge_rows": spec.max_merge_rows,
         "binlog_bytes": _bytes(server, start, end),
         "peak_rss_mb": round(peak / 2**20),
+        "peak_rss_mb_by_role": {role: round(value / 2**20) for role, value in peaks.items()},
         "batches": len(done),
+        "merges": sum(b["merges"] for b in done),
         "changes": sum(b["changes"] for b in done),
         "spark_submit_seconds": round(seconds, 1),
         "batch_seconds": round(sum(b["seconds"] for b in done), 1),
@@ -382,6 +406,8 @@ def main() -> None:
         default=0,
         help="instead: peak memory of the stream applying one UPDATE of this many rows",
     )
+    parser.add_argument("--block-rows", type=int, default=0, help="with --big-transaction")
+    parser.add_argument("--max-merge-rows", type=int, default=0, help="with --big-transaction")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cdc-stream-bench-") as tmp:
@@ -389,7 +415,17 @@ def main() -> None:
         server.start()
         try:
             if args.big_transaction:
-                result = measure_big_transaction(server, args.big_transaction, Path(tmp) / "big")
+                settings = {
+                    name: value
+                    for name, value in (
+                        ("block_rows", args.block_rows),
+                        ("max_merge_rows", args.max_merge_rows),
+                    )
+                    if value
+                }
+                result = measure_big_transaction(
+                    server, args.big_transaction, Path(tmp) / "big", **settings
+                )
             else:
                 result = measure_stream(
                     server,

@@ -126,6 +126,10 @@ class StreamOperator(JobFileSparkOperator):
     :param trigger_seconds: seconds between micro-batches (continuous mode). Templated.
     :param max_batch_bytes: upper bound of binlog bytes per micro-batch (default: the job
         spec's). Templated.
+    :param block_rows: keys an executor reduces in memory before it stages them (bounds an
+        executor's memory; default: the job spec's). Templated.
+    :param max_merge_rows: rows per Delta merge; a bigger batch (one huge transaction) is
+        merged in several (bounds the driver's memory; default: the job spec's). Templated.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB.
     :param stop_timeout_seconds: on kill, how long the job may take to stop by itself before
@@ -150,6 +154,8 @@ class StreamOperator(JobFileSparkOperator):
         "checkpoint_dir",
         "trigger_seconds",
         "max_batch_bytes",
+        "block_rows",
+        "max_merge_rows",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"tables": "json"}
     ui_color = "#e3f5e1"
@@ -167,6 +173,8 @@ class StreamOperator(JobFileSparkOperator):
         checkpoint_dir: str | None = None,
         trigger_seconds: float | str = 2.0,
         max_batch_bytes: int | str | None = None,
+        block_rows: int | str | None = None,
+        max_merge_rows: int | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         stop_timeout_seconds: float = 4.0,
@@ -180,6 +188,8 @@ class StreamOperator(JobFileSparkOperator):
         self.checkpoint_dir = checkpoint_dir
         self.trigger_seconds = trigger_seconds
         self.max_batch_bytes = max_batch_bytes
+        self.block_rows = block_rows
+        self.max_merge_rows = max_merge_rows
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         self.stop_timeout_seconds = stop_timeout_seconds
@@ -219,8 +229,10 @@ class StreamOperator(JobFileSparkOperator):
             sink.root, stream_id
         )
         extra: dict[str, Any] = {"trigger_seconds": _positive_seconds(self.trigger_seconds)}
-        if self.max_batch_bytes is not None and self.max_batch_bytes != "":
-            extra["max_batch_bytes"] = as_positive_int("max_batch_bytes", self.max_batch_bytes)
+        for name in ("max_batch_bytes", "block_rows", "max_merge_rows"):
+            value = getattr(self, name)
+            if value is not None and value != "":
+                extra[name] = as_positive_int(name, value)
         return StreamJobSpec(
             stream_id=stream_id,
             tables=tables,

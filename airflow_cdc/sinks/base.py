@@ -138,6 +138,10 @@ class Sink(Protocol):
         ``keys_unique``: the caller guarantees one row per key, so the check is skipped."""
         ...
 
+    def applied_version(self, table: TableId, app_id: str) -> int | None:
+        """The last ``app_version`` that :meth:`apply` recorded for ``app_id``, if any."""
+        ...
+
     def candidates(self, table: TableId, rng: ChunkRange, below: int) -> pa.Table:
         """Key columns + position + deleted flag of sink rows that may lie in ``rng`` and
         whose position is less than ``below`` (a superset is allowed)."""

@@ -267,6 +267,11 @@ class DeltaSink:
             result.replayed,
         )
 
+    def applied_version(self, table: TableId, app_id: str) -> int | None:
+        """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""
+        version = self._open(table).transaction_version(app_id)
+        return None if version is None else int(version)
+
     # -- read ---------------------------------------------------------------------------
 
     def candidates(self, table: TableId, rng: ChunkRange, below: int) -> pa.Table:

@@ -12,10 +12,12 @@ chunks' high watermarks, and cuts the range into slices at transaction boundarie
 dump connection decodes the slice, screens the row images against the table schemas the
 stream started with (``stream.schema_check``), and reduces the slice to the newest needed row
 per key (``stream.apply.reduce_slice``), so the decoding and most of the per-change work run
-on every core. A task yields one ``block`` row per table (``ref``: the table; ``payload``:
-an Arrow IPC stream of its rows in the sink's layout) and closes with one ``boundary`` row
-(``ref``: the slice's end; ``payload``: its start, the tables read and counts). The batch
-function (``spark.stream_job``) keeps the newest row per key across slices and merges.
+on every core. The reduced rows go to staged Arrow files, ``block_rows`` keys each
+(``stream.staging``: a huge transaction never passes whole through Spark); a task yields
+one ``block`` row per file (``ref``: the table; ``payload``: the file and its row count) and
+closes with one ``boundary`` row (``ref``: the slice's end; ``payload``: its start, the
+tables read and counts). The batch function (``spark.stream_job``) merges the blocks, a
+group of at most ``max_merge_rows`` rows at a time.
 
 Options: ``job_file`` (the stream's 0600 job file; secrets never travel as options, which
 Spark shows in plans and the UI).
@@ -43,9 +45,8 @@ __all__ = [
     "BOUNDARY",
     "SCHEMA",
     "BinlogDataSource",
-    "arrow_payload",
+    "block_payload",
     "boundary_payload",
-    "decode_arrow",
     "decode_payload",
 ]
 
@@ -77,15 +78,9 @@ def boundary_payload(
     )
 
 
-def arrow_payload(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue())
-
-
-def decode_arrow(payload: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+def block_payload(path: str, rows: int) -> bytes:
+    """A ``block`` row's payload: the staged file and its row count."""
+    return pickle.dumps({"path": path, "rows": rows})
 
 
 def _offset(position: BinlogPosition, seen_at: float) -> dict[str, Any]:
@@ -241,6 +236,7 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from airflow_cdc.stream.binlog_reader import read_changes
         from airflow_cdc.stream.emit_filter import EmitFilter
         from airflow_cdc.stream.schema_check import screen_events
+        from airflow_cdc.stream.staging import staging_dir, write_block
 
         schemas = {TableId.parse(name): s for name, s in partition.schemas.items()}
         marks = {TableId.parse(name): m for name, m in partition.watermarks.items()}
@@ -250,12 +246,21 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if schemas and start < end:
             emit = EmitFilter(marks, schemas)
             changes = read_changes(self._spec.source, schemas, start, end)
+            folder = staging_dir(self._spec.sink.root, self._spec.stream_id)
+            staged: list[tuple[TableId, str, int]] = []
+
+            def stage(table: TableId, rows: pa.Table) -> None:
+                staged.append((table, write_block(folder, rows), rows.num_rows))
+
             reduced = reduce_slice(
-                screen_events(changes, schemas, emit.should_emit), schemas, emit.should_emit
+                screen_events(changes, schemas, emit.should_emit),
+                schemas,
+                emit.should_emit,
+                block_rows=self._spec.block_rows,
+                on_block=stage,
             )
-            for table, blocks in reduced.tables.items():
-                for rows in blocks:
-                    yield (BLOCK, table_to_text(table), arrow_payload(rows))
+            for table, path, count in staged:
+                yield (BLOCK, table_to_text(table), block_payload(path, count))
             events, emitted = reduced.events, reduced.emitted
             # Executors' Python workers have no logging set up: stderr reaches the job's log.
             print(

@@ -40,10 +40,10 @@ LEASE_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class _Batch:
-    """One micro-batch as the batch function sees it: per table, the reduced rows of each
-    slice (``spark.binlog_source``), the batch's bounds and what its slices counted."""
+    """One micro-batch as the batch function sees it: per table, the staged blocks of its
+    reduced rows (``spark.binlog_source``), the batch's bounds and what its slices counted."""
 
-    rows: dict[TableId, list[Any]]  # pyarrow Tables, one per slice that had rows
+    blocks: dict[TableId, list[tuple[str, int]]]  # (staged file, rows) per block
     start: BinlogPosition | None  # None: no boundary row (an empty frame)
     end: BinlogPosition | None
     seen_at: float
@@ -54,11 +54,11 @@ class _Batch:
 
 
 def _batch(rows: Sequence[Any]) -> _Batch:
-    """The slices' rows per table and the batch's bounds: the slices' first start and last
-    end (each slice's task closes with a boundary row)."""
-    from airflow_cdc.spark.binlog_source import BOUNDARY, decode_arrow, decode_payload
+    """The slices' blocks per table and the batch's bounds: the slices' first start and
+    last end (each slice's task closes with a boundary row)."""
+    from airflow_cdc.spark.binlog_source import BOUNDARY, decode_payload
 
-    tables_rows: dict[TableId, list[Any]] = {}
+    blocks: dict[TableId, list[tuple[str, int]]] = {}
     start: BinlogPosition | None = None
     end: BinlogPosition | None = None
     seen_at = 0.0
@@ -77,8 +77,9 @@ def _batch(rows: Sequence[Any]) -> _Batch:
             emitted += int(bounds.get("emitted", 0))
             slices += 1
             continue
-        tables_rows.setdefault(TableId.parse(row["ref"]), []).append(decode_arrow(row["payload"]))
-    return _Batch(tables_rows, start, end, seen_at, tables, events, emitted, slices)
+        block = decode_payload(row["payload"])
+        blocks.setdefault(TableId.parse(row["ref"]), []).append((block["path"], block["rows"]))
+    return _Batch(blocks, start, end, seen_at, tables, events, emitted, slices)
 
 
 class _BatchWriter:
@@ -88,6 +89,7 @@ class _BatchWriter:
         from airflow_cdc.metadata import MetadataStore
         from airflow_cdc.sinks.delta import DeltaSink
         from airflow_cdc.snapshot.pause import PausePoints
+        from airflow_cdc.stream.staging import clear, staging_dir
 
         self.pause = PausePoints(spec.pause_dir)
         self.owner = owner
@@ -97,28 +99,25 @@ class _BatchWriter:
         self.sink_drift: dict[TableId, Any] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
         self.sink = DeltaSink(spec.sink.root)
+        #: Blocks staged by the executors; what a killed batch left is stale.
+        self.staging = staging_dir(spec.sink.root, spec.stream_id)
+        clear(self.staging)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        from airflow_cdc.stream.apply import combine_slices
+        from airflow_cdc.stream.staging import clear
 
         started = time.monotonic()
         batch = _batch(frame.collect())  # the slices are decoded and reduced here
         read_seconds = time.monotonic() - started
         joining = self._join(batch)
-        needed = sorted((t for t in batch.rows if t in self.schemas), key=str)
+        needed = sorted((t for t in batch.blocks if t in self.schemas), key=str)
         self._check_catalog(needed)
         self.pause.reach("stream_before_apply")
-        written = 0
+        written = merges = 0
         for table in needed:
-            rows = combine_slices(batch.rows[table], self.schemas[table].key)
-            self.sink.apply(
-                table,
-                rows,
-                app_id=self.spec.stream_id,
-                app_version=batch_id,
-                keys_unique=True,
-            )
-            written += rows.num_rows
+            rows, count = self._merge(table, batch.blocks[table], batch_id)
+            written += rows
+            merges += count
         self.pause.reach("stream_after_apply")
         if batch.end is not None:
             if joining:
@@ -135,9 +134,10 @@ class _BatchWriter:
                 rows=written,
                 owner=self.owner,
             )
+        clear(self.staging)  # the next batch's tasks start after this function returns
         log.info(
-            "batch %d: %d changes, %d applied to %s in %.2f s (%d slices decoded in %.2f s); "
-            "committed up to %s",
+            "batch %d: %d changes, %d applied to %s in %.2f s (%d slices decoded in %.2f s, "
+            "%d merges); committed up to %s",
             batch_id,
             batch.events,
             written,
@@ -145,8 +145,42 @@ class _BatchWriter:
             time.monotonic() - started,
             batch.slices,
             read_seconds,
+            merges,
             batch.end,
         )
+
+    def _merge(
+        self, table: TableId, blocks: list[tuple[str, int]], batch_id: int
+    ) -> tuple[int, int]:
+        """Merge a table's staged blocks, at most ``max_merge_rows`` rows a merge (newest
+        row per key within each); the last merge records the batch as the stream's Delta
+        application transaction. A batch replayed after a crash between two merges merges
+        them all again, which changes nothing the first run wrote (last writer wins).
+        Rows and merges."""
+        from airflow_cdc.stream.apply import combine_slices
+        from airflow_cdc.stream.staging import merge_groups, read_block
+
+        applied = self.sink.applied_version(table, self.spec.stream_id)
+        if applied is not None and applied >= batch_id:
+            return 0, 0  # a replay of a batch this table holds
+        groups = merge_groups([rows for _, rows in blocks], self.spec.max_merge_rows)
+        written = 0
+        for number, group in enumerate(groups, start=1):
+            rows = combine_slices(
+                [read_block(blocks[i][0]) for i in group], self.schemas[table].key
+            )
+            last = number == len(groups)
+            self.sink.apply(
+                table,
+                rows,
+                app_id=self.spec.stream_id if last else None,
+                app_version=batch_id if last else None,
+                keys_unique=True,
+            )
+            written += rows.num_rows
+            if not last:
+                self.pause.reach("stream_between_merges")
+        return written, len(groups)
 
     def _check_catalog(self, tables: list[TableId]) -> None:
         """Changes the row images cannot show, for the tables whose changes this batch must

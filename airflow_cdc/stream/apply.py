@@ -87,10 +87,12 @@ def reduce_slice(
     should_emit: Callable[[TableId, Key, BinlogPosition], bool],
     *,
     block_rows: int = BLOCK_ROWS,
+    on_block: Callable[[TableId, pa.Table], None] | None = None,
 ) -> SliceChanges:
     """The newest needed version of every key the events (in binlog order) touched, per
     table of ``schemas`` (other tables' events are counted, not kept), turned into Arrow
-    every ``block_rows`` keys."""
+    every ``block_rows`` keys. ``on_block`` takes each block as it is made (the result
+    then holds none), so a slice's memory stays within ``block_rows`` keys."""
     from airflow_cdc.stream.reduce import LatestReducer
 
     keys = {table: schema.key for table, schema in schemas.items()}
@@ -103,7 +105,11 @@ def reduce_slice(
         for table, latest in reducer.take().items():
             kept = {k: v for k, v in latest.items() if should_emit(table, k, v[0])}
             if kept:
-                blocks[table].append(changes_table(schemas[table], kept))
+                rows = changes_table(schemas[table], kept)
+                if on_block is None:
+                    blocks[table].append(rows)
+                else:
+                    on_block(table, rows)
                 emitted += len(kept)
 
     for event in events:

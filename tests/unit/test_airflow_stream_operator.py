@@ -160,6 +160,8 @@ def test_explicit_values_and_rendered_strings(fake_spark: Path) -> None:
         checkpoint_dir="/ckpt/orders",
         trigger_seconds=5,
         max_batch_bytes="1048576",
+        block_rows="1000",
+        max_merge_rows=20_000,
     )
     spec = op.build_spec()
     assert spec.tables == ("shop.orders", "shop.`pay``ments`")
@@ -168,6 +170,7 @@ def test_explicit_values_and_rendered_strings(fake_spark: Path) -> None:
     assert spec.checkpoint_dir == "/ckpt/orders"
     assert spec.trigger_seconds == 5.0
     assert spec.max_batch_bytes == 1048576
+    assert (spec.block_rows, spec.max_merge_rows) == (1000, 20_000)
     assert spec.sink.root == "s3://bucket/lake/"
     defaulted = _operator(fake_spark, sink_path="s3://bucket/lake/", stream_id="a:b/c").build_spec()
     assert defaulted.checkpoint_dir == "s3://bucket/lake/_cdc_checkpoints/a~3Ab~2Fc"
@@ -195,6 +198,8 @@ def test_stream_mode_is_validated(fake_spark: Path) -> None:
         ({"trigger_seconds": "soon"}, "trigger_seconds"),
         ({"trigger_seconds": float("inf")}, "trigger_seconds"),
         ({"max_batch_bytes": "-5"}, "max_batch_bytes"),
+        ({"block_rows": "0"}, "block_rows"),
+        ({"block_rows": 100, "max_merge_rows": 10}, "max_merge_rows at least block_rows"),
         ({"stream_id": "x" * 201}, "at most 200"),
     ],
 )

@@ -19,6 +19,7 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.stream.apply import combine_slices, reduce_slice
+from airflow_cdc.stream.staging import merge_groups
 
 T = TableId("db", "t")
 SCHEMA = TableSchema(
@@ -76,3 +77,67 @@ def test_slices_reduced_then_combined_equal_the_batch_reduced(
     expected = whole.tables[T][0] if T in whole.tables else None
     assert rows_of(combined) == rows_of(expected)
     assert sum(p.events for p in parts) == whole.events == len(events)
+
+
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(1, 60))
+def test_merge_groups_keep_every_block_once_in_order_within_the_bound(
+    sizes: list[int], max_rows: int
+) -> None:
+    groups = merge_groups(sizes, max_rows)
+    assert [i for group in groups for i in group] == list(range(len(sizes)))
+    for group in groups:
+        assert group
+        held = sum(sizes[i] for i in group)
+        assert held <= max_rows or len(group) == 1  # only a block alone may exceed it
+    for first, second in itertools.pairwise(groups):
+        # Greedy: a group closes only when the next block does not fit.
+        assert sum(sizes[i] for i in first) + sizes[second[0]] > max_rows
+
+
+def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_path: Any) -> None:
+    """Blocks handed on through files, merged a group at a time into Delta, in any order:
+    the same table as the whole batch reduced and merged once (last writer wins)."""
+    import random
+
+    from airflow_cdc.sinks.delta import DeltaSink
+    from airflow_cdc.snapshot.types import arrow_schema
+    from airflow_cdc.stream.staging import read_block, write_block
+
+    rng = random.Random(7)
+    events = []
+    for offset in range(1, 400):
+        key = rng.randrange(60)
+        kind = rng.choice(list(ChangeKind))
+        row = {"id": key, "v": offset}
+        events.append(
+            ChangeEvent(
+                T,
+                kind,
+                BinlogPosition("mysql-bin.000001", offset * 10),
+                None if kind is ChangeKind.INSERT else row,
+                None if kind is ChangeKind.DELETE else row,
+            )
+        )
+    staged: list[str] = []
+    reduce_slice(
+        events,
+        {T: SCHEMA},
+        lambda *_: True,
+        block_rows=9,
+        on_block=lambda _t, rows: staged.append(write_block(str(tmp_path / "stage"), rows)),
+    )
+    assert len(staged) > 5
+    whole = reduce_slice(events, {T: SCHEMA}, lambda *_: True).tables[T][0]
+    results = []
+    for name, order in (("once", [whole]), ("groups", None)):
+        sink = DeltaSink(str(tmp_path / name))
+        sink.ensure_table(SCHEMA, arrow_schema(SCHEMA))
+        if order is None:
+            blocks = [read_block(path) for path in staged]
+            rng.shuffle(blocks)
+            for group in merge_groups([b.num_rows for b in blocks], 20):
+                sink.apply(T, combine_slices([blocks[i] for i in group], SCHEMA.key))
+        else:
+            sink.apply(T, order[0])
+        results.append(rows_of(sink.read_all(T).drop_columns(["_cdc_bucket"]).sort_by("id")))
+    assert results[0] == results[1]
