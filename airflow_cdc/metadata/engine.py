@@ -128,6 +128,16 @@ def create_metadata_engine(url: str | URL) -> Engine:
             "dialect+driver://user:password@host:port/database, or sqlite:////absolute/path.db."
         ) from None
     parsed = normalize_url(parsed)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        # Each process would get its own empty DB: the plan task's chunks would not exist
+        # for the chunk jobs, and nothing would say so until the first one ran.
+        raise MetadataError(
+            f"the URL of the Airflow connection '{CONNECTION_ID}' "
+            f"({parsed.drivername}:///{parsed.database or ''}) names "
+            "no SQLite file, so it is an in-memory DB that no other task or Spark job can "
+            "see. Fix: give a file every task can reach, sqlite:////absolute/path/meta.db "
+            "(four slashes), or a server DB (postgresql://user:password@host/db)."
+        )
     try:
         if parsed.get_backend_name() == "sqlite":
             _create_parent_folder(parsed)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["as_mapping", "as_positive_int", "as_str_list", "parse_literal"]
+__all__ = ["as_mapping", "as_positive_int", "as_str_list", "check_sink_path", "parse_literal"]
 
 
 def parse_literal(text: str) -> Any:
@@ -64,3 +67,33 @@ def as_mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigurationError(f"{name} must be a mapping, got {value!r}")
     return {str(k): v for k, v in value.items()}
+
+
+def check_sink_path(root: str) -> None:
+    """Refuse a local ``sink_path`` this worker cannot write, before anything is planned.
+
+    Otherwise every chunk's Spark job fails later with a storage library's error. The check
+    writes and removes one probe file in the nearest existing folder (permission bits alone
+    do not tell for root, read-only mounts or /proc); URIs of other stores are not checked.
+    """
+    if "://" in root and not root.startswith("file://"):
+        return
+    path = Path(root.removeprefix("file://")).expanduser().absolute()
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    fix = "give a folder the Airflow workers and the Spark jobs can write (param sink_path)"
+    if not existing.is_dir():
+        raise ConfigurationError(
+            f"sink_path {root!r} cannot be a folder: {existing} is a file; {fix}"
+        )
+    where = "" if existing == path else f" (its nearest existing folder {existing})"
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".cdc-write-check-", dir=existing)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"sink_path {root!r} is not writable{where}: {exc.strerror or exc}; {fix}, "
+            "or fix its permissions"
+        ) from None
+    os.close(handle)
+    os.unlink(probe)

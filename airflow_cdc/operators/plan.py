@@ -17,6 +17,7 @@ from airflow_cdc.operators._params import (
     as_mapping,
     as_positive_int,
     as_str_list,
+    check_sink_path,
     parse_literal,
 )
 
@@ -37,8 +38,8 @@ class PlanSnapshotOperator(BaseOperator):
 
     :param tables: tables as ``db.table`` (a name with a dot is quoted with backticks).
         Templated; a rendered string (JSON list, Python list or comma-separated) is accepted.
-    :param sink_path: root folder/URI of the Delta tables; checked here so a typo fails before
-        any Spark job starts. Templated.
+    :param sink_path: root folder/URI of the Delta tables; checked here (a local path must be
+        writable by this worker) so a typo fails before any Spark job starts. Templated.
     :param chunk_rows: rows per chunk (positive whole number). Templated, checked after rendering.
     :param chunk_keys: ``{"db.table": ["col", ...]}``: chunk key for tables without a primary
         key (must be unique and not null). Templated; a rendered JSON/dict string is accepted.
@@ -198,7 +199,7 @@ class PlanSnapshotOperator(BaseOperator):
             )
         keys = self.chunk_key_map(tables)
         chunk_rows = as_positive_int("chunk_rows", self.chunk_rows)
-        SinkConfig(root=str(self.sink_path or ""))
+        check_sink_path(SinkConfig(root=str(self.sink_path or "")).root)
         max_chunks = conf.getint("core", "max_map_length", fallback=1024)
         chunking = ChunkingConfig(chunk_rows=chunk_rows, max_chunks=max_chunks)
 

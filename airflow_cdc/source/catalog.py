@@ -10,6 +10,7 @@ accepted as key columns: a range predicate on them would not select contiguous c
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -65,13 +66,29 @@ def load_table_schema(
         if not key:
             raise TableError(
                 f"table {table} has no primary key; give a chunk key column that is unique and "
-                f"not null (param chunk_keys, e.g. {{'{table}': ['id']}}), or add a primary key"
+                f"not null (param chunk_keys, e.g. {_chunk_keys_example(table, columns, indexes)})"
+                ", or add a primary key"
             )
     else:
         key = _checked_chunk_key(table, columns, indexes, chunk_key)
     schema = TableSchema(table, columns, tuple(key))
     _check_key_types(schema)
     return schema
+
+
+def _chunk_keys_example(
+    table: TableId, columns: Sequence[Column], indexes: dict[str, tuple[bool, tuple[str, ...]]]
+) -> str:
+    """A ``chunk_keys`` value to paste: the table spelled as the param parses it (backticks
+    around a part with a dot or backtick) and the columns of a unique NOT NULL index."""
+
+    def part(name: str) -> str:
+        return quote_identifier(name) if "." in name or "`" in name else name
+
+    not_null = {c.name for c in columns if not c.nullable}
+    usable = [cols for _, (unique, cols) in sorted(indexes.items()) if unique]
+    key = next((list(cols) for cols in usable if set(cols) <= not_null), ["<column>"])
+    return json.dumps({f"{part(table.database)}.{part(table.table)}": key}, ensure_ascii=False)
 
 
 def _column(row: tuple[Any, ...]) -> Column:

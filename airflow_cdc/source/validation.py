@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from airflow_cdc.errors import BinlogSettingsError, PrivilegeError, SourceError, TableError
-from airflow_cdc.model import TableId
+from airflow_cdc.model import TableId, quote_identifier
 from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
 from airflow_cdc.source.grants import Grants
 from airflow_cdc.source.server import ServerInfo
@@ -168,7 +168,7 @@ def _privilege_problems(
                 SourceProblem(
                     "privilege",
                     f"missing SELECT on {table}: GRANT SELECT ON {table.quoted()} TO {user} "
-                    f"(or GRANT SELECT ON `{table.database}`.* TO {user})",
+                    f"(or GRANT SELECT ON {quote_identifier(table.database)}.* TO {user})",
                 )
             )
     return problems

@@ -1,0 +1,182 @@
+"""Bad input that needs no server (or a server state the test server cannot take): each case
+fails with an error naming the fix, before anything is contacted or written.
+
+The real-server cases are in ``tests/integration/test_bad_input.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+from airflow_cdc.errors import BinlogSettingsError, ConfigurationError
+from airflow_cdc.model import TableId
+from airflow_cdc.operators.plan import PlanSnapshotOperator
+from airflow_cdc.source.server import ServerInfo
+from airflow_cdc.source.validation import validate_source
+
+BINLOG_OFF_VARIABLES = {
+    "log_bin": "OFF",
+    "binlog_format": "STATEMENT",  # also wrong: reported only once the binlog is on
+    "binlog_row_image": "MINIMAL",
+    "binlog_row_metadata": "FULL",
+    "lower_case_table_names": "0",
+}
+
+
+class BinlogOffServer:
+    """A DB-API connection answering the validation queries like a server started without
+    ``log_bin`` (which cannot be switched off at runtime on the shared test server)."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[Any, ...]] = []
+
+    def cursor(self) -> BinlogOffServer:
+        return self
+
+    def __enter__(self) -> BinlogOffServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def execute(self, sql: str, args: Any = None) -> int:
+        if sql.startswith("SHOW GLOBAL VARIABLES"):
+            self._rows = [(k, v) for k, v in BINLOG_OFF_VARIABLES.items() if k in args]
+        elif sql == "SHOW GRANTS":
+            self._rows = [("GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `cdc`@`%`",)]
+        elif sql.startswith("SELECT CURRENT_USER"):
+            self._rows = [("cdc@%",)]
+        elif "information_schema.TABLES" in sql:
+            self._rows = [("shop", "orders", "BASE TABLE")]
+        elif sql == "SHOW DATABASES":
+            self._rows = [("shop",)]
+        else:
+            raise AssertionError(f"unexpected SQL {sql}")
+        return len(self._rows)
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+def test_binlog_off() -> None:
+    """Binary logging off is the one problem reported (the format and row image follow from
+    the config it names), with every setting CDC needs in the fix."""
+    with pytest.raises(BinlogSettingsError) as raised:
+        validate_source(
+            BinlogOffServer(), ServerInfo("mariadb", (10, 11, 6)), [TableId("shop", "orders")]
+        )
+    message = str(raised.value)
+    assert message == (
+        "binary logging is off (log_bin is OFF); enable it in the server config "
+        "([mysqld] log_bin=mysql-bin, server_id=<unique number>, binlog_format=ROW, "
+        "binlog_row_image=FULL) and restart"
+    )
+
+
+# -- the plan task's params, checked before anything is contacted --------------------------------
+
+
+@pytest.fixture
+def untouched(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Connections whose use fails the test; returns the metadata DB file (must stay absent)."""
+    from airflow_cdc.source import connection
+
+    meta = tmp_path / "meta.db"
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_SOURCE", "mysql://cdc:pw@db.example:3306/")
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", f"sqlite:///{meta}")
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the source must not be contacted")
+
+    monkeypatch.setattr(connection, "connect", refuse)
+    return meta
+
+
+def run_plan(context: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    args: dict[str, Any] = {"tables": ["shop.orders"], "sink_path": "/lake", "chunk_rows": 100}
+    args.update(kwargs)
+    op = PlanSnapshotOperator(task_id="plan", **args)
+    full: Any = {"run_id": "r", "ti": None, **(context or {})}
+    return op.execute(full)
+
+
+@pytest.mark.parametrize("chunk_rows", [0, -1, "0", "-250000"])
+def test_chunk_size_zero_or_negative(untouched: Path, chunk_rows: Any) -> None:
+    """As a literal the DAG does not even parse; rendered from a param, the plan refuses it."""
+    with pytest.raises(ConfigurationError) as raised:
+        run_plan(chunk_rows=chunk_rows)
+    assert str(raised.value) == (
+        f"chunk_rows must be a positive whole number, got {int(chunk_rows)!r}"
+    )
+    assert not untouched.exists()
+    if isinstance(chunk_rows, int):
+        with pytest.raises(ConfigurationError, match="chunk_rows must be a positive whole number"):
+            PlanSnapshotOperator(
+                task_id="p", tables=["shop.orders"], sink_path="/lake", chunk_rows=chunk_rows
+            )
+
+
+def test_an_unknown_param(untouched: Path) -> None:
+    """A typo in the run's conf (``lo`` spelt ``low`` in a backfill) would otherwise be ignored
+    and the whole table re-snapshotted; the error lists the DAG's params."""
+    params = {"table": "shop.orders", "lo": None, "hi": None, "chunk_rows": 10, "sink_path": "/x"}
+    context = {
+        "dag": SimpleNamespace(params=params),
+        "dag_run": SimpleNamespace(conf={"table": "shop.orders", "low": [5]}),
+    }
+    with pytest.raises(ConfigurationError) as raised:
+        run_plan(context, allowed_tables=["shop.orders"])
+    assert str(raised.value) == (
+        "unknown param(s) ['low'] in the run's conf; this DAG's params are "
+        "['chunk_rows', 'hi', 'lo', 'sink_path', 'table'] (a typo?)"
+    )
+    assert not untouched.exists()
+
+
+@pytest.mark.parametrize("where", ["below a file", "read-only /proc"])
+def test_an_unwritable_sink_path(untouched: Path, tmp_path: Path, where: str) -> None:
+    """Refused by the plan task, before any Spark job would fail on it with a storage
+    library's error (delta-rs: "Could not create local directory"). Root may write anywhere
+    its permission bits say no, so the cases are ones root cannot write either."""
+    if where == "below a file":
+        (tmp_path / "lake.txt").write_text("not a folder")
+        sink = str(tmp_path / "lake.txt" / "lake")
+        expected = f"sink_path {sink!r} cannot be a folder: {tmp_path / 'lake.txt'} is a file"
+    else:
+        sink = "/proc/cdc-lake"
+        expected = "sink_path '/proc/cdc-lake' is not writable (its nearest existing folder /proc)"
+    with pytest.raises(ConfigurationError) as raised:
+        run_plan(sink_path=sink)
+    message = str(raised.value)
+    assert message.startswith(expected), message
+    assert "give a folder the Airflow workers and the Spark jobs can write (param sink_path)" in (
+        message
+    )
+    assert not untouched.exists()
+    assert not any(p.name.startswith(".cdc-write-check-") for p in tmp_path.iterdir())
+
+
+def test_a_writable_sink_path_is_left_as_it_was(tmp_path: Path) -> None:
+    """The check creates nothing: a missing sink folder is made by the first chunk job."""
+    from airflow_cdc.operators._params import check_sink_path
+
+    check_sink_path(str(tmp_path / "new" / "lake"))
+    check_sink_path(f"file://{tmp_path}")
+    check_sink_path("s3://bucket/lake")  # other stores are not checked here
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
