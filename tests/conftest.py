@@ -14,6 +14,10 @@ from airflow_cdc.devtools.local_postgres import LocalPostgres
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Before any test module imports airflow: its settings are read once, at first import.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
 
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[LocalMariaDB]:

@@ -13,15 +13,11 @@ import os
 import re
 import socket
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import (

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 from airflow_cdc.configured import DEFAULT_TABLES, configured_tables
 from airflow_cdc.errors import ConfigurationError

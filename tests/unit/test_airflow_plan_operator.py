@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema

@@ -7,16 +7,11 @@ the job file's mode and contents while the "job" runs.
 from __future__ import annotations
 
 import json
-import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators.snapshot import (

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import stat
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators.stream import (

@@ -6,16 +6,11 @@ The real-server cases are in ``tests/integration/test_bad_input.py``.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 from airflow_cdc.errors import BinlogSettingsError, ConfigurationError
 from airflow_cdc.model import TableId
