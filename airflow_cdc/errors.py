@@ -29,6 +29,7 @@ __all__ = [
     "SourceError",
     "StreamLeaseError",
     "TableError",
+    "wrapped_error",
 ]
 
 
@@ -75,3 +76,23 @@ class MetadataError(CdcError):
 class StreamLeaseError(CdcError):
     """A stream's lease is held by another process (or was lost): only one stream may run
     for a set of tables at a time."""
+
+
+def wrapped_error(exc: BaseException) -> str | None:
+    """``<error class>: <message>`` of an airflow-cdc error wrapped inside ``exc``, if any.
+
+    An error raised in a Python task on a Spark executor (a partition read, a binlog slice)
+    reaches the driver as a Py4J/Spark error whose text holds a Java stack trace around the
+    Python one, the cause somewhere in the middle; this finds that line. None for one of
+    our own errors (it says its cause already) and for text without one.
+    """
+    if isinstance(exc, CdcError):
+        return None
+    names = [name for name in __all__ if name not in ("CdcError", "wrapped_error")]
+    for line in str(exc).splitlines():
+        stripped = line.strip()
+        for name in names:
+            for prefix in (f"airflow_cdc.errors.{name}: ", f"{name}: "):
+                if stripped.startswith(prefix):
+                    return f"{name}: {stripped[len(prefix) :]}"
+    return None

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from airflow_cdc.config import ChunkJobSpec
+from airflow_cdc.errors import wrapped_error
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema, quote_identifier
 from airflow_cdc.snapshot.binlog_window import read_window
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
@@ -34,7 +35,7 @@ from airflow_cdc.snapshot.pause import PausePoints
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
 from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
 
-__all__ = ["ChunkOutcome", "Runner", "local_runner", "run_chunk"]
+__all__ = ["ChunkOutcome", "Runner", "failure_reason", "local_runner", "run_chunk"]
 
 log = logging.getLogger("airflow_cdc.snapshot")
 
@@ -75,6 +76,15 @@ class ChunkOutcome:
             f"{self.correct_seconds:.1f} s, {self.tombstones} delete markers, written in "
             f"{self.write_seconds:.1f} s; watermarks {self.low} .. {self.high}"
         )
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What the metadata DB records for a failed chunk: ``<error type>: <message>``, after
+    the cause it wraps (:func:`~airflow_cdc.errors.wrapped_error`) if any, so the record
+    starts with the cause."""
+    text = f"{type(exc).__name__}: {exc}"
+    inner = wrapped_error(exc)
+    return text if inner is None else f"{inner}\n\n{text}"
 
 
 def _comparable(key: Key) -> Key:
@@ -195,10 +205,11 @@ def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int |
 
 def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome:
     """Snapshot one chunk; see the module docstring. Raises on failure after recording it."""
+    from airflow_cdc.errors import SourceError
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.sinks.delta import DeltaSink
     from airflow_cdc.source.catalog import load_table_schema
-    from airflow_cdc.source.connection import connect
+    from airflow_cdc.source.connection import connect, connection_broke
     from airflow_cdc.source.server import current_position, server_info
     from airflow_cdc.source.watermark import ConsistentReadView
 
@@ -300,6 +311,15 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             sink.apply(chunk.table, changes, keys_unique=True)
             write_seconds = time.monotonic() - started
             pause.reach("after_commit")
+        except Exception as exc:
+            if not connection_broke(exc):
+                raise
+            raise SourceError(
+                f"the snapshot of {chunk.label()} lost its connection to the source server "
+                f"{spec.source.host}:{spec.source.port} ({type(exc).__name__}: {exc}): the "
+                "server restarted, the connection was killed or the network failed. The chunk "
+                "is not done; a re-run of it (a retry, or clearing its task) reads it again"
+            ) from exc
         finally:
             conn.close()
         live_rows = changes.num_rows - tombstones.num_rows
@@ -328,8 +348,11 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
         log.info("%s", outcome.summary())
         return outcome
     except BaseException as exc:
+        inner = wrapped_error(exc)
+        if inner is not None:  # say the cause in one line before Spark's traceback follows
+            log.error("chunk %s failed: %s", spec.chunk_id, inner)
         try:
-            store.fail_chunk(spec.chunk_id, f"{type(exc).__name__}: {exc}")
+            store.fail_chunk(spec.chunk_id, failure_reason(exc))
         except Exception:  # the original error matters more than the bookkeeping
             log.exception("could not record the failure of chunk %s", spec.chunk_id)
         raise

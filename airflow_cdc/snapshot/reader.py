@@ -23,7 +23,14 @@ from airflow_cdc.errors import SourceError
 from airflow_cdc.model import ChunkRange, TableSchema
 from airflow_cdc.snapshot.types import conform, select_expression
 
-__all__ = ["PartitionRead", "PartitionResult", "read_partition", "render_literal", "select_sql"]
+__all__ = [
+    "PartitionRead",
+    "PartitionResult",
+    "read_failed",
+    "read_partition",
+    "render_literal",
+    "select_sql",
+]
 
 
 def render_literal(value: Any) -> str:
@@ -87,6 +94,33 @@ class PartitionResult:
     seconds: float
 
 
+#: Driver messages meaning the connection broke (a server restart, a KILL of the connection,
+#: the network), after which a re-run of the chunk can succeed.
+_CONNECTION_LOST = (
+    "disconnected",
+    "lost connection",
+    "gone away",
+    "connection refused",
+    "connection reset",
+    "broken pipe",
+    "was killed",
+    "shutdown in progress",
+)
+
+
+def read_failed(task: PartitionRead, message: str) -> SourceError:
+    """The error of a failed partition read: what was read, the driver's message, and for a
+    broken connection that nothing was written and a re-run reads the chunk again."""
+    text = f"reading {task.schema.table} {task.range.label()} failed: {message}"
+    if any(words in message.lower() for words in _CONNECTION_LOST):
+        text += (
+            "; the connection to the source server broke (a server restart, a KILL of the "
+            "connection or a network fault): nothing of this chunk was written, and a re-run "
+            "of it (a retry, or clearing its task) reads it again"
+        )
+    return SourceError(text)
+
+
 def _read_connectorx(task: PartitionRead, sql: str) -> pa.Table:
     import connectorx as cx
 
@@ -99,9 +133,7 @@ def _read_connectorx(task: PartitionRead, sql: str) -> pa.Table:
         message = (
             str(exc).replace(task.source.password, "***") if task.source.password else str(exc)
         )
-        raise SourceError(
-            f"reading {task.schema.table} {task.range.label()} failed: {message}"
-        ) from None
+        raise read_failed(task, message) from None
 
 
 def _read_pymysql(task: PartitionRead, sql: str) -> pa.Table:
@@ -115,6 +147,8 @@ def _read_pymysql(task: PartitionRead, sql: str) -> pa.Table:
             cursor.execute(sql)
             names = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
+    except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
+        raise read_failed(task, f"{type(exc).__name__}: {exc}") from exc
     finally:
         conn.close()
     return (

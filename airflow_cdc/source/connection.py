@@ -18,7 +18,7 @@ import pymysql
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["CONNECTION_ID", "DbConnection", "connect", "fetch_all", "fetch_one"]
+__all__ = ["CONNECTION_ID", "DbConnection", "connect", "connection_broke", "fetch_all", "fetch_one"]
 
 #: The Airflow connection id users configure the source under; named in error messages.
 CONNECTION_ID = "cdc_source"
@@ -26,8 +26,11 @@ CONNECTION_ID = "cdc_source"
 # Client-side error codes (pymysql / MySQL protocol).
 _ACCESS_DENIED = 1045
 _UNKNOWN_DATABASE = 1049
+_SERVER_SHUTDOWN = 1053
+_CONNECTION_KILLED = 1927  # MariaDB: KILL of this connection
 _CANNOT_CONNECT = 2003
 _UNKNOWN_HOST = 2005
+_GONE_AWAY = 2006
 _LOST_CONNECTION = 2013
 
 
@@ -63,6 +66,17 @@ def connect(
         raise ConfigurationError(_explain(cfg, database, exc)) from None
 
 
+def connection_broke(exc: BaseException) -> bool:
+    """Whether a driver error on an open connection means the connection broke (a server
+    restart, a ``KILL`` of the connection, the network) rather than the statement failed."""
+    if isinstance(exc, pymysql.err.InterfaceError):  # used after the driver closed it
+        return True
+    if isinstance(exc, pymysql.err.OperationalError):
+        code = exc.args[0] if exc.args else None
+        return code in {_GONE_AWAY, _LOST_CONNECTION, _SERVER_SHUTDOWN, _CONNECTION_KILLED}
+    return False
+
+
 def _explain(cfg: SourceConfig, database: str | None, exc: pymysql.err.MySQLError) -> str:
     """A message naming the connection and what to check, built without the password.
 
@@ -83,9 +97,10 @@ def _explain(cfg: SourceConfig, database: str | None, exc: pymysql.err.MySQLErro
             f"{prefix}: database {database!r} does not exist or user {cfg.user!r} may not see "
             f"it. Check the schema of the '{CONNECTION_ID}' connection."
         )
-    if code in {_CANNOT_CONNECT, _UNKNOWN_HOST, _LOST_CONNECTION}:
+    if code in {_CANNOT_CONNECT, _UNKNOWN_HOST, _LOST_CONNECTION, _SERVER_SHUTDOWN}:
         return (
-            f"{prefix}: the server is unreachable. Check host and port of the "
+            f"{prefix}: the server is unreachable (error {code}). If it is down or restarting, "
+            "retry once it is back; otherwise check host and port of the "
             f"'{CONNECTION_ID}' connection, that the server runs and listens on that address "
             f"(bind-address), and that no firewall blocks the port "
             f"(timeout {cfg.connect_timeout} s)."

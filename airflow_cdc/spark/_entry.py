@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DAEMON_MODULE", "job_file_argument", "spark_conf"]
+__all__ = ["DAEMON_MODULE", "job_file_argument", "spark_conf", "start_python_workers"]
+
+log = logging.getLogger("airflow_cdc.spark")
 
 #: Spark's Python worker daemon that preloads the jobs' imports (``spark.worker_daemon``).
 DAEMON_MODULE = "airflow_cdc.spark.worker_daemon"
@@ -38,3 +41,21 @@ def job_file_argument(argv: Sequence[str] | None, *, prog: str, description: str
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     return str(args.job_file)
+
+
+def start_python_workers(context: Any) -> threading.Thread:
+    """Start the executors' Python workers in the background while the driver sets up (a
+    chunk's read view, the stream's query): forked from the preloading daemon, with the
+    read path imported, and kept by Spark for the job's tasks, so the first task does not
+    pay their start (~2-5 s here)."""
+    slots = max(1, int(context.defaultParallelism))
+
+    def run() -> None:
+        try:
+            context.parallelize(range(slots), slots).map(int).collect()
+        except Exception:  # only a head start: the tasks start their workers anyway
+            log.debug("starting the Python workers early failed", exc_info=True)
+
+    thread = threading.Thread(target=run, name="start-python-workers", daemon=True)
+    thread.start()
+    return thread

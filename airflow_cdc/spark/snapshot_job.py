@@ -8,14 +8,13 @@ details, so no secret is on the command line.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_cdc.config import ChunkJobSpec
-from airflow_cdc.errors import CdcError
-from airflow_cdc.spark._entry import job_file_argument, spark_conf
+from airflow_cdc.errors import CdcError, wrapped_error
+from airflow_cdc.spark._entry import job_file_argument, spark_conf, start_python_workers
 
 __all__ = ["main", "spark_runner"]
 
@@ -33,32 +32,6 @@ def spark_runner(context: Any) -> Callable[[Callable[[Any], Any], Sequence[Any]]
     return run
 
 
-def _import_read_path(_: Any) -> int:
-    import connectorx  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
-
-    import airflow_cdc.snapshot.reader  # noqa: F401
-
-    return 0
-
-
-def warm_workers(context: Any) -> threading.Thread:
-    """Start the executors' Python workers and import the read path in them, in the
-    background while the driver sets up (sink table, read view, low watermark): Spark
-    reuses the workers, so the partition reads do not pay ~2-4 s of start-up each."""
-    slots = max(1, int(context.defaultParallelism))
-
-    def run() -> None:
-        try:
-            context.parallelize(range(slots), slots).map(_import_read_path).collect()
-        except Exception:  # only a head start: the reads start their workers anyway
-            log.debug("warming the Python workers failed", exc_info=True)
-
-    thread = threading.Thread(target=run, name="warm-workers", daemon=True)
-    thread.start()
-    return thread
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     job_file = job_file_argument(argv, prog="snapshot_chunk", description=__doc__)
 
@@ -72,11 +45,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     context = SparkContext.getOrCreate(spark_conf(f"airflow-cdc snapshot chunk {spec.chunk_id}"))
     context.setLogLevel("WARN")
     started = time.monotonic()
-    warm_workers(context)
+    start_python_workers(context)
     try:
         outcome = run_chunk(spec, runner=spark_runner(context))
     except CdcError as exc:
         log.error("chunk %s failed: %s", spec.chunk_id, exc)
+        return 2
+    except Exception as exc:
+        # A partition read's error reaches the driver wrapped by Spark: say plainly what
+        # our own error said (run_chunk recorded it), then Spark's trace for the rest.
+        reason = wrapped_error(exc)
+        if reason is None:
+            raise
+        log.error("chunk %s failed: %s", spec.chunk_id, reason)
         return 2
     finally:
         context.stop()

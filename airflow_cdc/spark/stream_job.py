@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
-from airflow_cdc.errors import CdcError
+from airflow_cdc.errors import CdcError, wrapped_error
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.spark._entry import job_file_argument, spark_conf
 
@@ -318,7 +318,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_cdc.metadata import MetadataStore
-    from airflow_cdc.spark.binlog_source import SOURCE_NAME, BinlogDataSource
+    from airflow_cdc.spark.binlog_source import SCHEMA, SOURCE_NAME, BinlogDataSource
     from airflow_cdc.stream.joining import joined_tables
 
     store = MetadataStore.connect(spec.metadata_url)
@@ -342,10 +342,12 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
 
     renewer = threading.Thread(target=keep_lease, name="lease", daemon=True)
     renewer.start()
+    began = time.monotonic()
     spark = SparkSession.builder.config(
         conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
     ).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _start_sql_workers(spark)
     stopping = threading.Event()
 
     def stop_query(signum: int, _frame: Any) -> None:
@@ -358,7 +360,12 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     try:
         spark.dataSource.register(BinlogDataSource)
         writer = _BatchWriter(spec, owner)
-        frame = spark.readStream.format(SOURCE_NAME).option("job_file", job_file).load()
+        frame = (
+            spark.readStream.format(SOURCE_NAME)
+            .schema(SCHEMA)  # given, Spark need not ask a Python process for it
+            .option("job_file", job_file)
+            .load()
+        )
         stream = frame.writeStream.foreachBatch(writer).option(
             "checkpointLocation", spec.checkpoint_dir
         )
@@ -367,6 +374,11 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         else:
             stream = stream.trigger(processingTime=f"{spec.trigger_seconds} seconds")
         query = stream.queryName(f"cdc-{spec.stream_id}").start()
+        log.info(
+            "stream %s started in %.1f s (Spark session and query); batches follow",
+            spec.stream_id,
+            time.monotonic() - began,
+        )
         try:
             while not query.awaitTermination(1):
                 if stopping.is_set():
@@ -388,6 +400,23 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
             spark.stop()
 
 
+def _pass_batches(batches: Any) -> Any:
+    yield from batches
+
+
+def _start_sql_workers(spark: Any) -> None:
+    """Start the Python workers of SQL tasks (their own daemon, not the RDD tasks') in the
+    background while the query starts, so batch 0's slices find them running."""
+
+    def run() -> None:
+        try:
+            spark.range(0, 2, 1, 2).mapInArrow(_pass_batches, "id long").collect()
+        except Exception:
+            log.debug("starting the Python workers early failed", exc_info=True)
+
+    threading.Thread(target=run, name="start-python-workers", daemon=True).start()
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -404,25 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # An error raised in the source's reader reaches the driver wrapped by Spark; say
         # plainly what our own error said (e.g. a purged start position: re-snapshot).
-        reason = _our_error(str(exc))
+        reason = wrapped_error(exc)
         if reason is None:
             raise
         log.error("stream %s stopped: %s", spec.stream_id, reason)
         return 2
-
-
-def _our_error(text: str) -> str | None:
-    """The ``<CdcError subclass>: message`` line inside a wrapped Python traceback."""
-    import airflow_cdc.errors as errors
-
-    names = [name for name in errors.__all__ if name != "CdcError"]
-    for line in text.splitlines():
-        stripped = line.strip()
-        for name in names:
-            for prefix in (f"airflow_cdc.errors.{name}: ", f"{name}: "):
-                if stripped.startswith(prefix):
-                    return f"{name}: {stripped[len(prefix) :]}"
-    return None
 
 
 if __name__ == "__main__":

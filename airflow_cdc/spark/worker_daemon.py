@@ -28,6 +28,7 @@ PRELOADED = (
     "airflow_cdc.stream.mysql_source",
     "airflow_cdc.stream.row_decoder",
     "airflow_cdc.stream.schema_check",
+    "airflow_cdc.stream.staging",
     "airflow_cdc.spark.binlog_source",
 )
 

@@ -1,10 +1,16 @@
 """A random writer: inserts, updates (also of the primary key), deletes, multi-row and
-multi-table transactions on two tables, in a thread, until stopped."""
+multi-table transactions on two tables, in a thread, until stopped.
+
+With ``reconnect=True`` it rides through a server restart or a killed connection: the
+transaction in flight then either committed or not (the source holds the truth either way)
+and the writer goes on with a new connection."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pymysql
@@ -34,7 +40,12 @@ class RandomWriter:
     seed: int = 7
     #: Longest pause between transactions (seconds): paces the binlog the stream must decode.
     max_pause: float = 0.02
+    #: Reconnect after a lost connection (server restart, KILL) instead of failing.
+    reconnect: bool = False
+    #: How long to keep trying to reconnect before giving up (seconds).
+    reconnect_timeout: float = 120.0
     transactions: int = 0
+    reconnects: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     error: BaseException | None = None
@@ -51,11 +62,31 @@ class RandomWriter:
         if self.error is not None:
             raise self.error
 
-    def _run(self) -> None:
-        rng = random.Random(self.seed)
+    def _connect(self) -> pymysql.connections.Connection:
         conn = self.server.root(self.db)
         conn.autocommit(False)
+        return conn
+
+    def _reconnect(self) -> pymysql.connections.Connection | None:
+        """A new connection once the server takes one again; None if stopped meanwhile."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        while not self._stop.is_set():
+            try:
+                conn = self._connect()
+            except pymysql.err.MySQLError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            self.reconnects += 1
+            return conn
+        return None
+
+    def _run(self) -> None:
+        rng = random.Random(self.seed)
+        conn: pymysql.connections.Connection | None = None
         try:
+            conn = self._connect()
             while not self._stop.is_set():
                 try:
                     self._one_transaction(conn, rng)
@@ -63,11 +94,22 @@ class RandomWriter:
                     self.transactions += 1
                 except pymysql.err.IntegrityError:
                     conn.rollback()  # a random key collided: that transaction never happened
+                except (pymysql.err.OperationalError, pymysql.err.InterfaceError):
+                    if not self.reconnect:
+                        raise
+                    with contextlib.suppress(Exception):
+                        conn.close()
+                    conn = self._reconnect()
+                    if conn is None:
+                        return
+                    continue
                 self._stop.wait(rng.uniform(0, self.max_pause))
         except BaseException as exc:
             self.error = exc
         finally:
-            conn.close()
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
 
     def _one_transaction(self, conn: pymysql.connections.Connection, rng: random.Random) -> None:  # type: ignore[type-arg]
         with conn.cursor() as cur:

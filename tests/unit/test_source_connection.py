@@ -29,3 +29,20 @@ def test_unreachable_server_names_connection_not_password() -> None:
     assert "host and port" in message
     assert "s3cret-pw" not in message
     assert info.value.__cause__ is None
+
+
+def test_wrapped_error_finds_our_error_inside_a_spark_trace() -> None:
+    from airflow_cdc.errors import SourceError, wrapped_error
+
+    trace = (
+        "An error occurred while calling o123.collect.\n"
+        "org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+        '  File "/x/pyspark/worker.py", line 1, in main\n'
+        "airflow_cdc.errors.PositionPurgedError: mysql-bin.000003:4 is purged; re-snapshot\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner...\n"
+    )
+    assert wrapped_error(RuntimeError(trace)) == (
+        "PositionPurgedError: mysql-bin.000003:4 is purged; re-snapshot"
+    )
+    assert wrapped_error(RuntimeError("a plain failure")) is None
+    assert wrapped_error(SourceError("ours already says it")) is None
