@@ -4,6 +4,7 @@ Each message names the cause and the fix. The tree::
 
     CdcError
     ├── ConfigurationError        a setting, param or connection is wrong
+    │   └── SourceUnreachableError  the source server does not answer (wrong address, or down)
     ├── SourceError               the MySQL/MariaDB server cannot be used as it is
     │   ├── BinlogSettingsError   binlog off, not ROW, row image not FULL, ...
     │   ├── PrivilegeError        a grant is missing
@@ -27,6 +28,7 @@ __all__ = [
     "SchemaChangedError",
     "SinkError",
     "SourceError",
+    "SourceUnreachableError",
     "StreamLeaseError",
     "TableError",
     "wrapped_error",
@@ -39,6 +41,11 @@ class CdcError(Exception):
 
 class ConfigurationError(CdcError):
     """A setting, DAG param or connection is wrong; the message says which and how to fix it."""
+
+
+class SourceUnreachableError(ConfigurationError):
+    """The source server does not answer: a wrong host or port, or a server that is down or
+    restarting (the stream retries these for a while before it stops)."""
 
 
 class SourceError(CdcError):

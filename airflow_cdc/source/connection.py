@@ -10,15 +10,33 @@ connection (``cdc_source``) and what to check; the password never appears in it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import pymysql
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.errors import ConfigurationError, SourceUnreachableError
 
-__all__ = ["CONNECTION_ID", "DbConnection", "connect", "connection_broke", "fetch_all", "fetch_one"]
+__all__ = [
+    "CONNECTION_ID",
+    "LOST_CONNECTION_CODES",
+    "UNREACHABLE_RETRY_SECONDS",
+    "DbConnection",
+    "connect",
+    "connection_broke",
+    "fetch_all",
+    "fetch_one",
+    "retry_unreachable",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: How long the stream waits for a source server that does not answer before it stops.
+UNREACHABLE_RETRY_SECONDS = 60.0
 
 #: The Airflow connection id users configure the source under; named in error messages.
 CONNECTION_ID = "cdc_source"
@@ -32,6 +50,21 @@ _CANNOT_CONNECT = 2003
 _UNKNOWN_HOST = 2005
 _GONE_AWAY = 2006
 _LOST_CONNECTION = 2013
+_SOCKET_ERROR = 2055
+#: Codes meaning the connection is gone, reconnecting may help: server shutdown, KILL of
+#: the connection, cannot connect, gone away, lost connection, socket error.
+LOST_CONNECTION_CODES = frozenset(
+    {
+        _SERVER_SHUTDOWN,
+        _CONNECTION_KILLED,
+        _CANNOT_CONNECT,
+        _GONE_AWAY,
+        _LOST_CONNECTION,
+        _SOCKET_ERROR,
+    }
+)
+#: Codes of a connection attempt that may succeed later (server down or restarting).
+_UNREACHABLE = {_CANNOT_CONNECT, _UNKNOWN_HOST, _LOST_CONNECTION, _SERVER_SHUTDOWN}
 
 
 class DbConnection(Protocol):
@@ -61,7 +94,9 @@ def connect(
             init_command="SET time_zone = '+00:00'",
         )
     except pymysql.err.OperationalError as exc:
-        raise ConfigurationError(_explain(cfg, database, exc)) from None
+        code = exc.args[0] if exc.args else None
+        error = SourceUnreachableError if code in _UNREACHABLE else ConfigurationError
+        raise error(_explain(cfg, database, exc)) from None
     except pymysql.err.InternalError as exc:  # unknown database on some servers
         raise ConfigurationError(_explain(cfg, database, exc)) from None
 
@@ -73,8 +108,40 @@ def connection_broke(exc: BaseException) -> bool:
         return True
     if isinstance(exc, pymysql.err.OperationalError):
         code = exc.args[0] if exc.args else None
-        return code in {_GONE_AWAY, _LOST_CONNECTION, _SERVER_SHUTDOWN, _CONNECTION_KILLED}
+        return code in LOST_CONNECTION_CODES
     return False
+
+
+def retry_unreachable(
+    action: Callable[[], T],
+    *,
+    what: str,
+    seconds: float = UNREACHABLE_RETRY_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``action()``, run again while the server does not answer or drops the connection (a
+    restart, a failover) for up to ``seconds``; then the last error. Other errors at once.
+
+    For what must ride through a short outage (the stream's planning and its batch checks);
+    ``action`` opens its own connection each time."""
+    deadline = time.monotonic() + seconds
+    delay = 0.5
+    while True:
+        try:
+            return action()
+        except (SourceUnreachableError, pymysql.err.MySQLError) as exc:
+            transient = isinstance(exc, SourceUnreachableError) or connection_broke(exc)
+            if not transient or time.monotonic() + delay > deadline:
+                raise
+            log.warning(
+                "source server unavailable while %s (%s); retrying in %.1f s (for up to %.0f s)",
+                what,
+                str(exc).split(". ", 1)[0],
+                delay,
+                seconds,
+            )
+            sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 def _explain(cfg: SourceConfig, database: str | None, exc: pymysql.err.MySQLError) -> str:
@@ -97,7 +164,7 @@ def _explain(cfg: SourceConfig, database: str | None, exc: pymysql.err.MySQLErro
             f"{prefix}: database {database!r} does not exist or user {cfg.user!r} may not see "
             f"it. Check the schema of the '{CONNECTION_ID}' connection."
         )
-    if code in {_CANNOT_CONNECT, _UNKNOWN_HOST, _LOST_CONNECTION, _SERVER_SHUTDOWN}:
+    if code in _UNREACHABLE:
         return (
             f"{prefix}: the server is unreachable (error {code}). If it is down or restarting, "
             "retry once it is back; otherwise check host and port of the "

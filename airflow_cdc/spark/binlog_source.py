@@ -123,28 +123,35 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._schemas: dict[TableId, TableSchema] = {}
 
     def _server_position(self) -> BinlogPosition:
-        from airflow_cdc.source.connection import connect
+        from airflow_cdc.source.connection import connect, retry_unreachable
         from airflow_cdc.source.server import current_position, server_info
 
-        conn = connect(self._spec.source)
-        try:
-            return current_position(conn, server_info(conn))
-        finally:
-            conn.close()
+        def read() -> BinlogPosition:
+            conn = connect(self._spec.source)
+            try:
+                return current_position(conn, server_info(conn))
+            finally:
+                conn.close()
+
+        return retry_unreachable(read, what="reading the binlog position")
 
     def _capped(self, start: BinlogPosition, latest: BinlogPosition) -> BinlogPosition:
         """``latest``, or a transaction boundary about ``max_batch_bytes`` past ``start``."""
         from airflow_cdc.source.binlog_index import batch_end, binary_logs, events_query
-        from airflow_cdc.source.connection import connect
+        from airflow_cdc.source.connection import connect, retry_unreachable
 
         limit = self._spec.max_batch_bytes
         if latest.file == start.file and latest.offset - start.offset <= limit:
             return latest  # the common case costs no query
-        conn = connect(self._spec.source)
-        try:
-            return batch_end(binary_logs(conn), events_query(conn), start, latest, limit)
-        finally:
-            conn.close()
+
+        def find() -> BinlogPosition:
+            conn = connect(self._spec.source)
+            try:
+                return batch_end(binary_logs(conn), events_query(conn), start, latest, limit)
+            finally:
+                conn.close()
+
+        return retry_unreachable(find, what="capping the batch")
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the reader for read() on the executors: no DB engine travels.
@@ -194,7 +201,7 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from airflow_cdc.planning.key_order import sort_key_for
         from airflow_cdc.source.binlog_index import binary_logs, range_bytes, transaction_cuts
         from airflow_cdc.source.catalog import load_table_schema
-        from airflow_cdc.source.connection import connect
+        from airflow_cdc.source.connection import connect, retry_unreachable
         from airflow_cdc.stream.joining import tables_to_read
 
         store = self._store()
@@ -206,22 +213,28 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         missing = [t for t in tables if t not in self._schemas]
         parallelism = self._spec.decode_parallelism or os.cpu_count() or 1
         span = last.offset - first.offset if last.file == first.file else None
-        cuts: list[BinlogPosition] = []
         worth_cutting = (
             tables and parallelism > 1 and (span is None or span >= 2 * self._spec.min_slice_bytes)
         )
-        if missing or worth_cutting:
+
+        def load_and_cut() -> list[BinlogPosition]:
             conn = connect(self._spec.source)
             try:
                 for table in missing:
                     self._schemas[table] = load_table_schema(conn, table)
-                if worth_cutting:
-                    if span is None:
-                        span = range_bytes(binary_logs(conn), first, last)
-                    parts = min(parallelism, span // self._spec.min_slice_bytes)
-                    cuts = transaction_cuts(conn, first, last, parts) if parts > 1 else []
+                if not worth_cutting:
+                    return []
+                size = range_bytes(binary_logs(conn), first, last) if span is None else span
+                parts = min(parallelism, size // self._spec.min_slice_bytes)
+                return transaction_cuts(conn, first, last, parts) if parts > 1 else []
             finally:
                 conn.close()
+
+        cuts = (
+            retry_unreachable(load_and_cut, what="planning the batch")
+            if missing or worth_cutting
+            else []
+        )
         schemas = {table_to_text(t): self._schemas[t] for t in tables}
         watermarks = {
             table_to_text(t): store.table_watermarks(t, sort_key=sort_key_for(self._schemas[t]))

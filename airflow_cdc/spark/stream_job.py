@@ -190,7 +190,7 @@ class _BatchWriter:
         with the Delta table's own columns and key (once, when loaded: ``sink_drift``)."""
         from airflow_cdc.errors import SchemaChangedError
         from airflow_cdc.source.catalog import load_table_schema
-        from airflow_cdc.source.connection import connect
+        from airflow_cdc.source.connection import connect, retry_unreachable
         from airflow_cdc.stream.schema_check import catalog_drift, way_on
 
         for table in tables:
@@ -203,11 +203,15 @@ class _BatchWriter:
                 )
         if not tables:
             return
-        conn = connect(self.spec.source)
-        try:
-            current = {table: load_table_schema(conn, table) for table in tables}
-        finally:
-            conn.close()
+
+        def load() -> dict[TableId, TableSchema]:
+            conn = connect(self.spec.source)
+            try:
+                return {table: load_table_schema(conn, table) for table in tables}
+            finally:
+                conn.close()
+
+        current = retry_unreachable(load, what="checking the catalog")
         for table in tables:
             drift = catalog_drift(self.schemas[table], current[table])
             if drift.retyped or drift.key is not None:
@@ -234,7 +238,7 @@ class _BatchWriter:
         """Join the tables this batch read for the first time: take them into the lease,
         replay their changes up to the batch's start (``stream.joining``), and keep their
         schemas so the batch applies their changes too."""
-        from airflow_cdc.source.connection import connect
+        from airflow_cdc.source.connection import connect, retry_unreachable
         from airflow_cdc.stream.joining import joined_tables, new_tables, replay_table
 
         joined = joined_tables(self.store, self.spec.stream_id)
@@ -244,13 +248,17 @@ class _BatchWriter:
                 self.sink_drift.pop(table, None)
         fresh = new_tables(batch.tables, joined)
         missing = [t for t in batch.tables if t not in self.schemas]
-        if missing:
+
+        def load() -> None:
             conn = connect(self.spec.source)
             try:
                 for table in missing:
                     self._load_schema(conn, table)
             finally:
                 conn.close()
+
+        if missing:
+            retry_unreachable(load, what="loading table schemas")
         if not fresh or batch.start is None:
             return []
         try:

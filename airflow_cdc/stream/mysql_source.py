@@ -31,13 +31,11 @@ import pymysql
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChangeKind, TableId, TableSchema
+from airflow_cdc.source.connection import LOST_CONNECTION_CODES
 from airflow_cdc.stream.events import Boundary, ConnectionLost, DumpRefused, RawEvent, RowsEvent
 
-__all__ = ["LOST_CONNECTION_CODES", "binary_logs", "mysql_event_source"]
+__all__ = ["binary_logs", "mysql_event_source"]
 
-#: Error codes that mean "the connection is gone, reconnecting may help": server gone away,
-#: lost connection, cannot connect, connection killed (MariaDB 1927), server shutdown (1053).
-LOST_CONNECTION_CODES = frozenset({2003, 2006, 2013, 2055, 1927, 1053})
 _DUMP_REFUSED = 1236
 #: Query events that open (not close) a transaction: resuming after them is not safe.
 _OPENERS = ("BEGIN", "XA START", "XA END")

@@ -46,3 +46,40 @@ def test_wrapped_error_finds_our_error_inside_a_spark_trace() -> None:
     )
     assert wrapped_error(RuntimeError("a plain failure")) is None
     assert wrapped_error(SourceError("ours already says it")) is None
+
+
+def test_retry_unreachable_rides_through_a_short_outage_only() -> None:
+    import pymysql
+
+    from airflow_cdc.errors import ConfigurationError, SourceUnreachableError
+    from airflow_cdc.source.connection import retry_unreachable
+
+    slept: list[float] = []
+    failures = [SourceUnreachableError("down"), pymysql.err.OperationalError(2013, "lost")]
+
+    def flaky() -> str:
+        if failures:
+            raise failures.pop(0)
+        return "answer"
+
+    assert retry_unreachable(flaky, what="t", seconds=60, sleep=slept.append) == "answer"
+    assert slept == [0.5, 1.0]
+
+    def wrong_password() -> str:
+        raise ConfigurationError("access denied")
+
+    with pytest.raises(ConfigurationError, match="access denied"):
+        retry_unreachable(wrong_password, what="t", seconds=60, sleep=slept.append)
+    assert len(slept) == 2  # not retried
+
+    def syntax_error() -> str:
+        raise pymysql.err.ProgrammingError(1064, "syntax")
+
+    with pytest.raises(pymysql.err.ProgrammingError):
+        retry_unreachable(syntax_error, what="t", seconds=60, sleep=slept.append)
+
+    def always_down() -> str:
+        raise SourceUnreachableError("still down")
+
+    with pytest.raises(SourceUnreachableError, match="still down"):
+        retry_unreachable(always_down, what="t", seconds=0.0, sleep=slept.append)
