@@ -150,6 +150,12 @@ class _JobFile:
             json.dump(self.to_json(), handle)
         return path
 
+    @staticmethod
+    def failure_path(path: str | Path) -> Path:
+        """Where the job leaves its error for the task that submitted it (next to the job
+        file, in the same private folder)."""
+        return Path(f"{path}.error")
+
     @classmethod
     def read_file(cls, path: str | Path) -> Self:
         try:

@@ -12,14 +12,31 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.errors import CdcError, ConfigurationError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_cdc.config import _JobFile
 
-__all__ = ["JobFileSparkOperator"]
+__all__ = ["JobFileSparkOperator", "job_failure"]
+
+
+def job_failure(job_file: Path) -> CdcError | None:
+    """The error a job left next to its job file (``spark._entry.report_failure``), as the
+    same airflow-cdc error class, or None."""
+    import airflow_cdc.errors as errors
+    from airflow_cdc.config import _JobFile
+
+    try:
+        text = _JobFile.failure_path(job_file).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    name, _, message = text.partition(": ")
+    kind = getattr(errors, name, None)
+    if isinstance(kind, type) and issubclass(kind, errors.CdcError):
+        return kind(message)
+    return errors.CdcError(text)
 
 
 class JobFileSparkOperator(SparkSubmitOperator):
@@ -87,8 +104,16 @@ class JobFileSparkOperator(SparkSubmitOperator):
 
     def execute(self, context: Context) -> None:
         try:
-            self.prepare_submit()
-            super().execute(context)
+            job_file = self.prepare_submit()
+            try:
+                super().execute(context)
+            except Exception as exc:
+                reported = job_failure(job_file)
+                if reported is None:
+                    raise
+                # The job's own error ("stream is already running: stop it first", "the
+                # start position is purged: re-snapshot"), not "exit code 2".
+                raise reported from exc
         finally:
             self._cleanup()
 

@@ -9,7 +9,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DAEMON_MODULE", "job_file_argument", "spark_conf", "start_python_workers"]
+__all__ = [
+    "DAEMON_MODULE",
+    "job_file_argument",
+    "report_failure",
+    "spark_conf",
+    "start_python_workers",
+]
 
 log = logging.getLogger("airflow_cdc.spark")
 
@@ -59,3 +65,19 @@ def start_python_workers(context: Any) -> threading.Thread:
     thread = threading.Thread(target=run, name="start-python-workers", daemon=True)
     thread.start()
     return thread
+
+
+def report_failure(job_file: str, reason: str) -> None:
+    """Leave ``<error class>: <message>`` next to the job file, so the submitting task
+    fails with the job's own error rather than spark-submit's exit code (best effort: in
+    cluster deploy mode the driver may not see the folder). Our messages hold no secret."""
+    import os
+
+    try:
+        from airflow_cdc.config import _JobFile
+
+        fd = os.open(_JobFile.failure_path(job_file), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(reason)
+    except OSError:
+        log.debug("could not leave the failure next to %s", job_file, exc_info=True)

@@ -14,7 +14,12 @@ from typing import Any
 
 from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.errors import CdcError, wrapped_error
-from airflow_cdc.spark._entry import job_file_argument, spark_conf, start_python_workers
+from airflow_cdc.spark._entry import (
+    job_file_argument,
+    report_failure,
+    spark_conf,
+    start_python_workers,
+)
 
 __all__ = ["main", "spark_runner"]
 
@@ -48,16 +53,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     start_python_workers(context)
     try:
         outcome = run_chunk(spec, runner=spark_runner(context))
-    except CdcError as exc:
-        log.error("chunk %s failed: %s", spec.chunk_id, exc)
-        return 2
     except Exception as exc:
         # A partition read's error reaches the driver wrapped by Spark: say plainly what
-        # our own error said (run_chunk recorded it), then Spark's trace for the rest.
-        reason = wrapped_error(exc)
+        # our own error said (run_chunk recorded it).
+        reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, CdcError) else wrapped_error(exc)
         if reason is None:
             raise
         log.error("chunk %s failed: %s", spec.chunk_id, reason)
+        report_failure(job_file, reason)
         return 2
     finally:
         context.stop()

@@ -29,7 +29,7 @@ from typing import Any
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError, wrapped_error
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
-from airflow_cdc.spark._entry import job_file_argument, spark_conf
+from airflow_cdc.spark._entry import job_file_argument, report_failure, spark_conf
 
 __all__ = ["main"]
 
@@ -435,16 +435,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = StreamJobSpec.read_file(job_file)
     try:
         return run_stream(spec, job_file)
-    except CdcError as exc:
-        log.error("stream %s stopped: %s", spec.stream_id, exc)
-        return 2
     except Exception as exc:
         # An error raised in the source's reader reaches the driver wrapped by Spark; say
         # plainly what our own error said (e.g. a purged start position: re-snapshot).
-        reason = wrapped_error(exc)
+        reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, CdcError) else wrapped_error(exc)
         if reason is None:
             raise
         log.error("stream %s stopped: %s", spec.stream_id, reason)
+        report_failure(job_file, reason)
         return 2
 
 

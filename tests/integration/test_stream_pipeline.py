@@ -117,6 +117,10 @@ def test_purged_start_position_stops_with_advice(
     log = (tmp_path / "stream.log").read_text()
     assert "PositionPurgedError" in log
     assert "re-snapshot" in log
+    # What the Airflow task raises: the job's own error, left next to its job file.
+    (left,) = [p.read_text() for p in tmp_path.glob("stream-*.json.error")]
+    assert left.startswith("PositionPurgedError: "), left
+    assert "re-snapshot" in left
     rows = DeltaSink(str(lake)).read_live(TableId(fresh_db, "t")).to_pylist()
     assert sorted(r["v"] for r in rows if r["id"] <= 10) == list(range(1, 11)), (
         "nothing was applied"

@@ -47,6 +47,10 @@ stat -c '%a' "$job" > "$out/file_mode"
 stat -c '%a' "$(dirname "$job")" > "$out/dir_mode"
 cp "$job" "$out/job.json"
 echo "$job" > "$out/job_path"
+if [ -n "$CDC_FAKE_ERROR" ]; then
+  printf '%s' "$CDC_FAKE_ERROR" > "$job.error"
+  exit 2
+fi
 if [ -n "$CDC_FAKE_DRIVER" ]; then
   "$CDC_FAKE_PYTHON" "$CDC_FAKE_DRIVER" "$app" --job-file "$job" &
   wait $!
@@ -142,6 +146,22 @@ def test_job_file_removed_when_spark_fails(
     with pytest.raises(Exception, match="Error code is: 3") as info:
         _operator(fake_spark).execute({})  # type: ignore[arg-type]
     assert PASSWORD not in str(info.value)
+    assert not Path((out / "job_path").read_text().strip()).parent.exists()
+
+
+def test_the_task_fails_with_the_jobs_own_error(
+    fake_spark: Path, out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job left its error next to the job file: the task raises it (same class, same
+    words), not spark-submit's exit code."""
+    from airflow_cdc.errors import StreamLeaseError
+
+    reason = "stream s1 for tables shop.orders is already running (owner h:1); stop it first"
+    monkeypatch.setenv("CDC_FAKE_ERROR", f"StreamLeaseError: {reason}")
+    with pytest.raises(StreamLeaseError) as info:
+        _operator(fake_spark).execute({})  # type: ignore[arg-type]
+    assert str(info.value) == reason
+    assert "Error code is: 2" in str(info.value.__cause__)
     assert not Path((out / "job_path").read_text().strip()).parent.exists()
 
 
