@@ -173,6 +173,40 @@ def snapshot_lines(raw: dict[str, Any]) -> list[str]:
     return _table(header, rows)
 
 
+def memory_lines(section: dict[str, Any]) -> list[str]:
+    """One row per big-transaction run: size, bounds, merges, peak memory by role."""
+    rows = []
+    for figures in section.values():
+        if not figures or "transaction_rows" not in figures:
+            continue
+        roles = figures.get("peak_pss_mb_by_role") or {}
+        rows.append(
+            [
+                figures["transaction_rows"],
+                figures.get("block_rows"),
+                figures.get("max_merge_rows"),
+                figures.get("merges"),
+                figures.get("peak_pss_mb"),
+                roles.get("jvm"),
+                roles.get("driver"),
+                roles.get("workers"),
+                figures.get("batch_seconds"),
+            ]
+        )
+    header = [
+        "transaction rows",
+        "block_rows",
+        "max_merge_rows",
+        "merges",
+        "peak PSS MB",
+        "JVM",
+        "driver",
+        "workers",
+        "batch s",
+    ]
+    return _table(header, rows)
+
+
 def plan_lines(raw: dict[str, Any]) -> list[str]:
     """Per-size planning figures."""
     section = (raw.get("plan") or {}).get("sizes") or {}
@@ -316,6 +350,17 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
                     "stream_latency_max_s",
                 ),
             ),
+            "",
+        ]
+    if raw.get("stream_memory"):
+        parts += [
+            "## Stream memory during one big transaction",
+            "",
+            "Peak PSS of the stream job's process tree (`bench/stream.py --big-transaction`):",
+            "one UPDATE of every row of a table, applied as a backlog; one transaction is one",
+            "batch and one slice. `block_rows` bounds an executor, `max_merge_rows` the driver.",
+            "",
+            *memory_lines(raw["stream_memory"]),
             "",
         ]
     extra = {k: raw[k] for k in ("stream_latency", "stream_big_transaction") if raw.get(k)}

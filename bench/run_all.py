@@ -287,6 +287,31 @@ def stream_section(run: Run, server: LocalMariaDB, changes: Sequence[int], workd
             shutil.rmtree(here)
 
 
+#: Peak memory of the stream applying one big transaction: (transaction rows, max_merge_rows
+#: or None for the default). The same bound at two sizes shows memory set by configuration.
+MEMORY_RUNS = ((300_000, 100_000), (1_000_000, 100_000), (1_000_000, None))
+
+
+def memory_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``stream.measure_big_transaction`` per :data:`MEMORY_RUNS`."""
+    measure, status = optional("stream", "measure_big_transaction")
+    run.sections["memory"] = status
+    if measure is None:
+        return
+    section = run.raw.setdefault("stream_memory", {})
+    for rows, merge_rows in MEMORY_RUNS:
+        name = f"{rows}@{merge_rows or 'default'}"
+        here = workdir / f"memory-{rows}-{merge_rows}"
+        settings = {"max_merge_rows": merge_rows} if merge_rows else {}
+        section[name] = run.attempt(
+            "memory",
+            f"memory.{name}",
+            lambda r=rows, w=here, kw=settings: measure(server, r, w, **kw),
+        )
+        with contextlib.suppress(OSError):
+            shutil.rmtree(here)
+
+
 # -- results ----------------------------------------------------------------------------------
 
 
@@ -438,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 plan_section(run, server, sizes, workdir, args.plan_chunk_rows)
             if "stream" not in skip:
                 stream_section(run, server, stream_sizes, workdir)
+            if "memory" not in skip:
+                memory_section(run, server, workdir)
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)

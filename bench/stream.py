@@ -321,7 +321,7 @@ def measure_latency(
     }
 
 
-def _tree_rss(pid: int) -> dict[str, int]:
+def _tree_pss(pid: int) -> dict[str, int]:
     """Memory of the process tree under ``pid`` by role: the JVM, the Python driver, and
     Spark's Python workers (and their daemon). PSS: pages shared by the workers forked from
     one daemon count once in all, not once per process as RSS would."""
@@ -335,16 +335,16 @@ def _tree_rss(pid: int) -> dict[str, int]:
         return roles
     for proc in procs:
         try:
-            rss = proc.memory_full_info().pss
+            pss = proc.memory_full_info().pss
             line = " ".join(proc.cmdline())
         except psutil.Error:
             continue
         if "java" in proc.name() or "java" in line.split(" ", 1)[0]:
-            roles["jvm"] += rss
+            roles["jvm"] += pss
         elif "daemon" in line or "worker" in line:
-            roles["workers"] += rss
+            roles["workers"] += pss
         else:
-            roles["driver"] += rss
+            roles["driver"] += pss
     return roles
 
 
@@ -367,7 +367,7 @@ def measure_big_transaction(
     peak = 0
     peaks = {"jvm": 0, "driver": 0, "workers": 0}
     while job.poll() is None:
-        roles = _tree_rss(job.pid)
+        roles = _tree_pss(job.pid)
         peak = max(peak, sum(roles.values()))
         peaks = {role: max(peaks[role], roles[role]) for role in peaks}
         time.sleep(0.2)
@@ -383,8 +383,8 @@ def measure_big_transaction(
         "block_rows": spec.block_rows,
         "max_merge_rows": spec.max_merge_rows,
         "binlog_bytes": _bytes(server, start, end),
-        "peak_rss_mb": round(peak / 2**20),
-        "peak_rss_mb_by_role": {role: round(value / 2**20) for role, value in peaks.items()},
+        "peak_pss_mb": round(peak / 2**20),
+        "peak_pss_mb_by_role": {role: round(value / 2**20) for role, value in peaks.items()},
         "batches": len(done),
         "merges": sum(b["merges"] for b in done),
         "changes": sum(b["changes"] for b in done),
