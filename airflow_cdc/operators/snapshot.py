@@ -17,6 +17,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._params import as_positive_int
+from airflow_cdc.spark.environment import JOB_JVM_CONF
 
 if TYPE_CHECKING:
     from airflow_cdc.config import ChunkJobSpec
@@ -37,6 +38,7 @@ SNAPSHOT_CHUNK_APPLICATION = str(
 DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
+    **JOB_JVM_CONF,
 }
 
 #: The UI label of a mapped chunk task: ``shop.orders #3 [100, 200)``. ``task`` in the

@@ -36,6 +36,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._params import as_positive_int, as_str_list, parse_literal
+from airflow_cdc.spark.environment import JOB_JVM_CONF
 
 if TYPE_CHECKING:
     from airflow_cdc.config import StreamJobSpec
@@ -56,7 +57,7 @@ STREAM_APPLICATION = str(Path(__file__).resolve().parent / "spark_apps" / "strea
 
 #: Micro-batches are small; the Spark UI stays on (its Structured Streaming tab is the
 #: stream's monitor; Spark takes the next free port when 4040 is busy).
-DEFAULT_STREAM_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "4"}
+DEFAULT_STREAM_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "4", **JOB_JVM_CONF}
 
 #: Prefix of the default stream id (see :func:`default_stream_id`).
 STREAM_ID_PREFIX = "mysql_cdc:"

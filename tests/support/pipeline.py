@@ -14,7 +14,7 @@ from typing import Any
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
-from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
+from airflow_cdc.spark.environment import JOB_JVM_CONF, spark_environment, spark_submit_binary
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOT_SCRIPT = REPO / "spark_jobs" / "snapshot_chunk.py"
@@ -91,6 +91,7 @@ def _spark_submit(script: Path, job_file: Path, log_path: Path) -> subprocess.Po
             "local[2]",
             "--conf",
             "spark.ui.enabled=false",
+            *(arg for name, value in JOB_JVM_CONF.items() for arg in ("--conf", f"{name}={value}")),
             str(script),
             "--job-file",
             str(job_file),
