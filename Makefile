@@ -3,13 +3,14 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PY := .venv/bin/python
-LINT_PATHS := $(wildcard airflow_cdc tests dags spark_jobs bench docker)
+LINT_PATHS := $(wildcard airflow_cdc tests dags spark_jobs bench docker scripts)
 PYTEST_FLAGS ?= -q -p no:cacheprovider --durations=10
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+SOAK_ARGS ?=
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: help setup lint test demo lock bench
+.PHONY: help setup lint test demo lock bench soak
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -34,6 +35,10 @@ demo: setup  ## run the end-to-end demo
 # BENCH_ARGS="--sizes 100000,200000" for a quick check; see bench/run_all.py --help.
 bench: setup  ## run the benchmarks (~45 min): bench/results.json, docs/benchmarks.md + .png
 	$(PY) bench/run_all.py $(BENCH_ARGS)
+
+# SOAK_ARGS="--minutes 60 --seed 3" for a longer run or to replay one; see scripts/soak.py --help.
+soak: setup  ## seeded random faults under a writer (~22 min), then replicas vs source: bench/out/soak.json
+	$(PY) scripts/soak.py $(SOAK_ARGS)
 
 lock:  ## regenerate requirements.lock from requirements.in
 	$(UV) pip compile requirements.in --python-version 3.11 --generate-hashes -o requirements.lock
