@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
-from airflow_cdc.errors import CdcError, wrapped_error
+from airflow_cdc.errors import CdcError, StreamLeaseError, wrapped_error
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.spark._entry import job_file_argument, report_failure, spark_conf
 
@@ -325,6 +325,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.spark.binlog_source import SCHEMA, SOURCE_NAME, BinlogDataSource
     from airflow_cdc.stream.joining import joined_tables
+    from airflow_cdc.stream.lease import LeaseKeeper
 
     store = MetadataStore.connect(spec.metadata_url)
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -335,17 +336,13 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     # The spec's tables are the stream's own: each joins at the first batch that can read it.
     store.request_stream_tables(spec.stream_id, tables, requested_by="stream job")
     stop = threading.Event()
-
-    def keep_lease() -> None:
-        while not stop.wait(LEASE_SECONDS / 3):
-            try:
-                store.renew_stream_lease(spec.stream_id, owner, LEASE_SECONDS)
-            except CdcError:
-                log.exception("lost the stream lease; stopping")
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    renewer = threading.Thread(target=keep_lease, name="lease", daemon=True)
+    keeper = LeaseKeeper(store, spec.stream_id, owner, LEASE_SECONDS)
+    renewer = threading.Thread(
+        target=keeper.run,
+        args=(stop, lambda: os.kill(os.getpid(), signal.SIGTERM)),  # stops the query
+        name="lease",
+        daemon=True,
+    )
     renewer.start()
     began = time.monotonic()
     spark = SparkSession.builder.config(
@@ -394,15 +391,23 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
             # Airflow signals the task's whole process group: Spark's Python workers may die
             # before the query stops, which fails the query. Stopping was asked for anyway.
             log.info("stream %s stopped (while stopping: %s)", spec.stream_id, _first_line(exc))
-            return 0
+            return _stopped(keeper)
         log.info("stream %s stopped", spec.stream_id)
-        return 0
+        return _stopped(keeper)
     finally:
         stop.set()
         try:
             store.release_stream_lease(spec.stream_id, owner)
         finally:
             spark.stop()
+
+
+def _stopped(keeper: Any) -> int:
+    """0 for a stop that was asked for; a lost lease is an error (the task must not end
+    as a success, nor a continuous stream stay stopped)."""
+    if keeper.lost is not None:
+        raise StreamLeaseError(keeper.lost)
+    return 0
 
 
 def _pass_batches(batches: Any) -> Any:

@@ -1,0 +1,101 @@
+"""The stream's lease keeper: a refused renewal stops the stream at once, a metadata DB
+that is unavailable for less than the lease's life is ridden through, a longer outage stops
+the stream with an error before the lease expires."""
+
+from __future__ import annotations
+
+import threading
+
+from airflow_cdc.errors import MetadataError, StreamLeaseError
+from airflow_cdc.stream.lease import LeaseKeeper
+
+TTL = 60.0
+
+
+class FakeStore:
+    """Renewals answer from a script: None (renewed) or the error to raise."""
+
+    def __init__(self, *answers: Exception | None) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def renew_stream_lease(self, stream_id: str, owner: str, ttl: float) -> None:
+        self.calls += 1
+        answer = self.answers.pop(0) if self.answers else None
+        if answer is not None:
+            raise answer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_renewals_push_the_expiry() -> None:
+    clock = Clock()
+    keeper = LeaseKeeper(FakeStore(), "s", "me", TTL, clock=clock)
+    assert keeper.expires == 1060.0
+    clock.now += 20
+    assert keeper.renew_once()
+    assert keeper.expires == 1080.0
+    assert keeper.lost is None
+
+
+def test_a_refused_renewal_stops_at_once() -> None:
+    keeper = LeaseKeeper(FakeStore(StreamLeaseError("owned by other:1")), "s", "me", TTL)
+    assert not keeper.renew_once()
+    assert keeper.lost == "owned by other:1"
+
+
+def test_a_short_metadata_outage_is_ridden_through() -> None:
+    clock = Clock()
+    down = MetadataError("cannot reach the metadata DB")
+    keeper = LeaseKeeper(FakeStore(down, down, None), "s", "me", TTL, clock=clock)
+    for step in (20, 10):  # 30 s without a renewal: 30 s of the lease left
+        clock.now += step
+        assert keeper.renew_once()
+        assert keeper.lost is None
+    clock.now += 10
+    assert keeper.renew_once()  # back: renewed
+    assert keeper.expires == clock.now + TTL
+
+
+def test_an_outage_near_the_expiry_stops_with_an_error_naming_the_fix() -> None:
+    clock = Clock()
+    down = MetadataError("cannot reach the metadata DB")
+    keeper = LeaseKeeper(FakeStore(down, down, down), "s", "me", TTL, clock=clock)
+    clock.now += 20
+    assert keeper.renew_once()
+    clock.now += 30  # 10 s of the lease left: less than the margin
+    assert not keeper.renew_once()
+    assert keeper.lost is not None
+    assert "could not be renewed before it expired" in keeper.lost
+    assert "restart the stream" in keeper.lost
+
+
+def test_run_calls_on_lost_once_and_ends() -> None:
+    keeper = LeaseKeeper(FakeStore(StreamLeaseError("taken")), "s", "me", 0.03)
+    lost: list[str | None] = []
+    stop = threading.Event()
+    thread = threading.Thread(target=keeper.run, args=(stop, lambda: lost.append(keeper.lost)))
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert lost == ["taken"]
+
+
+def test_run_stops_renewing_when_asked() -> None:
+    store = FakeStore()
+    keeper = LeaseKeeper(store, "s", "me", 0.03)
+    stop = threading.Event()
+    thread = threading.Thread(target=keeper.run, args=(stop, lambda: None))
+    thread.start()
+    while store.calls < 3:
+        stop.wait(0.01)
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert keeper.lost is None
