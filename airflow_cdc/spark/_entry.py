@@ -67,17 +67,23 @@ def start_python_workers(context: Any) -> threading.Thread:
     return thread
 
 
-def report_failure(job_file: str, reason: str) -> None:
-    """Leave ``<error class>: <message>`` next to the job file, so the submitting task
-    fails with the job's own error rather than spark-submit's exit code (best effort: in
-    cluster deploy mode the driver may not see the folder). Our messages hold no secret."""
+def report_failure(job_file: str, exc: BaseException) -> str | None:
+    """``<error class>: <message>`` of our error in ``exc`` (itself, or wrapped by Spark),
+    also left next to the job file so the submitting task fails with the job's own error
+    rather than spark-submit's exit code (best effort: in cluster deploy mode the driver
+    may not see the folder); None when ``exc`` holds none of ours. No secret is in them."""
     import os
 
-    try:
-        from airflow_cdc.config import _JobFile
+    from airflow_cdc.config import _JobFile
+    from airflow_cdc.errors import CdcError, wrapped_error
 
+    reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, CdcError) else wrapped_error(exc)
+    if reason is None:
+        return None
+    try:
         fd = os.open(_JobFile.failure_path(job_file), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(reason)
     except OSError:
         log.debug("could not leave the failure next to %s", job_file, exc_info=True)
+    return reason

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_cdc.config import ChunkJobSpec
-from airflow_cdc.errors import CdcError, wrapped_error
 from airflow_cdc.spark._entry import (
     job_file_argument,
     report_failure,
@@ -56,11 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # A partition read's error reaches the driver wrapped by Spark: say plainly what
         # our own error said (run_chunk recorded it).
-        reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, CdcError) else wrapped_error(exc)
+        reason = report_failure(job_file, exc)
         if reason is None:
             raise
         log.error("chunk %s failed: %s", spec.chunk_id, reason)
-        report_failure(job_file, reason)
         return 2
     finally:
         context.stop()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
-from airflow_cdc.errors import CdcError, StreamLeaseError, wrapped_error
+from airflow_cdc.errors import CdcError, StreamLeaseError
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.spark._entry import job_file_argument, report_failure, spark_conf
 
@@ -440,11 +440,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # An error raised in the source's reader reaches the driver wrapped by Spark; say
         # plainly what our own error said (e.g. a purged start position: re-snapshot).
-        reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, CdcError) else wrapped_error(exc)
+        reason = report_failure(job_file, exc)
         if reason is None:
             raise
         log.error("stream %s stopped: %s", spec.stream_id, reason)
-        report_failure(job_file, reason)
         return 2
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,16 +13,9 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
+from tests.support.task_instance import RecordingTI
 
 pytestmark = pytest.mark.integration
-
-
-class _TI:
-    def __init__(self) -> None:
-        self.pushed: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.pushed[key] = value
 
 
 @pytest.fixture
@@ -49,7 +41,7 @@ def test_plan_then_sensor(mariadb: LocalMariaDB, fresh_db: str, conns: str) -> N
         chunk_rows="300",
         chunk_keys={f"{fresh_db}.nokey": ["code"]},
     )
-    ti = _TI()
+    ti = RecordingTI()
     handles = op.execute({"run_id": "manual__it", "ti": ti})  # type: ignore[arg-type]
     tables = [h["table"] for h in handles]
     assert tables.count(f"{fresh_db}.t") >= 3
@@ -78,4 +70,4 @@ def test_plan_errors_name_the_fix(mariadb: LocalMariaDB, fresh_db: str, conns: s
         task_id="p", tables=[f"{fresh_db}.heap"], sink_path="/l", chunk_rows=10
     )
     with pytest.raises((TableError, ConfigurationError), match="primary key"):
-        op.execute({"run_id": "r", "ti": _TI()})  # type: ignore[arg-type]
+        op.execute({"run_id": "r", "ti": RecordingTI()})  # type: ignore[arg-type]

@@ -32,16 +32,9 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from tests.support.pipeline import stream_spec
+from tests.support.task_instance import RecordingTI
 
 pytestmark = pytest.mark.integration
-
-
-class _TI:
-    def __init__(self) -> None:
-        self.pushed: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.pushed[key] = value
 
 
 @pytest.fixture
@@ -98,7 +91,7 @@ def plan_task(lake: Path, tables: list[str], **kwargs: Any) -> list[dict[str, An
     """Run the plan task as the DAG does (after rendering)."""
     kwargs.setdefault("chunk_rows", 100)
     op = PlanSnapshotOperator(task_id="plan", tables=tables, sink_path=str(lake), **kwargs)
-    context: Any = {"run_id": "manual__bad", "ti": _TI()}
+    context: Any = {"run_id": "manual__bad", "ti": RecordingTI()}
     result: list[dict[str, Any]] = op.execute(context)
     return result
 

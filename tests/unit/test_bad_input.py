@@ -17,6 +17,7 @@ from airflow_cdc.model import TableId
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.validation import validate_source
+from tests.support.scripted_source import ScriptedConnection
 
 BINLOG_OFF_VARIABLES = {
     "log_bin": "OFF",
@@ -25,48 +26,7 @@ BINLOG_OFF_VARIABLES = {
     "binlog_row_metadata": "FULL",
     "lower_case_table_names": "0",
 }
-
-
-class BinlogOffServer:
-    """A DB-API connection answering the validation queries like a server started without
-    ``log_bin`` (which cannot be switched off at runtime on the shared test server)."""
-
-    def __init__(self) -> None:
-        self._rows: list[tuple[Any, ...]] = []
-
-    def cursor(self) -> BinlogOffServer:
-        return self
-
-    def __enter__(self) -> BinlogOffServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def execute(self, sql: str, args: Any = None) -> int:
-        if sql.startswith("SHOW GLOBAL VARIABLES"):
-            self._rows = [(k, v) for k, v in BINLOG_OFF_VARIABLES.items() if k in args]
-        elif sql == "SHOW GRANTS":
-            self._rows = [("GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `cdc`@`%`",)]
-        elif sql.startswith("SELECT CURRENT_USER"):
-            self._rows = [("cdc@%",)]
-        elif "information_schema.TABLES" in sql:
-            self._rows = [("shop", "orders", "BASE TABLE")]
-        elif sql == "SHOW DATABASES":
-            self._rows = [("shop",)]
-        else:
-            raise AssertionError(f"unexpected SQL {sql}")
-        return len(self._rows)
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._rows
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows[0] if self._rows else None
-
-    def commit(self) -> None: ...
-
-    def rollback(self) -> None: ...
+BINLOG_OFF_GRANTS = ["GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `cdc`@`%`"]
 
 
 def test_binlog_off() -> None:
@@ -74,7 +34,9 @@ def test_binlog_off() -> None:
     the config it names), with every setting CDC needs in the fix."""
     with pytest.raises(BinlogSettingsError) as raised:
         validate_source(
-            BinlogOffServer(), ServerInfo("mariadb", (10, 11, 6)), [TableId("shop", "orders")]
+            ScriptedConnection(BINLOG_OFF_VARIABLES, BINLOG_OFF_GRANTS),
+            ServerInfo("mariadb", (10, 11, 6)),
+            [TableId("shop", "orders")],
         )
     message = str(raised.value)
     assert message == (

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
 
 from airflow_cdc.errors import BinlogSettingsError, PrivilegeError, TableError
 from airflow_cdc.model import TableId
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.validation import find_source_problems, validate_source
+from tests.support.scripted_source import ScriptedConnection
 
 MARIADB = ServerInfo("mariadb", (10, 11, 19))
 MYSQL = ServerInfo("mysql", (8, 4, 2))
@@ -25,53 +23,6 @@ ALL_GRANTS = [
     "GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR, REPLICATION CLIENT ON *.* TO `cdc`@`%`"
 ]
 ORDERS = TableId("shop", "orders")
-
-
-class ScriptedConnection:
-    """Answers the validation queries from dictionaries."""
-
-    def __init__(
-        self,
-        variables: dict[str, str],
-        grants: Sequence[str],
-        tables: Sequence[tuple[str, str, str]] = (("shop", "orders", "BASE TABLE"),),
-    ) -> None:
-        self.variables, self.grants, self.tables = variables, grants, tables
-        self._rows: list[tuple[Any, ...]] = []
-
-    def cursor(self) -> ScriptedConnection:
-        return self
-
-    def __enter__(self) -> ScriptedConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def execute(self, sql: str, args: Any = None) -> int:
-        if sql.startswith("SHOW GLOBAL VARIABLES"):
-            self._rows = [(k, v) for k, v in self.variables.items() if k in args]
-        elif sql == "SHOW GRANTS":
-            self._rows = [(g,) for g in self.grants]
-        elif sql.startswith("SELECT CURRENT_USER"):
-            self._rows = [("cdc@%",)]
-        elif "information_schema.TABLES" in sql:
-            self._rows = [t for t in self.tables if t[0] in args]
-        elif sql == "SHOW DATABASES":
-            self._rows = sorted({(t[0],) for t in self.tables})
-        else:
-            raise AssertionError(f"unexpected SQL {sql}")
-        return len(self._rows)
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._rows
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows[0] if self._rows else None
-
-    def commit(self) -> None: ...
-
-    def rollback(self) -> None: ...
 
 
 def test_ready_source_passes() -> None:
