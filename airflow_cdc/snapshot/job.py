@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ import pyarrow as pa
 from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.errors import wrapped_error
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema, quote_identifier
+from airflow_cdc.sinks.staging import remove_staged, staging_folder
 from airflow_cdc.snapshot.binlog_window import read_window
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.snapshot.pause import PausePoints
@@ -218,7 +218,9 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
     chunk = store.chunk(spec.chunk_id)
     attempt = store.start_chunk(spec.chunk_id)
     log.info("snapshot of %s, attempt %d", chunk.label(), attempt)
-    staging = f"{spec.sink.root.rstrip('/')}/_cdc_staging/chunk-{chunk.chunk_id}-{attempt}-{uuid.uuid4().hex[:8]}"
+    staging = staging_folder(
+        spec.sink.root, f"chunk-{chunk.chunk_id}-{attempt}-{uuid.uuid4().hex[:8]}"
+    )
     try:
         conn = connect(spec.source)
         try:
@@ -357,4 +359,4 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             log.exception("could not record the failure of chunk %s", spec.chunk_id)
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_staged(staging)

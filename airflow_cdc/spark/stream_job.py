@@ -88,8 +88,9 @@ class _BatchWriter:
     def __init__(self, spec: StreamJobSpec, owner: str) -> None:
         from airflow_cdc.metadata import MetadataStore
         from airflow_cdc.sinks.delta import DeltaSink
+        from airflow_cdc.sinks.staging import remove_staged
         from airflow_cdc.snapshot.pause import PausePoints
-        from airflow_cdc.stream.staging import clear, staging_dir
+        from airflow_cdc.stream.staging import staging_dir
 
         self.pause = PausePoints(spec.pause_dir)
         self.owner = owner
@@ -103,10 +104,10 @@ class _BatchWriter:
         self.sink = DeltaSink(spec.sink.root, streamed_exec=True)
         #: Blocks staged by the executors; what a killed batch left is stale.
         self.staging = staging_dir(spec.sink.root, spec.stream_id)
-        clear(self.staging)
+        remove_staged(self.staging)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        from airflow_cdc.stream.staging import clear
+        from airflow_cdc.sinks.staging import remove_staged
 
         started = time.monotonic()
         batch = _batch(frame.collect())  # the slices are decoded and reduced here
@@ -136,7 +137,7 @@ class _BatchWriter:
                 rows=written,
                 owner=self.owner,
             )
-        clear(self.staging)  # the next batch's tasks start after this function returns
+        remove_staged(self.staging)  # the next batch's tasks start after this function returns
         log.info(
             "batch %d: %d changes, %d applied to %s in %.2f s (%d slices decoded in %.2f s, "
             "%d merges); committed up to %s",
@@ -159,8 +160,9 @@ class _BatchWriter:
         application transaction. A batch replayed after a crash between two merges merges
         them all again, which changes nothing the first run wrote (last writer wins).
         Rows and merges."""
+        from airflow_cdc.sinks.staging import read_arrow_file
         from airflow_cdc.stream.apply import combine_slices
-        from airflow_cdc.stream.staging import merge_groups, read_block
+        from airflow_cdc.stream.staging import merge_groups
 
         applied = self.sink.applied_version(table, self.spec.stream_id)
         if applied is not None and applied >= batch_id:
@@ -169,7 +171,7 @@ class _BatchWriter:
         written = 0
         for number, group in enumerate(groups, start=1):
             rows = combine_slices(
-                [read_block(blocks[i][0]) for i in group], self.schemas[table].key
+                [read_arrow_file(blocks[i][0]) for i in group], self.schemas[table].key
             )
             last = number == len(groups)
             self.sink.apply(

@@ -9,46 +9,33 @@ memory-mapped): the memory of a batch is bounded by those two settings, not by t
 a transaction. Merging a batch in several groups is safe because the sink keeps the
 greatest position per key whatever the order of the writes.
 
-The folder lives under the sink root, like the chunk job's staging (a local or shared file
-system), and is emptied when a batch has committed and when the stream starts.
+The folder lives under the sink root with the chunk job's (``sinks.staging``: a local or
+shared file system), and is emptied when a batch has committed and when the stream starts.
 """
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 import pyarrow as pa
 
 from airflow_cdc.sinks.naming import escape_segment
+from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
 
-__all__ = ["clear", "merge_groups", "read_block", "staging_dir", "write_block"]
+__all__ = ["merge_groups", "staging_dir", "write_block"]
 
 
 def staging_dir(sink_root: str, stream_id: str) -> str:
     """The stream's staging folder: ``<sink root>/_cdc_staging/stream-<id>``."""
-    return f"{sink_root.rstrip('/')}/_cdc_staging/stream-{escape_segment(stream_id)}"
+    return staging_folder(sink_root, f"stream-{escape_segment(stream_id)}")
 
 
 def write_block(folder: str, rows: pa.Table) -> str:
     """Write ``rows`` as a new Arrow IPC file in ``folder``; its path."""
-    Path(folder).mkdir(parents=True, exist_ok=True)
     path = f"{folder}/{uuid.uuid4().hex}.arrow"
-    with pa.OSFile(path, "wb") as out, pa.ipc.new_file(out, rows.schema) as writer:
-        writer.write_table(rows)
+    write_arrow_file(path, rows)
     return path
-
-
-def read_block(path: str) -> pa.Table:
-    """A staged block, memory-mapped (its pages are read when used)."""
-    with pa.memory_map(path) as source:
-        return pa.ipc.open_file(source).read_all()
-
-
-def clear(folder: str) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def merge_groups(sizes: Sequence[int], max_rows: int) -> list[list[int]]:

@@ -100,8 +100,9 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
     import random
 
     from airflow_cdc.sinks.delta import DeltaSink
+    from airflow_cdc.sinks.staging import read_arrow_file
     from airflow_cdc.snapshot.types import arrow_schema
-    from airflow_cdc.stream.staging import read_block, write_block
+    from airflow_cdc.stream.staging import write_block
 
     rng = random.Random(7)
     events = []
@@ -133,7 +134,7 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
         sink = DeltaSink(str(tmp_path / name))
         sink.ensure_table(SCHEMA, arrow_schema(SCHEMA))
         if order is None:
-            blocks = [read_block(path) for path in staged]
+            blocks = [read_arrow_file(path) for path in staged]
             rng.shuffle(blocks)
             for group in merge_groups([b.num_rows for b in blocks], 20):
                 sink.apply(T, combine_slices([blocks[i] for i in group], SCHEMA.key))
