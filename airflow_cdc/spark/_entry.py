@@ -15,6 +15,7 @@ __all__ = [
     "report_failure",
     "spark_conf",
     "start_python_workers",
+    "start_sql_python_workers",
 ]
 
 log = logging.getLogger("airflow_cdc.spark")
@@ -65,6 +66,24 @@ def start_python_workers(context: Any) -> threading.Thread:
     thread = threading.Thread(target=run, name="start-python-workers", daemon=True)
     thread.start()
     return thread
+
+
+def _pass_batches(batches: Any) -> Any:
+    yield from batches
+
+
+def start_sql_python_workers(spark: Any) -> None:
+    """:func:`start_python_workers` for SQL tasks (a Python data source's reads): those
+    run on workers of their own daemon, which a warm-up RDD job does not start, so a tiny
+    ``mapInArrow`` job does (the stream's batch 0: 5.5 -> 0.7 s on an idle stream)."""
+
+    def run() -> None:
+        try:
+            spark.range(0, 2, 1, 2).mapInArrow(_pass_batches, "id long").collect()
+        except Exception:  # only a head start
+            log.debug("starting the Python workers early failed", exc_info=True)
+
+    threading.Thread(target=run, name="start-sql-python-workers", daemon=True).start()
 
 
 def report_failure(job_file: str, exc: BaseException) -> str | None:

@@ -29,7 +29,12 @@ from typing import Any
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError, StreamLeaseError
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
-from airflow_cdc.spark._entry import job_file_argument, report_failure, spark_conf
+from airflow_cdc.spark._entry import (
+    job_file_argument,
+    report_failure,
+    spark_conf,
+    start_sql_python_workers,
+)
 
 __all__ = ["main"]
 
@@ -164,24 +169,25 @@ class _BatchWriter:
         from airflow_cdc.stream.apply import combine_slices
         from airflow_cdc.stream.staging import merge_groups
 
-        applied = self.sink.applied_version(table, self.spec.stream_id)
-        if applied is not None and applied >= batch_id:
-            return 0, 0  # a replay of a batch this table holds
         groups = merge_groups([rows for _, rows in blocks], self.spec.max_merge_rows)
+        if len(groups) > 1:  # one merge: apply() itself skips a batch the table holds
+            applied = self.sink.applied_version(table, self.spec.stream_id)
+            if applied is not None and applied >= batch_id:
+                return 0, 0  # a replay of a batch this table holds
         written = 0
         for number, group in enumerate(groups, start=1):
             rows = combine_slices(
                 [read_arrow_file(blocks[i][0]) for i in group], self.schemas[table].key
             )
             last = number == len(groups)
-            self.sink.apply(
+            result = self.sink.apply(
                 table,
                 rows,
                 app_id=self.spec.stream_id if last else None,
                 app_version=batch_id if last else None,
                 keys_unique=True,
             )
-            written += rows.num_rows
+            written += 0 if result.replayed else rows.num_rows
             if not last:
                 self.pause.reach("stream_between_merges")
         return written, len(groups)
@@ -351,7 +357,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
     ).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    _start_sql_workers(spark)
+    start_sql_python_workers(spark)
     stopping = threading.Event()
 
     def stop_query(signum: int, _frame: Any) -> None:
@@ -366,7 +372,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         writer = _BatchWriter(spec, owner)
         frame = (
             spark.readStream.format(SOURCE_NAME)
-            .schema(SCHEMA)  # given, Spark need not ask a Python process for it
+            .schema(SCHEMA)  # fixed; Spark still creates the source in a Python worker
             .option("job_file", job_file)
             .load()
         )
@@ -410,23 +416,6 @@ def _stopped(keeper: Any) -> int:
     if keeper.lost is not None:
         raise StreamLeaseError(keeper.lost)
     return 0
-
-
-def _pass_batches(batches: Any) -> Any:
-    yield from batches
-
-
-def _start_sql_workers(spark: Any) -> None:
-    """Start the Python workers of SQL tasks (their own daemon, not the RDD tasks') in the
-    background while the query starts, so batch 0's slices find them running."""
-
-    def run() -> None:
-        try:
-            spark.range(0, 2, 1, 2).mapInArrow(_pass_batches, "id long").collect()
-        except Exception:
-            log.debug("starting the Python workers early failed", exc_info=True)
-
-    threading.Thread(target=run, name="start-python-workers", daemon=True).start()
 
 
 def _first_line(exc: BaseException) -> str:
