@@ -74,6 +74,14 @@ def _big_transaction(mariadb: LocalMariaDB, db: str) -> None:
     )
 
 
+def _snapshotted(mariadb: LocalMariaDB, db: str, tmp_path: Path) -> tuple[TableId, str, Path]:
+    """``db.t`` created and snapshotted into a Delta lake: the table, metadata URL, lake."""
+    table = _table(mariadb, db)
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1_000, meta), meta, lake)
+    return table, meta, lake
+
+
 def _tight(spec: Any) -> Any:
     return dataclasses.replace(
         spec,
@@ -110,9 +118,7 @@ def test_tiny_bounds_on_a_real_binlog_keep_the_replica_exact(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="airflow_cdc.stream")
-    table = _table(mariadb, fresh_db)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(table)], 1_000, meta), meta, lake)
+    table, meta, lake = _snapshotted(mariadb, fresh_db, tmp_path)
     spec = _tight(stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"))
     stream = InProcessStream(spec, tmp_path)
     try:
@@ -137,9 +143,7 @@ def test_tiny_bounds_on_a_real_binlog_keep_the_replica_exact(
 def test_a_batch_failing_between_merges_converges_when_replayed(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    table = _table(mariadb, fresh_db)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(table)], 1_000, meta), meta, lake)
+    table, meta, lake = _snapshotted(mariadb, fresh_db, tmp_path)
     spec = _tight(stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"))
     stream = InProcessStream(spec, tmp_path)
     try:
@@ -170,9 +174,7 @@ def test_a_batch_failing_between_merges_converges_when_replayed(
 def test_stream_driver_killed_between_merges_of_a_big_transaction(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    table = _table(mariadb, fresh_db)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(table)], 1_000, meta), meta, lake)
+    table, meta, lake = _snapshotted(mariadb, fresh_db, tmp_path)
     _big_transaction(mariadb, fresh_db)
     pause = arm(tmp_path / "pause", "stream_between_merges")
     spec = _tight(
