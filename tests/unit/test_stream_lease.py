@@ -5,6 +5,8 @@ the stream with an error before the lease expires."""
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 
 from airflow_cdc.errors import MetadataError, StreamLeaseError
 from airflow_cdc.stream.lease import LeaseKeeper
@@ -99,3 +101,20 @@ def test_run_stops_renewing_when_asked() -> None:
     thread.join(5)
     assert not thread.is_alive()
     assert keeper.lost is None
+
+
+def test_a_lease_taken_over_in_a_real_metadata_db_stops_the_keeper(tmp_path: Path) -> None:
+    """Against the real store (SQLite file): renewals succeed while the lease is held; once
+    it has expired and another stream took the tables, the next renewal is refused and the
+    keeper says who holds them."""
+    from airflow_cdc.metadata import MetadataStore
+
+    store = MetadataStore.connect(f"sqlite:///{tmp_path / 'meta.db'}")
+    store.acquire_stream_lease("s", ["db.t"], "me:1", 1.0)
+    keeper = LeaseKeeper(store, "s", "me:1", 1.0)
+    assert keeper.renew_once()
+    time.sleep(1.2)  # expired: another owner may take it
+    store.acquire_stream_lease("s", ["db.t"], "other:2", 60.0)
+    assert not keeper.renew_once()
+    assert keeper.lost is not None
+    assert "other:2" in keeper.lost
