@@ -224,10 +224,18 @@ class StreamJobSpec(_JobFile):
     #: Rows of one Delta merge: a batch with more is merged in several (bounds the driver's
     #: memory, ~150 B a row plus delta-rs's working set; a merge also has a fixed cost).
     max_merge_rows: int = 500_000
+    #: At a first start (no checkpoint yet), binlog bytes the driver applies itself while
+    #: Spark starts, so the replica moves on seconds after the hand-off rather than after
+    #: Spark's start-up (0: none; Spark's first batch then starts from the watermarks).
+    start_batch_bytes: int = 4 * 1024 * 1024
     #: Test-only: folder of armed pause points (see ``snapshot.pause``).
     pause_dir: str | None = None
 
     def __post_init__(self) -> None:
+        if self.start_batch_bytes < 0:
+            raise ConfigurationError(
+                f"start_batch_bytes must be 0 (off) or more; got {self.start_batch_bytes}"
+            )
         if self.max_batch_bytes < 1 or self.min_slice_bytes < 1 or self.decode_parallelism < 0:
             raise ConfigurationError(
                 "max_batch_bytes and min_slice_bytes must be positive and decode_parallelism "
@@ -264,5 +272,6 @@ class StreamJobSpec(_JobFile):
             min_slice_bytes=int(data.get("min_slice_bytes", 2 * 1024 * 1024)),
             block_rows=int(data.get("block_rows", 50_000)),
             max_merge_rows=int(data.get("max_merge_rows", 500_000)),
+            start_batch_bytes=int(data.get("start_batch_bytes", 4 * 1024 * 1024)),
             pause_dir=data.get("pause_dir"),
         )

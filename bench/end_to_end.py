@@ -24,8 +24,10 @@ What one call of :func:`measure_end_to_end` does, on ``bench.t`` (already create
    (the DAG has no param for the sensor's poke interval: it runs with the operator's
    defaults, reschedule mode every 10 s, as a user's run would);
 4. while it runs, the CDC metadata DB is polled (0.2 s) for the stream's state: the
-   ``heartbeat_at`` the stream records with batch 0's commit is the first committed batch
-   (the task log's ``batch 0: ... committed up to ...`` line is the fallback and a check);
+   ``heartbeat_at`` the stream records with its first batch's commit is the first committed
+   batch (the driver's start batch, recorded as batch -1, or Spark's batch 0 when there is
+   none; the task log's ``batch ...: ... committed up to ...`` line is the fallback and a
+   check);
 5. afterwards: Airflow's task instances (REST), the chunks' records (``started_at``,
    ``finished_at``, read/correct/write seconds) and the task logs give the stage timings;
    the Delta table's live row count (``DeltaSink.read_live``) must equal ``rows``.
@@ -33,7 +35,8 @@ What one call of :func:`measure_end_to_end` does, on ``bench.t`` (already create
 Figures: ``snapshot_seconds`` = the DAG run's start (``start_date``) -> the last chunk's
 ``finished_at`` (its high watermark recorded: every chunk is in Delta then);
 ``end_to_end_vs_cli`` = (rows / snapshot_seconds) / the CLI rate; ``handoff_gap_seconds``
-= the last chunk's ``finished_at`` -> batch 0's commit, split into the stages the logs show.
+= the last chunk's ``finished_at`` -> the first batch's commit, split into the stages the
+logs show.
 
 Chunking (``chunk_rows=None``, :func:`default_chunk_rows`): as many chunks as the DAG runs at
 once, 2 (``max_active_tis_per_dagrun=2`` on ``snapshot_chunk``), i.e. one wave, with chunks
@@ -540,9 +543,11 @@ def _figures(
     query_started = _first(stream_lines, r"Callback Server Starting")
     first_call = _first(stream_lines, r"Received command c on object id")
     batch_lines = [
-        (stamp, text) for stamp, text in stream_lines if re.search(r"batch \d+: .*committed", text)
+        (stamp, text)
+        for stamp, text in stream_lines
+        if re.search(r"\bbatch -?\d+( \([^)]*\))?: .*committed", text)
     ]
-    batch0 = next(((s, t) for s, t in batch_lines if re.search(r"\bbatch 0: ", t)), None)
+    batch0 = batch_lines[0] if batch_lines else None  # the start batch, or Spark's batch 0
     batch0_log = None if batch0 is None else batch0[0]
     batch0_seconds = None
     if batch0 is not None:
@@ -550,7 +555,7 @@ def _figures(
         batch0_seconds = float(found.group(1)) if found else None
     first_batch = watch.first_batch or {}
     committed_at = _ts(first_batch.get("committed_at"))
-    from_metadata = watch.first_seen_batch_id == 0 and committed_at is not None
+    from_metadata = watch.first_seen_batch_id in (-1, 0) and committed_at is not None
     if not from_metadata:
         committed_at = batch0_log  # the poller missed batch 0: the log line's time
     gap = _s(last_finish, committed_at)
@@ -568,15 +573,25 @@ def _figures(
         "stream_task_start_to_spark_submit": _s(stream["start"], smarks["spark_submit"]),
         # JVM launch, Python driver start and imports; the lease is taken at its end
         "spark_submit_to_lease": _s(smarks["spark_submit"], lease),
+    }
+    # Spark's start: the stage chain of the gap when Spark's batch 0 is the first batch; a
+    # figure beside it when the driver's start batch came first.
+    spark_stages = {
         "lease_to_spark_context": _s(lease, smarks["spark_context"]),
         "spark_context_init": _s(smarks["spark_context"], smarks["context_ready"]),
         # SparkSession creation, source registration, batch writer, readStream/start
         "session_init_to_query_start": _s(smarks["context_ready"], query_started),
         # batch 0 planned: the source's Python planner worker, offsets, partitions
         "query_start_to_batch_function": _s(query_started, first_call),
-        # the batch function: read (an executor Python worker), join, apply, progress
-        "batch_function_to_committed": _s(first_call, committed_at),
     }
+    first_is_start_batch = batch0 is not None and "start batch" in batch0[1]
+    if first_is_start_batch:
+        # the start batch: planned, read and applied in the driver, on a thread
+        handoff_stages["lease_to_start_batch_committed"] = _s(lease, committed_at)
+    else:
+        handoff_stages.update(spark_stages)
+        # the batch function: read (an executor Python worker), join, apply, progress
+        handoff_stages["batch_function_to_committed"] = _s(first_call, committed_at)
     return {
         "rows": rows,
         "chunk_rows": chunk_rows,
@@ -590,6 +605,7 @@ def _figures(
         "handoff_gap_seconds": gap,
         "target_handoff_gap_seconds": 30.0,
         "handoff_stages_s": handoff_stages,
+        "spark_start_stages_s": spark_stages,
         "handoff_first_batch": {
             "committed_at_from": "metadata heartbeat_at" if from_metadata else "task log",
             "batch_id_first_seen": watch.first_seen_batch_id,

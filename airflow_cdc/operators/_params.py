@@ -33,12 +33,13 @@ def parse_literal(text: str) -> Any:
         return text
 
 
-def as_positive_int(name: str, value: Any) -> int:
-    """A positive whole number from an int or its decimal text."""
+def as_positive_int(name: str, value: Any, *, zero: bool = False) -> int:
+    """A positive whole number (or 0 with ``zero=True``) from an int or its decimal text."""
     if isinstance(value, str):
         value = parse_literal(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigurationError(f"{name} must be a positive whole number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
+        wanted = "0 or a positive whole number" if zero else "a positive whole number"
+        raise ConfigurationError(f"{name} must be {wanted}, got {value!r}")
     return value
 
 

@@ -131,6 +131,8 @@ class StreamOperator(JobFileSparkOperator):
         executor's memory; default: the job spec's). Templated.
     :param max_merge_rows: rows per Delta merge; a bigger batch (one huge transaction) is
         merged in several (bounds the driver's memory; default: the job spec's). Templated.
+    :param start_batch_bytes: at a first start, binlog bytes the driver applies itself while
+        Spark starts (0: none; default: the job spec's 4 MiB). Templated.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB.
     :param stop_timeout_seconds: on kill, how long the job may take to stop by itself before
@@ -157,6 +159,7 @@ class StreamOperator(JobFileSparkOperator):
         "max_batch_bytes",
         "block_rows",
         "max_merge_rows",
+        "start_batch_bytes",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"tables": "json"}
     ui_color = "#e3f5e1"
@@ -176,6 +179,7 @@ class StreamOperator(JobFileSparkOperator):
         max_batch_bytes: int | str | None = None,
         block_rows: int | str | None = None,
         max_merge_rows: int | str | None = None,
+        start_batch_bytes: int | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         stop_timeout_seconds: float = 4.0,
@@ -191,6 +195,7 @@ class StreamOperator(JobFileSparkOperator):
         self.max_batch_bytes = max_batch_bytes
         self.block_rows = block_rows
         self.max_merge_rows = max_merge_rows
+        self.start_batch_bytes = start_batch_bytes
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         self.stop_timeout_seconds = stop_timeout_seconds
@@ -234,6 +239,10 @@ class StreamOperator(JobFileSparkOperator):
             value = getattr(self, name)
             if value is not None and value != "":
                 extra[name] = as_positive_int(name, value)
+        if self.start_batch_bytes is not None and self.start_batch_bytes != "":
+            extra["start_batch_bytes"] = as_positive_int(
+                "start_batch_bytes", self.start_batch_bytes, zero=True
+            )
         return StreamJobSpec(
             stream_id=stream_id,
             tables=tables,

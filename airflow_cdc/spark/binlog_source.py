@@ -20,7 +20,9 @@ tables read and counts). The batch function (``spark.stream_job``) merges the bl
 group of at most ``max_merge_rows`` rows at a time.
 
 Options: ``job_file`` (the stream's 0600 job file; secrets never travel as options, which
-Spark shows in plans and the UI).
+Spark shows in plans and the UI) and ``initial_position`` (``file:pos``: where a query
+without a checkpoint starts, given when the driver applied a start batch up to there, see
+:meth:`BinlogStreamReader.start_batch`; else the tables' watermarks decide).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "BOUNDARY",
     "SCHEMA",
     "BinlogDataSource",
+    "BinlogStreamReader",
     "block_payload",
     "boundary_payload",
     "decode_payload",
@@ -113,9 +116,10 @@ class _Range(InputPartition):
         return list(self.schemas)
 
 
-class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
         self._spec = StreamJobSpec.read_file(options["job_file"])
+        self._initial = options.get("initial_position") or None
         self._target: BinlogPosition | None = None
         self._metadata: Any = None
         #: The schemas of the tables read, loaded when a table is first read and kept: row
@@ -135,12 +139,15 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         return retry_unreachable(read, what="reading the binlog position")
 
-    def _capped(self, start: BinlogPosition, latest: BinlogPosition) -> BinlogPosition:
-        """``latest``, or a transaction boundary about ``max_batch_bytes`` past ``start``."""
+    def _capped(
+        self, start: BinlogPosition, latest: BinlogPosition, limit: int | None = None
+    ) -> BinlogPosition:
+        """``latest``, or a transaction boundary about ``limit`` (default
+        ``max_batch_bytes``) past ``start``."""
         from airflow_cdc.source.binlog_index import batch_end, binary_logs, events_query
         from airflow_cdc.source.connection import connect, retry_unreachable
 
-        limit = self._spec.max_batch_bytes
+        limit = self._spec.max_batch_bytes if limit is None else limit
         if latest.file == start.file and latest.offset - start.offset <= limit:
             return latest  # the common case costs no query
 
@@ -170,12 +177,45 @@ class _BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from airflow_cdc.stream.joining import joined_tables
         from airflow_cdc.stream.start import start_position
 
+        if self._initial is not None:  # the driver's start batch ended there
+            return _offset(BinlogPosition.from_text(self._initial), time.time())
         # No checkpoint: start early enough for the spec's tables and for every table the
         # stream joined before (a checkpoint deleted by hand must not skip their changes).
         store = self._store()
         tables = [TableId.parse(name) for name in self._spec.tables]
         tables += [t for t in joined_tables(store, self._spec.stream_id) if t not in tables]
         return _offset(start_position(store, tables), time.time())
+
+    def start_batch(self, max_bytes: int) -> tuple[dict[str, Any], list[_Range]]:
+        """The first batch of a query without a checkpoint, bounded to about ``max_bytes``
+        of binlog: its end offset and its slices, planned as :meth:`partitions` plans any
+        batch. The stream's driver reads and applies it itself while Spark starts, then
+        starts the query at its end (``initial_position``). Run even on an idle server:
+        the batch is where the stream's tables join."""
+        start = self.initialOffset()
+        latest = self._server_position()
+        first = _position(start)
+        last = self._capped(first, latest, max_bytes) if latest > first else first
+        if last > first and self._bytes_between(first, last) > 2 * max_bytes:
+            last = first  # one big transaction: Spark's parallel slices decode it faster
+        end = _offset(last, time.time())
+        return end, self.partitions(start, end)
+
+    def _bytes_between(self, first: BinlogPosition, last: BinlogPosition) -> int:
+        from airflow_cdc.source.binlog_index import binary_logs, range_bytes
+        from airflow_cdc.source.connection import connect, retry_unreachable
+
+        if first.file == last.file:
+            return last.offset - first.offset
+
+        def measure() -> int:
+            conn = connect(self._spec.source)
+            try:
+                return range_bytes(binary_logs(conn), first, last)
+            finally:
+                conn.close()
+
+        return retry_unreachable(measure, what="measuring the start batch")
 
     def prepareForTriggerAvailableNow(self) -> None:
         # until_caught_up: process up to the server's position when the query starts.
@@ -301,5 +341,5 @@ class BinlogDataSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def streamReader(self, schema: Any) -> _BinlogStreamReader:
-        return _BinlogStreamReader(dict(self.options))
+    def streamReader(self, schema: Any) -> BinlogStreamReader:
+        return BinlogStreamReader(dict(self.options))

@@ -11,6 +11,14 @@ Modes: ``continuous`` (a micro-batch every ``trigger_seconds`` until stopped) an
 Only one stream per set of tables runs at a time: a lease in the metadata DB. Tables can
 join a running stream (``stream.joining``): a backfill of a table new to the stream asks for
 it, and the first batch after its snapshot is done replays and then reads it.
+
+At a first start (no checkpoint) the driver applies a *start batch* itself, in-process,
+while Spark starts: Spark's start-up (the session, then four Python planner processes one
+after another) takes 10-30 s on a few busy cores, and without it the replica would wait
+that long after the hand-off. The start batch is the source's own first batch (same
+planning, slices, reduction and merge), bounded to ``start_batch_bytes``; the query then
+starts where it ended. Recorded as batch -1, without a Delta application transaction: a
+crash before Spark's first checkpoint repeats it, which last-writer-wins makes harmless.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ __all__ = ["main"]
 log = logging.getLogger("airflow_cdc.stream")
 
 LEASE_SECONDS = 60.0
+#: The batch id the driver's start batch is recorded with (Spark's batches count from 0).
+START_BATCH_ID = -1
 
 
 @dataclass(frozen=True)
@@ -69,10 +79,10 @@ def _batch(rows: Sequence[Any]) -> _Batch:
     seen_at = 0.0
     tables: tuple[TableId, ...] = ()
     events = emitted = slices = 0
-    for row in rows:
-        if row["kind"] == BOUNDARY:
-            bounds = decode_payload(row["payload"])
-            position = BinlogPosition.from_text(row["ref"])
+    for kind, ref, payload in rows:  # Spark Rows or the start batch's tuples
+        if kind == BOUNDARY:
+            bounds = decode_payload(payload)
+            position = BinlogPosition.from_text(ref)
             first = BinlogPosition.from_text(bounds["start"])
             end = position if end is None or end < position else end
             start = first if start is None or first < start else start
@@ -82,8 +92,8 @@ def _batch(rows: Sequence[Any]) -> _Batch:
             emitted += int(bounds.get("emitted", 0))
             slices += 1
             continue
-        block = decode_payload(row["payload"])
-        blocks.setdefault(TableId.parse(row["ref"]), []).append((block["path"], block["rows"]))
+        block = decode_payload(payload)
+        blocks.setdefault(TableId.parse(ref), []).append((block["path"], block["rows"]))
     return _Batch(blocks, start, end, seen_at, tables, events, emitted, slices)
 
 
@@ -112,19 +122,25 @@ class _BatchWriter:
         remove_staged(self.staging)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        started = time.monotonic()
+        rows = frame.collect()  # the slices are decoded and reduced here
+        self.apply(rows, batch_id, started=started, read_seconds=time.monotonic() - started)
+
+    def apply(
+        self, rows: Sequence[Any], batch_id: int, *, started: float, read_seconds: float
+    ) -> None:
+        """Apply one batch's rows (``spark.binlog_source``) and record its progress."""
         from airflow_cdc.sinks.staging import remove_staged
 
-        started = time.monotonic()
-        batch = _batch(frame.collect())  # the slices are decoded and reduced here
-        read_seconds = time.monotonic() - started
+        batch = _batch(rows)
         joining = self._join(batch)
         needed = sorted((t for t in batch.blocks if t in self.schemas), key=str)
         self._check_catalog(needed)
         self.pause.reach("stream_before_apply")
         written = merges = 0
         for table in needed:
-            rows, count = self._merge(table, batch.blocks[table], batch_id)
-            written += rows
+            applied, count = self._merge(table, batch.blocks[table], batch_id)
+            written += applied
             merges += count
         self.pause.reach("stream_after_apply")
         if batch.end is not None:
@@ -144,9 +160,10 @@ class _BatchWriter:
             )
         remove_staged(self.staging)  # the next batch's tasks start after this function returns
         log.info(
-            "batch %d: %d changes, %d applied to %s in %.2f s (%d slices decoded in %.2f s, "
+            "batch %d%s: %d changes, %d applied to %s in %.2f s (%d slices decoded in %.2f s, "
             "%d merges); committed up to %s",
             batch_id,
+            " (start batch, in the driver)" if batch_id == START_BATCH_ID else "",
             batch.events,
             written,
             ", ".join(map(str, needed)) or "no table",
@@ -170,7 +187,10 @@ class _BatchWriter:
         from airflow_cdc.stream.staging import merge_groups
 
         groups = merge_groups([rows for _, rows in blocks], self.spec.max_merge_rows)
-        if len(groups) > 1:  # one merge: apply() itself skips a batch the table holds
+        # Spark's batches are Delta application transactions (a replay is skipped); the
+        # start batch is not (repeating it is harmless, and Spark's ids must stay its own).
+        spark_batch = batch_id != START_BATCH_ID
+        if spark_batch and len(groups) > 1:  # one merge: apply() skips a batch it holds
             applied = self.sink.applied_version(table, self.spec.stream_id)
             if applied is not None and applied >= batch_id:
                 return 0, 0  # a replay of a batch this table holds
@@ -179,16 +199,16 @@ class _BatchWriter:
             rows = combine_slices(
                 [read_arrow_file(blocks[i][0]) for i in group], self.schemas[table].key
             )
-            last = number == len(groups)
+            record = spark_batch and number == len(groups)
             result = self.sink.apply(
                 table,
                 rows,
-                app_id=self.spec.stream_id if last else None,
-                app_version=batch_id if last else None,
+                app_id=self.spec.stream_id if record else None,
+                app_version=batch_id if record else None,
                 keys_unique=True,
             )
             written += 0 if result.replayed else rows.num_rows
-            if not last:
+            if number < len(groups):
                 self.pause.reach("stream_between_merges")
         return written, len(groups)
 
@@ -327,11 +347,59 @@ def _reclaim_dead_owner(store: Any, stream_id: str) -> None:
         return
 
 
+class _StartBatch:
+    """The driver's start batch (see the module docstring), on a thread while Spark starts."""
+
+    def __init__(self, spec: StreamJobSpec, job_file: str, writer: _BatchWriter) -> None:
+        self._spec = spec
+        self._job_file = job_file
+        self._writer = writer
+        self._end: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="start-batch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from airflow_cdc.spark.binlog_source import BinlogStreamReader
+
+        try:
+            started = time.monotonic()
+            reader = BinlogStreamReader({"job_file": self._job_file})
+            end, slices = reader.start_batch(self._spec.start_batch_bytes)
+            rows = [row for part in slices for row in reader.read(part)]
+            read_seconds = time.monotonic() - started
+            self._writer.apply(rows, START_BATCH_ID, started=started, read_seconds=read_seconds)
+            self._end = BinlogPosition(str(end["file"]), int(end["pos"])).to_text()
+        except BaseException as exc:  # raised again on the main thread by end()
+            self._error = exc
+
+    def end_quietly(self) -> None:
+        """Wait for the thread (the job is stopping; its error, if any, was raised or is
+        moot)."""
+        self._thread.join()
+
+    def end(self) -> str:
+        """Where the start batch ended (the query's ``initial_position``); its error if any."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._end is not None
+        return self._end
+
+
+def _has_checkpoint(checkpoint_dir: str) -> bool:
+    """Whether Spark has planned a batch in ``checkpoint_dir`` (then it resumes from there).
+    A remote checkpoint counts as present: the start batch is for a local first start."""
+    if "://" in checkpoint_dir and not checkpoint_dir.startswith("file:"):
+        return True
+    offsets = os.path.join(checkpoint_dir.removeprefix("file://").removeprefix("file:"), "offsets")
+    return os.path.isdir(offsets) and any(not name.startswith(".") for name in os.listdir(offsets))
+
+
 def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     from pyspark.sql import SparkSession
 
     from airflow_cdc.metadata import MetadataStore
-    from airflow_cdc.spark.binlog_source import SCHEMA, SOURCE_NAME, BinlogDataSource
     from airflow_cdc.stream.joining import joined_tables
     from airflow_cdc.stream.lease import LeaseKeeper
 
@@ -353,11 +421,42 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     )
     renewer.start()
     began = time.monotonic()
-    spark = SparkSession.builder.config(
-        conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
-    ).getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    start_sql_python_workers(spark)
+    spark: Any = None
+    start_batch: _StartBatch | None = None
+    try:
+        writer = _BatchWriter(spec, owner)
+        if spec.start_batch_bytes and not _has_checkpoint(spec.checkpoint_dir):
+            start_batch = _StartBatch(spec, job_file, writer)
+        spark = SparkSession.builder.config(
+            conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
+        ).getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+        start_sql_python_workers(spark)
+        return _run_query(spec, job_file, spark, writer, start_batch, keeper, began)
+    finally:
+        stop.set()
+        try:
+            if start_batch is not None:
+                start_batch.end_quietly()
+            store.release_stream_lease(spec.stream_id, owner)
+        finally:
+            if spark is not None:
+                spark.stop()
+
+
+def _run_query(
+    spec: StreamJobSpec,
+    job_file: str,
+    spark: Any,
+    writer: _BatchWriter,
+    start_batch: _StartBatch | None,
+    keeper: Any,
+    began: float,
+) -> int:
+    """Start the Structured Streaming query (after the start batch, if any) and wait until
+    it stops."""
+    from airflow_cdc.spark.binlog_source import SCHEMA, SOURCE_NAME, BinlogDataSource
+
     stopping = threading.Event()
 
     def stop_query(signum: int, _frame: Any) -> None:
@@ -367,47 +466,41 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         stopping.set()
 
     signal.signal(signal.SIGTERM, stop_query)
+    spark.dataSource.register(BinlogDataSource)
+    source = (
+        spark.readStream.format(SOURCE_NAME)
+        .schema(SCHEMA)  # fixed; Spark still creates the source in a Python worker
+        .option("job_file", job_file)
+    )
+    if start_batch is not None:
+        source = source.option("initial_position", start_batch.end())
+    frame = source.load()
+    stream = frame.writeStream.foreachBatch(writer).option(
+        "checkpointLocation", spec.checkpoint_dir
+    )
+    if spec.mode == "until_caught_up":
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=f"{spec.trigger_seconds} seconds")
+    query = stream.queryName(f"cdc-{spec.stream_id}").start()
+    log.info(
+        "stream %s started in %.1f s (Spark session and query); batches follow",
+        spec.stream_id,
+        time.monotonic() - began,
+    )
     try:
-        spark.dataSource.register(BinlogDataSource)
-        writer = _BatchWriter(spec, owner)
-        frame = (
-            spark.readStream.format(SOURCE_NAME)
-            .schema(SCHEMA)  # fixed; Spark still creates the source in a Python worker
-            .option("job_file", job_file)
-            .load()
-        )
-        stream = frame.writeStream.foreachBatch(writer).option(
-            "checkpointLocation", spec.checkpoint_dir
-        )
-        if spec.mode == "until_caught_up":
-            stream = stream.trigger(availableNow=True)
-        else:
-            stream = stream.trigger(processingTime=f"{spec.trigger_seconds} seconds")
-        query = stream.queryName(f"cdc-{spec.stream_id}").start()
-        log.info(
-            "stream %s started in %.1f s (Spark session and query); batches follow",
-            spec.stream_id,
-            time.monotonic() - began,
-        )
-        try:
-            while not query.awaitTermination(1):
-                if stopping.is_set():
-                    query.stop()  # a batch cut short is replayed from the checkpoint
-        except Exception as exc:
-            if not stopping.is_set():
-                raise
-            # Airflow signals the task's whole process group: Spark's Python workers may die
-            # before the query stops, which fails the query. Stopping was asked for anyway.
-            log.info("stream %s stopped (while stopping: %s)", spec.stream_id, _first_line(exc))
-            return _stopped(keeper)
-        log.info("stream %s stopped", spec.stream_id)
+        while not query.awaitTermination(1):
+            if stopping.is_set():
+                query.stop()  # a batch cut short is replayed from the checkpoint
+    except Exception as exc:
+        if not stopping.is_set():
+            raise
+        # Airflow signals the task's whole process group: Spark's Python workers may die
+        # before the query stops, which fails the query. Stopping was asked for anyway.
+        log.info("stream %s stopped (while stopping: %s)", spec.stream_id, _first_line(exc))
         return _stopped(keeper)
-    finally:
-        stop.set()
-        try:
-            store.release_stream_lease(spec.stream_id, owner)
-        finally:
-            spark.stop()
+    log.info("stream %s stopped", spec.stream_id)
+    return _stopped(keeper)
 
 
 def _stopped(keeper: Any) -> int:

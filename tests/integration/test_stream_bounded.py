@@ -21,65 +21,30 @@ from typing import Any
 import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.model import TableId
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,
     kill_group,
-    plan,
     server_position,
-    snapshot_all,
     source_config,
     spark_submit_stream,
     stream_spec,
     wait_for,
 )
 from tests.support.stream_harness import InProcessStream
+from tests.support.table_changes import (
+    ROWS,
+    big_transaction,
+    small_transactions,
+    snapshotted_table,
+)
 
 pytestmark = pytest.mark.integration
 
-ROWS = 3_000
 #: ``batch 3: 120 changes, 118 applied to db.t in 0.21 s (2 slices decoded in 0.1 s, 1 merges)``
 BATCH_LINE = re.compile(
     r"batch \d+: (\d+) changes.*\((\d+) slices decoded in \S+ s, (\d+) merges\)"
 )
-
-
-def _table(mariadb: LocalMariaDB, db: str) -> TableId:
-    mariadb.execute(
-        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT, note VARCHAR(100))",
-        f"INSERT INTO `{db}`.t SELECT seq, seq, RPAD('n', 60, 'x') FROM `{db}`.seq_1_to_{ROWS}",
-    )
-    return TableId(db, "t")
-
-
-def _small_transactions(mariadb: LocalMariaDB, db: str, rounds: int, salt: int) -> None:
-    for i in range(rounds):
-        mariadb.execute(
-            f"UPDATE `{db}`.t SET v = v + {salt} WHERE id % 97 = {i % 97}",
-            f"DELETE FROM `{db}`.t WHERE id = {10 + i * 7 + salt}",
-            f"INSERT INTO `{db}`.t VALUES ({100_000 + salt * 1000 + i}, {i}, 'new')",
-        )
-
-
-def _big_transaction(mariadb: LocalMariaDB, db: str) -> None:
-    """One transaction touching every row, some twice, one key moved."""
-    mariadb.execute(
-        "BEGIN",
-        f"UPDATE `{db}`.t SET v = v * 2, note = CONCAT(note, '!')",
-        f"UPDATE `{db}`.t SET v = -v WHERE id % 5 = 0",
-        f"DELETE FROM `{db}`.t WHERE id % 11 = 0",
-        f"UPDATE `{db}`.t SET id = id + 500000 WHERE id = 7",
-        "COMMIT",
-    )
-
-
-def _snapshotted(mariadb: LocalMariaDB, db: str, tmp_path: Path) -> tuple[TableId, str, Path]:
-    """``db.t`` created and snapshotted into a Delta lake: the table, metadata URL, lake."""
-    table = _table(mariadb, db)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(table)], 1_000, meta), meta, lake)
-    return table, meta, lake
 
 
 def _tight(spec: Any) -> Any:
@@ -90,6 +55,7 @@ def _tight(spec: Any) -> Any:
         decode_parallelism=3,
         block_rows=200,
         max_merge_rows=500,
+        start_batch_bytes=0,  # every batch a Spark batch (the start batch: test_stream_start_batch)
     )
 
 
@@ -118,13 +84,13 @@ def test_tiny_bounds_on_a_real_binlog_keep_the_replica_exact(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="airflow_cdc.stream")
-    table, meta, lake = _snapshotted(mariadb, fresh_db, tmp_path)
+    table, meta, lake = snapshotted_table(mariadb, fresh_db, tmp_path)
     spec = _tight(stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"))
     stream = InProcessStream(spec, tmp_path)
     try:
-        _small_transactions(mariadb, fresh_db, 150, salt=1)
-        _big_transaction(mariadb, fresh_db)
-        _small_transactions(mariadb, fresh_db, 150, salt=2)
+        small_transactions(mariadb, fresh_db, 150, salt=1)
+        big_transaction(mariadb, fresh_db)
+        small_transactions(mariadb, fresh_db, 150, salt=2)
         _run_until_caught_up(stream, source_config(mariadb))
     finally:
         stream.close()
@@ -143,11 +109,11 @@ def test_tiny_bounds_on_a_real_binlog_keep_the_replica_exact(
 def test_a_batch_failing_between_merges_converges_when_replayed(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    table, meta, lake = _snapshotted(mariadb, fresh_db, tmp_path)
+    table, meta, lake = snapshotted_table(mariadb, fresh_db, tmp_path)
     spec = _tight(stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"))
     stream = InProcessStream(spec, tmp_path)
     try:
-        _big_transaction(mariadb, fresh_db)
+        big_transaction(mariadb, fresh_db)
         real_apply = stream.writer.sink.apply
         calls = 0
 
@@ -171,11 +137,11 @@ def test_a_batch_failing_between_merges_converges_when_replayed(
     assert_replica_equals_source(mariadb, str(lake), table, ("id",))
 
 
-def test_stream_driver_killed_between_merges_of_a_big_transaction(
+def test_stream_driver_killed_between_merges_of_abig_transaction(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    table, meta, lake = _snapshotted(mariadb, fresh_db, tmp_path)
-    _big_transaction(mariadb, fresh_db)
+    table, meta, lake = snapshotted_table(mariadb, fresh_db, tmp_path)
+    big_transaction(mariadb, fresh_db)
     pause = arm(tmp_path / "pause", "stream_between_merges")
     spec = _tight(
         stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt", pause_dir=pause)
@@ -186,7 +152,7 @@ def test_stream_driver_killed_between_merges_of_a_big_transaction(
     finally:
         kill_group(job)  # the JVM and the Python driver, mid-batch
     (pause / "stream_between_merges.pause").unlink()
-    _small_transactions(mariadb, fresh_db, 20, salt=3)
+    small_transactions(mariadb, fresh_db, 20, salt=3)
     again = spark_submit_stream(dataclasses.replace(spec, pause_dir=None), tmp_path)
     assert again.wait(timeout=600) == 0, (tmp_path / "stream.log").read_text()[-4000:]
     assert_replica_equals_source(mariadb, str(lake), table, ("id",))

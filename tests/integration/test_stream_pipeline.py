@@ -39,8 +39,10 @@ def check(mariadb: LocalMariaDB, db: str, lake: Path) -> None:
     assert_replica_equals_source(mariadb, str(lake), TableId(db, "items"), ["grp", "n"])
 
 
-# The plain variant (no fault) runs through Airflow in test_airflow_e2e.py.
-@pytest.mark.parametrize("fault", ["kill_mid_batch_and_flush_logs"])
+# The plain variant (no fault) runs through Airflow in test_airflow_e2e.py. The first run is
+# killed after a batch's Delta merge: Spark's batch 0 (start batch off), or the driver's
+# start batch, before Spark has a checkpoint.
+@pytest.mark.parametrize("fault", ["kill_mid_batch_and_flush_logs", "kill_start_batch"])
 def test_stream_replica_equals_source(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, fault: str
 ) -> None:
@@ -68,11 +70,21 @@ def test_stream_replica_equals_source(
         snapshot_all(mariadb, record, meta, lake)  # writes keep landing during the chunks
         time.sleep(1.0)
         if fault != "none":
-            # The first batch is killed after its Delta merge but before Spark commits the
-            # batch; the restarted query replays it (a no-op in Delta) and goes on.
+            # The first batch is killed after its Delta merge but before it is committed
+            # (Spark's checkpoint; for the start batch there is none yet). The restart
+            # replays Spark's batch (a no-op in Delta), or applies a start batch again
+            # (harmless: last writer wins), and goes on.
             pause = arm(tmp_path / "pause", "stream_after_apply")
+            start_batch = {"start_batch_bytes": 0} if fault.startswith("kill_mid_batch") else {}
             spec = stream_spec(
-                mariadb, tables, meta, lake, checkpoint, mode="continuous", pause_dir=pause
+                mariadb,
+                tables,
+                meta,
+                lake,
+                checkpoint,
+                mode="continuous",
+                pause_dir=pause,
+                **start_batch,
             )
             job = spark_submit_stream(spec, tmp_path)
             wait_for(pause / "stream_after_apply.reached", job, timeout=300)
@@ -87,6 +99,10 @@ def test_stream_replica_equals_source(
     state = MetadataStore.connect(meta).stream_state("test-stream")
     assert state is not None
     assert state.lag_bytes == 0
+    started = (tmp_path / "stream.log").read_text().count("(start batch, in the driver)")
+    # Only a start without a checkpoint has one: the restart after the kill of the start
+    # batch (whose own line comes after the pause point), never a restart after Spark's.
+    assert started == (1 if fault == "kill_start_batch" else 0)
 
 
 def test_purged_start_position_stops_with_advice(

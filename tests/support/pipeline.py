@@ -158,7 +158,9 @@ def stream_spec(
     mode: str = "until_caught_up",
     pause_dir: Path | None = None,
     stream_id: str = "test-stream",
+    **settings: Any,
 ) -> Any:
+    """The stream's job spec; ``settings``: further fields (``start_batch_bytes``...)."""
     from airflow_cdc.config import StreamJobSpec
 
     return StreamJobSpec(
@@ -171,6 +173,7 @@ def stream_spec(
         mode=mode,
         trigger_seconds=1.0,
         pause_dir=str(pause_dir) if pause_dir else None,
+        **settings,
     )
 
 

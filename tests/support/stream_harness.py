@@ -17,11 +17,11 @@ from airflow_cdc.model import TableId
 
 
 class _Frame:
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
+    def __init__(self, rows: list[tuple[str, str, bytes]]) -> None:
         self._rows = rows
 
-    def collect(self) -> list[dict[str, Any]]:
-        return self._rows
+    def collect(self) -> list[tuple[str, str, bytes]]:
+        return self._rows  # Spark's Rows are tuples too
 
 
 class InProcessStream:
@@ -34,7 +34,7 @@ class InProcessStream:
     ) -> None:
         """``resume``: continue where that (closed) stream's last committed batch ended, as
         a restart from Spark's checkpoint does."""
-        from airflow_cdc.spark.binlog_source import _BinlogStreamReader
+        from airflow_cdc.spark.binlog_source import BinlogStreamReader
         from airflow_cdc.spark.stream_job import _BatchWriter
 
         job_file = spec.write(workdir / f"stream-{spec.stream_id}.json")
@@ -44,7 +44,7 @@ class InProcessStream:
         self.store.request_stream_tables(
             spec.stream_id, [TableId.parse(t) for t in spec.tables], requested_by="test"
         )
-        self.reader = _BinlogStreamReader({"job_file": str(job_file)})
+        self.reader = BinlogStreamReader({"job_file": str(job_file)})
         self.writer = _BatchWriter(spec, self.OWNER)
         self.offset: dict[str, Any] = (
             self.reader.initialOffset() if resume is None else resume.offset
@@ -55,9 +55,9 @@ class InProcessStream:
         """One micro-batch; on an exception the offset stays (Spark would replay it)."""
         end = self.reader.latestOffset(self.offset, None)  # type: ignore[arg-type]
         rows = [
-            {"kind": kind, "ref": ref, "payload": payload}
+            row
             for partition in self.reader.partitions(self.offset, end)
-            for kind, ref, payload in self.reader.read(partition)
+            for row in self.reader.read(partition)
         ]
         self.writer(_Frame(rows), self.batch_id)
         self.batch_id += 1
