@@ -10,12 +10,23 @@ Writes are one conditional MERGE per batch (last writer wins by ``_cdc_position`
 merge predicate names the batch's buckets as literals, which delta-rs records as the
 commit's read predicate: its conflict checker then lets concurrent merges into other
 buckets commit, and retries (see :mod:`.retry`) settle merges into the same bucket.
+
+A key range the table holds no row of can instead take data files written elsewhere
+(:mod:`.delta_files`) in one plain commit, :meth:`DeltaSink.commit_new_range`: no merge,
+so a chunk's executors encode its Parquet in parallel. A blind append would not see a
+writer that put rows into the range since the emptiness check, so every commit names the
+buckets it writes as Delta application transactions (``airflow-cdc.bucket.<n>``); delta-rs
+fails a commit whose application ids a concurrent commit also wrote, and the retry checks
+the range again (then it merges).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -26,6 +37,7 @@ import pyarrow.dataset as pads
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.schema import Schema as DeltaSchema
+from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import ChunkRange, TableId, TableSchema
@@ -39,6 +51,7 @@ from airflow_cdc.sinks.base import (
     check_column_names,
 )
 from airflow_cdc.sinks.buckets import bucket_of, bucket_values, check_bucket_width
+from airflow_cdc.sinks.delta_files import DataFile, is_local_uri, local_path
 from airflow_cdc.sinks.naming import escape_segment, quote_column
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 
@@ -206,10 +219,11 @@ class DeltaSink:
             changes = changes.read_all()
         source = _prepare_changes(table, layout, changes, check_keys=not keys_unique)
         rows_in = source.num_rows
-        commit = (
-            CommitProperties(app_transactions=[Transaction(app_id, app_version)])
+        buckets = pc.unique(source.column(BUCKET_COLUMN)).to_pylist() if rows_in else []
+        own = (
+            [Transaction(app_id, app_version)]
             if app_id is not None and app_version is not None
-            else None
+            else []
         )
         predicate = _merge_predicate(layout, source)
         updates = {quote_column(name): quote_column(name, "s") for name in source.column_names}
@@ -217,6 +231,9 @@ class DeltaSink:
 
         def attempt() -> ApplyResult:
             current = self._open(table)
+            commit = CommitProperties(
+                app_transactions=own + _bucket_transactions(buckets, current.version())
+            )
             if app_id is not None and app_version is not None:
                 held = current.transaction_version(app_id)
                 if held is not None and held >= app_version:
@@ -243,7 +260,7 @@ class DeltaSink:
                 )
                 inserted = int(metrics["num_target_rows_inserted"])
                 updated = int(metrics["num_target_rows_updated"])
-            if commit is not None and current.version() == before:
+            if own and current.version() == before:
                 # delta-rs commits nothing when a merge changes no row, which would drop the
                 # application transaction; record it in an empty commit instead.
                 current.create_write_transaction(
@@ -267,6 +284,49 @@ class DeltaSink:
             result.replayed,
         )
 
+    def commit_new_range(self, table: TableId, files: Sequence[DataFile], rng: ChunkRange) -> bool:
+        """Commit ``files`` (the rows of ``rng``, one per key, written by
+        :func:`~airflow_cdc.sinks.delta_files.write_data_files`) as one append, if the table
+        holds no row that may lie in ``rng``. False, committing nothing, when it may: the
+        caller then merges the rows. See the module docstring for concurrent writers."""
+        what = f"commit {len(files)} data files of {table} {rng.label()}"
+
+        def attempt() -> bool:
+            current = self._open(table)
+            layout = _layout_of(current, table)
+            if self._range_rows(current, layout, rng, below=None).num_rows:
+                return False
+            stamp = int(time.time() * 1000)
+            adds: list[AddAction | RemoveAction] = [
+                AddAction(f.path, f.size, {BUCKET_COLUMN: str(f.bucket)}, stamp, True, f.stats)
+                for f in files
+            ]
+            buckets = sorted({f.bucket for f in files})
+            current.create_write_transaction(
+                adds,
+                mode="append",
+                schema=current.schema(),
+                partition_by=[BUCKET_COLUMN],
+                commit_properties=CommitProperties(
+                    app_transactions=_bucket_transactions(buckets, current.version())
+                ),
+            )
+            return True
+
+        committed, _ = retry_conflicts(attempt, what, self.retry)
+        return committed
+
+    def takes_files(self) -> bool:
+        """Whether workers can write data files into this sink's tables (a local root)."""
+        return is_local_uri(self.root)
+
+    def remove_files(self, table: TableId, files: Sequence[DataFile]) -> None:
+        """Delete written data files that were not committed."""
+        root = local_path(self.table_uri(table))
+        for f in files:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(root, f.path))
+
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""
         version = self._open(table).transaction_version(app_id)
@@ -284,10 +344,19 @@ class DeltaSink:
         not read.
         """
         dt = self._open(table)
-        layout = _layout_of(dt, table)
+        return self._range_rows(dt, _layout_of(dt, table), rng, below)
+
+    @staticmethod
+    def _range_rows(
+        dt: DeltaTable, layout: TableLayout, rng: ChunkRange, below: int | None
+    ) -> pa.Table:
         first = layout.key[0]
         first_type = layout.schema.field(first).type
-        condition = pc.field(POSITION_COLUMN) < pa.scalar(below, POSITION_TYPE)
+        condition = (
+            pc.field(POSITION_COLUMN) < pa.scalar(below, POSITION_TYPE)
+            if below is not None
+            else pc.scalar(True)
+        )
         pruning: list[tuple[str, str, Any]] = []
         if _is_integer_like(first_type):
             if rng.lo is not None and _is_int(rng.lo[0]):
@@ -324,6 +393,12 @@ class DeltaSink:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+
+def _bucket_transactions(buckets: Sequence[int], read_version: int) -> list[Transaction]:
+    """The application ids that make commits into the same buckets conflict (see the module
+    docstring); the version only has to grow."""
+    return [Transaction(f"airflow-cdc.bucket.{b}", read_version + 1) for b in buckets]
 
 
 def _delta_arrow_schema(table: TableId, arrow_schema: pa.Schema) -> pa.Schema:

@@ -3,13 +3,15 @@
 1. open a read view and take the low watermark (``source.watermark``: provably at or before
    every change the reads below cannot see);
 2. read ``[lo, hi)`` as partitions in parallel (``runner`` maps them, Spark's executors in
-   production), each with its own later read view, into staged Parquet files;
+   production), each with its own later read view, into staged Arrow files;
 3. take the high watermark (after every read view was opened);
 4. fold the table's binlog events between the watermarks onto the rows (``correction``);
-5. turn sink rows of the range that no longer exist into delete markers;
-6. merge everything into the sink at the high watermark's position (last writer wins, so a
-   re-run, a retry after a crash mid-write, or a stream running at the same time is harmless);
-7. record the high watermark, rows and timings in the metadata DB.
+5. write the range at the high watermark's position (``snapshot.write``): into a range the
+   sink holds nothing of, as data files the workers write and one commit; else merged,
+   with delete markers for sink rows of the range that no longer exist (last writer wins,
+   so a re-run, a retry after a crash mid-write, or a stream running at the same time is
+   harmless);
+6. record the high watermark, rows and timings in the metadata DB.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import pyarrow as pa
-
 from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.errors import wrapped_error
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema, quote_identifier
@@ -34,8 +34,16 @@ from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.snapshot.pause import PausePoints
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
 from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
+from airflow_cdc.snapshot.write import ChunkRows, merge_rows, write_as_files
 
-__all__ = ["ChunkOutcome", "Runner", "failure_reason", "local_runner", "run_chunk"]
+__all__ = [
+    "ChunkOutcome",
+    "Runner",
+    "failure_reason",
+    "local_runner",
+    "partition_count",
+    "run_chunk",
+]
 
 log = logging.getLogger("airflow_cdc.snapshot")
 
@@ -44,9 +52,9 @@ R = TypeVar("R")
 #: Maps a function over items, possibly in parallel elsewhere; returns results in order.
 Runner = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
 
-POSITION_COLUMN = "_cdc_position"
-DELETED_COLUMN = "_cdc_deleted"
 DEFAULT_BUCKET_WIDTH = 1 << 20
+#: A chunk with at least this many rows per core is read on every core.
+MIN_PARTITION_ROWS = 100_000
 
 
 def local_runner(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
@@ -66,6 +74,8 @@ class ChunkOutcome:
     read_seconds: float
     correct_seconds: float
     write_seconds: float
+    #: Written as new data files committed at once, rather than merged (``snapshot.write``).
+    as_files: bool = False
 
     def summary(self) -> str:
         rate = self.rows / self.read_seconds if self.read_seconds > 0 else 0.0
@@ -74,7 +84,8 @@ class ChunkOutcome:
             f"partition(s) in {self.read_seconds:.1f} s "
             f"({rate:,.0f} rows/s), {self.window_events} binlog changes corrected in "
             f"{self.correct_seconds:.1f} s, {self.tombstones} delete markers, written in "
-            f"{self.write_seconds:.1f} s; watermarks {self.low} .. {self.high}"
+            f"{self.write_seconds:.1f} s ({'new data files' if self.as_files else 'merged'}); "
+            f"watermarks {self.low} .. {self.high}"
         )
 
 
@@ -118,6 +129,18 @@ def _membership(
     return dict(zip(keys, answers, strict=True))
 
 
+def partition_count(estimated_rows: int, partition_rows: int, parallelism: int) -> int:
+    """Partitions of a chunk: at most ``partition_rows`` rows each, at least one per core
+    (``parallelism``) for a chunk of ``MIN_PARTITION_ROWS`` a core, and whole waves of
+    ``parallelism`` so that no core idles through the last one."""
+    parts = math.ceil(max(estimated_rows, 1) / partition_rows)
+    if estimated_rows >= parallelism * MIN_PARTITION_ROWS:
+        parts = max(parts, parallelism)
+    if parts > 1:
+        parts = math.ceil(parts / parallelism) * parallelism
+    return parts
+
+
 def _partitions(
     conn: Any,
     info: Any,
@@ -125,10 +148,13 @@ def _partitions(
     rng: ChunkRange,
     estimated_rows: int,
     partition_rows: int,
+    parallelism: int = 1,
 ) -> list[ChunkRange]:
     """Split a large chunk for parallel reads: integer keys evenly between the range's own
-    MIN and MAX (two index lookups), other keys by one bounded index seek per boundary."""
-    parts = math.ceil(max(estimated_rows, 1) / partition_rows)
+    MIN and MAX (two index lookups), other keys by one bounded index seek per boundary.
+
+    How many: :func:`partition_count`."""
+    parts = partition_count(estimated_rows, partition_rows, parallelism)
     if parts <= 1:
         return [rng]
     if len(schema.key) == 1 and schema.key_columns[0].is_integer:
@@ -159,36 +185,6 @@ def _even_bounds(conn: Any, schema: TableSchema, rng: ChunkRange, parts: int) ->
     return [(int(low) + i * step,) for i in range(1, parts) if int(low) + i * step <= int(high)]
 
 
-def _with_meta(table: pa.Table, target: pa.Schema, position: int, deleted: bool) -> pa.Table:
-    """``table`` in the sink's column order and types, plus position and marker flag."""
-    n = table.num_rows
-    columns = [table.column(field.name).cast(field.type) for field in target]
-    columns += [
-        pa.repeat(pa.scalar(position, pa.decimal128(38, 0)), n),
-        pa.repeat(pa.scalar(deleted, pa.bool_()), n),
-    ]
-    schema = target.append(pa.field(POSITION_COLUMN, pa.decimal128(38, 0), nullable=False)).append(
-        pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)
-    )
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _key_table(schema: TableSchema, keys: Sequence[Key]) -> pa.Table:
-    target = arrow_schema(schema)
-    return pa.table(
-        {
-            name: pa.array([key[i] for key in keys], target.field(name).type)
-            for i, name in enumerate(schema.key)
-        }
-    )
-
-
-def _anti_join(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> pa.Table:
-    if keys.num_rows == 0 or rows.num_rows == 0:
-        return rows
-    return rows.join(keys, keys=list(key_names), join_type="left anti").select(rows.column_names)
-
-
 def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int | None:
     """Width of the sink's key-range buckets, so chunks of a plan commit to separate
     partitions. Only the first writer's choice sticks (it is stored with the table)."""
@@ -203,8 +199,11 @@ def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int |
     return max(1, math.ceil((int(high) - int(low) + 1) / max(1, chunks_of_table)))
 
 
-def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome:
-    """Snapshot one chunk; see the module docstring. Raises on failure after recording it."""
+def run_chunk(
+    spec: ChunkJobSpec, runner: Runner = local_runner, parallelism: int = 1
+) -> ChunkOutcome:
+    """Snapshot one chunk; see the module docstring. Raises on failure after recording it.
+    ``parallelism``: how many items ``runner`` runs at once."""
     from airflow_cdc.errors import SourceError
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.sinks.delta import DeltaSink
@@ -237,7 +236,13 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
                 low = view.low_watermark
             pause.reach("after_low_watermark")
             ranges = _partitions(
-                conn, info, schema, chunk.range, chunk.estimated_rows or 0, spec.read.partition_rows
+                conn,
+                info,
+                schema,
+                chunk.range,
+                chunk.estimated_rows or 0,
+                spec.read.partition_rows,
+                max(1, parallelism),
             )
             tasks = [
                 PartitionRead(
@@ -258,7 +263,6 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             read_seconds = time.monotonic() - started
 
             started = time.monotonic()
-            rows = read_staged(results, target)
             events = list(read_window(spec.source, schema, low, high))
 
             def key_of(row: Any) -> Key:
@@ -269,48 +273,27 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
                 conn, schema, chunk.range, list({key_of(image) for image in images})
             )
             final = fold(events, key_of, member.__getitem__)
-            upserts = [row for row in final.values() if not isinstance(row, Deleted)]
-            deleted_keys = [key for key, row in final.items() if row is DELETED]
-            kept = _anti_join(rows, _key_table(schema, list(final)), schema.key)
-            position = high.encode()
-            parts = [
-                _with_meta(kept, target, position, False),
-                _with_meta(rows_to_arrow(schema, upserts), target, position, False),
-            ]
-            present = pa.concat_tables(
-                [kept.select(list(schema.key)), _key_table(schema, [key_of(r) for r in upserts])],
-                promote_options="permissive",
+            corrected = ChunkRows(
+                chunk.table,
+                chunk.range,
+                schema,
+                [r.out_path for r in results],
+                rows_to_arrow(schema, [r for r in final.values() if not isinstance(r, Deleted)]),
+                [key for key, row in final.items() if row is DELETED],
+                high.encode(),
             )
-            # Rows the sink holds for this range from older writes, gone from the source now.
-            candidates = sink.candidates(chunk.table, chunk.range, below=position)
-            if DELETED_COLUMN in candidates.column_names:
-                candidates = candidates.filter(pa.compute.invert(candidates.column(DELETED_COLUMN)))
-            vanished_table = _anti_join(candidates.select(list(schema.key)), present, schema.key)
-            vanished_keys = [
-                tuple(row[name] for name in schema.key) for row in vanished_table.to_pylist()
-            ]
-            in_range = _membership(conn, schema, chunk.range, vanished_keys)
-            tombstone_keys = [
-                *deleted_keys,
-                *(k for k in vanished_keys if in_range[k] and k not in final),
-            ]
-            tombstones = _with_meta(
-                rows_to_arrow(
-                    schema, [dict(zip(schema.key, key, strict=True)) for key in tombstone_keys]
-                ),
-                target,
-                position,
-                True,
-            )
-            changes = pa.concat_tables([*parts, tombstones])
             correct_seconds = time.monotonic() - started
 
             pause.reach("before_commit")
             started = time.monotonic()
-            # One row per key by construction: the range's rows are unique in the source
-            # (primary key or checked-unique chunk key), and the corrected, deleted and
-            # vanished keys were taken out of them before being added.
-            sink.apply(chunk.table, changes, keys_unique=True)
+            written = write_as_files(sink, corrected, runner) if sink.takes_files() else None
+            if written is None:
+                written = merge_rows(
+                    sink,
+                    corrected,
+                    read_staged(results, target),
+                    lambda keys: _membership(conn, schema, chunk.range, keys),
+                )
             write_seconds = time.monotonic() - started
             pause.reach("after_commit")
         except Exception as exc:
@@ -324,7 +307,7 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             ) from exc
         finally:
             conn.close()
-        live_rows = changes.num_rows - tombstones.num_rows
+        live_rows = written.live_rows
         store.finish_chunk(
             spec.chunk_id,
             low=low,
@@ -340,12 +323,13 @@ def run_chunk(spec: ChunkJobSpec, runner: Runner = local_runner) -> ChunkOutcome
             live_rows,
             len(ranges),
             len(events),
-            tombstones.num_rows,
+            written.tombstones,
             low,
             high,
             read_seconds,
             correct_seconds,
             write_seconds,
+            written.as_files,
         )
         log.info("%s", outcome.summary())
         return outcome

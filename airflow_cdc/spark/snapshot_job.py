@@ -51,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     start_python_workers(context)
     try:
-        outcome = run_chunk(spec, runner=spark_runner(context))
+        outcome = run_chunk(
+            spec, runner=spark_runner(context), parallelism=int(context.defaultParallelism)
+        )
     except Exception as exc:
         # A partition read's error reaches the driver wrapped by Spark: say plainly what
         # our own error said (run_chunk recorded it).

@@ -8,6 +8,7 @@ leaves no duplicate and no missing row.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -100,6 +101,8 @@ def test_correction_under_concurrent_writes(
         -4000:
     ]  # type: ignore[attr-defined]
 
+    log = (tmp_path / f"spark-{chunk.chunk_id}.log").read_text()  # type: ignore[attr-defined]
+    assert "(new data files)" in log  # a first snapshot: written by the workers, one commit
     done = MetadataStore.connect(meta).chunk(chunk.chunk_id)  # type: ignore[attr-defined]
     assert done.status == "done"
     assert done.low_watermark < done.high_watermark
@@ -155,6 +158,10 @@ def test_chunk_killed_during_write_then_rerun(
         -4000:
     ]
 
+    summaries = re.findall(
+        r"written in \S+ s \((.*?)\)", (tmp_path / f"spark-{chunk.chunk_id}.log").read_text()
+    )
+    assert summaries[-1] == "merged"  # the range held the second attempt's rows
     final = store.chunk(chunk.chunk_id)
     assert final.status == "done"
     assert final.attempts == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -405,3 +406,96 @@ def test_apply_result_is_frozen() -> None:
     result = ApplyResult(1, 1, 0, 0, 1, 3)
     with pytest.raises(AttributeError):
         result.rows_in = 2  # type: ignore[misc]
+
+
+# -- data files committed into a new range (sinks.delta_files, DeltaSink.commit_new_range) --
+
+
+def _files(sink: DeltaSink, table: TableId, rows: list[tuple[int, int, bool, str | None]]) -> Any:
+    from airflow_cdc.sinks.delta_files import write_data_files
+
+    layout = sink.layout(table)
+    return write_data_files(
+        sink.table_uri(table), changes(rows), layout.change_schema, layout.key, layout.bucket_width
+    )
+
+
+def test_files_commit_into_an_empty_range_with_key_statistics(sink: DeltaSink) -> None:
+    schema, arrow = int_table()
+    sink.ensure_table(schema, arrow, bucket_width=100)
+    files = _files(
+        sink, schema.table, [(5, 7, False, "a"), (150, 7, False, "b"), (99, 7, True, None)]
+    )
+    assert sorted(f.bucket for f in files) == [0, 1]  # one file per bucket
+    assert sink.commit_new_range(schema.table, files, ChunkRange(None, (200,)))
+    assert state(sink, schema.table) == {
+        5: (7, False, "a"),
+        150: (7, False, "b"),
+        99: (7, True, None),
+    }
+    adds = pa.table(
+        DeltaTable(sink.table_uri(schema.table)).get_add_actions(flatten=True)
+    ).to_pylist()
+    assert sorted((a["min.id"], a["max.id"], a["num_records"]) for a in adds) == [
+        (5, 99, 2),
+        (150, 150, 1),
+    ]
+    # The range holds rows now: a second set of files is refused, and nothing is committed.
+    again = _files(sink, schema.table, [(5, 9, False, "c")])
+    assert not sink.commit_new_range(schema.table, again, ChunkRange((0,), (100,)))
+    sink.remove_files(schema.table, again)
+    assert state(sink, schema.table)[5] == (7, False, "a")
+    assert not any(
+        (Path(sink.table_uri(schema.table)) / again[0].path).parent.glob(Path(again[0].path).name)
+    )
+
+
+def test_a_writer_that_gets_into_the_range_first_makes_the_files_commit_back_off(
+    sink: DeltaSink,
+) -> None:
+    """Between the emptiness check and the commit, another writer merges a key of the range
+    (the stream, a chunk of another plan). A blind append would leave two rows of that key;
+    the bucket application ids make the commit fail, and the retry finds the range taken."""
+    schema, arrow = int_table()
+    sink.ensure_table(schema, arrow, bucket_width=100)
+    files = _files(sink, schema.table, [(5, 7, False, "snapshot"), (6, 7, False, "snapshot")])
+    other = DeltaSink(sink.root)
+    checks = 0
+    real = DeltaSink._range_rows
+
+    def racing(dt: Any, layout: Any, rng: ChunkRange, below: int | None) -> pa.Table:
+        nonlocal checks
+        checks += 1
+        found = real(dt, layout, rng, below)
+        if checks == 1:  # the other writer commits right after the first check
+            other.apply(schema.table, changes([(5, 9, False, "stream")]))
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DeltaSink, "_range_rows", staticmethod(racing))
+        assert not sink.commit_new_range(schema.table, files, ChunkRange(None, (100,)))
+    assert checks == 2  # the conflict made it check again
+    assert state(sink, schema.table) == {5: (9, False, "stream")}
+    # The caller then merges the rows: last writer wins, one row per key.
+    sink.remove_files(schema.table, files)
+    sink.apply(schema.table, changes([(5, 7, False, "snapshot"), (6, 7, False, "snapshot")]))
+    assert state(sink, schema.table) == {5: (9, False, "stream"), 6: (7, False, "snapshot")}
+
+
+def test_a_files_commit_makes_a_racing_merge_retry_onto_its_rows(sink: DeltaSink) -> None:
+    schema, arrow = int_table()
+    sink.ensure_table(schema, arrow, bucket_width=100)
+    stale = DeltaTable(sink.table_uri(schema.table))  # a merge that read before the commit
+    files = _files(sink, schema.table, [(5, 7, False, "snapshot")])
+    assert sink.commit_new_range(schema.table, files, ChunkRange(None, (100,)))
+    with pytest.raises(Exception, match="concurrent"):
+        stale.merge(
+            changes([(5, 9, False, "stream")]).append_column(
+                BUCKET_COLUMN, pa.array([0], pa.int64())
+            ),
+            predicate=f"t.{BUCKET_COLUMN} IN (0) AND t.id = s.id",
+            source_alias="s",
+            target_alias="t",
+        ).when_matched_update_all().when_not_matched_insert_all().execute()
+    sink.apply(schema.table, changes([(5, 9, False, "stream")]))  # what its retry does
+    assert state(sink, schema.table) == {5: (9, False, "stream")}

@@ -1,0 +1,96 @@
+"""Data files of a Delta sink table written by workers and committed later by one driver.
+
+A chunk job's executors write their rows as Parquet files straight into the table's folder
+(``<table>/_cdc_bucket=<b>/part-<uuid>.parquet``), in parallel, and the driver commits them
+all in one transaction (:meth:`DeltaSink.commit_new_range`): the design's "executors write
+Parquet, the driver commits the adds". Until that commit the files are invisible; a job
+that dies leaves unreferenced files, which VACUUM removes as for any failed Delta writer.
+
+The files carry the row count and the min/max/null count of integer key columns as Delta
+statistics (exact JSON integers; merges and readers skip files by them). Other columns have
+none, which is always correct: a reader then reads the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_cdc.sinks.base import BUCKET_COLUMN
+from airflow_cdc.sinks.buckets import bucket_values
+
+__all__ = ["DataFile", "is_local_uri", "local_path", "write_data_files"]
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One written, not yet committed, data file of a sink table."""
+
+    #: Relative to the table's root, as the Delta log names it.
+    path: str
+    size: int
+    bucket: int
+    rows: int
+    #: Delta statistics JSON (``numRecords``, and integer key columns' bounds).
+    stats: str
+
+
+def is_local_uri(uri: str) -> bool:
+    """Whether ``uri`` is a local folder (workers then write into it with plain file I/O)."""
+    return "://" not in uri or uri.startswith("file://")
+
+
+def local_path(uri: str) -> str:
+    return uri.removeprefix("file://")
+
+
+def _stats(rows: pa.Table, key: tuple[str, ...]) -> str:
+    minimum: dict[str, Any] = {}
+    maximum: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name in key:
+        column = rows.column(name)
+        if not pa.types.is_integer(column.type) or rows.num_rows == 0:
+            continue
+        low, high = pc.min_max(column).values()
+        minimum[name], maximum[name] = low.as_py(), high.as_py()
+        nulls[name] = column.null_count
+    stats: dict[str, Any] = {"numRecords": rows.num_rows}
+    if minimum:
+        stats.update(minValues=minimum, maxValues=maximum, nullCount=nulls)
+    return json.dumps(stats)
+
+
+def write_data_files(
+    table_uri: str,
+    rows: pa.Table,
+    schema: pa.Schema,
+    key: tuple[str, ...],
+    bucket_width: int | None,
+) -> list[DataFile]:
+    """Write ``rows`` (``schema``: the table's columns but the bucket, in its order and
+    types) into the local table at ``table_uri``: one Parquet file per bucket."""
+    if rows.num_rows == 0:
+        return []
+    rows = rows.select(schema.names).cast(schema)
+    buckets = bucket_values(rows.column(key[0]), bucket_width)
+    files: list[DataFile] = []
+    for bucket in pc.unique(buckets).to_pylist():
+        part = rows.filter(pc.equal(buckets, bucket)) if bucket_width is not None else rows
+        relative = f"{BUCKET_COLUMN}={bucket}/part-{uuid.uuid4().hex}.snappy.parquet"
+        target = os.path.join(local_path(table_uri), relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        pq.write_table(part, target, compression="snappy")
+        files.append(
+            DataFile(
+                relative, os.path.getsize(target), int(bucket), part.num_rows, _stats(part, key)
+            )
+        )
+    return files

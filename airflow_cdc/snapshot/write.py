@@ -1,0 +1,204 @@
+"""Writing a corrected chunk to the sink, at the high watermark's position.
+
+Two ways, same result (design.md section 5):
+
+* **files** (a range the sink holds no row of, e.g. a first snapshot, on a local sink): the
+  workers turn their staged partitions into the sink's Parquet data files in parallel,
+  leaving out the keys the correction replaces; the driver writes the corrected rows and
+  delete markers as one more file and commits them all at once
+  (:meth:`~airflow_cdc.sinks.delta.DeltaSink.commit_new_range`).
+* **merge** (anything else, or when a writer got into the range first): the driver merges
+  the rows with last-writer-wins, plus delete markers for sink rows of the range that are
+  gone from the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_cdc.model import ChunkRange, Key, TableId, TableSchema
+from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.delta_files import DataFile, write_data_files
+from airflow_cdc.sinks.staging import read_arrow_file
+from airflow_cdc.snapshot.types import arrow_schema
+
+__all__ = [
+    "ChunkRows",
+    "PartitionFiles",
+    "Written",
+    "key_table",
+    "with_position",
+    "without_keys",
+    "write_partition_files",
+]
+
+
+def with_position(table: pa.Table, target: pa.Schema, position: int, deleted: bool) -> pa.Table:
+    """``table`` in the sink's column order and types, plus position and marker flag."""
+    n = table.num_rows
+    columns = [table.column(field.name).cast(field.type) for field in target]
+    columns += [
+        pa.repeat(pa.scalar(position, POSITION_TYPE), n),
+        pa.repeat(pa.scalar(deleted, pa.bool_()), n),
+    ]
+    schema = target.append(pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=False)).append(
+        pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)
+    )
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def key_table(schema: TableSchema, keys: Sequence[Key]) -> pa.Table:
+    target = arrow_schema(schema)
+    return pa.table(
+        {
+            name: pa.array([key[i] for key in keys], target.field(name).type)
+            for i, name in enumerate(schema.key)
+        }
+    )
+
+
+def without_keys(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> pa.Table:
+    if keys.num_rows == 0 or rows.num_rows == 0:
+        return rows
+    return rows.join(keys, keys=list(key_names), join_type="left anti").select(rows.column_names)
+
+
+@dataclass(frozen=True)
+class PartitionFiles:
+    """On a worker: one staged partition as sink data files (see the module docstring)."""
+
+    staged: str
+    table_uri: str
+    #: The rows' columns (``snapshot.types.arrow_schema``) and the sink's (no bucket).
+    source_schema: pa.Schema
+    sink_schema: pa.Schema
+    key: tuple[str, ...]
+    bucket_width: int | None
+    position: int
+    #: Keys whose rows the correction writes instead.
+    replaced: pa.Table
+
+
+def write_partition_files(task: PartitionFiles) -> list[DataFile]:
+    rows = without_keys(read_arrow_file(task.staged), task.replaced, task.key)
+    return write_data_files(
+        task.table_uri,
+        with_position(rows, task.source_schema, task.position, False),
+        task.sink_schema,
+        task.key,
+        task.bucket_width,
+    )
+
+
+@dataclass(frozen=True)
+class ChunkRows:
+    """What a chunk writes: its staged partitions, and the correction's result."""
+
+    table: TableId
+    range: ChunkRange
+    schema: TableSchema
+    staged: Sequence[str]
+    upserts: pa.Table  # corrected rows (source columns)
+    deleted: Sequence[Key]  # keys the window deleted
+    position: int
+
+
+@dataclass(frozen=True)
+class Written:
+    live_rows: int
+    tombstones: int
+    as_files: bool
+
+
+def _corrections(rows: ChunkRows) -> pa.Table:
+    target = arrow_schema(rows.schema)
+    markers = pa.Table.from_pylist(
+        [dict(zip(rows.schema.key, key, strict=True)) for key in rows.deleted], schema=target
+    )
+    return pa.concat_tables(
+        [
+            with_position(rows.upserts, target, rows.position, False),
+            with_position(markers, target, rows.position, True),
+        ]
+    )
+
+
+def write_as_files(
+    sink: Any, rows: ChunkRows, runner: Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+) -> Written | None:
+    """The files way; None (nothing written) when the sink holds rows of the range."""
+    layout = sink.layout(rows.table)
+    uri = sink.table_uri(rows.table)
+    replaced = key_table(
+        rows.schema,
+        [*rows.deleted, *(tuple(r[k] for k in rows.schema.key) for r in rows.upserts.to_pylist())],
+    )
+    tasks = [
+        PartitionFiles(
+            path,
+            uri,
+            arrow_schema(rows.schema),
+            layout.change_schema,
+            layout.key,
+            layout.bucket_width,
+            rows.position,
+            replaced,
+        )
+        for path in rows.staged
+    ]
+    files: list[DataFile] = [f for written in runner(write_partition_files, tasks) for f in written]
+    files += write_data_files(
+        uri, _corrections(rows), layout.change_schema, layout.key, layout.bucket_width
+    )
+    if not sink.commit_new_range(rows.table, files, rows.range):
+        sink.remove_files(rows.table, files)
+        return None
+    total = sum(f.rows for f in files)
+    return Written(total - len(rows.deleted), len(rows.deleted), as_files=True)
+
+
+def merge_rows(
+    sink: Any,
+    rows: ChunkRows,
+    staged_rows: pa.Table,
+    in_range: Callable[[list[Key]], dict[Key, bool]],
+) -> Written:
+    """The merge way: the rows less the corrected keys, the corrections, and delete markers
+    for sink rows of the range older than the chunk that the source no longer has."""
+    schema = rows.schema
+    key_names = list(schema.key)
+    target = arrow_schema(schema)
+    corrected = [tuple(r[k] for k in key_names) for r in rows.upserts.to_pylist()]
+    kept = without_keys(staged_rows, key_table(schema, [*rows.deleted, *corrected]), key_names)
+    present = pa.concat_tables(
+        [kept.select(key_names), key_table(schema, corrected)], promote_options="permissive"
+    )
+    candidates = sink.candidates(rows.table, rows.range, below=rows.position)
+    if DELETED_COLUMN in candidates.column_names:
+        candidates = candidates.filter(pc.invert(candidates.column(DELETED_COLUMN)))
+    gone = without_keys(candidates.select(key_names), present, key_names)
+    gone_keys = [tuple(row[name] for name in key_names) for row in gone.to_pylist()]
+    member = in_range(gone_keys)
+    settled = {*rows.deleted, *corrected}
+    vanished = [k for k in gone_keys if member[k] and k not in settled]
+    markers = pa.Table.from_pylist(
+        [dict(zip(key_names, key, strict=True)) for key in vanished], schema=target
+    )
+    changes = pa.concat_tables(
+        [
+            with_position(kept, target, rows.position, False),
+            _corrections(rows),
+            with_position(markers, target, rows.position, True),
+        ]
+    )
+    # One row per key by construction: the range's rows are unique in the source (primary
+    # key or checked-unique chunk key), and the corrected, deleted and vanished keys were
+    # taken out of them before being added.
+    sink.apply(rows.table, changes, keys_unique=True)
+    tombstones = len(rows.deleted) + len(vanished)
+    return Written(changes.num_rows - tombstones, tombstones, as_files=False)
