@@ -9,6 +9,7 @@ Either way each column is selected through ``types.select_expression`` and cast 
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,13 +67,16 @@ def render_literal(value: Any) -> str:
     raise TypeError(f"cannot render a {type(value).__name__} as a SQL literal")
 
 
-def select_sql(schema: TableSchema, rng: ChunkRange) -> str:
-    """``SELECT <columns> FROM <table> WHERE <range>`` with the boundaries inlined."""
+def select_sql(schema: TableSchema, rng: ChunkRange, *, plain_temporal: bool = False) -> str:
+    """``SELECT <columns> FROM <table> WHERE <range>`` with the boundaries inlined
+    (``plain_temporal``: see :func:`~airflow_cdc.snapshot.types.select_expression`)."""
     from airflow_cdc.source.keyset import range_condition
 
     condition, params = range_condition(schema.key, rng)
     where = condition % tuple(render_literal(p) for p in params) if params else condition
-    columns = ", ".join(select_expression(column) for column in schema.columns)
+    columns = ", ".join(
+        select_expression(column, plain_temporal=plain_temporal) for column in schema.columns
+    )
     return f"SELECT {columns} FROM {schema.table.quoted()} WHERE {where}"  # noqa: S608
 
 
@@ -121,15 +125,29 @@ def read_failed(task: PartitionRead, message: str) -> SourceError:
     return SourceError(text)
 
 
+class _ZeroDate(Exception):
+    """A plain temporal read met a date connectorx cannot hold (zero month or day)."""
+
+
+#: connectorx's panic message for a date chrono cannot hold ('0000-00-00', '2024-00-10').
+_ZERO_DATE = "Couldn't convert the value `Date("
+#: TIMESTAMP read plain is the session's wall clock: make it UTC's.
+_UTC_SESSION = ["SET time_zone = '+00:00'"]
+
+
 def _read_connectorx(task: PartitionRead, sql: str) -> pa.Table:
     import connectorx as cx
 
     try:
-        table: pa.Table = cx.read_sql(task.source.url(), sql, return_type="arrow")
+        table: pa.Table = cx.read_sql(
+            task.source.url(), sql, return_type="arrow", pre_execution_query=_UTC_SESSION
+        )
         return table
     except BaseException as exc:  # connectorx raises a PanicException (BaseException) on odd values
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
+        if _ZERO_DATE in str(exc):
+            raise _ZeroDate(str(exc)) from None
         message = (
             str(exc).replace(task.source.password, "***") if task.source.password else str(exc)
         )
@@ -162,8 +180,20 @@ def read_partition(task: PartitionRead) -> PartitionResult:
     """Read one partition and stage it as an Arrow IPC file (``sinks.staging``); returns
     where and how many rows."""
     started = time.monotonic()
-    sql = select_sql(task.schema, task.range)
-    raw = _read_connectorx(task, sql) if task.engine == "connectorx" else _read_pymysql(task, sql)
+    if task.engine == "connectorx":
+        try:
+            raw = _read_connectorx(task, select_sql(task.schema, task.range, plain_temporal=True))
+        except _ZeroDate:
+            # Executors' Python workers have no logging set up: stderr reaches the job's log.
+            print(
+                f"airflow_cdc: {task.schema.table} {task.range.label()} holds zero dates: read "
+                "again with the SELECT that turns them into NULL",
+                file=sys.stderr,
+                flush=True,
+            )
+            raw = _read_connectorx(task, select_sql(task.schema, task.range))
+    else:
+        raw = _read_pymysql(task, select_sql(task.schema, task.range))
     table = conform(raw, task.schema)
     write_arrow_file(task.out_path, table)
     return PartitionResult(task.out_path, table.num_rows, time.monotonic() - started)

@@ -107,14 +107,22 @@ def arrow_schema(schema: TableSchema) -> pa.Schema:
     )
 
 
-def select_expression(column: Column) -> str:
+def select_expression(column: Column, *, plain_temporal: bool = False) -> str:
     """A SELECT expression whose result an Arrow reader returns without loss.
 
     TIMESTAMP is read as epoch microseconds (independent of the session time zone),
     unsigned BIGINT and decimals as text, TIME as its text form.
+
+    ``plain_temporal``: DATE, DATETIME and TIMESTAMP as they are, the fast read (a
+    1M-row read of the benchmark table: 1.09 s against 1.77 s here, server and client
+    time). The session must be in UTC then, for TIMESTAMP; and a zero date, or one with a
+    zero month or day, makes the reader fail (connectorx panics), after which the caller
+    reads again with these expressions.
     """
     name = quote_identifier(column.name)
     kind = column.data_type
+    if plain_temporal and kind in {"date", "datetime", "timestamp"}:
+        return name
     if kind == "timestamp":
         # Epoch 0 is the zero TIMESTAMP ('0000-00-00 00:00:00'): NULL (see python_value).
         return f"CAST(NULLIF(UNIX_TIMESTAMP({name}), 0) * 1000000 AS SIGNED)"
@@ -146,6 +154,8 @@ def conform(table: pa.Table, schema: TableSchema) -> pa.Table:
         array = table.column(index)
         column = schema.column(field.name)
         if column.data_type == "timestamp":
+            if pa.types.is_timestamp(array.type):  # plain, read in a UTC session
+                array = array.cast(pa.timestamp("us"))
             array = array.cast(pa.int64()).cast(pa.timestamp("us", tz="UTC"))
         arrays.append(array.cast(field.type) if array.type != field.type else array)
     return pa.Table.from_arrays(arrays, schema=target)

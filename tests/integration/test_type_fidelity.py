@@ -23,8 +23,9 @@ import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId
 from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.staging import read_arrow_file
 from tests.support.pipeline import plan, snapshot_all, source_config
 
 pytestmark = pytest.mark.integration
@@ -293,6 +294,47 @@ def test_zero_dates_become_null_by_both_paths(
         assert rows[offset + 2]["t6"] == dt.datetime(2024, 2, 29, 10, 0, 0, 500000)
 
 
+def test_only_a_zero_date_sends_the_read_to_the_zero_date_safe_select(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The fast read selects temporal columns as they are; a partition holding a zero date
+    (which connectorx cannot hold) is read again with the SELECT that makes it NULL, and
+    both give the same values for the other rows."""
+    from airflow_cdc.snapshot.reader import PartitionRead, read_partition
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+
+    db = fresh_db
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.zd (id INT PRIMARY KEY, at TIMESTAMP(6) NULL, d DATE NULL)",
+        f"INSERT INTO `{db}`.zd VALUES (1, FROM_UNIXTIME(1711846800.25), '2024-03-31'),"
+        f" (2, NULL, NULL)",
+    )
+    conn = connect(source_config(mariadb))
+    schema = load_table_schema(conn, TableId(db, "zd"))
+    conn.close()
+    task = PartitionRead(
+        source_config(mariadb), schema, ChunkRange(None, None), str(tmp_path / "p.arrow")
+    )
+
+    read_partition(task)
+    fast = read_arrow_file(task.out_path).to_pylist()
+    assert "zero dates" not in capfd.readouterr().err
+
+    root = mariadb.root()
+    try:
+        with root.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = ''")
+            cur.execute(f"INSERT INTO `{db}`.zd VALUES (3, NULL, '2024-00-00')")
+    finally:
+        root.close()
+    read_partition(task)
+    safe = read_arrow_file(task.out_path).to_pylist()
+    assert "holds zero dates: read again" in capfd.readouterr().err
+    assert safe == [*fast, {"id": 3, "at": None, "d": None}]
+    assert fast[0]["at"].timestamp() == 1711846800.25
+
+
 def test_unusual_key_types_chunked_and_streamed(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
@@ -334,8 +376,10 @@ def test_timestamps_are_instants_whatever_the_servers_time_zone(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
     """TIMESTAMP holds an instant: with the server at +05:30 a value written as 12:00 local
-    is 06:30 UTC in Delta by both paths; DATETIME keeps its wall-clock value. No time-zone
-    setting is needed (the snapshot reads epoch seconds, the binlog carries them)."""
+    is 06:30 UTC in Delta by both paths; DATETIME keeps its wall-clock value. The snapshot's
+    read sets its session to UTC (it selects TIMESTAMP as it is, which the server shows in
+    the session's zone; the zero-date-safe read takes epoch seconds); the binlog carries
+    epoch seconds."""
     db = fresh_db
     mariadb.execute(
         f"CREATE TABLE `{db}`.tz (id INT PRIMARY KEY, ts TIMESTAMP(3) NULL, d DATETIME)"
