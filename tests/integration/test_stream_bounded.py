@@ -25,8 +25,6 @@ from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,
     kill_group,
-    server_position,
-    source_config,
     spark_submit_stream,
     stream_spec,
     wait_for,
@@ -69,17 +67,6 @@ def _batches(caplog: pytest.LogCaptureFixture) -> list[tuple[int, int, int]]:
     return found
 
 
-def _run_until_caught_up(stream: InProcessStream, cfg: Any, limit: int = 200) -> None:
-    target = server_position(cfg)
-    for _ in range(limit):
-        stream.run_batch()
-        if stream.offset["file"] == target.file and stream.offset["pos"] >= target.offset:
-            return
-        if (stream.offset["file"], stream.offset["pos"]) > (target.file, target.offset):
-            return
-    raise AssertionError(f"not caught up after {limit} batches: at {stream.offset}")
-
-
 def test_tiny_bounds_on_a_real_binlog_keep_the_replica_exact(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -91,7 +78,7 @@ def test_tiny_bounds_on_a_real_binlog_keep_the_replica_exact(
         small_transactions(mariadb, fresh_db, 150, salt=1)
         big_transaction(mariadb, fresh_db)
         small_transactions(mariadb, fresh_db, 150, salt=2)
-        _run_until_caught_up(stream, source_config(mariadb))
+        stream.run_until_caught_up()
     finally:
         stream.close()
 
@@ -130,7 +117,7 @@ def test_a_batch_failing_between_merges_converges_when_replayed(
         # The first group is in Delta without the batch's application transaction, so
         # the replay merges every group again.
         assert stream.writer.sink.applied_version(table, spec.stream_id) is None
-        _run_until_caught_up(stream, source_config(mariadb))
+        stream.run_until_caught_up()
         assert calls > 3
     finally:
         stream.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.model import BinlogPosition
+from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.spark.binlog_source import BinlogStreamReader
 from airflow_cdc.spark.stream_job import START_BATCH_ID, _has_checkpoint
 from airflow_cdc.stream.joining import joined_tables
@@ -38,12 +38,19 @@ def _start_batch(stream: InProcessStream) -> BinlogPosition:
     return BinlogPosition(end["file"], end["pos"])
 
 
+def _stream_of_a_snapshotted_table(
+    mariadb: LocalMariaDB, db: str, tmp_path: Path
+) -> tuple[TableId, Path, InProcessStream]:
+    table, meta, lake = snapshotted_table(mariadb, db, tmp_path)
+    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", start_batch_bytes=CAP)
+    return table, lake, InProcessStream(spec, tmp_path)
+
+
 def test_start_batch_is_bounded_and_the_query_starts_at_its_end(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    table, meta, lake = snapshotted_table(mariadb, fresh_db, tmp_path)
-    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", start_batch_bytes=CAP)
-    stream = InProcessStream(spec, tmp_path)
+    table, lake, stream = _stream_of_a_snapshotted_table(mariadb, fresh_db, tmp_path)
+    spec = stream.spec
     try:
         begin = BinlogPosition(stream.offset["file"], stream.offset["pos"])
         small_transactions(mariadb, fresh_db, 150, salt=1)  # far more binlog than CAP
@@ -68,8 +75,7 @@ def test_start_batch_is_bounded_and_the_query_starts_at_its_end(
             end.offset,
         )
         stream.offset = given.initialOffset()
-        while (stream.offset["file"], stream.offset["pos"]) < (latest.file, latest.offset):
-            stream.run_batch()
+        stream.run_until_caught_up()
         assert stream.writer.sink.applied_version(table, spec.stream_id) is not None
     finally:
         stream.close()
@@ -79,9 +85,8 @@ def test_start_batch_is_bounded_and_the_query_starts_at_its_end(
 def test_one_transaction_over_the_bound_leaves_the_start_batch_empty(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    table, meta, lake = snapshotted_table(mariadb, fresh_db, tmp_path)
-    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", start_batch_bytes=CAP)
-    stream = InProcessStream(spec, tmp_path)
+    table, lake, stream = _stream_of_a_snapshotted_table(mariadb, fresh_db, tmp_path)
+    spec = stream.spec
     try:
         begin = BinlogPosition(stream.offset["file"], stream.offset["pos"])
         big_transaction(mariadb, fresh_db)  # one transaction of several times CAP

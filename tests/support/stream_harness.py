@@ -63,5 +63,16 @@ class InProcessStream:
         self.batch_id += 1
         self.offset = end
 
+    def run_until_caught_up(self, limit: int = 200) -> None:
+        """Batches until the offset reaches the server's position when this is called."""
+        from tests.support.pipeline import server_position
+
+        target = server_position(self.spec.source)
+        for _ in range(limit):
+            if (self.offset["file"], self.offset["pos"]) >= (target.file, target.offset):
+                return
+            self.run_batch()
+        raise AssertionError(f"not caught up after {limit} batches: at {self.offset}")
+
     def close(self) -> None:
         self.store.release_stream_lease(self.spec.stream_id, self.OWNER)
