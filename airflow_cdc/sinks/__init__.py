@@ -2,20 +2,43 @@
 
 :mod:`.base` defines the contract (columns, :class:`Sink`, :class:`ApplyResult`);
 :mod:`.delta` is the embedded default, Delta Lake tables written with delta-rs.
+
+The names below load their module on first use: workers that only need a light
+submodule (``staging``, ``delta_files``) do not import delta-rs, pandas and friends.
 """
 
-from airflow_cdc.sinks.base import (
-    BUCKET_COLUMN,
-    DELETED_COLUMN,
-    LIVE_ROWS_PREDICATE,
-    POSITION_COLUMN,
-    POSITION_TYPE,
-    ApplyResult,
-    Sink,
-    check_column_names,
-    live_rows_sql,
-)
-from airflow_cdc.sinks.delta import DeltaSink, TableLayout
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_cdc.sinks.base import (
+        BUCKET_COLUMN,
+        DELETED_COLUMN,
+        LIVE_ROWS_PREDICATE,
+        POSITION_COLUMN,
+        POSITION_TYPE,
+        ApplyResult,
+        Sink,
+        check_column_names,
+        live_rows_sql,
+    )
+    from airflow_cdc.sinks.delta import DeltaSink, TableLayout
+
+_HOMES = {
+    "BUCKET_COLUMN": "base",
+    "DELETED_COLUMN": "base",
+    "LIVE_ROWS_PREDICATE": "base",
+    "POSITION_COLUMN": "base",
+    "POSITION_TYPE": "base",
+    "ApplyResult": "base",
+    "Sink": "base",
+    "check_column_names": "base",
+    "live_rows_sql": "base",
+    "DeltaSink": "delta",
+    "TableLayout": "delta",
+}
 
 __all__ = [
     "BUCKET_COLUMN",
@@ -30,3 +53,9 @@ __all__ = [
     "check_column_names",
     "live_rows_sql",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
