@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "CHUNK_DAEMON_MODULE",
     "DAEMON_MODULE",
     "job_file_argument",
     "report_failure",
@@ -22,15 +23,17 @@ log = logging.getLogger("airflow_cdc.spark")
 
 #: Spark's Python worker daemon that preloads the jobs' imports (``spark.worker_daemon``).
 DAEMON_MODULE = "airflow_cdc.spark.worker_daemon"
+#: The chunk job's, which preloads less (``spark.chunk_worker_daemon``).
+CHUNK_DAEMON_MODULE = "airflow_cdc.spark.chunk_worker_daemon"
 
 
-def spark_conf(app_name: str) -> Any:
+def spark_conf(app_name: str, daemon_module: str = DAEMON_MODULE) -> Any:
     """The job's SparkConf: spark-submit's settings, plus (unless set there) the preloading
     Python worker daemon."""
     from pyspark import SparkConf
 
     conf = SparkConf().setAppName(app_name)
-    conf.setIfMissing("spark.python.daemon.module", DAEMON_MODULE)
+    conf.setIfMissing("spark.python.daemon.module", daemon_module)
     return conf
 
 

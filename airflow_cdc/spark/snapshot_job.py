@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.spark._entry import (
+    CHUNK_DAEMON_MODULE,
     job_file_argument,
     report_failure,
     spark_conf,
@@ -46,7 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # A bare context: the job only maps partition reads, and a SparkSession costs seconds
     # more to create (it registers every SQL and ML function).
-    context = SparkContext.getOrCreate(spark_conf(f"airflow-cdc snapshot chunk {spec.chunk_id}"))
+    context = SparkContext.getOrCreate(
+        spark_conf(f"airflow-cdc snapshot chunk {spec.chunk_id}", CHUNK_DAEMON_MODULE)
+    )
     context.setLogLevel("WARN")
     started = time.monotonic()
     start_python_workers(context)
