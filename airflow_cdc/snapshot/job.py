@@ -34,7 +34,7 @@ from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.snapshot.pause import PausePoints
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
 from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
-from airflow_cdc.snapshot.write import ChunkRows, merge_rows, write_as_files
+from airflow_cdc.snapshot.write import ChunkRows, commit_files, merge_rows, write_files
 
 __all__ = [
     "ChunkOutcome",
@@ -199,6 +199,16 @@ def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int |
     return max(1, math.ceil((int(high) - int(low) + 1) / max(1, chunks_of_table)))
 
 
+def _remove_earlier_attempts(sink_root: str, chunk_id: int, attempt: int) -> None:
+    """Remove what killed attempts of the chunk staged (a SIGKILL skips their clean-up)."""
+    import glob
+
+    for folder in glob.glob(staging_folder(sink_root, f"chunk-{chunk_id}-*-*")):
+        parts = folder.rsplit("/", 1)[-1].split("-")
+        if len(parts) == 4 and parts[2].isdigit() and int(parts[2]) < attempt:
+            remove_staged(folder)
+
+
 def run_chunk(
     spec: ChunkJobSpec, runner: Runner = local_runner, parallelism: int = 1
 ) -> ChunkOutcome:
@@ -220,6 +230,7 @@ def run_chunk(
     staging = staging_folder(
         spec.sink.root, f"chunk-{chunk.chunk_id}-{attempt}-{uuid.uuid4().hex[:8]}"
     )
+    _remove_earlier_attempts(spec.sink.root, chunk.chunk_id, attempt)
     try:
         conn = connect(spec.source)
         try:
@@ -286,7 +297,11 @@ def run_chunk(
 
             pause.reach("before_commit")
             started = time.monotonic()
-            written = write_as_files(sink, corrected, runner) if sink.takes_files() else None
+            written = None
+            if sink.takes_files():
+                files = write_files(sink, corrected, runner)
+                pause.reach("files_written")
+                written = commit_files(sink, corrected, files)
             if written is None:
                 written = merge_rows(
                     sink,

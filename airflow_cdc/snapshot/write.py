@@ -31,9 +31,12 @@ __all__ = [
     "ChunkRows",
     "PartitionFiles",
     "Written",
+    "commit_files",
     "key_table",
+    "merge_rows",
     "with_position",
     "without_keys",
+    "write_files",
     "write_partition_files",
 ]
 
@@ -128,10 +131,11 @@ def _corrections(rows: ChunkRows) -> pa.Table:
     )
 
 
-def write_as_files(
+def write_files(
     sink: Any, rows: ChunkRows, runner: Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
-) -> Written | None:
-    """The files way; None (nothing written) when the sink holds rows of the range."""
+) -> list[DataFile]:
+    """The files way, first half: the partitions' files (by the workers) and the
+    corrections' file, not committed yet."""
     layout = sink.layout(rows.table)
     uri = sink.table_uri(rows.table)
     replaced = key_table(
@@ -155,6 +159,12 @@ def write_as_files(
     files += write_data_files(
         uri, _corrections(rows), layout.change_schema, layout.key, layout.bucket_width
     )
+    return files
+
+
+def commit_files(sink: Any, rows: ChunkRows, files: Sequence[DataFile]) -> Written | None:
+    """The files way, second half: one commit; None (the files deleted, nothing written)
+    when the sink holds rows of the range by now."""
     if not sink.commit_new_range(rows.table, files, rows.range):
         sink.remove_files(rows.table, files)
         return None
