@@ -97,9 +97,10 @@ def write_data_files(
         return []
     rows = rows.select(schema.names).cast(schema)
     buckets = bucket_values(rows.column(key[0]), bucket_width)
+    distinct = pc.unique(buckets).to_pylist()
     files: list[DataFile] = []
-    for bucket in pc.unique(buckets).to_pylist():
-        part = rows.filter(pc.equal(buckets, bucket)) if bucket_width is not None else rows
+    for bucket in distinct:
+        part = rows if len(distinct) == 1 else rows.filter(pc.equal(buckets, bucket))
         relative = f"{BUCKET_COLUMN}={bucket}/part-{uuid.uuid4().hex}.snappy.parquet"
         target = os.path.join(local_path(table_uri), relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
