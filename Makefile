@@ -37,7 +37,7 @@ bench: setup  ## run the benchmarks (~45 min): bench/results.json, docs/benchmar
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 # SOAK_ARGS="--minutes 60 --seed 3" for a longer run or to replay one; see scripts/soak.py --help.
-soak: setup  ## seeded random faults under a writer (~22 min), then replicas vs source: bench/out/soak.json
+soak: setup  ## seeded random faults under a writer (~25 min), then replicas vs source: bench/out/soak.json
 	$(PY) scripts/soak.py $(SOAK_ARGS)
 
 lock:  ## regenerate requirements.lock from requirements.in

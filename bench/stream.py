@@ -325,39 +325,13 @@ def measure_latency(
     }
 
 
-def _tree_pss(pid: int) -> dict[str, int]:
-    """Memory of the process tree under ``pid`` by role: the JVM, the Python driver, and
-    Spark's Python workers (and their daemon). PSS: pages shared by the workers forked from
-    one daemon count once in all, not once per process as RSS would."""
-    import psutil
-
-    roles = {"jvm": 0, "driver": 0, "workers": 0}
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return roles
-    for proc in procs:
-        try:
-            pss = proc.memory_full_info().pss
-            line = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if "java" in proc.name() or "java" in line.split(" ", 1)[0]:
-            roles["jvm"] += pss
-        elif "daemon" in line or "worker" in line:
-            roles["workers"] += pss
-        else:
-            roles["driver"] += pss
-    return roles
-
-
 def measure_big_transaction(
     server: LocalMariaDB, rows: int, workdir: Path, **settings: int
 ) -> dict[str, Any]:
     """Peak memory of the stream (JVM, Python driver and workers) applying one UPDATE
     transaction of ``rows`` rows: a transaction is never cut into slices, so this is the
     stream's worst case."""
+    from tests.support.memory import tree_pss
     from tests.support.pipeline import server_position, spark_submit_stream, stream_spec
 
     meta, lake, cfg = snapshotted_table(server, rows, workdir)
@@ -371,7 +345,7 @@ def measure_big_transaction(
     peak = 0
     peaks = {"jvm": 0, "driver": 0, "workers": 0}
     while job.poll() is None:
-        roles = _tree_pss(job.pid)
+        roles = tree_pss(job.pid)
         peak = max(peak, sum(roles.values()))
         peaks = {role: max(peaks[role], roles[role]) for role in peaks}
         time.sleep(0.2)

@@ -248,6 +248,13 @@ def committed(store: MetadataStore, stream_id: str) -> BinlogPosition | None:
     return None if state is None else state.committed_position
 
 
+def spark_batch_committed(store: MetadataStore, stream_id: str) -> bool:
+    """Whether Spark's query has committed a batch (the driver's start batch, -1, commits
+    before the query has even started)."""
+    state = store.stream_state(stream_id)
+    return state is not None and state.last_batch_id is not None and state.last_batch_id >= 0
+
+
 def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path: Path) -> None:
     """The server restarts while the continuous stream runs (its dump connection and every
     query break, the binlog rotates): the stream rides through (its planning and batch
@@ -269,8 +276,8 @@ def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path
         log_file = tmp_path / "stream.log"
         try:
             wait_until(
-                lambda: job.poll() is not None or committed(store, spec.stream_id),
-                "the stream's first batch",
+                lambda: job.poll() is not None or spark_batch_committed(store, spec.stream_id),
+                "the stream's first Spark batch",
                 timeout=240,
             )
             assert job.poll() is None, log_file.read_text(errors="replace")[-4000:]
