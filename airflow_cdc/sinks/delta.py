@@ -225,7 +225,7 @@ class DeltaSink:
             if app_id is not None and app_version is not None
             else []
         )
-        predicate = _merge_predicate(layout, source)
+        predicate = _merge_predicate(layout, buckets)
         updates = {quote_column(name): quote_column(name, "s") for name in source.column_names}
         what = f"apply {rows_in} rows to {table}"
 
@@ -541,21 +541,18 @@ def _reject_duplicate_keys(table: TableId, key: tuple[str, ...], source: pa.Tabl
     )
 
 
-def _merge_predicate(layout: TableLayout, source: pa.Table) -> str:
+def _merge_predicate(layout: TableLayout, buckets: Sequence[int]) -> str:
     """Join on key and bucket, with the batch's buckets as literals so that delta-rs prunes
     files and its conflict checker sees which buckets were read. (delta-rs adds the key
     bounds of the source itself when ``streamed_exec`` is off.)"""
     bucket_t = quote_column(BUCKET_COLUMN, "t")
     parts: list[str] = []
-    buckets = source.column(BUCKET_COLUMN)
-    if source.num_rows:
-        distinct = pc.unique(buckets)
-        if len(distinct) <= _MAX_BUCKET_LIST:
-            values = ", ".join(str(int(b)) for b in sorted(distinct.to_pylist()))
+    if buckets:
+        if len(buckets) <= _MAX_BUCKET_LIST:
+            values = ", ".join(str(int(b)) for b in sorted(buckets))
             parts.append(f"{bucket_t} IN ({values})")
         else:
-            low, high = pc.min_max(buckets).values()
-            parts.append(f"{bucket_t} BETWEEN {int(low.as_py())} AND {int(high.as_py())}")
+            parts.append(f"{bucket_t} BETWEEN {int(min(buckets))} AND {int(max(buckets))}")
     parts += [f"{quote_column(k, 't')} = {quote_column(k, 's')}" for k in layout.key]
     parts.append(f"{bucket_t} = {quote_column(BUCKET_COLUMN, 's')}")
     return " AND ".join(parts)

@@ -203,9 +203,8 @@ def _remove_earlier_attempts(sink_root: str, chunk_id: int, attempt: int) -> Non
     """Remove what killed attempts of the chunk staged (a SIGKILL skips their clean-up)."""
     import glob
 
-    for folder in glob.glob(staging_folder(sink_root, f"chunk-{chunk_id}-*-*")):
-        parts = folder.rsplit("/", 1)[-1].split("-")
-        if len(parts) == 4 and parts[2].isdigit() and int(parts[2]) < attempt:
+    for earlier in range(1, attempt):
+        for folder in glob.glob(staging_folder(sink_root, f"chunk-{chunk_id}-{earlier}-*")):
             remove_staged(folder)
 
 

@@ -110,6 +110,21 @@ class ChunkRows:
     deleted: Sequence[Key]  # keys the window deleted
     position: int
 
+    def replaced_keys(self) -> pa.Table:
+        """The keys whose read rows the correction replaces: deleted and corrected."""
+        return pa.concat_tables(
+            [key_table(self.schema, self.deleted), self.upserts.select(list(self.schema.key))],
+            promote_options="permissive",
+        )
+
+    def markers(self, keys: Sequence[Key]) -> pa.Table:
+        """Delete markers of ``keys`` at the chunk's position."""
+        target = arrow_schema(self.schema)
+        rows = pa.Table.from_pylist(
+            [dict(zip(self.schema.key, key, strict=True)) for key in keys], schema=target
+        )
+        return with_position(rows, target, self.position, True)
+
 
 @dataclass(frozen=True)
 class Written:
@@ -120,14 +135,8 @@ class Written:
 
 def _corrections(rows: ChunkRows) -> pa.Table:
     target = arrow_schema(rows.schema)
-    markers = pa.Table.from_pylist(
-        [dict(zip(rows.schema.key, key, strict=True)) for key in rows.deleted], schema=target
-    )
     return pa.concat_tables(
-        [
-            with_position(rows.upserts, target, rows.position, False),
-            with_position(markers, target, rows.position, True),
-        ]
+        [with_position(rows.upserts, target, rows.position, False), rows.markers(rows.deleted)]
     )
 
 
@@ -138,10 +147,7 @@ def write_files(
     corrections' file, not committed yet."""
     layout = sink.layout(rows.table)
     uri = sink.table_uri(rows.table)
-    replaced = key_table(
-        rows.schema,
-        [*rows.deleted, *(tuple(r[k] for k in rows.schema.key) for r in rows.upserts.to_pylist())],
-    )
+    replaced = rows.replaced_keys()
     tasks = [
         PartitionFiles(
             path,
@@ -183,10 +189,9 @@ def merge_rows(
     schema = rows.schema
     key_names = list(schema.key)
     target = arrow_schema(schema)
-    corrected = [tuple(r[k] for k in key_names) for r in rows.upserts.to_pylist()]
-    kept = without_keys(staged_rows, key_table(schema, [*rows.deleted, *corrected]), key_names)
+    kept = without_keys(staged_rows, rows.replaced_keys(), key_names)
     present = pa.concat_tables(
-        [kept.select(key_names), key_table(schema, corrected)], promote_options="permissive"
+        [kept.select(key_names), rows.upserts.select(key_names)], promote_options="permissive"
     )
     candidates = sink.candidates(rows.table, rows.range, below=rows.position)
     if DELETED_COLUMN in candidates.column_names:
@@ -194,16 +199,13 @@ def merge_rows(
     gone = without_keys(candidates.select(key_names), present, key_names)
     gone_keys = [tuple(row[name] for name in key_names) for row in gone.to_pylist()]
     member = in_range(gone_keys)
-    settled = {*rows.deleted, *corrected}
-    vanished = [k for k in gone_keys if member[k] and k not in settled]
-    markers = pa.Table.from_pylist(
-        [dict(zip(key_names, key, strict=True)) for key in vanished], schema=target
-    )
+    deleted = set(rows.deleted)  # marked already (corrected keys are present, not gone)
+    vanished = [k for k in gone_keys if member[k] and k not in deleted]
     changes = pa.concat_tables(
         [
             with_position(kept, target, rows.position, False),
             _corrections(rows),
-            with_position(markers, target, rows.position, True),
+            rows.markers(vanished),
         ]
     )
     # One row per key by construction: the range's rows are unique in the source (primary

@@ -29,6 +29,7 @@ __all__ = [
     "connection_broke",
     "fetch_all",
     "fetch_one",
+    "on_server",
     "retry_unreachable",
 ]
 
@@ -142,6 +143,20 @@ def retry_unreachable(
             )
             sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def on_server(cfg: SourceConfig, action: Callable[[Any], T], *, what: str) -> T:
+    """``action(conn)`` on a connection of its own, closed afterwards, run again through a
+    short outage (:func:`retry_unreachable`)."""
+
+    def attempt() -> T:
+        conn = connect(cfg)
+        try:
+            return action(conn)
+        finally:
+            conn.close()
+
+    return retry_unreachable(attempt, what=what)
 
 
 def _explain(cfg: SourceConfig, database: str | None, exc: pymysql.err.MySQLError) -> str:

@@ -127,17 +127,14 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._schemas: dict[TableId, TableSchema] = {}
 
     def _server_position(self) -> BinlogPosition:
-        from airflow_cdc.source.connection import connect, retry_unreachable
+        from airflow_cdc.source.connection import on_server
         from airflow_cdc.source.server import current_position, server_info
 
-        def read() -> BinlogPosition:
-            conn = connect(self._spec.source)
-            try:
-                return current_position(conn, server_info(conn))
-            finally:
-                conn.close()
-
-        return retry_unreachable(read, what="reading the binlog position")
+        return on_server(
+            self._spec.source,
+            lambda conn: current_position(conn, server_info(conn)),
+            what="reading the binlog position",
+        )
 
     def _capped(
         self, start: BinlogPosition, latest: BinlogPosition, limit: int | None = None
@@ -145,20 +142,17 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """``latest``, or a transaction boundary about ``limit`` (default
         ``max_batch_bytes``) past ``start``."""
         from airflow_cdc.source.binlog_index import batch_end, binary_logs, events_query
-        from airflow_cdc.source.connection import connect, retry_unreachable
+        from airflow_cdc.source.connection import on_server
 
         limit = self._spec.max_batch_bytes if limit is None else limit
         if latest.file == start.file and latest.offset - start.offset <= limit:
             return latest  # the common case costs no query
 
-        def find() -> BinlogPosition:
-            conn = connect(self._spec.source)
-            try:
-                return batch_end(binary_logs(conn), events_query(conn), start, latest, limit)
-            finally:
-                conn.close()
-
-        return retry_unreachable(find, what="capping the batch")
+        return on_server(
+            self._spec.source,
+            lambda conn: batch_end(binary_logs(conn), events_query(conn), start, latest, limit),
+            what="capping the batch",
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the reader for read() on the executors: no DB engine travels.
@@ -203,19 +197,15 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _bytes_between(self, first: BinlogPosition, last: BinlogPosition) -> int:
         from airflow_cdc.source.binlog_index import binary_logs, range_bytes
-        from airflow_cdc.source.connection import connect, retry_unreachable
+        from airflow_cdc.source.connection import on_server
 
         if first.file == last.file:
             return last.offset - first.offset
-
-        def measure() -> int:
-            conn = connect(self._spec.source)
-            try:
-                return range_bytes(binary_logs(conn), first, last)
-            finally:
-                conn.close()
-
-        return retry_unreachable(measure, what="measuring the start batch")
+        return on_server(
+            self._spec.source,
+            lambda conn: range_bytes(binary_logs(conn), first, last),
+            what="measuring the start batch",
+        )
 
     def prepareForTriggerAvailableNow(self) -> None:
         # until_caught_up: process up to the server's position when the query starts.
@@ -241,7 +231,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from airflow_cdc.planning.key_order import sort_key_for
         from airflow_cdc.source.binlog_index import binary_logs, range_bytes, transaction_cuts
         from airflow_cdc.source.catalog import load_table_schema
-        from airflow_cdc.source.connection import connect, retry_unreachable
+        from airflow_cdc.source.connection import on_server
         from airflow_cdc.stream.joining import tables_to_read
 
         store = self._store()
@@ -257,21 +247,17 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tables and parallelism > 1 and (span is None or span >= 2 * self._spec.min_slice_bytes)
         )
 
-        def load_and_cut() -> list[BinlogPosition]:
-            conn = connect(self._spec.source)
-            try:
-                for table in missing:
-                    self._schemas[table] = load_table_schema(conn, table)
-                if not worth_cutting:
-                    return []
-                size = range_bytes(binary_logs(conn), first, last) if span is None else span
-                parts = min(parallelism, size // self._spec.min_slice_bytes)
-                return transaction_cuts(conn, first, last, parts) if parts > 1 else []
-            finally:
-                conn.close()
+        def load_and_cut(conn: Any) -> list[BinlogPosition]:
+            for table in missing:
+                self._schemas[table] = load_table_schema(conn, table)
+            if not worth_cutting:
+                return []
+            size = range_bytes(binary_logs(conn), first, last) if span is None else span
+            parts = min(parallelism, size // self._spec.min_slice_bytes)
+            return transaction_cuts(conn, first, last, parts) if parts > 1 else []
 
         cuts = (
-            retry_unreachable(load_and_cut, what="planning the batch")
+            on_server(self._spec.source, load_and_cut, what="planning the batch")
             if missing or worth_cutting
             else []
         )

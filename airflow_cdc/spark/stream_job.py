@@ -220,7 +220,7 @@ class _BatchWriter:
         with the Delta table's own columns and key (once, when loaded: ``sink_drift``)."""
         from airflow_cdc.errors import SchemaChangedError
         from airflow_cdc.source.catalog import load_table_schema
-        from airflow_cdc.source.connection import connect, retry_unreachable
+        from airflow_cdc.source.connection import on_server
         from airflow_cdc.stream.schema_check import catalog_drift, way_on
 
         for table in tables:
@@ -234,14 +234,11 @@ class _BatchWriter:
         if not tables:
             return
 
-        def load() -> dict[TableId, TableSchema]:
-            conn = connect(self.spec.source)
-            try:
-                return {table: load_table_schema(conn, table) for table in tables}
-            finally:
-                conn.close()
-
-        current = retry_unreachable(load, what="checking the catalog")
+        current = on_server(
+            self.spec.source,
+            lambda conn: {table: load_table_schema(conn, table) for table in tables},
+            what="checking the catalog",
+        )
         for table in tables:
             drift = catalog_drift(self.schemas[table], current[table])
             if drift.retyped or drift.key is not None:
@@ -268,7 +265,7 @@ class _BatchWriter:
         """Join the tables this batch read for the first time: take them into the lease,
         replay their changes up to the batch's start (``stream.joining``), and keep their
         schemas so the batch applies their changes too."""
-        from airflow_cdc.source.connection import connect, retry_unreachable
+        from airflow_cdc.source.connection import on_server
         from airflow_cdc.stream.joining import joined_tables, new_tables, replay_table
 
         joined = joined_tables(self.store, self.spec.stream_id)
@@ -279,16 +276,12 @@ class _BatchWriter:
         fresh = new_tables(batch.tables, joined)
         missing = [t for t in batch.tables if t not in self.schemas]
 
-        def load() -> None:
-            conn = connect(self.spec.source)
-            try:
-                for table in missing:
-                    self._load_schema(conn, table)
-            finally:
-                conn.close()
+        def load(conn: Any) -> None:
+            for table in missing:
+                self._load_schema(conn, table)
 
         if missing:
-            retry_unreachable(load, what="loading table schemas")
+            on_server(self.spec.source, load, what="loading table schemas")
         if not fresh or batch.start is None:
             return []
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,32 @@ def test_retry_unreachable_rides_through_a_short_outage_only() -> None:
 
     with pytest.raises(SourceUnreachableError, match="still down"):
         retry_unreachable(always_down, what="t", seconds=0.0, sleep=slept.append)
+
+
+def test_on_server_opens_a_connection_per_try_and_closes_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pymysql
+
+    from airflow_cdc.source import connection
+
+    opened: list[Any] = []
+
+    class Conn:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    def fake_connect(cfg: Any) -> Conn:
+        opened.append(Conn())
+        return opened[-1]
+
+    def action(conn: Conn) -> str:
+        if len(opened) == 1:
+            raise pymysql.err.OperationalError(2013, "lost connection mid-query")
+        return "answer"
+
+    monkeypatch.setattr(connection, "connect", fake_connect)
+    assert connection.on_server(object(), action, what="t") == "answer"  # type: ignore[arg-type]  # retried once, after 0.5 s
+    assert [c.closed for c in opened] == [True, True]
