@@ -13,17 +13,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 
-from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import PositionPurgedError
 from airflow_cdc.metadata import MetadataStore
@@ -33,10 +29,10 @@ from airflow_cdc.snapshot.job import run_chunk
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,
+    chunk_job,
     job_spec,
     kill_group,
     plan,
-    spark_submit,
     stream_spec,
     wait_for,
 )
@@ -47,18 +43,6 @@ from tests.support.writer import RandomWriter, create_tables
 pytestmark = pytest.mark.integration
 
 ACCOUNTS, ITEMS, CHUNK_ROWS = 4_000, 1_000, 1_500
-
-
-@contextmanager
-def chunk_job(spec: ChunkJobSpec, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A chunk job through spark-submit, killed on the way out if it still runs (so a failed
-    assertion leaves no JVM behind)."""
-    job = spark_submit(spec, workdir)
-    try:
-        yield job
-    finally:
-        if job.poll() is None:
-            kill_group(job)
 
 
 def delta_version(lake: Path, table: TableId) -> int:

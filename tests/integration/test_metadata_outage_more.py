@@ -40,7 +40,7 @@ from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.stream.lease import LeaseKeeper
 from tests.support.compare import assert_replica_equals_source
-from tests.support.pipeline import arm, job_spec, kill_group, plan, spark_submit, wait_for
+from tests.support.pipeline import arm, chunk_job, job_spec, plan, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -110,8 +110,7 @@ def test_a_chunk_job_waits_for_a_locked_sqlite_metadata_db_then_finishes(
     meta = f"sqlite:///{meta_file}"
     chunk = _single_chunk(mariadb, table, meta)
     pause = arm(tmp_path / "pause", "after_commit")
-    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path)
-    try:
+    with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path) as job:
         wait_for(pause / "after_commit.reached", job)
         with _sqlite_write_lock(meta_file):
             (pause / "after_commit.release").touch()  # the job goes on to record the chunk
@@ -121,9 +120,6 @@ def test_a_chunk_job_waits_for_a_locked_sqlite_metadata_db_then_finishes(
             waiting = MetadataStore.connect(meta).chunk(chunk.chunk_id)
             assert (waiting.status, waiting.high_watermark) == ("running", None)
         assert job.wait(timeout=JOB_TIMEOUT) == 0, _log_of(tmp_path, chunk)[-4000:]
-    finally:
-        if job.poll() is None:
-            kill_group(job)
 
     done = MetadataStore.connect(meta).chunk(chunk.chunk_id)
     assert (done.status, done.attempts) == ("done", 1)
@@ -140,8 +136,7 @@ def test_a_chunk_job_fails_clearly_when_postgresql_stops_and_its_rerun_converges
     meta, lake = postgres.create_database("chunk_outage"), tmp_path / "lake"
     chunk = _single_chunk(mariadb, table, meta)
     pause = arm(tmp_path / "pause", "after_commit")
-    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path)
-    try:
+    with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path) as job:
         wait_for(pause / "after_commit.reached", job)
         with _postgres_stopped(postgres):
             (pause / "after_commit.release").touch()  # committed: now record the chunk
@@ -153,9 +148,6 @@ def test_a_chunk_job_fails_clearly_when_postgresql_stops_and_its_rerun_converges
                 f"DELETE FROM {t} WHERE id BETWEEN 1 AND 5",
                 f"INSERT INTO {t} VALUES ({ROWS + 1}, 0, 'new')",
             )
-    finally:
-        if job.poll() is None:
-            kill_group(job)
 
     log = _log_of(tmp_path, chunk)
     assert exit_code == 2, log[-4000:]
@@ -175,12 +167,8 @@ def test_a_chunk_job_fails_clearly_when_postgresql_stops_and_its_rerun_converges
     assert (failed.status, failed.attempts, failed.high_watermark) == ("running", 1, None)
     _assert_no_duplicate_keys(lake, table)
 
-    rerun = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake), tmp_path)
-    try:
+    with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake), tmp_path) as rerun:
         assert rerun.wait(timeout=JOB_TIMEOUT) == 0, _log_of(tmp_path, chunk)[-4000:]
-    finally:
-        if rerun.poll() is None:
-            kill_group(rerun)
     done = store.chunk(chunk.chunk_id)
     assert (done.status, done.attempts) == ("done", 2)
     assert assert_replica_equals_source(mariadb, str(lake), table, ["id"]) == ROWS - 4

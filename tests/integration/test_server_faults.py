@@ -32,13 +32,13 @@ from airflow_cdc.snapshot.job import run_chunk
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,
+    chunk_job,
     job_spec,
     kill_group,
     plan,
     server_position,
     snapshot_all,
     source_config,
-    spark_submit,
     spark_submit_stream,
     stream_spec,
     wait_for,
@@ -140,8 +140,7 @@ def test_chunk_read_interrupted_then_rerun(
     try:
         victim = snapshot_all_but_one(server, db, meta, lake)
         pause = arm(tmp_path / "pause", "after_low_watermark")
-        job = spark_submit(job_spec(server, victim.chunk_id, meta, lake, pause), tmp_path)
-        try:
+        with chunk_job(job_spec(server, victim.chunk_id, meta, lake, pause), tmp_path) as job:
             wait_for(pause / "after_low_watermark.reached", job)
             # Hold the partition read's SELECT in the server (waiting for the table's
             # metadata lock) so that the fault lands while it runs.
@@ -158,9 +157,6 @@ def test_chunk_read_interrupted_then_rerun(
             finally:
                 locker.close()  # unlocks (after a restart it is gone already)
             code = job.wait(timeout=180)
-        finally:
-            if job.poll() is None:
-                kill_group(job)
         log = (tmp_path / f"spark-{victim.chunk_id}.log").read_text(errors="replace")
         assert code != 0, log[-4000:]
         cause = f"SourceError: reading {db}.accounts {victim.range.label()} failed: "

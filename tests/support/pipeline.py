@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,18 @@ def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
     """Start one chunk job; its log is ``spark-<chunk id>.log``."""
     job_file = spec.write(workdir / f"job-{spec.chunk_id}-{time.monotonic_ns()}.json")
     return _spark_submit(SNAPSHOT_SCRIPT, job_file, workdir / f"spark-{spec.chunk_id}.log")
+
+
+@contextlib.contextmanager
+def chunk_job(spec: ChunkJobSpec, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """:func:`spark_submit`, killed on the way out if it still runs (so a failed assertion
+    leaves no JVM behind)."""
+    job = spark_submit(spec, workdir)
+    try:
+        yield job
+    finally:
+        if job.poll() is None:
+            kill_group(job)
 
 
 def arm(pause_dir: Path, *points: str) -> Path:
