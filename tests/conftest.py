@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,10 @@ from airflow_cdc.devtools.local_postgres import LocalPostgres
 REPO = Path(__file__).resolve().parent.parent
 
 # Before any test module imports airflow: its settings are read once, at first import.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+if "AIRFLOW_HOME" not in os.environ:
+    _airflow_home = tempfile.mkdtemp(prefix="cdc-airflow-home-")
+    os.environ["AIRFLOW_HOME"] = _airflow_home
+    atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 
@@ -33,6 +38,7 @@ def mariadb() -> Iterator[LocalMariaDB]:
         yield server
     finally:
         server.stop()
+        shutil.rmtree(base, ignore_errors=True)  # ~0.5 GB a run otherwise
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +53,7 @@ def postgres() -> Iterator[LocalPostgres]:
         yield server
     finally:
         server.stop()
+        shutil.rmtree(base, ignore_errors=True)  # ~0.5 GB a run otherwise
 
 
 @pytest.fixture

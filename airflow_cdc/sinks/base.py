@@ -39,6 +39,7 @@ __all__ = [
     "Sink",
     "check_column_names",
     "live_rows_sql",
+    "repeated_position",
 ]
 
 POSITION_COLUMN = "_cdc_position"
@@ -49,6 +50,16 @@ CDC_COLUMNS = (POSITION_COLUMN, DELETED_COLUMN, BUCKET_COLUMN)
 #: 38 digits hold every encoded position (see ``model.position``) and Delta, Iceberg,
 #: Spark and Parquet all have this type.
 POSITION_TYPE = pa.decimal128(38, 0)
+
+
+def repeated_position(position: int, count: int) -> pa.Array:
+    """``count`` copies of ``position`` as a ``POSITION_TYPE`` array, built from one
+    16-byte value (``pa.repeat`` of a decimal scalar takes 0.38 s per million rows here,
+    a quarter of a chunk's write; this takes 0.015 s)."""
+    value = pa.array([position], POSITION_TYPE).buffers()[1].to_pybytes()
+    return pa.Array.from_buffers(POSITION_TYPE, count, [None, pa.py_buffer(value * count)])
+
+
 #: Iceberg metadata columns; a source column with one of these names would shadow them.
 ICEBERG_RESERVED = frozenset({"_pos", "_deleted", "_file", "_spec_id", "_partition"})
 

@@ -22,7 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.model import ChunkRange, Key, TableId, TableSchema
-from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.base import (
+    DELETED_COLUMN,
+    POSITION_COLUMN,
+    POSITION_TYPE,
+    repeated_position,
+)
 from airflow_cdc.sinks.delta_files import DataFile, write_data_files
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.snapshot.types import arrow_schema
@@ -46,7 +51,7 @@ def with_position(table: pa.Table, target: pa.Schema, position: int, deleted: bo
     n = table.num_rows
     columns = [table.column(field.name).cast(field.type) for field in target]
     columns += [
-        pa.repeat(pa.scalar(position, POSITION_TYPE), n),
+        repeated_position(position, n),
         pa.repeat(pa.scalar(deleted, pa.bool_()), n),
     ]
     schema = target.append(pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=False)).append(

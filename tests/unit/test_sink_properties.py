@@ -81,3 +81,12 @@ def test_last_writer_wins_in_any_order(
         assert snapshot(sink) == expected
         live = {r["k"]: r["v"] for r in sink.read_live(TABLE).to_pylist()}
         assert live == {k: v for k, (_, deleted, v) in expected.items() if not deleted}
+
+
+@given(st.integers(0, 10**38 - 1), st.integers(0, 50))
+def test_repeated_position_equals_an_array_of_copies(position: int, count: int) -> None:
+    from airflow_cdc.sinks.base import repeated_position
+
+    built = repeated_position(position, count)
+    built.validate(full=True)
+    assert built.equals(pa.array([position] * count, POSITION_TYPE))
