@@ -35,7 +35,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
 from airflow_cdc.metadata import MetadataStore  # noqa: E402
 from airflow_cdc.model import TableId  # noqa: E402
 from airflow_cdc.snapshot.job import run_chunk  # noqa: E402
+from tests.support.binlog_kill import kill_busy_binlog_dump  # noqa: E402
 from tests.support.compare import assert_replica_equals_source  # noqa: E402
 from tests.support.memory import tree_pss  # noqa: E402
 from tests.support.pipeline import (  # noqa: E402
@@ -197,33 +197,11 @@ class Soak:
         return f"chunk {chunk_id} re-run: attempt {outcome.attempt}"
 
     def kill_dump(self, timeout: float = 45) -> str:
-        """KILL the stream's binlog dump connection in the middle of a read. A dump shows as
-        ``Binlog Dump`` only while the server is sending (milliseconds for the writer's
-        trickle), so a ~25 MB transaction keeps the next batch's dump busy for seconds; the
-        process list is polled on one connection, and a dump seen for 0.3 s is killed."""
-        update = threading.Thread(target=self.big_transaction)
-        update.start()
-        deadline, conn = time.monotonic() + timeout, self.server.root()
-        seen: dict[int, float] = {}  # dump connection id -> first seen
-        try:
-            with conn.cursor() as cur:
-                while time.monotonic() < deadline:
-                    cur.execute(
-                        "SELECT ID FROM information_schema.PROCESSLIST"
-                        " WHERE USER = 'cdc' AND COMMAND LIKE 'Binlog Dump%'"
-                    )
-                    now = time.monotonic()
-                    ids = [int(row[0]) for row in cur.fetchall()]
-                    busy = [i for i in ids if now - seen.setdefault(i, now) >= 0.3]
-                    for dump_id in busy:
-                        with contextlib.suppress(Exception):  # it may have ended meanwhile
-                            cur.execute(f"KILL {dump_id}")
-                    if busy:
-                        return f"KILL of binlog dump connection(s) {busy}"
-                    time.sleep(0.005)
-        finally:
-            conn.close()
-            update.join()
+        """KILL the stream's binlog dump connection in the middle of a read of a ~25 MB
+        transaction (``tests.support.binlog_kill``)."""
+        killed = kill_busy_binlog_dump(self.server, self.big_transaction, timeout)
+        if killed:
+            return f"KILL of binlog dump connection(s) {killed}"
         return f"no busy binlog dump connection in {timeout:.0f} s (nothing killed)"
 
     def million_row_transaction(self, timeout: float = 900) -> str:

@@ -84,6 +84,21 @@ def _dictionary_columns(rows: pa.Table) -> list[str]:
     ]
 
 
+def _by_bucket(rows: pa.Table, buckets: pa.Array) -> list[tuple[int, pa.Table]]:
+    """``rows`` split by bucket: slices (no copy) when each bucket's rows are contiguous,
+    as in a key-ordered partition read; a filter per bucket otherwise."""
+    runs = pc.run_end_encode(buckets)
+    values = runs.values.to_pylist()
+    if len(set(values)) == len(values):
+        ends = runs.run_ends.to_pylist()
+        starts = [0, *ends][: len(ends)]
+        return [
+            (int(bucket), rows.slice(start, end - start))
+            for bucket, start, end in zip(values, starts, ends, strict=True)
+        ]
+    return [(int(b), rows.filter(pc.equal(buckets, b))) for b in sorted(set(values))]
+
+
 def write_data_files(
     table_uri: str,
     rows: pa.Table,
@@ -96,11 +111,8 @@ def write_data_files(
     if rows.num_rows == 0:
         return []
     rows = rows.select(schema.names).cast(schema)
-    buckets = bucket_values(rows.column(key[0]), bucket_width)
-    distinct = pc.unique(buckets).to_pylist()
     files: list[DataFile] = []
-    for bucket in distinct:
-        part = rows if len(distinct) == 1 else rows.filter(pc.equal(buckets, bucket))
+    for bucket, part in _by_bucket(rows, bucket_values(rows.column(key[0]), bucket_width)):
         relative = f"{BUCKET_COLUMN}={bucket}/part-{uuid.uuid4().hex}.snappy.parquet"
         target = os.path.join(local_path(table_uri), relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)

@@ -1,11 +1,12 @@
-"""Server faults under the snapshot and the stream (issue: fault 3 and the read side of
-fault 4): MariaDB restarted while a chunk job reads and again while the stream runs, and
-the chunk job's SELECT connection killed (``KILL <id>``) in the middle of its read. A
-random writer runs throughout; afterwards every Delta table equals the source.
+"""Server faults under the snapshot and the stream (issue: faults 3 and 4): MariaDB
+restarted while a chunk job reads and again while the stream runs; the chunk job's SELECT
+connection killed (``KILL <id>``) in the middle of its read, and the stream's binlog dump
+connection killed while it sends a big transaction. A random writer runs throughout;
+afterwards every Delta table equals the source. (The binlog reader alone under ``KILL``:
+``test_stream_reader.py``.)
 
-The binlog side of ``KILL`` is in ``test_stream_reader.py``. These tests restart their
-own MariaDB (a module fixture: same data folder and binlog across restarts), so the
-session's server is never touched.
+These tests restart their own MariaDB (a module fixture: same data folder and binlog
+across restarts), so the session's server is never touched.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pymysql
 import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
@@ -29,6 +31,7 @@ from airflow_cdc.errors import SourceError
 from airflow_cdc.metadata import ChunkRecord, MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.snapshot.job import run_chunk
+from tests.support.binlog_kill import kill_busy_binlog_dump
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,
@@ -251,12 +254,18 @@ def spark_batch_committed(store: MetadataStore, stream_id: str) -> bool:
     return state is not None and state.last_batch_id is not None and state.last_batch_id >= 0
 
 
-def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path: Path) -> None:
-    """The server restarts while the continuous stream runs (its dump connection and every
-    query break, the binlog rotates): the stream rides through (its planning and batch
-    checks retry an unreachable server for up to a minute, the binlog reader reconnects) and
-    commits batches after the restart; stopped, then caught up from its checkpoint, the
-    replica equals the source, with the writer running through the restart."""
+def stream_through_a_fault(
+    server: LocalMariaDB,
+    db: str,
+    tmp_path: Path,
+    fault: Callable[[], None],
+    noticed: str,
+    seed: int,
+) -> None:
+    """Under a random writer: snapshot, start the continuous stream, wait for its first
+    Spark batch, run ``fault``; the stream must ride through (commit past the server's
+    position after the fault) and its log match ``noticed``. Stopped, then caught up from
+    its checkpoint, the replica must equal the source."""
     meta, lake, checkpoint = (
         f"sqlite:///{tmp_path / 'meta.db'}",
         tmp_path / "lake",
@@ -264,12 +273,12 @@ def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path
     )
     tables = tables_of(db)
     store = MetadataStore.connect(meta)
-    writer = RandomWriter(server, db, seed=11, reconnect=True).start()
+    writer = RandomWriter(server, db, seed=seed, reconnect=True).start()
+    log_file = tmp_path / "stream.log"
     try:
         snapshot_all(server, plan(server, tables, CHUNK_ROWS, meta), meta, lake)
         spec = stream_spec(server, tables, meta, lake, checkpoint, mode="continuous")
         job = spark_submit_stream(spec, tmp_path)
-        log_file = tmp_path / "stream.log"
         try:
             wait_until(
                 lambda: job.poll() is not None or spark_batch_committed(store, spec.stream_id),
@@ -277,14 +286,14 @@ def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path
                 timeout=240,
             )
             assert job.poll() is None, log_file.read_text(errors="replace")[-4000:]
-            server.restart()
-            after_restart = server_position(source_config(server))
+            fault()
+            after_fault = server_position(source_config(server))
             outcome = wait_until(
                 lambda: (
                     "stopped"
                     if job.poll() is not None
                     else "rode through"
-                    if (committed(store, spec.stream_id) or after_restart) > after_restart
+                    if (committed(store, spec.stream_id) or after_fault) > after_fault
                     else None
                 ),
                 "the stream to go on or stop",
@@ -292,8 +301,7 @@ def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path
             )
             log = log_file.read_text(errors="replace")
             assert outcome == "rode through", log[-4000:]
-            # It noticed the restart and waited (planning) or reconnected (binlog reader).
-            assert re.search(r"source server unavailable while|binlog connection lost", log)
+            assert re.search(noticed, log), log[-4000:]
             stop_cleanly(job)
             assert job.wait(timeout=120) == 0, log_file.read_text(errors="replace")[-4000:]
         finally:
@@ -302,7 +310,7 @@ def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path
         time.sleep(1.0)  # writes after the stop, before the restart from the checkpoint
     finally:
         writer.stop()
-    assert writer.reconnects >= 1
+    assert writer.transactions > 20
     catch_up_job = spark_submit_stream(
         stream_spec(server, tables, meta, lake, checkpoint), tmp_path
     )
@@ -311,3 +319,50 @@ def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path
     state = store.stream_state(spec.stream_id)
     assert state is not None
     assert state.lag_bytes == 0
+
+
+def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path: Path) -> None:
+    """The server restarts while the continuous stream runs (its dump connection and every
+    query break, the binlog rotates): the stream rides through (its planning and batch
+    checks retry an unreachable server for up to a minute, the binlog reader reconnects) and
+    commits batches after the restart; stopped, then caught up from its checkpoint, the
+    replica equals the source, with the writer running through the restart."""
+    # It noticed the restart and waited (planning) or reconnected (binlog reader).
+    stream_through_a_fault(
+        server,
+        db,
+        tmp_path,
+        server.restart,
+        r"source server unavailable while|binlog connection lost",
+        seed=11,
+    )
+
+
+def test_binlog_dump_killed_under_the_stream(server: LocalMariaDB, db: str, tmp_path: Path) -> None:
+    """Fault 4 mid-binlog under the Spark job: while the continuous stream reads a big
+    transaction (20 UPDATEs of every account, ~2 MB a statement), its binlog dump
+    connection is killed (``KILL <id>``), twice. Its reader reopens at the last transaction
+    boundary (inside the transaction: at its start, skipping the rows it already gave) and
+    says so; nothing is lost or repeated, with the writer running throughout."""
+
+    def big_update() -> None:
+        update = f"UPDATE `{db}`.accounts SET balance = balance + 1, note = REPEAT('k', 90)"
+        for _ in range(5):
+            try:
+                server.execute("BEGIN", *[update] * 20, "COMMIT")
+                return
+            except pymysql.err.OperationalError:  # a deadlock with the writer: again
+                time.sleep(0.2)
+        raise AssertionError("the big transaction kept deadlocking with the writer")
+
+    def kill_dumps() -> None:
+        killed = [
+            dump_id
+            for _ in range(2)
+            for dump_id in kill_busy_binlog_dump(server, big_update, timeout=60)
+        ]
+        assert killed, "no binlog dump connection was busy long enough to be killed"
+
+    stream_through_a_fault(
+        server, db, tmp_path, kill_dumps, r"binlog connection lost .*reopening at", seed=12
+    )

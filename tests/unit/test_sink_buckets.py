@@ -117,3 +117,21 @@ def test_retry_until_success_and_deadline() -> None:
     with pytest.raises(DeltaError):
         retry_conflicts(broken, "t", sleep=lambda s: None)
     assert not is_commit_conflict(ValueError("conflict"))
+
+
+@given(st.lists(st.integers(0, 4), max_size=40), st.booleans())
+def test_rows_split_by_bucket_keep_each_row_once_in_its_bucket(
+    buckets: list[int], ordered: bool
+) -> None:
+    from airflow_cdc.sinks.delta_files import _by_bucket
+
+    if ordered:  # a key-ordered read: slices
+        buckets = sorted(buckets)
+    rows = pa.table({"i": list(range(len(buckets))), "b": buckets})
+    parts = _by_bucket(rows, pa.array(buckets, pa.int64()))
+    assert sorted(bucket for bucket, _ in parts) == sorted(set(buckets))
+    for bucket, part in parts:
+        assert set(part.column("b").to_pylist()) == {bucket}
+    assert sorted(i for _, part in parts for i in part.column("i").to_pylist()) == list(
+        range(len(buckets))
+    )
