@@ -208,8 +208,6 @@ class _BatchWriter:
                 keys_unique=True,
             )
             written += 0 if result.replayed else rows.num_rows
-            if number < len(groups):
-                self.pause.reach("stream_between_merges")
         return written, len(groups)
 
     def _check_catalog(self, tables: list[TableId]) -> None:

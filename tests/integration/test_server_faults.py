@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pymysql
 import pytest
 
@@ -43,6 +40,7 @@ from tests.support.pipeline import (
     snapshot_all,
     source_config,
     spark_submit_stream,
+    stop_stream,
     stream_spec,
     wait_for,
 )
@@ -227,21 +225,6 @@ def test_server_restart_before_the_high_watermark(
     check(server, db, lake)
 
 
-def stop_cleanly(job: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the stream's Python driver, as ``StreamOperator.on_kill`` sends it (the
-    JVM would die of a SIGTERM to the whole group)."""
-
-    def is_driver(process: psutil.Process) -> bool:
-        try:
-            return any(part.endswith("stream.py") for part in process.cmdline())
-        except psutil.Error:  # a finished Python worker
-            return False
-
-    drivers = [p for p in psutil.Process(job.pid).children(recursive=True) if is_driver(p)]
-    assert len(drivers) == 1, drivers
-    drivers[0].send_signal(signal.SIGTERM)
-
-
 def committed(store: MetadataStore, stream_id: str) -> BinlogPosition | None:
     state = store.stream_state(stream_id)
     return None if state is None else state.committed_position
@@ -302,7 +285,7 @@ def stream_through_a_fault(
             log = log_file.read_text(errors="replace")
             assert outcome == "rode through", log[-4000:]
             assert re.search(noticed, log), log[-4000:]
-            stop_cleanly(job)
+            stop_stream(job)
             assert job.wait(timeout=120) == 0, log_file.read_text(errors="replace")[-4000:]
         finally:
             if job.poll() is None:

@@ -5,9 +5,9 @@ With every bound set tiny, a mix of small transactions and one transaction far l
 all of them must still give a replica equal to the source, and a batch that fails between
 two of its merges must converge when replayed.
 
-The in-process tests run the job's reader and batch function without Spark
-(``tests/support/stream_harness.py``); the last one runs the job with spark-submit and
-kills its driver between two merges of one transaction.
+The tests run the job's reader and batch function without Spark
+(``tests/support/stream_harness.py``). The job under spark-submit, killed inside the third
+of ten merges of a 1,000,000-row transaction: ``test_stream_million_rows.py``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,7 @@ import pytest
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
-    arm,
-    kill_group,
-    spark_submit_stream,
     stream_spec,
-    wait_for,
 )
 from tests.support.stream_harness import InProcessStream
 from tests.support.table_changes import (
@@ -121,25 +117,4 @@ def test_a_batch_failing_between_merges_converges_when_replayed(
         assert calls > 3
     finally:
         stream.close()
-    assert_replica_equals_source(mariadb, str(lake), table, ("id",))
-
-
-def test_stream_driver_killed_between_merges_of_abig_transaction(
-    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
-) -> None:
-    table, meta, lake = snapshotted_table(mariadb, fresh_db, tmp_path)
-    big_transaction(mariadb, fresh_db)
-    pause = arm(tmp_path / "pause", "stream_between_merges")
-    spec = _tight(
-        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt", pause_dir=pause)
-    )
-    job = spark_submit_stream(spec, tmp_path)
-    try:
-        wait_for(pause / "stream_between_merges.reached", job, timeout=300)
-    finally:
-        kill_group(job)  # the JVM and the Python driver, mid-batch
-    (pause / "stream_between_merges.pause").unlink()
-    small_transactions(mariadb, fresh_db, 20, salt=3)
-    again = spark_submit_stream(dataclasses.replace(spec, pause_dir=None), tmp_path)
-    assert again.wait(timeout=600) == 0, (tmp_path / "stream.log").read_text()[-4000:]
     assert_replica_equals_source(mariadb, str(lake), table, ("id",))

@@ -147,6 +147,22 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+def stop_stream(job: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the stream's Python driver, as ``StreamOperator.on_kill`` sends it (the
+    JVM would die of a SIGTERM to the whole group): it stops after its batch."""
+    import psutil
+
+    def is_driver(process: psutil.Process) -> bool:
+        try:
+            return any(part.endswith("stream.py") for part in process.cmdline())
+        except psutil.Error:  # a finished Python worker
+            return False
+
+    drivers = [p for p in psutil.Process(job.pid).children(recursive=True) if is_driver(p)]
+    assert len(drivers) == 1, drivers
+    drivers[0].send_signal(signal.SIGTERM)
+
+
 def source_rows(server: LocalMariaDB, sql: str) -> dict[Any, dict[str, Any]]:
     conn = server.root(cursorclass=__import__("pymysql").cursors.DictCursor)
     try:
