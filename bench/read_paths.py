@@ -195,6 +195,7 @@ def measure_snapshot(
         raise RuntimeError("the chunk job printed no time")
     job_seconds = float(found.group(1))
     summary = re.search(r"(chunk \d+ attempt \d+: .*); chunk job", log_text)
+    parts = re.search(r"read in (\d+) partition", log_text)
     cli_rate = rows / cli_seconds
     job_rate = rows / job_seconds
     return {
@@ -205,7 +206,7 @@ def measure_snapshot(
         "chunk_job_rows_per_s": round(job_rate),
         "snapshot_vs_cli": round(job_rate / cli_rate, 3),
         "spark_submit_seconds": round(submit_seconds, 2),
-        "partitions": -(-rows // partition_rows),
+        "partitions": int(parts.group(1)) if parts else None,
         "peak_rss_mb": round(peak_total / 2**20),
         "peak_driver_rss_mb": round(peak_driver / 2**20),
         "summary": summary.group(1) if summary else None,

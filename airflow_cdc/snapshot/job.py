@@ -22,6 +22,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,6 +44,7 @@ __all__ = [
     "local_runner",
     "partition_count",
     "run_chunk",
+    "with_driver_share",
 ]
 
 log = logging.getLogger("airflow_cdc.snapshot")
@@ -129,16 +131,39 @@ def _membership(
     return dict(zip(keys, answers, strict=True))
 
 
-def partition_count(estimated_rows: int, partition_rows: int, parallelism: int) -> int:
+def partition_count(
+    estimated_rows: int, partition_rows: int, parallelism: int, driver_share: bool = False
+) -> int:
     """Partitions of a chunk: at most ``partition_rows`` rows each, at least one per core
     (``parallelism``) for a chunk of ``MIN_PARTITION_ROWS`` a core, and whole waves of
-    ``parallelism`` so that no core idles through the last one."""
+    ``parallelism`` so that no core idles through the last one; with ``driver_share``
+    one more, which the driver reads itself (:func:`with_driver_share`)."""
     parts = math.ceil(max(estimated_rows, 1) / partition_rows)
     if estimated_rows >= parallelism * MIN_PARTITION_ROWS:
         parts = max(parts, parallelism)
     if parts > 1:
-        parts = math.ceil(parts / parallelism) * parallelism
+        parts = math.ceil(parts / parallelism) * parallelism + (1 if driver_share else 0)
     return parts
+
+
+def with_driver_share(runner: Runner) -> Runner:
+    """``runner``, except that the calling process (the Spark driver) runs the last item
+    itself, on a thread, while ``runner`` maps the others; a single item never leaves it.
+
+    Why: a chunk job's first Spark task waits ~2.5 s here for the executors' Python
+    workers to start (the JVM's first job, the worker daemon's start and fork). The driver
+    reads its partition meanwhile, and a chunk of one partition needs no worker at all
+    (a 1,000-row chunk job: see docs/benchmarks.md)."""
+
+    def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(1, thread_name_prefix="driver-share") as pool:
+            mine = pool.submit(fn, items[-1])
+            theirs = runner(fn, items[:-1])
+            return [*theirs, mine.result()]
+
+    return run
 
 
 def _partitions(
@@ -149,12 +174,13 @@ def _partitions(
     estimated_rows: int,
     partition_rows: int,
     parallelism: int = 1,
+    driver_share: bool = False,
 ) -> list[ChunkRange]:
     """Split a large chunk for parallel reads: integer keys evenly between the range's own
     MIN and MAX (two index lookups), other keys by one bounded index seek per boundary.
 
     How many: :func:`partition_count`."""
-    parts = partition_count(estimated_rows, partition_rows, parallelism)
+    parts = partition_count(estimated_rows, partition_rows, parallelism, driver_share)
     if parts <= 1:
         return [rng]
     if len(schema.key) == 1 and schema.key_columns[0].is_integer:
@@ -209,10 +235,16 @@ def _remove_earlier_attempts(sink_root: str, chunk_id: int, attempt: int) -> Non
 
 
 def run_chunk(
-    spec: ChunkJobSpec, runner: Runner = local_runner, parallelism: int = 1
+    spec: ChunkJobSpec,
+    runner: Runner = local_runner,
+    parallelism: int = 1,
+    driver_share: bool = False,
 ) -> ChunkOutcome:
     """Snapshot one chunk; see the module docstring. Raises on failure after recording it.
-    ``parallelism``: how many items ``runner`` runs at once."""
+    ``parallelism``: how many items ``runner`` runs at once; ``driver_share``: the calling
+    process reads (and writes) one partition more itself (:func:`with_driver_share`)."""
+    if driver_share:
+        runner = with_driver_share(runner)
     from airflow_cdc.errors import SourceError
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.sinks.delta import DeltaSink
@@ -253,6 +285,7 @@ def run_chunk(
                 chunk.estimated_rows or 0,
                 spec.read.partition_rows,
                 max(1, parallelism),
+                driver_share,
             )
             tasks = [
                 PartitionRead(

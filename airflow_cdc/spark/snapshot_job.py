@@ -55,7 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     start_python_workers(context)
     try:
         outcome = run_chunk(
-            spec, runner=spark_runner(context), parallelism=int(context.defaultParallelism)
+            spec,
+            runner=spark_runner(context),
+            parallelism=int(context.defaultParallelism),
+            driver_share=True,
         )
         # The chunk is in the sink and recorded: the job's own time ends here, as the JVM's
         # start is left out, so is its stop below (0.5-1 s here).

@@ -15,7 +15,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -237,18 +237,18 @@ def spark_batch_committed(store: MetadataStore, stream_id: str) -> bool:
     return state is not None and state.last_batch_id is not None and state.last_batch_id >= 0
 
 
-def stream_through_a_fault(
+def stream_through_faults(
     server: LocalMariaDB,
     db: str,
     tmp_path: Path,
-    fault: Callable[[], None],
-    noticed: str,
+    faults: Sequence[tuple[Callable[[], None], str]],
     seed: int,
 ) -> None:
     """Under a random writer: snapshot, start the continuous stream, wait for its first
-    Spark batch, run ``fault``; the stream must ride through (commit past the server's
-    position after the fault) and its log match ``noticed``. Stopped, then caught up from
-    its checkpoint, the replica must equal the source."""
+    Spark batch, then run each fault in turn: after each the stream must ride through
+    (commit past the server's position after the fault) and its log match the fault's
+    pattern. Stopped, then caught up from its checkpoint, the replica must equal the
+    source."""
     meta, lake, checkpoint = (
         f"sqlite:///{tmp_path / 'meta.db'}",
         tmp_path / "lake",
@@ -269,22 +269,24 @@ def stream_through_a_fault(
                 timeout=240,
             )
             assert job.poll() is None, log_file.read_text(errors="replace")[-4000:]
-            fault()
-            after_fault = server_position(source_config(server))
-            outcome = wait_until(
-                lambda: (
-                    "stopped"
-                    if job.poll() is not None
-                    else "rode through"
-                    if (committed(store, spec.stream_id) or after_fault) > after_fault
-                    else None
-                ),
-                "the stream to go on or stop",
-                timeout=120,
-            )
-            log = log_file.read_text(errors="replace")
-            assert outcome == "rode through", log[-4000:]
-            assert re.search(noticed, log), log[-4000:]
+            for fault, noticed in faults:
+                seen = log_file.read_text(errors="replace")
+                fault()
+                after_fault = server_position(source_config(server))
+                outcome = wait_until(
+                    lambda after=after_fault: (
+                        "stopped"
+                        if job.poll() is not None
+                        else "rode through"
+                        if (committed(store, spec.stream_id) or after) > after
+                        else None
+                    ),
+                    "the stream to go on or stop",
+                    timeout=120,
+                )
+                log = log_file.read_text(errors="replace")
+                assert outcome == "rode through", log[-4000:]
+                assert re.search(noticed, log[len(seen) :]), log[-4000:]
             stop_stream(job)
             assert job.wait(timeout=120) == 0, log_file.read_text(errors="replace")[-4000:]
         finally:
@@ -294,6 +296,7 @@ def stream_through_a_fault(
     finally:
         writer.stop()
     assert writer.transactions > 20
+    assert writer.reconnects >= 1
     catch_up_job = spark_submit_stream(
         stream_spec(server, tables, meta, lake, checkpoint), tmp_path
     )
@@ -304,29 +307,21 @@ def stream_through_a_fault(
     assert state.lag_bytes == 0
 
 
-def test_server_restart_under_the_stream(server: LocalMariaDB, db: str, tmp_path: Path) -> None:
-    """The server restarts while the continuous stream runs (its dump connection and every
-    query break, the binlog rotates): the stream rides through (its planning and batch
-    checks retry an unreachable server for up to a minute, the binlog reader reconnects) and
-    commits batches after the restart; stopped, then caught up from its checkpoint, the
-    replica equals the source, with the writer running through the restart."""
-    # It noticed the restart and waited (planning) or reconnected (binlog reader).
-    stream_through_a_fault(
-        server,
-        db,
-        tmp_path,
-        server.restart,
-        r"source server unavailable while|binlog connection lost",
-        seed=11,
-    )
+def test_server_restart_then_binlog_dump_kills_under_the_stream(
+    server: LocalMariaDB, db: str, tmp_path: Path
+) -> None:
+    """Faults 3 and 4 under the continuous Spark stream, with the writer running throughout.
 
+    * The server restarts (its dump connection and every query break, the binlog
+      rotates): the stream rides through (its planning and batch checks retry an
+      unreachable server for up to a minute, the binlog reader reconnects), and says so.
+    * Then, twice, while it reads a big transaction (20 UPDATEs of every account, ~2 MB a
+      statement), its binlog dump connection is killed (``KILL <id>``). Its reader reopens
+      at the last transaction boundary (inside the transaction: at its start, skipping
+      the rows it already gave) and logs the reopening.
 
-def test_binlog_dump_killed_under_the_stream(server: LocalMariaDB, db: str, tmp_path: Path) -> None:
-    """Fault 4 mid-binlog under the Spark job: while the continuous stream reads a big
-    transaction (20 UPDATEs of every account, ~2 MB a statement), its binlog dump
-    connection is killed (``KILL <id>``), twice. Its reader reopens at the last transaction
-    boundary (inside the transaction: at its start, skipping the rows it already gave) and
-    says so; nothing is lost or repeated, with the writer running throughout."""
+    Stopped, then caught up from its checkpoint, the replica equals the source: nothing
+    lost or repeated."""
 
     def big_update() -> None:
         update = f"UPDATE `{db}`.accounts SET balance = balance + 1, note = REPEAT('k', 90)"
@@ -346,6 +341,13 @@ def test_binlog_dump_killed_under_the_stream(server: LocalMariaDB, db: str, tmp_
         ]
         assert killed, "no binlog dump connection was busy long enough to be killed"
 
-    stream_through_a_fault(
-        server, db, tmp_path, kill_dumps, r"binlog connection lost .*reopening at", seed=12
+    stream_through_faults(
+        server,
+        db,
+        tmp_path,
+        [
+            (server.restart, r"source server unavailable while|binlog connection lost"),
+            (kill_dumps, r"binlog connection lost .*reopening at"),
+        ],
+        seed=11,
     )

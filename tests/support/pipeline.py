@@ -111,15 +111,19 @@ def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def chunk_job(spec: ChunkJobSpec, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """:func:`spark_submit`, killed on the way out if it still runs (so a failed assertion
-    leaves no JVM behind)."""
-    job = spark_submit(spec, workdir)
+def killed_on_exit(job: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """``job``, killed on the way out if it still runs (so a failed assertion leaves no JVM
+    behind)."""
     try:
         yield job
     finally:
         if job.poll() is None:
             kill_group(job)
+
+
+def chunk_job(spec: ChunkJobSpec, workdir: Path) -> contextlib.AbstractContextManager[Any]:
+    """:func:`spark_submit` under :func:`killed_on_exit`."""
+    return killed_on_exit(spark_submit(spec, workdir))
 
 
 def arm(pause_dir: Path, *points: str) -> Path:
