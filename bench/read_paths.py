@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -174,7 +175,8 @@ def measure_snapshot(
     cli_read(server)  # warm the buffer pool
     cli_seconds = timed(lambda: cli_read(server))
     work = workdir / f"snapshot-{rows}"
-    work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # an earlier run's lake: this one starts empty
+    work.mkdir(parents=True)
     meta = f"sqlite:///{work / 'meta.db'}"
     record = plan(server, ["bench.t"], chunk_rows=rows * 2, metadata_url=meta)
     (chunk,) = record.chunks
