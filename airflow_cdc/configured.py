@@ -8,6 +8,9 @@ workers, which parse the file again):
 * ``CDC_SINK_PATH``: the default root of the Delta tables.
 * ``CDC_STREAM_ID``: the id of ``mysql_cdc``'s stream (default ``mysql_cdc``), which
   ``mysql_cdc_backfill`` asks to follow a table new to it.
+* ``CDC_CHUNK_RETRIES``: Airflow retries of each ``snapshot_chunk`` task (default 2), so a
+  chunk that a server restart or a killed connection failed is read again without an
+  operator; 0 leaves every failed chunk to be cleared by hand.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableId
 
 __all__ = [
+    "DEFAULT_CHUNK_RETRIES",
     "DEFAULT_SINK_PATH",
     "DEFAULT_STREAM_ID",
     "DEFAULT_TABLES",
+    "configured_chunk_retries",
     "configured_stream_id",
     "configured_tables",
     "default_sink_path",
@@ -31,6 +36,7 @@ __all__ = [
 DEFAULT_TABLES = ("demo.orders", "demo.customers")
 DEFAULT_SINK_PATH = "/tmp/airflow-cdc/lake"
 DEFAULT_STREAM_ID = "mysql_cdc"
+DEFAULT_CHUNK_RETRIES = 2
 
 
 def configured_tables(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -68,3 +74,16 @@ def configured_stream_id(environ: Mapping[str, str] | None = None) -> str:
     whatever tables it holds, so a table added to the set can join it while it runs."""
     env = os.environ if environ is None else environ
     return env.get("CDC_STREAM_ID", "").strip() or DEFAULT_STREAM_ID
+
+
+def configured_chunk_retries(environ: Mapping[str, str] | None = None) -> int:
+    """``CDC_CHUNK_RETRIES`` (a whole number, 0 or more) or :data:`DEFAULT_CHUNK_RETRIES`."""
+    env = os.environ if environ is None else environ
+    text = env.get("CDC_CHUNK_RETRIES", "").strip()
+    if not text:
+        return DEFAULT_CHUNK_RETRIES
+    if not text.isdigit():
+        raise ConfigurationError(
+            f"CDC_CHUNK_RETRIES must be a whole number of retries (0 or more), got {text!r}"
+        )
+    return int(text)

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Any
 
+from airflow_cdc.configured import configured_chunk_retries
 from airflow_cdc.operators.snapshot import CHUNK_MAP_INDEX_TEMPLATE, SnapshotChunkOperator
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 
@@ -23,6 +25,9 @@ def snapshot_tasks(plan_output: Any, *, sink_path: str) -> tuple[Any, ChunksComp
         task_id="snapshot_chunk",
         sink_path=sink_path,
         map_index_template=CHUNK_MAP_INDEX_TEMPLATE,
+        # A retry re-reads only its chunk's range, from a new low watermark (CDC_CHUNK_RETRIES).
+        retries=configured_chunk_retries(),
+        retry_delay=timedelta(seconds=30),
         # Each local chunk job is a JVM of ~400 MB: bound them per run.
         max_active_tis_per_dagrun=2,
         # Test-only: a folder of armed pause points (unset in production).

@@ -71,7 +71,11 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
         tmp_path / "airflow",
         mariadb,
         meta,
-        extra={"CDC_TABLES": json.dumps(configured), "CDC_TEST_PAUSE_DIR": str(pause_dir)},
+        extra={
+            "CDC_TABLES": json.dumps(configured),
+            "CDC_TEST_PAUSE_DIR": str(pause_dir),
+            "CDC_CHUNK_RETRIES": "0",  # the failed chunk waits for an operator to clear it
+        },
     )
     deployment = AirflowDeployment.create(
         base, postgres.create_database("airflow_backfill"), tmp_path / "servers"

@@ -5,9 +5,9 @@
   watermark is recorded, while a random writer keeps changing the table. The third attempt merges, the
   chunk record counts three attempts, the sink holds no duplicate key, and once the stream
   (its reader and batch function, in-process) has caught up the replica equals the source.
-* Fault 10 on a restart: the stream ran and stopped, and its resume position was purged
-  from the server while it was down. Resumed, its batch raises ``PositionPurgedError``
-  saying to re-snapshot, and leaves the Delta table and the committed position as they were.
+* Fault 10 on a restart, under a random writer: the stream ran and stopped, and its
+  resume position was purged from the server while it was down. Resumed, its batch raises ``PositionPurgedError``
+  saying to re-snapshot, and leaves every Delta table and the committed position as they were.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tests.support.pipeline import (
     job_spec,
     kill_group,
     plan,
+    snapshot_all,
     stream_spec,
     wait_for,
 )
@@ -150,41 +151,53 @@ def test_chunk_killed_in_its_commit_under_a_random_writer_converges_when_retried
 def test_a_resume_position_purged_while_the_stream_was_down_stops_it_with_advice(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
+    create_tables(mariadb, fresh_db, accounts=ACCOUNTS, items=ITEMS)  # (re)creates the db
     table, meta, lake = snapshotted_table(mariadb, fresh_db, tmp_path)
-    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt")
-    store = MetadataStore.connect(meta)
-    before_the_outage = InProcessStream(spec, tmp_path)
+    writer = RandomWriter(mariadb, fresh_db, seed=10).start()  # on through the purge
+    written = [TableId(fresh_db, "accounts"), TableId(fresh_db, "items")]
+    tables = [table, *written]
     try:
-        for salt in (1, 2, 3):
-            small_transactions(mariadb, fresh_db, rounds=5, salt=salt)
-            before_the_outage.run_batch()
-    finally:
-        before_the_outage.close()
-    assert_replica_equals_source(mariadb, str(lake), table, ["id"])
-    resume_at = offset_position(before_the_outage)
-    state = store.stream_state(spec.stream_id)
-    assert state is not None
-    assert state.committed_position == resume_at
+        snapshot_all(
+            mariadb, plan(mariadb, [str(t) for t in written], CHUNK_ROWS, meta), meta, lake
+        )
+        spec = stream_spec(mariadb, [str(t) for t in tables], meta, lake, tmp_path / "ckpt")
+        store = MetadataStore.connect(meta)
+        before_the_outage = InProcessStream(spec, tmp_path)
+        try:
+            for salt in (1, 2, 3):
+                small_transactions(mariadb, fresh_db, rounds=5, salt=salt)
+                before_the_outage.run_batch()
+        finally:
+            before_the_outage.close()
+        assert_replica_equals_source(mariadb, str(lake), table, ["id"])  # the writer's go on
+        resume_at = offset_position(before_the_outage)
+        state = store.stream_state(spec.stream_id)
+        assert state is not None
+        assert state.committed_position == resume_at
 
-    small_transactions(mariadb, fresh_db, rounds=5, salt=4)  # while the stream is down
-    oldest = purge_all_binlogs_but_the_newest(mariadb)
-    assert binlog_files(mariadb) == [oldest]
-    assert resume_at.file != oldest
-    rows_before, version_before = sink_rows(lake, table), delta_version(lake, table)
+        small_transactions(mariadb, fresh_db, rounds=5, salt=4)  # while the stream is down
+        oldest = purge_all_binlogs_but_the_newest(mariadb)
+        assert binlog_files(mariadb) == [oldest]
+        assert resume_at.file != oldest
+        before = {t: (sink_rows(lake, t), delta_version(lake, t)) for t in tables}
 
-    resumed = InProcessStream(spec, tmp_path, resume=before_the_outage)
-    try:
-        with pytest.raises(PositionPurgedError) as info:
-            resumed.run_batch()
+        resumed = InProcessStream(spec, tmp_path, resume=before_the_outage)
+        try:
+            with pytest.raises(PositionPurgedError) as info:
+                resumed.run_batch()
+        finally:
+            resumed.close()
     finally:
-        resumed.close()
+        writer.stop()
+    assert writer.transactions > 20
     message = str(info.value)
     assert str(resume_at) in message, message
     assert f"the oldest binlog the server still has is {oldest}" in message
     assert "re-snapshot" in message
     assert "mysql_cdc" in message
-    assert delta_version(lake, table) == version_before
-    assert sink_rows(lake, table) == rows_before
+    for t, (rows, version) in before.items():  # nothing applied, to any table
+        assert delta_version(lake, t) == version, t
+        assert sink_rows(lake, t) == rows, t
     state = store.stream_state(spec.stream_id)
     assert state is not None
     assert state.committed_position == resume_at

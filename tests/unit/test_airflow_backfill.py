@@ -172,6 +172,17 @@ def test_configured_tables_come_from_cdc_tables() -> None:
             configured_tables({"CDC_TABLES": bad})
 
 
+def test_chunk_retries_come_from_cdc_chunk_retries() -> None:
+    from airflow_cdc.configured import DEFAULT_CHUNK_RETRIES, configured_chunk_retries
+
+    assert configured_chunk_retries({}) == DEFAULT_CHUNK_RETRIES
+    assert configured_chunk_retries({"CDC_CHUNK_RETRIES": " 0 "}) == 0
+    assert configured_chunk_retries({"CDC_CHUNK_RETRIES": "5"}) == 5
+    for bad in ("-1", "two", "1.5"):
+        with pytest.raises(ConfigurationError, match="CDC_CHUNK_RETRIES"):
+            configured_chunk_retries({"CDC_CHUNK_RETRIES": bad})
+
+
 # -- the plan operator's checks (before any connection) -------------------------------------
 
 

@@ -42,6 +42,7 @@ if dag is not None:
     }
     snap = dag.get_task("snapshot_chunk")
     out["max_active_tis_per_dagrun"] = snap.partial_kwargs.get("max_active_tis_per_dagrun")
+    out["chunk_retries"] = snap.partial_kwargs.get("retries")
     out["expand_input"] = sorted(snap.expand_input.value)
     stream = dag.get_task("stream")
     out["stream_fields"] = {
@@ -107,6 +108,12 @@ def test_task_graph(dag_info: dict[str, Any]) -> None:
         "stream_id": "mysql_cdc",
         "checkpoint_dir": None,
     }
+
+
+def test_chunk_tasks_retry_by_default(dag_info: dict[str, Any]) -> None:
+    from airflow_cdc.configured import DEFAULT_CHUNK_RETRIES
+
+    assert dag_info["chunk_retries"] == DEFAULT_CHUNK_RETRIES > 0
 
 
 def test_params(dag_info: dict[str, Any]) -> None:
