@@ -134,34 +134,41 @@ def _membership(
 def partition_count(
     estimated_rows: int, partition_rows: int, parallelism: int, driver_share: bool = False
 ) -> int:
-    """Partitions of a chunk: at most ``partition_rows`` rows each, at least one per core
-    (``parallelism``) for a chunk of ``MIN_PARTITION_ROWS`` a core, and whole waves of
-    ``parallelism`` so that no core idles through the last one; with ``driver_share``
-    one more, which the driver reads itself (:func:`with_driver_share`)."""
+    """Partitions of a chunk: at most ``partition_rows`` rows each, at least one per reader
+    for a chunk of ``MIN_PARTITION_ROWS`` a core, and whole waves of the readers so that
+    none idles through the last one. The readers: ``parallelism`` cores, plus the driver
+    with ``driver_share`` (:func:`with_driver_share`)."""
+    readers = parallelism + (1 if driver_share else 0)
     parts = math.ceil(max(estimated_rows, 1) / partition_rows)
     if estimated_rows >= parallelism * MIN_PARTITION_ROWS:
-        parts = max(parts, parallelism)
+        parts = max(parts, readers)
     if parts > 1:
-        parts = math.ceil(parts / parallelism) * parallelism + (1 if driver_share else 0)
+        parts = math.ceil(parts / readers) * readers
     return parts
 
 
-def with_driver_share(runner: Runner) -> Runner:
-    """``runner``, except that the calling process (the Spark driver) runs the last item
-    itself, on a thread, while ``runner`` maps the others; a single item never leaves it.
+def with_driver_share(runner: Runner, parallelism: int = 1) -> Runner:
+    """``runner``, except that the calling process (the Spark driver) runs its share of the
+    items itself, one after another on a thread, while ``runner`` maps the others on
+    ``parallelism`` cores: the last ``ceil(n / (parallelism + 1))`` items, as one more
+    core would. A single item never leaves it.
 
-    Why: a chunk job's first Spark task waits ~2.5 s here for the executors' Python
-    workers to start (the JVM's first job, the worker daemon's start and fork). The driver
-    reads its partition meanwhile (the benchmark's 1M-row chunk job: 5.5 -> 4.7 s), and a
-    chunk of one partition needs no worker at all."""
+    Why: a chunk job's first Spark task waits ~2 s here for the executors' Python workers
+    to start (the JVM's first job, the worker daemon's start and fork), and the driver is
+    otherwise idle while its executors read. With the driver reading one partition
+    meanwhile, the benchmark's 1M-row chunk job went 5.5 -> 4.7 s. With a share of every
+    wave rather than one partition, no reader idles through the later waves (5M rows,
+    three alternating runs each on this noisy machine: 10.3 -> 9.7 s steady state, 13.6 ->
+    10.9 s in a fresh JVM, means)."""
 
     def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         if len(items) <= 1:
             return [fn(item) for item in items]
+        split = len(items) - math.ceil(len(items) / (max(1, parallelism) + 1))
         with ThreadPoolExecutor(1, thread_name_prefix="driver-share") as pool:
-            mine = pool.submit(fn, items[-1])
-            theirs = runner(fn, items[:-1])
-            return [*theirs, mine.result()]
+            mine = pool.submit(lambda: [fn(item) for item in items[split:]])
+            theirs = runner(fn, items[:split])
+            return [*theirs, *mine.result()]
 
     return run
 
@@ -244,7 +251,7 @@ def run_chunk(
     ``parallelism``: how many items ``runner`` runs at once; ``driver_share``: the calling
     process reads (and writes) one partition more itself (:func:`with_driver_share`)."""
     if driver_share:
-        runner = with_driver_share(runner)
+        runner = with_driver_share(runner, parallelism)
     from airflow_cdc.errors import SourceError
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.sinks.delta import DeltaSink

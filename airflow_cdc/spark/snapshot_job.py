@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.spark._entry import (
@@ -20,8 +20,12 @@ from airflow_cdc.spark._entry import (
     spark_conf,
     start_python_workers,
 )
+from airflow_cdc.spark.environment import prefer_installed_pyspark
 
-__all__ = ["main", "spark_runner"]
+if TYPE_CHECKING:
+    from airflow_cdc.snapshot.job import ChunkOutcome
+
+__all__ = ["chunk_context", "main", "run_chunk_in", "spark_runner"]
 
 log = logging.getLogger("airflow_cdc.spark")
 
@@ -37,29 +41,75 @@ def spark_runner(context: Any) -> Callable[[Callable[[Any], Any], Sequence[Any]]
     return run
 
 
+#: What the driver's part of a chunk job imports (``snapshot.job`` and what it imports
+#: lazily): 1.2-1.5 s here (SQLAlchemy, deltalake, pyarrow.dataset, which pulls in pandas).
+DRIVER_PRELOAD = (
+    "pyarrow",
+    "pyarrow.ipc",
+    "pyarrow.parquet",
+    "pymysql",
+    "connectorx",
+    "sqlalchemy",
+    "deltalake",
+    "airflow_cdc.metadata",
+    "airflow_cdc.sinks.delta",
+    "airflow_cdc.snapshot.job",
+    "airflow_cdc.snapshot.binlog_window",
+    "airflow_cdc.snapshot.reader",
+    "airflow_cdc.snapshot.write",
+    "airflow_cdc.source.catalog",
+    "airflow_cdc.source.connection",
+    "airflow_cdc.source.server",
+    "airflow_cdc.source.watermark",
+    "airflow_cdc.planning.key_order",
+)
+
+
+def chunk_context(app_name: str) -> Any:
+    """The chunk job's SparkContext, with the chunk job's preloading worker daemon.
+
+    The driver's own imports (``DRIVER_PRELOAD``) run on a thread meanwhile: the context
+    waits seconds for the JVM to start, and the chunk's first steps would otherwise wait
+    for them after it (the benchmark's cold 1M-row chunk job: see docs/benchmarks.md)."""
+    import threading
+
+    prefer_installed_pyspark()
+    from pyspark import SparkContext
+
+    from airflow_cdc.spark.worker_daemon import preload
+
+    threading.Thread(
+        target=preload, args=(DRIVER_PRELOAD,), name="preload-driver", daemon=True
+    ).start()
+
+    # A bare context: the job only maps partition reads, and a SparkSession costs seconds
+    # more to create (it registers every SQL and ML function).
+    context = SparkContext.getOrCreate(spark_conf(app_name, CHUNK_DAEMON_MODULE))
+    context.setLogLevel("WARN")
+    return context
+
+
+def run_chunk_in(context: Any, spec: ChunkJobSpec) -> ChunkOutcome:
+    """``run_chunk`` on ``context``'s executors, the driver reading its share."""
+    from airflow_cdc.snapshot.job import run_chunk
+
+    return run_chunk(
+        spec,
+        runner=spark_runner(context),
+        parallelism=int(context.defaultParallelism),
+        driver_share=True,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     job_file = job_file_argument(argv, prog="snapshot_chunk", description=__doc__)
 
     spec = ChunkJobSpec.read_file(job_file)
-    from pyspark import SparkContext
-
-    from airflow_cdc.snapshot.job import run_chunk
-
-    # A bare context: the job only maps partition reads, and a SparkSession costs seconds
-    # more to create (it registers every SQL and ML function).
-    context = SparkContext.getOrCreate(
-        spark_conf(f"airflow-cdc snapshot chunk {spec.chunk_id}", CHUNK_DAEMON_MODULE)
-    )
-    context.setLogLevel("WARN")
+    context = chunk_context(f"airflow-cdc snapshot chunk {spec.chunk_id}")
     started = time.monotonic()
     start_python_workers(context)
     try:
-        outcome = run_chunk(
-            spec,
-            runner=spark_runner(context),
-            parallelism=int(context.defaultParallelism),
-            driver_share=True,
-        )
+        outcome = run_chunk_in(context, spec)
         # The chunk is in the sink and recorded: the job's own time ends here, as the JVM's
         # start is left out, so is its stop below (0.5-1 s here).
         seconds = time.monotonic() - started

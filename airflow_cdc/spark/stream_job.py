@@ -43,6 +43,7 @@ from airflow_cdc.spark._entry import (
     spark_conf,
     start_sql_python_workers,
 )
+from airflow_cdc.spark.environment import prefer_installed_pyspark
 
 __all__ = ["main"]
 
@@ -388,6 +389,7 @@ def _has_checkpoint(checkpoint_dir: str) -> bool:
 
 
 def run_stream(spec: StreamJobSpec, job_file: str) -> int:
+    prefer_installed_pyspark()
     from pyspark.sql import SparkSession
 
     from airflow_cdc.metadata import MetadataStore

@@ -58,6 +58,9 @@ def preload(names: tuple[str, ...] = PRELOADED) -> None:
 def serve(names: tuple[str, ...]) -> None:
     """Preload ``names``, then run Spark's daemon (forks a worker per Python task). The
     preload is on the path of a job's first Python task: each job preloads only its own."""
+    from airflow_cdc.spark.environment import prefer_installed_pyspark
+
+    prefer_installed_pyspark()
     preload(names)
     from pyspark.daemon import manager
 

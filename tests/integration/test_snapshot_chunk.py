@@ -103,6 +103,8 @@ def test_correction_under_concurrent_writes(
 
     log = (tmp_path / f"spark-{chunk.chunk_id}.log").read_text()  # type: ignore[attr-defined]
     assert "(new data files)" in log  # a first snapshot: written by the workers, one commit
+    # The driver imported the installed pyspark, not the zip spark-submit put first.
+    assert "pyspark is imported from the installed package, not from" in log
     done = MetadataStore.connect(meta).chunk(chunk.chunk_id)  # type: ignore[attr-defined]
     assert done.status == "done"
     assert done.low_watermark < done.high_watermark

@@ -80,8 +80,10 @@ def job_spec(
     )
 
 
-def _spark_submit(script: Path, job_file: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    """Run an entry script with the real spark-submit (local[2]) in its own process group."""
+def run_spark_submit(
+    script: Path, arguments: Sequence[str], log_path: Path
+) -> subprocess.Popen[bytes]:
+    """Run a script with the real spark-submit (local[2]) in its own process group."""
     env = dict(os.environ)
     env.update(spark_environment())
     log = open(log_path, "ab")  # noqa: SIM115
@@ -94,8 +96,7 @@ def _spark_submit(script: Path, job_file: Path, log_path: Path) -> subprocess.Po
             "spark.ui.enabled=false",
             *(arg for name, value in JOB_JVM_CONF.items() for arg in ("--conf", f"{name}={value}")),
             str(script),
-            "--job-file",
-            str(job_file),
+            *arguments,
         ],
         env=env,
         stdout=log,
@@ -107,7 +108,8 @@ def _spark_submit(script: Path, job_file: Path, log_path: Path) -> subprocess.Po
 def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
     """Start one chunk job; its log is ``spark-<chunk id>.log``."""
     job_file = spec.write(workdir / f"job-{spec.chunk_id}-{time.monotonic_ns()}.json")
-    return _spark_submit(SNAPSHOT_SCRIPT, job_file, workdir / f"spark-{spec.chunk_id}.log")
+    log_path = workdir / f"spark-{spec.chunk_id}.log"
+    return run_spark_submit(SNAPSHOT_SCRIPT, ["--job-file", str(job_file)], log_path)
 
 
 @contextlib.contextmanager
@@ -213,7 +215,7 @@ def stream_spec(
 def spark_submit_stream(spec: Any, workdir: Path) -> subprocess.Popen[bytes]:
     """Start the stream job; its log is ``stream.log``."""
     job_file = spec.write(workdir / f"stream-{time.monotonic_ns()}.json")
-    return _spark_submit(STREAM_SCRIPT, job_file, workdir / "stream.log")
+    return run_spark_submit(STREAM_SCRIPT, ["--job-file", str(job_file)], workdir / "stream.log")
 
 
 def snapshot_all(

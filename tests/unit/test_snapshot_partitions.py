@@ -21,18 +21,23 @@ def test_partition_count_bounds_fills_cores_and_whole_waves(
     rows: int, partition_rows: int, parallelism: int, driver_share: bool
 ) -> None:
     parts = partition_count(rows, partition_rows, parallelism, driver_share)
+    readers = parallelism + (1 if driver_share else 0)
     assert parts >= 1
     assert parts * partition_rows >= rows  # no partition above partition_rows
     if parts > 1:
-        executors = parts - 1 if driver_share else parts
-        assert executors % parallelism == 0  # whole waves for the executors
-        assert executors < math.ceil(max(rows, 1) / partition_rows) + parallelism  # no more
+        assert parts % readers == 0  # whole waves: no reader idles through the last
+        needed = max(math.ceil(max(rows, 1) / partition_rows), readers)
+        assert parts < needed + readers  # no more than that
     if rows >= parallelism * MIN_PARTITION_ROWS:
-        assert parts >= parallelism  # every core reads
+        assert parts >= readers  # every reader reads
 
 
-@given(items=st.lists(st.integers(), max_size=12))
-def test_the_driver_share_keeps_order_and_runs_one_item_itself(items: list[int]) -> None:
+@given(
+    items=st.lists(st.integers(), max_size=30), parallelism=st.integers(min_value=1, max_value=8)
+)
+def test_the_driver_share_keeps_order_and_runs_a_cores_share_itself(
+    items: list[int], parallelism: int
+) -> None:
     import threading
 
     from airflow_cdc.snapshot.job import with_driver_share
@@ -44,8 +49,15 @@ def test_the_driver_share_keeps_order_and_runs_one_item_itself(items: list[int])
         return [fn(item) for item in batch]
 
     main = threading.get_ident()
-    results = with_driver_share(runner)(lambda x: (x * 2, threading.get_ident()), items)
+    shared = with_driver_share(runner, parallelism)
+    results = shared(lambda x: (x * 2, threading.get_ident()), items)
     assert [doubled for doubled, _ in results] == [x * 2 for x in items]
-    assert elsewhere == items[:-1] if len(items) > 1 else elsewhere == []
+    mine = math.ceil(len(items) / (parallelism + 1)) if len(items) > 1 else len(items)
+    assert elsewhere == items[: len(items) - mine]
+    # The driver's items ran on its own thread (one item: in the caller itself).
+    threads = {thread for _, thread in results[len(items) - mine :]}
     if len(items) > 1:
-        assert results[-1][1] != main  # the driver's item ran on its own thread
+        assert len(threads) == 1
+        assert main not in threads
+        # As many as a core's: at most one more than an executor core's in an even spread.
+        assert mine <= math.ceil(len(elsewhere) / parallelism) + 1
