@@ -76,7 +76,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table, read_paths
 
-from bench_table import create_bench_table
+from bench_table import bench_server, create_bench_table
 from read_paths import cli_read
 
 from airflow_cdc.devtools.airflow_deployment import AirflowDeployment
@@ -703,7 +703,7 @@ def main() -> None:
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="cdc-e2e-bench-"))
-    server = LocalMariaDB(tmp / "db")
+    server = bench_server(tmp / "db")
     server.start()
     try:
         create_bench_table(server, args.rows)

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench_table import bench_server
+
 from airflow_cdc.config import ChunkingConfig, SourceConfig
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import TableId
@@ -228,7 +230,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="cdc-bench-plan-") as tmp:
         workdir = Path(tmp)
-        with LocalMariaDB(workdir / "db") as server:
+        with bench_server(workdir / "db") as server:
             result = measure_plan(
                 server, sizes, workdir, chunk_rows=args.chunk_rows, repeat=args.repeat
             )

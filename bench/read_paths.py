@@ -34,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench_table import create_bench_table
+from bench_table import bench_server, create_bench_table
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
@@ -242,7 +242,7 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
         workdir = Path(tmp)
-        server = LocalMariaDB(workdir / "db")
+        server = bench_server(workdir / "db")
         server.start()
         try:
             create_bench_table(server, rows)

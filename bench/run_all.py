@@ -49,7 +49,7 @@ REPO = BENCH.parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))  # the bench modules import each other by bare name
 
-from bench_table import create_bench_table, grow_bench_table  # noqa: E402
+from bench_table import bench_server, create_bench_table, grow_bench_table  # noqa: E402
 from plan import DEFAULT_CHUNK_ROWS, measure_plan  # noqa: E402
 from report import write_report  # noqa: E402
 from spark_jdbc import spark_jdbc_to_parquet  # noqa: E402
@@ -425,6 +425,8 @@ def machine_info(server: LocalMariaDB) -> dict[str, Any]:
         "memory_gb": memory_gb,
         "load_average_at_start": os.getloadavg()[0],
         "mariadb": "MariaDB " + str(server.query("SELECT VERSION()")[0][0]),
+        "innodb_buffer_pool_mb": int(server.query("SELECT @@innodb_buffer_pool_size")[0][0])
+        // 2**20,
         "python": platform.python_version(),
         "java": (java.stderr.splitlines() or ["?"])[0],
         "platform": platform.platform(),
@@ -491,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cdc-bench-all-") as tmp:
         workdir = Path(tmp)
-        server = LocalMariaDB(workdir / "db")
+        server = bench_server(workdir / "db")
         with run.stage("server.start"):
             server.start()
         try:

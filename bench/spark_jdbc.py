@@ -117,7 +117,7 @@ def spark_jdbc_to_parquet(
 
 def main() -> None:
     """Start a private MariaDB, create the bench table, run the yardstick, print JSON."""
-    from bench_table import create_bench_table
+    from bench_table import bench_server, create_bench_table
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -126,7 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cdc-bench-jdbc-") as tmp:
         workdir = Path(tmp)
-        with LocalMariaDB(workdir / "db") as server:
+        with bench_server(workdir / "db") as server:
             create_bench_table(server, args.rows)
             print(
                 json.dumps(spark_jdbc_to_parquet(server, "bench.t", args.rows, workdir), indent=2)

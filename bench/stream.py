@@ -39,6 +39,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table
+
+from bench_table import bench_server  # noqa: E402
+
 from airflow_cdc.config import SourceConfig  # noqa: E402
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
 from airflow_cdc.model import BinlogPosition  # noqa: E402
@@ -389,7 +393,7 @@ def main() -> None:
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cdc-stream-bench-") as tmp:
-        server = LocalMariaDB(Path(tmp) / "db")
+        server = bench_server(Path(tmp) / "db")
         server.start()
         try:
             if args.big_transaction:

@@ -31,7 +31,6 @@ import json
 import logging
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pymysql
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,6 +55,7 @@ from tests.support.pipeline import (  # noqa: E402
     job_spec,
     kill_group,
     plan,
+    signal_stream_driver,
     spark_submit,
     spark_submit_stream,
     stream_spec,
@@ -265,12 +264,7 @@ class Soak:
         the group if it is not gone within 120 s."""
         assert self.stream is not None
         if self.stream.poll() is None:
-            for proc in psutil.Process(self.stream.pid).children(recursive=True):
-                try:
-                    if any(part.endswith("stream.py") for part in proc.cmdline()):
-                        proc.send_signal(signal.SIGTERM)
-                except psutil.Error:
-                    continue
+            signal_stream_driver(self.stream)
             try:
                 self.stream.wait(timeout=120)
             except subprocess.TimeoutExpired:

@@ -153,20 +153,31 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def stop_stream(job: subprocess.Popen[bytes]) -> None:
+def signal_stream_driver(job: subprocess.Popen[bytes]) -> int:
     """SIGTERM to the stream's Python driver, as ``StreamOperator.on_kill`` sends it (the
-    JVM would die of a SIGTERM to the whole group): it stops after its batch."""
+    JVM would die of a SIGTERM to the whole group): it stops after its batch. Returns how
+    many processes were signalled (0 once the job has ended)."""
     import psutil
 
-    def is_driver(process: psutil.Process) -> bool:
+    signalled = 0
+    try:
+        children = psutil.Process(job.pid).children(recursive=True)
+    except psutil.Error:  # the job has ended
+        return 0
+    for process in children:
         try:
-            return any(part.endswith("stream.py") for part in process.cmdline())
+            if any(part.endswith("stream.py") for part in process.cmdline()):
+                process.send_signal(signal.SIGTERM)
+                signalled += 1
         except psutil.Error:  # a finished Python worker
-            return False
+            continue
+    return signalled
 
-    drivers = [p for p in psutil.Process(job.pid).children(recursive=True) if is_driver(p)]
-    assert len(drivers) == 1, drivers
-    drivers[0].send_signal(signal.SIGTERM)
+
+def stop_stream(job: subprocess.Popen[bytes]) -> None:
+    """:func:`signal_stream_driver` of a running job: exactly its one driver."""
+    signalled = signal_stream_driver(job)
+    assert signalled == 1, f"{signalled} stream drivers signalled"
 
 
 def source_rows(server: LocalMariaDB, sql: str) -> dict[Any, dict[str, Any]]:
