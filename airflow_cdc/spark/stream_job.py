@@ -44,6 +44,7 @@ from airflow_cdc.spark._entry import (
     start_sql_python_workers,
 )
 from airflow_cdc.spark.environment import prefer_installed_pyspark
+from airflow_cdc.stream.lease import LeaseKeeper, process_has_exited
 
 __all__ = ["main"]
 
@@ -328,15 +329,11 @@ def _reclaim_dead_owner(store: Any, stream_id: str) -> None:
     pid_text = rest.partition(":")[0]
     if host != socket.gethostname() or not pid_text.isdigit():
         return
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
+    if process_has_exited(int(pid_text)):
         log.warning(
             "reclaiming the lease of stream %s from dead process %s", stream_id, state.owner
         )
         store.release_stream_lease(stream_id, state.owner)
-    except PermissionError:
-        return
 
 
 class _StartBatch:
@@ -394,7 +391,6 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
 
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.stream.joining import joined_tables
-    from airflow_cdc.stream.lease import LeaseKeeper
 
     store = MetadataStore.connect(spec.metadata_url)
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -12,6 +12,7 @@ with an error (never as a success, which would end a continuous stream's Airflow
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from typing import Any
 
 from airflow_cdc.errors import CdcError, StreamLeaseError
 
-__all__ = ["LeaseKeeper"]
+__all__ = ["LeaseKeeper", "process_has_exited"]
 
 log = logging.getLogger(__name__)
 
@@ -85,3 +86,22 @@ class LeaseKeeper:
                 on_lost()
                 return
             wait = self.ttl / 3 if self.expires > before else self.ttl / 6
+
+
+def process_has_exited(pid: int) -> bool:
+    """Whether ``pid`` names no running process. A zombie has exited too: a killed driver is
+    an orphan of its killed JVM, and an init that reaps orphans lazily leaves it a zombie
+    for a second or more, which ``kill(pid, 0)`` alone would take for alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            # "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ")"
+            state = stat.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:  # gone meanwhile; without /proc (not Linux) kill() is the answer
+        return os.path.isdir("/proc")
+    return state in ("Z", "X")

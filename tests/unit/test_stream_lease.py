@@ -4,12 +4,15 @@ the stream with an error before the lease expires."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 from airflow_cdc.errors import MetadataError, StreamLeaseError
-from airflow_cdc.stream.lease import LeaseKeeper
+from airflow_cdc.stream.lease import LeaseKeeper, process_has_exited
 
 TTL = 60.0
 
@@ -118,3 +121,25 @@ def test_a_lease_taken_over_in_a_real_metadata_db_stops_the_keeper(tmp_path: Pat
     assert not keeper.renew_once()
     assert keeper.lost is not None
     assert "other:2" in keeper.lost
+
+
+def test_a_zombie_owner_counts_as_exited() -> None:
+    """A SIGKILLed driver lingers as a zombie until its parent (here: us) reaps it; the
+    lease it left must be reclaimable meanwhile, not only once it is reaped."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not process_has_exited(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never became a zombie"
+            time.sleep(0.01)
+        assert process_has_exited(child.pid)  # a zombie, not reaped yet
+    finally:
+        child.kill()
+        child.wait()
+    assert process_has_exited(child.pid)  # reaped: the pid names nothing
+
+
+def test_a_live_process_has_not_exited() -> None:
+    assert not process_has_exited(os.getpid())
