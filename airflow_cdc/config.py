@@ -1,8 +1,8 @@
 """Configuration objects, one per concern, validated when built.
 
 They are passed whole through the layers (operator -> job file -> Spark job) instead of
-long argument lists. Secrets live only in :class:`SourceConfig` and the metadata URL and
-are hidden from ``repr`` so they never reach a log line.
+long argument lists. Secrets live only in :class:`SourceConfig`, the metadata URL and the
+sink's storage options, all hidden from ``repr`` so they never reach a log line.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Self, cast
@@ -120,15 +121,25 @@ class ReadConfig:
 
 @dataclass(frozen=True)
 class SinkConfig:
-    """Where the Delta tables live: ``<root>/<database>/<table>``."""
+    """Where the Delta tables live, ``<root>/<database>/<table>``, and how to reach them."""
 
+    #: A local folder or an object-store URI (``s3://bucket/lake``).
     root: str
+    #: delta-rs storage options (credentials, endpoint) from the lake connection; secret.
+    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
+    #: Where the jobs' executors stage files for the driver; empty: ``<root>/_cdc_staging``.
+    staging_path: str = ""
 
     def __post_init__(self) -> None:
         if not self.root:
             raise ConfigurationError(
                 "sink_path is empty: give a folder (or URI) for the Delta tables"
             )
+        object.__setattr__(self, "storage_options", dict(self.storage_options))
+
+    @property
+    def staging_root(self) -> str:
+        return self.staging_path or f"{self.root.rstrip('/')}/_cdc_staging"
 
 
 class _JobFile:
@@ -214,7 +225,8 @@ class StreamJobSpec(_JobFile):
     #: Upper bound of binlog bytes per micro-batch (bounds memory of one batch); a single
     #: transaction larger than this still makes one batch.
     max_batch_bytes: int = 64 * 1024 * 1024
-    #: Slices a micro-batch is decoded in, in parallel (0: the driver machine's cores).
+    #: Slices a micro-batch is decoded in, in parallel (0: the executors' cores, Spark's
+    #: default parallelism).
     decode_parallelism: int = 0
     #: A batch is cut into slices of at least this many binlog bytes.
     min_slice_bytes: int = 2 * 1024 * 1024

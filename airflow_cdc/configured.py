@@ -5,7 +5,10 @@ workers, which parse the file again):
 
 * ``CDC_TABLES``: a JSON list of ``database.table`` names (default: the demo tables). It is
   the ``tables`` default of ``mysql_cdc`` and the set that ``mysql_cdc_backfill`` accepts.
-* ``CDC_SINK_PATH``: the default root of the Delta tables.
+* ``CDC_SINK_PATH``: the default root of the Delta tables (a folder, or an object-store
+  URI such as ``s3://bucket/lake`` whose credentials are the ``cdc_lake`` connection's).
+* ``CDC_STAGING_PATH``: where the Spark jobs stage files between executors and driver
+  (default: ``<sink root>/_cdc_staging``).
 * ``CDC_STREAM_ID``: the id of ``mysql_cdc``'s stream (default ``mysql_cdc``), which
   ``mysql_cdc_backfill`` asks to follow a table new to it.
 * ``CDC_CHUNK_RETRIES``: Airflow retries of each ``snapshot_chunk`` task (default 2), so a
@@ -28,6 +31,7 @@ __all__ = [
     "DEFAULT_STREAM_ID",
     "DEFAULT_TABLES",
     "configured_chunk_retries",
+    "configured_staging_path",
     "configured_stream_id",
     "configured_tables",
     "default_sink_path",
@@ -67,6 +71,12 @@ def default_sink_path(environ: Mapping[str, str] | None = None) -> str:
     """``CDC_SINK_PATH`` or :data:`DEFAULT_SINK_PATH`."""
     env = os.environ if environ is None else environ
     return env.get("CDC_SINK_PATH", "") or DEFAULT_SINK_PATH
+
+
+def configured_staging_path(environ: Mapping[str, str] | None = None) -> str | None:
+    """``CDC_STAGING_PATH``, or None: the sink's own staging area."""
+    env = os.environ if environ is None else environ
+    return env.get("CDC_STAGING_PATH", "").strip() or None
 
 
 def configured_stream_id(environ: Mapping[str, str] | None = None) -> str:

@@ -40,6 +40,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_cdc.hooks.source",
                     "airflow_cdc.hooks.metadata",
+                    "airflow_cdc.hooks.lake",
                 ],
             }
         ],

@@ -545,7 +545,7 @@ def _figures(
     batch_lines = [
         (stamp, text)
         for stamp, text in stream_lines
-        if re.search(r"\bbatch -?\d+( \([^)]*\))?: .*committed", text)
+        if re.search(r"\bbatch -?\d+( \([^)]*\))? from \S+: .*committed", text)
     ]
     batch0 = batch_lines[0] if batch_lines else None  # the start batch, or Spark's batch 0
     batch0_log = None if batch0 is None else batch0[0]

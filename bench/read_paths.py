@@ -91,6 +91,7 @@ def connectorx_read(cfg: SourceConfig) -> None:
 
 
 def product_read(cfg: SourceConfig, rows: int, parts: int, workdir: Path) -> None:
+    from airflow_cdc.sinks.storage import Location
     from airflow_cdc.snapshot.reader import PartitionRead, read_partition
     from airflow_cdc.source.catalog import load_table_schema
     from airflow_cdc.source.connection import connect
@@ -102,7 +103,10 @@ def product_read(cfg: SourceConfig, rows: int, parts: int, workdir: Path) -> Non
     edges: list[Any] = [None, *[(1 + i * step,) for i in range(1, parts)], None]
     tasks = [
         PartitionRead(
-            cfg, schema, ChunkRange(edges[i], edges[i + 1]), str(workdir / f"p{parts}-{i}.parquet")
+            cfg,
+            schema,
+            ChunkRange(edges[i], edges[i + 1]),
+            Location(str(workdir / f"p{parts}-{i}.parquet")),
         )
         for i in range(parts)
     ]

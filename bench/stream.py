@@ -53,10 +53,11 @@ BASE_ROWS = 100_000
 UPDATE_ROWS = 1_000
 #: Seconds of the latency run's start left out of the percentiles.
 WARM_UP = 10.0
-#: ``2026-11-22 02:42:15,858 INFO airflow_cdc.stream: batch 0: 7230 changes, ... in 12.03 s
-#: (2 slices decoded in 11.44 s, 1 merges); committed up to mysql-bin.000052:15684``
+#: ``2026-11-22 02:42:15,858 INFO airflow_cdc.stream: batch 0 from mysql-bin.000052:4: 7230
+#: changes, ... in 12.03 s (2 slices decoded in 11.44 s, 1 merges); committed up to
+#: mysql-bin.000052:15684``
 BATCH_LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO airflow_cdc\.stream: batch (\d+): (\d+) "
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO airflow_cdc\.stream: batch (\d+) from \S+: (\d+) "
     r"changes, (\d+) applied .* in ([0-9.]+) s \((\d+) slices decoded in ([0-9.]+) s, (\d+) merges\); "
     r"committed up to (\S+)$",
     re.MULTILINE,

@@ -9,14 +9,16 @@ every chunk is done. A failed chunk can be cleared and re-run on its own at any 
 task is marked failed/success or stopped (it stops its Spark job), or ``until_caught_up``
 to the server's position at its start. One stream runs at a time (a second run's ``stream``
 is refused while the first holds the lease); a retried or cleared ``stream`` resumes from
-its Spark checkpoint. A table added to ``CDC_TABLES`` later gets its snapshot from
+its Spark checkpoint, or without one from its committed position. A table added to ``CDC_TABLES`` later gets its snapshot from
 ``mysql_cdc_backfill`` and then joins the running stream, without a restart.
 
 Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB server),
-``cdc_metadata`` (SQLAlchemy URL; default a SQLite file in ``$AIRFLOW_HOME``) and
-``spark_default`` (the Spark master), and by the params below, e.g.::
+``cdc_metadata`` (SQLAlchemy URL; default a SQLite file in ``$AIRFLOW_HOME``),
+``spark_default`` (the Spark master) and, for a lake on an object store, ``cdc_lake``
+(type ``aws``: access key, secret, extra ``endpoint_url``/``region_name``), and by the
+params below, e.g.::
 
-    airflow dags test mysql_cdc -c '{"tables": ["shop.orders"], "sink_path": "/data/lake"}'
+    airflow dags test mysql_cdc -c '{"tables": ["shop.orders"], "sink_path": "s3://lake/cdc"}'
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from datetime import timedelta
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS, STREAM_MODES
-from airflow_cdc.configured import configured_stream_id, configured_tables, default_sink_path
+from airflow_cdc.configured import (
+    configured_staging_path,
+    configured_stream_id,
+    configured_tables,
+    default_sink_path,
+)
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.stream import StreamOperator
@@ -82,16 +89,18 @@ with DAG(
         task_id="plan",
         tables="{{ params.tables }}",
         sink_path="{{ params.sink_path }}",
+        staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunk_rows="{{ params.chunk_rows }}",
         chunk_keys="{{ params.chunk_keys }}",
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
-        plan.output, sink_path="{{ params.sink_path }}"
+        plan.output, sink_path="{{ params.sink_path }}", staging_path=configured_staging_path()
     )
     stream = StreamOperator(
         task_id="stream",
         tables="{{ params.tables }}",
         sink_path="{{ params.sink_path }}",
+        staging_path=configured_staging_path(),
         stream_mode="{{ params.stream_mode }}",
         # One stream id for the pipeline (env CDC_STREAM_ID, default "mysql_cdc"): tables
         # added through mysql_cdc_backfill join this stream while it runs.

@@ -25,7 +25,12 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS
-from airflow_cdc.configured import configured_stream_id, configured_tables, default_sink_path
+from airflow_cdc.configured import (
+    configured_staging_path,
+    configured_stream_id,
+    configured_tables,
+    default_sink_path,
+)
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 
@@ -87,12 +92,13 @@ with DAG(
         allowed_tables=TABLES,
         key_range={"lo": "{{ params.lo }}", "hi": "{{ params.hi }}"},
         sink_path="{{ params.sink_path }}",
+        staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunk_rows="{{ params.chunk_rows }}",
         # A table the stream does not follow yet joins it once this snapshot is done.
         join_stream=configured_stream_id(),
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
-        plan.output, sink_path="{{ params.sink_path }}"
+        plan.output, sink_path="{{ params.sink_path }}", staging_path=configured_staging_path()
     )
 
     plan >> snapshot_chunk >> wait_for_chunks

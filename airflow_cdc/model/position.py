@@ -15,6 +15,8 @@ _OFFSET_DIGITS = 13
 _ROW_DIGITS = 9
 _OFFSET_SCALE = 10**_OFFSET_DIGITS
 _ROW_SCALE = 10**_ROW_DIGITS
+#: Offsets of a transaction boundary number (``boundary_number``): 2**32 < 10**10.
+_BOUNDARY_SCALE = 10**10
 #: Largest encoded value fits ``decimal(38, 0)``: 6 + 13 + 9 = 28 digits.
 ENCODED_DIGITS = 38
 
@@ -68,6 +70,21 @@ class BinlogPosition:
     def encode(self) -> int:
         """An integer with the same order as the positions, for the sink's ``decimal(38,0)``."""
         return int((self.file_number * _OFFSET_SCALE + self.offset) * _ROW_SCALE + self.row)
+
+    def boundary_number(self) -> int:
+        """A transaction boundary as one integer that fits a signed 64-bit, with the same
+        order: ``file number * 10**10 + offset`` (offsets are 32-bit in the binlog). The
+        stream records it as a table's Delta application-transaction version, meaning
+        "this table holds every change up to here", which stays true whichever Spark
+        checkpoint (or none) a later run starts from."""
+        if self.row:
+            raise ValueError(f"{self} is inside an event, not a transaction boundary")
+        if self.offset >= _BOUNDARY_SCALE:
+            raise ValueError(f"binlog offset {self.offset} does not fit a boundary number")
+        number = self.file_number * _BOUNDARY_SCALE + self.offset
+        if number >= 2**63:
+            raise ValueError(f"binlog file number {self.file_number} is too large")
+        return number
 
     @classmethod
     def decode(cls, value: int, basename: str) -> BinlogPosition:

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import tempfile
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["as_mapping", "as_positive_int", "as_str_list", "check_sink_path", "parse_literal"]
+if TYPE_CHECKING:
+    from airflow_cdc.config import SinkConfig
+
+__all__ = [
+    "as_mapping",
+    "as_positive_int",
+    "as_str_list",
+    "check_sink",
+    "lake_sink",
+    "parse_literal",
+]
 
 
 def parse_literal(text: str) -> Any:
@@ -70,31 +77,40 @@ def as_mapping(name: str, value: Any) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()}
 
 
-def check_sink_path(root: str) -> None:
-    """Refuse a local ``sink_path`` this worker cannot write, before anything is planned.
+def lake_sink(
+    sink_path: Any, *, lake_conn_id: str, staging_path: Any = None, check: bool = False
+) -> SinkConfig:
+    """The rendered ``sink_path`` with the lake connection's storage options (none when
+    the connection is not defined) and ``staging_path``; with ``check``, refused unless it
+    takes a write (:func:`~airflow_cdc.sinks.write_check.check_writable`), so a wrong path,
+    bucket or key fails before any Spark job starts."""
+    from airflow_cdc.config import SinkConfig
+    from airflow_cdc.hooks import CdcLakeHook
+    from airflow_cdc.sinks.storage import is_local_uri
 
-    Otherwise every chunk's Spark job fails later with a storage library's error. The check
-    writes and removes one probe file in the nearest existing folder (permission bits alone
-    do not tell for root, read-only mounts or /proc); URIs of other stores are not checked.
-    """
-    if "://" in root and not root.startswith("file://"):
-        return
-    path = Path(root.removeprefix("file://")).expanduser().absolute()
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    fix = "give a folder the Airflow workers and the Spark jobs can write (param sink_path)"
-    if not existing.is_dir():
-        raise ConfigurationError(
-            f"sink_path {root!r} cannot be a folder: {existing} is a file; {fix}"
+    root = str(sink_path or "").strip()
+    staging = str(staging_path or "").strip()
+    hook = CdcLakeHook(lake_conn_id)
+    remote = not all(is_local_uri(uri) for uri in (root, staging) if uri)
+    sink = SinkConfig(
+        root=root,
+        storage_options=hook.storage_options() if remote else {},
+        staging_path=staging,
+    )
+    if check:
+        check_sink(sink, lake_conn_id=lake_conn_id if remote else None)
+    return sink
+
+
+def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:
+    """The write check of the sink root and, when set apart, of the staging area."""
+    from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.sinks.write_check import check_writable
+
+    check_writable(Location(sink.root, sink.storage_options), conn_id=lake_conn_id)
+    if sink.staging_path:
+        check_writable(
+            Location(sink.staging_path, sink.storage_options),
+            conn_id=lake_conn_id,
+            what="staging_path",
         )
-    where = "" if existing == path else f" (its nearest existing folder {existing})"
-    try:
-        handle, probe = tempfile.mkstemp(prefix=".cdc-write-check-", dir=existing)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"sink_path {root!r} is not writable{where}: {exc.strerror or exc}; {fix}, "
-            "or fix its permissions"
-        ) from None
-    os.close(handle)
-    os.unlink(probe)

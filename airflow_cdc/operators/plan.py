@@ -17,7 +17,7 @@ from airflow_cdc.operators._params import (
     as_mapping,
     as_positive_int,
     as_str_list,
-    check_sink_path,
+    lake_sink,
     parse_literal,
 )
 
@@ -38,8 +38,11 @@ class PlanSnapshotOperator(BaseOperator):
 
     :param tables: tables as ``db.table`` (a name with a dot is quoted with backticks).
         Templated; a rendered string (JSON list, Python list or comma-separated) is accepted.
-    :param sink_path: root folder/URI of the Delta tables; checked here (a local path must be
-        writable by this worker) so a typo fails before any Spark job starts. Templated.
+    :param sink_path: root folder/URI of the Delta tables; checked here (a probe object is
+        written and deleted with the lake connection's credentials) so a wrong path, bucket
+        or key fails before any Spark job starts. Templated.
+    :param staging_path: where the chunk jobs stage files (default ``<sink_path>/_cdc_staging``);
+        checked like ``sink_path`` when set. Templated.
     :param chunk_rows: rows per chunk (positive whole number). Templated, checked after rendering.
     :param chunk_keys: ``{"db.table": ["col", ...]}``: chunk key for tables without a primary
         key (must be unique and not null). Templated; a rendered JSON/dict string is accepted.
@@ -54,6 +57,9 @@ class PlanSnapshotOperator(BaseOperator):
         Templated; ``None``: ask no stream (the stream's own table list covers it).
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB (SQLAlchemy URL).
+    :param lake_conn_id: Airflow connection of the lake's object store (``aws``: login =
+        access key, password = secret, extra ``endpoint_url``, ``region_name``); not
+        needed for a local ``sink_path``.
 
     Returns (XCom) one dict per chunk: ``chunk_id``, ``plan_id``, ``table``, ``chunk_no`` and
     ``label``; the plan id is also pushed under the key ``plan_id``.
@@ -62,6 +68,7 @@ class PlanSnapshotOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "tables",
         "sink_path",
+        "staging_path",
         "chunk_rows",
         "chunk_keys",
         "key_range",
@@ -86,13 +93,17 @@ class PlanSnapshotOperator(BaseOperator):
         key_range: dict[str, Any] | str | None = None,
         allowed_tables: list[str] | str | None = None,
         join_stream: str | None = None,
+        staging_path: str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
+        lake_conn_id: str = "cdc_lake",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.tables = tables
         self.sink_path = sink_path
+        self.staging_path = staging_path
+        self.lake_conn_id = lake_conn_id
         self.chunk_rows = chunk_rows
         self.chunk_keys = chunk_keys
         self.key_range = key_range
@@ -180,7 +191,7 @@ class PlanSnapshotOperator(BaseOperator):
     def execute(self, context: Context) -> list[dict[str, Any]]:
         from airflow.sdk import conf
 
-        from airflow_cdc.config import ChunkingConfig, SinkConfig
+        from airflow_cdc.config import ChunkingConfig
         from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
         from airflow_cdc.metadata import MetadataStore
         from airflow_cdc.planning.key_range import key_range_from_json
@@ -199,7 +210,12 @@ class PlanSnapshotOperator(BaseOperator):
             )
         keys = self.chunk_key_map(tables)
         chunk_rows = as_positive_int("chunk_rows", self.chunk_rows)
-        check_sink_path(SinkConfig(root=str(self.sink_path or "")).root)
+        lake_sink(
+            self.sink_path,
+            lake_conn_id=self.lake_conn_id,
+            staging_path=self.staging_path,
+            check=True,
+        )
         max_chunks = conf.getint("core", "max_map_length", fallback=1024)
         chunking = ChunkingConfig(chunk_rows=chunk_rows, max_chunks=max_chunks)
 

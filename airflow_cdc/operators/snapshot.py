@@ -16,7 +16,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators._job_file import JobFileSparkOperator
-from airflow_cdc.operators._params import as_positive_int
+from airflow_cdc.operators._params import as_positive_int, lake_sink
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
 if TYPE_CHECKING:
@@ -55,8 +55,13 @@ class SnapshotChunkOperator(JobFileSparkOperator):
 
     :param chunk: one item of :class:`PlanSnapshotOperator`'s XCom (``chunk_id``, ``label``...).
     :param sink_path: root folder/URI of the Delta tables. Templated.
+    :param staging_path: where the executors stage partitions for the driver (default
+        ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB.
+    :param lake_conn_id: Airflow connection of the lake's object store (see
+        :class:`~airflow_cdc.hooks.CdcLakeHook`); its secret reaches the job only in the
+        job file.
     :param partition_rows: a chunk larger than this is read as several partitions in
         parallel (default: ``ReadConfig``'s). Templated.
     :param read_engine: ``"connectorx"`` (default) or ``"pymysql"``.
@@ -74,6 +79,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "sink_path",
+        "staging_path",
         "partition_rows",
         "pause_dir",
     )
@@ -87,8 +93,10 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         *,
         chunk: dict[str, Any],
         sink_path: str,
+        staging_path: str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
+        lake_conn_id: str = "cdc_lake",
         partition_rows: int | str | None = None,
         read_engine: str | None = None,
         pause_dir: str | None = None,
@@ -98,8 +106,10 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         super().__init__(**kwargs)
         self.chunk = chunk
         self.sink_path = sink_path
+        self.staging_path = staging_path
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
+        self.lake_conn_id = lake_conn_id
         self.partition_rows = partition_rows
         self.read_engine = read_engine
         self.pause_dir = pause_dir
@@ -117,7 +127,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
 
     def build_spec(self) -> ChunkJobSpec:
         """The job spec, with the secrets resolved from the Airflow connections."""
-        from airflow_cdc.config import ChunkJobSpec, ReadConfig, SinkConfig
+        from airflow_cdc.config import ChunkJobSpec, ReadConfig
         from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 
         read_kwargs: dict[str, Any] = {}
@@ -129,7 +139,9 @@ class SnapshotChunkOperator(JobFileSparkOperator):
             chunk_id=self.chunk_id(),
             source=CdcSourceHook(self.source_conn_id).source_config(),
             metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
-            sink=SinkConfig(root=str(self.sink_path or "")),
+            sink=lake_sink(
+                self.sink_path, lake_conn_id=self.lake_conn_id, staging_path=self.staging_path
+            ),
             read=ReadConfig(**read_kwargs),
             pause_dir=self.pause_dir or None,
         )

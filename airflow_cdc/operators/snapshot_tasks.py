@@ -18,12 +18,15 @@ __all__ = ["SNAPSHOT_ASSET_ALIAS", "snapshot_tasks"]
 SNAPSHOT_ASSET_ALIAS = "airflow_cdc_snapshot"
 
 
-def snapshot_tasks(plan_output: Any, *, sink_path: str) -> tuple[Any, ChunksCompleteSensor]:
+def snapshot_tasks(
+    plan_output: Any, *, sink_path: str, staging_path: str | None = None
+) -> tuple[Any, ChunksCompleteSensor]:
     """``snapshot_chunk`` mapped over ``plan_output`` (the plan task's XCom) and
     ``wait_for_chunks``; the caller wires ``plan >> snapshot_chunk >> wait_for_chunks``."""
     snapshot_chunk = SnapshotChunkOperator.partial(
         task_id="snapshot_chunk",
         sink_path=sink_path,
+        staging_path=staging_path,
         map_index_template=CHUNK_MAP_INDEX_TEMPLATE,
         # A retry re-reads only its chunk's range, from a new low watermark (CDC_CHUNK_RETRIES).
         retries=configured_chunk_retries(),

@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +37,13 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators._job_file import JobFileSparkOperator
-from airflow_cdc.operators._params import as_positive_int, as_str_list, parse_literal
+from airflow_cdc.operators._params import (
+    as_positive_int,
+    as_str_list,
+    check_sink,
+    lake_sink,
+    parse_literal,
+)
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
 if TYPE_CHECKING:
@@ -103,11 +111,18 @@ def default_stream_id(tables: Sequence[str]) -> str:
 
 
 def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
-    """``<sink_path>/_cdc_checkpoints/<stream_id as one path segment>`` (characters outside
-    ``[A-Za-z0-9_-]`` written ``~XX``, as the sink does for table names)."""
+    """A local folder of the driver (it runs in the task's process tree, client mode):
+    ``<sink_path>/_cdc_checkpoints/<id>`` for a local lake, else
+    ``<temp dir>/airflow-cdc/checkpoints/<id>`` (the id written as one path segment,
+    characters outside ``[A-Za-z0-9_-]`` as ``~XX``). Losing it costs nothing: a stream
+    without its checkpoint resumes from its committed position in the metadata DB."""
     from airflow_cdc.sinks.naming import escape_segment
+    from airflow_cdc.sinks.storage import is_local_uri
 
-    return f"{sink_path.rstrip('/')}/{_CHECKPOINTS_FOLDER}/{escape_segment(stream_id)}"
+    segment = escape_segment(stream_id)
+    if is_local_uri(sink_path):
+        return f"{sink_path.rstrip('/')}/{_CHECKPOINTS_FOLDER}/{segment}"
+    return os.path.join(tempfile.gettempdir(), "airflow-cdc", "checkpoints", segment)
 
 
 class StreamOperator(JobFileSparkOperator):
@@ -122,8 +137,12 @@ class StreamOperator(JobFileSparkOperator):
     :param stream_id: names the stream (its lease, state and checkpoint). Templated; default
         :func:`default_stream_id` of the tables. One stream per set of tables: a second
         stream on any of the same tables is refused while the first holds its lease.
-    :param checkpoint_dir: Spark checkpoint of the stream. Templated; default
-        :func:`default_checkpoint_dir` (under ``sink_path``).
+    :param checkpoint_dir: Spark checkpoint of the stream: a local folder of the driver, or
+        a URI of a Hadoop filesystem the cluster has. Templated; default
+        :func:`default_checkpoint_dir`. Without it (another worker, a wiped disk) the
+        stream resumes from its committed position in the metadata DB.
+    :param staging_path: where the executors stage decoded blocks for the driver (default
+        ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
     :param trigger_seconds: seconds between micro-batches (continuous mode). Templated.
     :param max_batch_bytes: upper bound of binlog bytes per micro-batch (default: the job
         spec's). Templated.
@@ -135,6 +154,8 @@ class StreamOperator(JobFileSparkOperator):
         Spark starts (0: none; default: the job spec's 4 MiB). Templated.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB.
+    :param lake_conn_id: Airflow connection of the lake's object store (see
+        :class:`~airflow_cdc.hooks.CdcLakeHook`); the lake is checked before the job starts.
     :param stop_timeout_seconds: on kill, how long the job may take to stop by itself before
         it is killed. Airflow's supervisor escalates to SIGKILL 5 s after its SIGTERM, so
         the default stays below that.
@@ -155,6 +176,7 @@ class StreamOperator(JobFileSparkOperator):
         "stream_mode",
         "stream_id",
         "checkpoint_dir",
+        "staging_path",
         "trigger_seconds",
         "max_batch_bytes",
         "block_rows",
@@ -175,6 +197,7 @@ class StreamOperator(JobFileSparkOperator):
         stream_mode: str = "continuous",
         stream_id: str | None = None,
         checkpoint_dir: str | None = None,
+        staging_path: str | None = None,
         trigger_seconds: float | str = 2.0,
         max_batch_bytes: int | str | None = None,
         block_rows: int | str | None = None,
@@ -182,6 +205,7 @@ class StreamOperator(JobFileSparkOperator):
         start_batch_bytes: int | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
+        lake_conn_id: str = "cdc_lake",
         stop_timeout_seconds: float = 4.0,
         **kwargs: Any,
     ) -> None:
@@ -191,6 +215,7 @@ class StreamOperator(JobFileSparkOperator):
         self.stream_mode = stream_mode
         self.stream_id = stream_id
         self.checkpoint_dir = checkpoint_dir
+        self.staging_path = staging_path
         self.trigger_seconds = trigger_seconds
         self.max_batch_bytes = max_batch_bytes
         self.block_rows = block_rows
@@ -198,6 +223,7 @@ class StreamOperator(JobFileSparkOperator):
         self.start_batch_bytes = start_batch_bytes
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
+        self.lake_conn_id = lake_conn_id
         self.stop_timeout_seconds = stop_timeout_seconds
         # Literals (not templates) are checked when the DAG is parsed.
         if isinstance(stream_mode, str) and "{{" not in stream_mode:
@@ -224,12 +250,14 @@ class StreamOperator(JobFileSparkOperator):
 
     def build_spec(self) -> StreamJobSpec:
         """The job spec, with the secrets resolved from the Airflow connections."""
-        from airflow_cdc.config import SinkConfig, StreamJobSpec
+        from airflow_cdc.config import StreamJobSpec
         from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 
         mode = self.mode()
         tables = stream_table_names(self.tables)
-        sink = SinkConfig(root=str(self.sink_path or "").strip())
+        sink = lake_sink(
+            self.sink_path, lake_conn_id=self.lake_conn_id, staging_path=self.staging_path
+        )
         stream_id = self.resolved_stream_id(tables)
         checkpoint = str(self.checkpoint_dir or "").strip() or default_checkpoint_dir(
             sink.root, stream_id
@@ -258,6 +286,8 @@ class StreamOperator(JobFileSparkOperator):
     def prepare_submit(self) -> Path:
         """Write the job file and point the submission at it."""
         spec = self.build_spec()
+        # A wrong bucket or key fails here, in seconds, not in the executors.
+        check_sink(spec.sink, lake_conn_id=self.lake_conn_id)
         path = self._submit_job_file(spec, prefix="airflow-cdc-stream-", filename="stream.json")
         if self._auto_name:
             self.name = f"airflow-cdc stream {spec.stream_id}"

@@ -22,10 +22,8 @@ the range again (then it merges).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +37,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.schema import Schema as DeltaSchema
 from deltalake.transaction import AddAction, RemoveAction
 
+from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import (
@@ -51,9 +50,10 @@ from airflow_cdc.sinks.base import (
     check_column_names,
 )
 from airflow_cdc.sinks.buckets import bucket_of, bucket_values, check_bucket_width
-from airflow_cdc.sinks.delta_files import DataFile, is_local_uri, local_path
+from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
 from airflow_cdc.sinks.naming import escape_segment, quote_column
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.storage import Location
 
 __all__ = ["CONFIG_BUCKET_WIDTH", "CONFIG_KEY", "STATS_COLUMNS", "DeltaSink", "TableLayout"]
 
@@ -101,11 +101,16 @@ class DeltaSink:
         if not root:
             raise SinkError("the sink root is empty: give a folder or URI for the Delta tables")
         self.root = root.rstrip("/") or "/"
-        self.storage_options = storage_options
+        self.storage_options = dict(storage_options) if storage_options else None
         self.retry = retry or RetryPolicy()
         #: delta-rs ``streamed_exec``: False (default) lets delta-rs also prune the target
         #: by the source's key statistics; True streams the source (less memory).
         self.streamed_exec = streamed_exec
+
+    @classmethod
+    def of(cls, config: SinkConfig, **kwargs: Any) -> DeltaSink:
+        """The sink ``config`` describes (its root and storage options)."""
+        return cls(config.root, storage_options=dict(config.storage_options), **kwargs)
 
     def __repr__(self) -> str:
         return f"DeltaSink({self.root!r})"
@@ -115,6 +120,10 @@ class DeltaSink:
     def table_uri(self, table: TableId) -> str:
         """Where ``table`` lives: ``<root>/<escaped database>/<escaped table>``."""
         return f"{self.root}/{escape_segment(table.database)}/{escape_segment(table.table)}"
+
+    def table_location(self, table: TableId) -> Location:
+        """:meth:`table_uri` with the sink's storage options, for writing files into it."""
+        return Location(self.table_uri(table), self.storage_options or {})
 
     def exists(self, table: TableId) -> bool:
         return DeltaTable.is_deltatable(self.table_uri(table), self.storage_options)
@@ -316,16 +325,9 @@ class DeltaSink:
         committed, _ = retry_conflicts(attempt, what, self.retry)
         return committed
 
-    def takes_files(self) -> bool:
-        """Whether workers can write data files into this sink's tables (a local root)."""
-        return is_local_uri(self.root)
-
     def remove_files(self, table: TableId, files: Sequence[DataFile]) -> None:
         """Delete written data files that were not committed."""
-        root = local_path(self.table_uri(table))
-        for f in files:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(root, f.path))
+        remove_data_files(self.table_location(table), files)
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""

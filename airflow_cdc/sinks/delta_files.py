@@ -1,7 +1,8 @@
 """Data files of a Delta sink table written by workers and committed later by one driver.
 
 A chunk job's executors write their rows as Parquet files straight into the table's folder
-(``<table>/_cdc_bucket=<b>/part-<uuid>.parquet``), in parallel, and the driver commits them
+(``<table>/_cdc_bucket=<b>/part-<uuid>.parquet``, local or in the object store, through
+pyarrow's filesystem with the sink's credentials), in parallel, and the driver commits them
 all in one transaction (:meth:`DeltaSink.commit_new_range`): the design's "executors write
 Parquet, the driver commits the adds". Until that commit the files are invisible; a job
 that dies leaves unreferenced files, which VACUUM removes as for any failed Delta writer.
@@ -13,9 +14,10 @@ none, which is always correct: a reader then reads the file.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +27,9 @@ import pyarrow.parquet as pq
 
 from airflow_cdc.sinks.base import BUCKET_COLUMN
 from airflow_cdc.sinks.buckets import bucket_values
+from airflow_cdc.sinks.storage import Location
 
-__all__ = ["DataFile", "is_local_uri", "local_path", "write_data_files"]
+__all__ = ["DataFile", "remove_data_files", "write_data_files"]
 
 
 @dataclass(frozen=True)
@@ -40,15 +43,6 @@ class DataFile:
     rows: int
     #: Delta statistics JSON (``numRecords``, and integer key columns' bounds).
     stats: str
-
-
-def is_local_uri(uri: str) -> bool:
-    """Whether ``uri`` is a local folder (workers then write into it with plain file I/O)."""
-    return "://" not in uri or uri.startswith("file://")
-
-
-def local_path(uri: str) -> str:
-    return uri.removeprefix("file://")
 
 
 def _stats(rows: pa.Table, key: tuple[str, ...]) -> str:
@@ -100,26 +94,36 @@ def _by_bucket(rows: pa.Table, buckets: pa.Array) -> list[tuple[int, pa.Table]]:
 
 
 def write_data_files(
-    table_uri: str,
+    table: Location,
     rows: pa.Table,
     schema: pa.Schema,
     key: tuple[str, ...],
     bucket_width: int | None,
 ) -> list[DataFile]:
     """Write ``rows`` (``schema``: the table's columns but the bucket, in its order and
-    types) into the local table at ``table_uri``: one Parquet file per bucket."""
+    types) into the table at ``table``: one Parquet file per bucket."""
     if rows.num_rows == 0:
         return []
     rows = rows.select(schema.names).cast(schema)
+    filesystem, root = table.resolve()
     files: list[DataFile] = []
     for bucket, part in _by_bucket(rows, bucket_values(rows.column(key[0]), bucket_width)):
         relative = f"{BUCKET_COLUMN}={bucket}/part-{uuid.uuid4().hex}.snappy.parquet"
-        target = os.path.join(local_path(table_uri), relative)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        pq.write_table(part, target, compression="snappy", use_dictionary=_dictionary_columns(part))
-        files.append(
-            DataFile(
-                relative, os.path.getsize(target), int(bucket), part.num_rows, _stats(part, key)
+        target = f"{root}/{relative}"
+        if table.is_local:
+            filesystem.create_dir(target.rpartition("/")[0], recursive=True)
+        with filesystem.open_output_stream(target) as out:
+            pq.write_table(
+                part, out, compression="snappy", use_dictionary=_dictionary_columns(part)
             )
-        )
+            size = out.tell()
+        files.append(DataFile(relative, size, int(bucket), part.num_rows, _stats(part, key)))
     return files
+
+
+def remove_data_files(table: Location, files: Sequence[DataFile]) -> None:
+    """Delete written data files that were not committed."""
+    filesystem, root = table.resolve()
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):
+            filesystem.delete_file(f"{root}/{f.path}")

@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from airflow_cdc.config import ChunkJobSpec
+from airflow_cdc.config import ChunkJobSpec, SinkConfig
 from airflow_cdc.errors import wrapped_error
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema, quote_identifier
-from airflow_cdc.sinks.staging import remove_staged, staging_folder
+from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area, staging_folder
 from airflow_cdc.snapshot.binlog_window import read_window
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.snapshot.pause import PausePoints
@@ -232,12 +232,11 @@ def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int |
     return max(1, math.ceil((int(high) - int(low) + 1) / max(1, chunks_of_table)))
 
 
-def _remove_earlier_attempts(sink_root: str, chunk_id: int, attempt: int) -> None:
+def _remove_earlier_attempts(sink: SinkConfig, chunk_id: int, attempt: int) -> None:
     """Remove what killed attempts of the chunk staged (a SIGKILL skips their clean-up)."""
-    import glob
-
+    area = staging_area(sink)
     for earlier in range(1, attempt):
-        for folder in glob.glob(staging_folder(sink_root, f"chunk-{chunk_id}-{earlier}-*")):
+        for folder in staged_folders(area, f"chunk-{chunk_id}-{earlier}-"):
             remove_staged(folder)
 
 
@@ -265,17 +264,15 @@ def run_chunk(
     chunk = store.chunk(spec.chunk_id)
     attempt = store.start_chunk(spec.chunk_id)
     log.info("snapshot of %s, attempt %d", chunk.label(), attempt)
-    staging = staging_folder(
-        spec.sink.root, f"chunk-{chunk.chunk_id}-{attempt}-{uuid.uuid4().hex[:8]}"
-    )
-    _remove_earlier_attempts(spec.sink.root, chunk.chunk_id, attempt)
+    staging = staging_folder(spec.sink, f"chunk-{chunk.chunk_id}-{attempt}-{uuid.uuid4().hex[:8]}")
+    _remove_earlier_attempts(spec.sink, chunk.chunk_id, attempt)
     try:
         conn = connect(spec.source)
         try:
             info = server_info(conn)
             schema = load_table_schema(conn, chunk.table, chunk.key)
             target = arrow_schema(schema)
-            sink = DeltaSink(spec.sink.root)
+            sink = DeltaSink.of(spec.sink)
             siblings = sum(1 for c in store.chunks(chunk.plan_id) if c.table == chunk.table)
             sink.ensure_table(schema, target, bucket_width=_bucket_width(conn, schema, siblings))
 
@@ -296,7 +293,11 @@ def run_chunk(
             )
             tasks = [
                 PartitionRead(
-                    spec.source, schema, part, f"{staging}/part-{i:05d}.arrow", spec.read.engine
+                    spec.source,
+                    schema,
+                    part,
+                    staging.child(f"part-{i:05d}.arrow"),
+                    spec.read.engine,
                 )
                 for i, part in enumerate(ranges)
             ]
@@ -327,7 +328,7 @@ def run_chunk(
                 chunk.table,
                 chunk.range,
                 schema,
-                [r.out_path for r in results],
+                [r.out for r in results],
                 rows_to_arrow(schema, [r for r in final.values() if not isinstance(r, Deleted)]),
                 [key for key, row in final.items() if row is DELETED],
                 high.encode(),
@@ -336,11 +337,9 @@ def run_chunk(
 
             pause.reach("before_commit")
             started = time.monotonic()
-            written = None
-            if sink.takes_files():
-                files = write_files(sink, corrected, runner)
-                pause.reach("files_written")
-                written = commit_files(sink, corrected, files)
+            files = write_files(sink, corrected, runner)
+            pause.reach("files_written")
+            written = commit_files(sink, corrected, files)
             if written is None:
                 written = merge_rows(
                     sink,

@@ -22,6 +22,7 @@ from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import SourceError
 from airflow_cdc.model import ChunkRange, TableSchema
 from airflow_cdc.sinks.staging import read_arrow_file, write_arrow_file
+from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.types import conform, select_expression
 
 __all__ = [
@@ -82,18 +83,19 @@ def select_sql(schema: TableSchema, rng: ChunkRange, *, plain_temporal: bool = F
 
 @dataclass(frozen=True)
 class PartitionRead:
-    """One partition of a chunk: read ``range`` of ``schema.table`` into ``out_path``."""
+    """One partition of a chunk: read ``range`` of ``schema.table`` into ``out`` (a staged
+    file: ``sinks.staging``)."""
 
     source: SourceConfig
     schema: TableSchema
     range: ChunkRange
-    out_path: str
+    out: Location
     engine: str = "connectorx"
 
 
 @dataclass(frozen=True)
 class PartitionResult:
-    out_path: str
+    out: Location
     rows: int
     seconds: float
 
@@ -195,15 +197,15 @@ def read_partition(task: PartitionRead) -> PartitionResult:
     else:
         raw = _read_pymysql(task, select_sql(task.schema, task.range))
     table = conform(raw, task.schema)
-    write_arrow_file(task.out_path, table)
-    return PartitionResult(task.out_path, table.num_rows, time.monotonic() - started)
+    write_arrow_file(task.out, table)
+    return PartitionResult(task.out, table.num_rows, time.monotonic() - started)
 
 
 def read_staged(results: Sequence[PartitionResult], schema: pa.Schema) -> pa.Table:
-    """The partitions a chunk read, as one table (memory-mapped: the pages stay in the
-    page cache rather than the heap; the files must outlive the table's use)."""
+    """The partitions a chunk read, as one table (memory-mapped when staged locally: the
+    files must then outlive the table's use)."""
     tables = []
     for result in results:
-        table = read_arrow_file(result.out_path)
+        table = read_arrow_file(result.out)
         tables.append(table if table.schema == schema else table.cast(schema))
     return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -2,7 +2,7 @@
 
 Two ways, same result (design.md section 5):
 
-* **files** (a range the sink holds no row of, e.g. a first snapshot, on a local sink): the
+* **files** (a range the sink holds no row of, e.g. a first snapshot): the
   workers turn their staged partitions into the sink's Parquet data files in parallel,
   leaving out the keys the correction replaces; the driver writes the corrected rows and
   delete markers as one more file and commits them all at once
@@ -30,6 +30,7 @@ from airflow_cdc.sinks.base import (
 )
 from airflow_cdc.sinks.delta_files import DataFile, write_data_files
 from airflow_cdc.sinks.staging import read_arrow_file
+from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.types import arrow_schema
 
 __all__ = [
@@ -80,8 +81,8 @@ def without_keys(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> pa
 class PartitionFiles:
     """On a worker: one staged partition as sink data files (see the module docstring)."""
 
-    staged: str
-    table_uri: str
+    staged: Location
+    table: Location
     #: The rows' columns (``snapshot.types.arrow_schema``) and the sink's (no bucket).
     source_schema: pa.Schema
     sink_schema: pa.Schema
@@ -95,7 +96,7 @@ class PartitionFiles:
 def write_partition_files(task: PartitionFiles) -> list[DataFile]:
     rows = without_keys(read_arrow_file(task.staged), task.replaced, task.key)
     return write_data_files(
-        task.table_uri,
+        task.table,
         with_position(rows, task.source_schema, task.position, False),
         task.sink_schema,
         task.key,
@@ -110,7 +111,7 @@ class ChunkRows:
     table: TableId
     range: ChunkRange
     schema: TableSchema
-    staged: Sequence[str]
+    staged: Sequence[Location]
     upserts: pa.Table  # corrected rows (source columns)
     deleted: Sequence[Key]  # keys the window deleted
     position: int
@@ -151,12 +152,12 @@ def write_files(
     """The files way, first half: the partitions' files (by the workers) and the
     corrections' file, not committed yet."""
     layout = sink.layout(rows.table)
-    uri = sink.table_uri(rows.table)
+    table = sink.table_location(rows.table)
     replaced = rows.replaced_keys()
     tasks = [
         PartitionFiles(
             path,
-            uri,
+            table,
             arrow_schema(rows.schema),
             layout.change_schema,
             layout.key,
@@ -168,7 +169,7 @@ def write_files(
     ]
     files: list[DataFile] = [f for written in runner(write_partition_files, tasks) for f in written]
     files += write_data_files(
-        uri, _corrections(rows), layout.change_schema, layout.key, layout.bucket_width
+        table, _corrections(rows), layout.change_schema, layout.key, layout.bucket_width
     )
     return files
 

@@ -20,7 +20,8 @@ tables read and counts). The batch function (``spark.stream_job``) merges the bl
 group of at most ``max_merge_rows`` rows at a time.
 
 Options: ``job_file`` (the stream's 0600 job file; secrets never travel as options, which
-Spark shows in plans and the UI) and ``initial_position`` (``file:pos``: where a query
+Spark shows in plans and the UI), ``parallelism`` (the executors' cores: slices per batch,
+unless ``decode_parallelism`` is set) and ``initial_position`` (``file:pos``: where a query
 without a checkpoint starts, given when the driver applied a start batch up to there, see
 :meth:`BinlogStreamReader.start_batch`; else the tables' watermarks decide).
 """
@@ -120,6 +121,8 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
         self._spec = StreamJobSpec.read_file(options["job_file"])
         self._initial = options.get("initial_position") or None
+        #: The executors' cores (Spark's default parallelism), not the driver's.
+        self._cores = int(options.get("parallelism") or 0)
         self._target: BinlogPosition | None = None
         self._metadata: Any = None
         #: The schemas of the tables read, loaded when a table is first read and kept: row
@@ -173,12 +176,12 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         if self._initial is not None:  # the driver's start batch ended there
             return _offset(BinlogPosition.from_text(self._initial), time.time())
-        # No checkpoint: start early enough for the spec's tables and for every table the
-        # stream joined before (a checkpoint deleted by hand must not skip their changes).
+        # No checkpoint: from the stream's committed position, or early enough for every
+        # table that has not been streamed yet (``stream.start``).
         store = self._store()
         tables = [TableId.parse(name) for name in self._spec.tables]
         tables += [t for t in joined_tables(store, self._spec.stream_id) if t not in tables]
-        return _offset(start_position(store, tables), time.time())
+        return _offset(start_position(store, tables, self._spec.stream_id), time.time())
 
     def start_batch(self, max_bytes: int) -> tuple[dict[str, Any], list[_Range]]:
         """The first batch of a query without a checkpoint, bounded to about ``max_bytes``
@@ -241,7 +244,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if table not in tables:
                 del self._schemas[table]
         missing = [t for t in tables if t not in self._schemas]
-        parallelism = self._spec.decode_parallelism or os.cpu_count() or 1
+        parallelism = self._spec.decode_parallelism or self._cores or os.cpu_count() or 1
         span = last.offset - first.offset if last.file == first.file else None
         worth_cutting = (
             tables and parallelism > 1 and (span is None or span >= 2 * self._spec.min_slice_bytes)
@@ -285,7 +288,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if schemas and start < end:
             emit = EmitFilter(marks, schemas)
             changes = read_changes(self._spec.source, schemas, start, end)
-            folder = staging_dir(self._spec.sink.root, self._spec.stream_id)
+            folder = staging_dir(self._spec.sink, self._spec.stream_id)
             staged: list[tuple[TableId, str, int]] = []
 
             def stage(table: TableId, rows: pa.Table) -> None:

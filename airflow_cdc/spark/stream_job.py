@@ -17,8 +17,14 @@ while Spark starts: Spark's start-up (the session, then four Python planner proc
 after another) takes 10-30 s on a few busy cores, and without it the replica would wait
 that long after the hand-off. The start batch is the source's own first batch (same
 planning, slices, reduction and merge), bounded to ``start_batch_bytes``; the query then
-starts where it ended. Recorded as batch -1, without a Delta application transaction: a
-crash before Spark's first checkpoint repeats it, which last-writer-wins makes harmless.
+starts where it ended. Recorded as batch -1.
+
+Spark's checkpoint is a cache of the metadata DB, not the truth: each table records the
+end position of every batch it applied as a Delta application transaction, and the
+stream's committed position is recorded after every batch. A driver started without its
+checkpoint (another Airflow worker, a wiped disk) or with a stale one resumes from the
+committed position (``stream.start``), and any batch replayed from an older checkpoint is
+skipped by every table that holds it.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from airflow_cdc.spark._entry import (
     spark_conf,
     start_sql_python_workers,
 )
+from airflow_cdc.spark.checkpoint import read_checkpoint, set_aside_if_stale
 from airflow_cdc.spark.environment import prefer_installed_pyspark
 from airflow_cdc.stream.lease import LeaseKeeper, process_has_exited
 
@@ -118,9 +125,9 @@ class _BatchWriter:
         self.store = MetadataStore.connect(spec.metadata_url)
         # Streamed: delta-rs reads the merge's source as it goes instead of holding it
         # (driver peak 1.34 -> 0.96 GB merging 500k rows); the bucket predicate still prunes.
-        self.sink = DeltaSink(spec.sink.root, streamed_exec=True)
+        self.sink = DeltaSink.of(spec.sink, streamed_exec=True)
         #: Blocks staged by the executors; what a killed batch left is stale.
-        self.staging = staging_dir(spec.sink.root, spec.stream_id)
+        self.staging = staging_dir(spec.sink, spec.stream_id)
         remove_staged(self.staging)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
@@ -140,8 +147,12 @@ class _BatchWriter:
         self._check_catalog(needed)
         self.pause.reach("stream_before_apply")
         written = merges = 0
+        # Each table records the batch's end as its Delta application transaction: "holds
+        # every change up to here", so a replay of this batch, or of any batch ending
+        # before it, from whatever checkpoint (or none), is skipped.
+        version = batch.end.boundary_number() if batch.end is not None else None
         for table in needed:
-            applied, count = self._merge(table, batch.blocks[table], batch_id)
+            applied, count = self._merge(table, batch.blocks[table], version)
             written += applied
             merges += count
         self.pause.reach("stream_after_apply")
@@ -162,10 +173,11 @@ class _BatchWriter:
             )
         remove_staged(self.staging)  # the next batch's tasks start after this function returns
         log.info(
-            "batch %d%s: %d changes, %d applied to %s in %.2f s (%d slices decoded in %.2f s, "
-            "%d merges); committed up to %s",
+            "batch %d%s from %s: %d changes, %d applied to %s in %.2f s (%d slices decoded "
+            "in %.2f s, %d merges); committed up to %s",
             batch_id,
             " (start batch, in the driver)" if batch_id == START_BATCH_ID else "",
+            batch.start,
             batch.events,
             written,
             ", ".join(map(str, needed)) or "no table",
@@ -177,36 +189,34 @@ class _BatchWriter:
         )
 
     def _merge(
-        self, table: TableId, blocks: list[tuple[str, int]], batch_id: int
+        self, table: TableId, blocks: list[tuple[str, int]], version: int | None
     ) -> tuple[int, int]:
         """Merge a table's staged blocks, at most ``max_merge_rows`` rows a merge (newest
-        row per key within each); the last merge records the batch as the stream's Delta
+        row per key within each); the last merge records ``version`` as the stream's Delta
         application transaction. A batch replayed after a crash between two merges merges
         them all again, which changes nothing the first run wrote (last writer wins).
         Rows and merges."""
         from airflow_cdc.sinks.staging import read_arrow_file
         from airflow_cdc.stream.apply import combine_slices
-        from airflow_cdc.stream.staging import merge_groups
+        from airflow_cdc.stream.staging import block_file, merge_groups
 
         groups = merge_groups([rows for _, rows in blocks], self.spec.max_merge_rows)
-        # Spark's batches are Delta application transactions (a replay is skipped); the
-        # start batch is not (repeating it is harmless, and Spark's ids must stay its own).
-        spark_batch = batch_id != START_BATCH_ID
-        if spark_batch and len(groups) > 1:  # one merge: apply() skips a batch it holds
+        if version is not None and len(groups) > 1:  # one merge: apply() checks it itself
             applied = self.sink.applied_version(table, self.spec.stream_id)
-            if applied is not None and applied >= batch_id:
-                return 0, 0  # a replay of a batch this table holds
+            if applied is not None and applied >= version:
+                return 0, 0  # the table holds this batch already
         written = 0
         for number, group in enumerate(groups, start=1):
             rows = combine_slices(
-                [read_arrow_file(blocks[i][0]) for i in group], self.schemas[table].key
+                [read_arrow_file(block_file(self.spec.sink, blocks[i][0])) for i in group],
+                self.schemas[table].key,
             )
-            record = spark_batch and number == len(groups)
+            record = version is not None and number == len(groups)
             result = self.sink.apply(
                 table,
                 rows,
                 app_id=self.spec.stream_id if record else None,
-                app_version=batch_id if record else None,
+                app_version=version if record else None,
                 keys_unique=True,
             )
             written += 0 if result.replayed else rows.num_rows
@@ -376,15 +386,6 @@ class _StartBatch:
         return self._end
 
 
-def _has_checkpoint(checkpoint_dir: str) -> bool:
-    """Whether Spark has planned a batch in ``checkpoint_dir`` (then it resumes from there).
-    A remote checkpoint counts as present: the start batch is for a local first start."""
-    if "://" in checkpoint_dir and not checkpoint_dir.startswith("file:"):
-        return True
-    offsets = os.path.join(checkpoint_dir.removeprefix("file://").removeprefix("file:"), "offsets")
-    return os.path.isdir(offsets) and any(not name.startswith(".") for name in os.listdir(offsets))
-
-
 def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     prefer_installed_pyspark()
     from pyspark.sql import SparkSession
@@ -414,7 +415,12 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     start_batch: _StartBatch | None = None
     try:
         writer = _BatchWriter(spec, owner)
-        if spec.start_batch_bytes and not _has_checkpoint(spec.checkpoint_dir):
+        state = store.stream_state(spec.stream_id)
+        checkpoint = set_aside_if_stale(
+            read_checkpoint(spec.checkpoint_dir),
+            state.committed_position if state is not None else None,
+        )
+        if spec.start_batch_bytes and not checkpoint.present:
             start_batch = _StartBatch(spec, job_file, writer)
         spark = SparkSession.builder.config(
             conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
@@ -460,6 +466,7 @@ def _run_query(
         spark.readStream.format(SOURCE_NAME)
         .schema(SCHEMA)  # fixed; Spark still creates the source in a Python worker
         .option("job_file", job_file)
+        .option("parallelism", str(spark.sparkContext.defaultParallelism))
     )
     if start_batch is not None:
         source = source.option("initial_position", start_batch.end())

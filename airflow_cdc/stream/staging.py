@@ -9,8 +9,9 @@ memory-mapped): the memory of a batch is bounded by those two settings, not by t
 a transaction. Merging a batch in several groups is safe because the sink keeps the
 greatest position per key whatever the order of the writes.
 
-The folder lives under the sink root with the chunk job's (``sinks.staging``: a local or
-shared file system), and is emptied when a batch has committed and when the stream starts.
+The folder is in the sink's staging area with the chunk job's (``sinks.staging``: the
+sink's store, so executors on other machines reach it), and is emptied when a batch has
+committed and when the stream starts. Block rows carry the file's URI, never credentials.
 """
 
 from __future__ import annotations
@@ -20,22 +21,29 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from airflow_cdc.config import SinkConfig
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
+from airflow_cdc.sinks.storage import Location
 
-__all__ = ["merge_groups", "staging_dir", "write_block"]
-
-
-def staging_dir(sink_root: str, stream_id: str) -> str:
-    """The stream's staging folder: ``<sink root>/_cdc_staging/stream-<id>``."""
-    return staging_folder(sink_root, f"stream-{escape_segment(stream_id)}")
+__all__ = ["block_file", "merge_groups", "staging_dir", "write_block"]
 
 
-def write_block(folder: str, rows: pa.Table) -> str:
-    """Write ``rows`` as a new Arrow IPC file in ``folder``; its path."""
-    path = f"{folder}/{uuid.uuid4().hex}.arrow"
-    write_arrow_file(path, rows)
-    return path
+def staging_dir(sink: SinkConfig, stream_id: str) -> Location:
+    """The stream's staging folder: ``<staging area>/stream-<id>``."""
+    return staging_folder(sink, f"stream-{escape_segment(stream_id)}")
+
+
+def write_block(folder: Location, rows: pa.Table) -> str:
+    """Write ``rows`` as a new Arrow IPC file in ``folder``; its URI."""
+    block = folder.child(f"{uuid.uuid4().hex}.arrow")
+    write_arrow_file(block, rows)
+    return block.uri
+
+
+def block_file(sink: SinkConfig, uri: str) -> Location:
+    """A block written by :func:`write_block`, with the sink's credentials to read it."""
+    return Location(uri, sink.storage_options)
 
 
 def merge_groups(sizes: Sequence[int], max_rows: int) -> list[list[int]]:

@@ -1,30 +1,79 @@
-"""Where the stream starts: the minimum high watermark of the tables it serves."""
+"""Where the stream starts reading when Spark's checkpoint does not say (a first start, or a
+driver on another machine than the last one, or a checkpoint wiped or stale).
+
+A change of table ``T`` at position ``p`` is needed unless the sink already holds it: a
+chunk holds it when ``p`` is at or before the chunk's high watermark, and the stream holds
+it when ``T`` had joined the stream and ``p`` is at or before the stream's committed
+position ``C`` (a transaction boundary every table of the stream has applied, recorded
+after each batch). So ``T`` needs the binlog after ``max(C, oldest high watermark)``
+(after the oldest high watermark alone if it has not joined), and the stream starts at the
+minimum of that over its tables. A table that has not joined is left out once the stream
+has a committed position: it joins later by replaying its own binlog from its snapshot
+(``stream.joining``).
+
+Starting earlier than needed is always safe (the sink keeps the newest position per key);
+starting later would lose changes. The metadata DB is therefore the truth, and Spark's
+checkpoint only a cache of it: a checkpoint that stands before ``C`` (it would replay, or
+start at a position the server has purged) is set aside.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 
-__all__ = ["start_position"]
+__all__ = ["checkpoint_is_stale", "resume_position", "start_position"]
 
 
-def start_position(store: MetadataStore, tables: Sequence[TableId]) -> BinlogPosition:
-    """Every change after the minimum high watermark is either in a chunk (then the emit
-    filter drops it) or must be streamed; nothing before it is needed."""
-    lowest: BinlogPosition | None = None
-    missing = []
-    for table in tables:
-        low = store.stream_floor(table)
-        if low is None:
-            missing.append(str(table))
-            continue
-        lowest = low if lowest is None or low < lowest else lowest
-    if missing or lowest is None:
+def resume_position(
+    floors: Mapping[TableId, BinlogPosition | None],
+    committed: BinlogPosition | None,
+    joined: Collection[TableId],
+) -> BinlogPosition:
+    """The earliest position any of the stream's tables (the keys of ``floors``: each
+    table's oldest high watermark, None when its snapshot is not done) still needs, given
+    the stream's ``committed`` position and the tables that had ``joined`` it. Raises
+    :class:`ConfigurationError` when a table it must start for has no finished snapshot."""
+    if committed is not None and any(table in joined for table in floors):
+        needs = [
+            committed if floor is None else max(committed, floor)
+            for table, floor in floors.items()
+            if table in joined
+        ]
+        return min(needs)
+    missing = [str(table) for table, floor in floors.items() if floor is None]
+    known = [floor for floor in floors.values() if floor is not None]
+    if missing or not known:
         raise ConfigurationError(
-            f"no finished snapshot for {', '.join(missing) or 'the tables'}: the stream starts where the "
-            "snapshot ended; run the mysql_cdc DAG's snapshot (plan and chunks) for these tables first"
+            f"no finished snapshot for {', '.join(missing) or 'the tables'}: the stream "
+            "starts where the snapshot ended; run the mysql_cdc DAG's snapshot (plan and "
+            "chunks) for these tables first"
         )
-    return lowest
+    return min(known)
+
+
+def start_position(
+    store: MetadataStore, tables: Sequence[TableId], stream_id: str | None = None
+) -> BinlogPosition:
+    """:func:`resume_position` of ``tables`` from the metadata DB (``stream_id``: the
+    stream whose committed position and joined tables count; None: a first start)."""
+    floors = {table: store.stream_floor(table) for table in tables}
+    if stream_id is None:
+        return resume_position(floors, None, ())
+    state = store.stream_state(stream_id)
+    joined = {entry.table for entry in store.stream_tables(stream_id) if entry.joined}
+    committed = state.committed_position if state is not None else None
+    return resume_position(floors, committed, joined)
+
+
+def checkpoint_is_stale(
+    checkpoint: BinlogPosition | None, committed: BinlogPosition | None
+) -> bool:
+    """Whether a checkpoint that resumes at ``checkpoint`` (None: it committed no batch)
+    should be set aside for the metadata DB's ``committed`` position: it stands before it."""
+    if committed is None:
+        return False
+    return checkpoint is None or checkpoint < committed

@@ -18,7 +18,8 @@ import pytest
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.spark.binlog_source import BinlogStreamReader
-from airflow_cdc.spark.stream_job import START_BATCH_ID, _has_checkpoint
+from airflow_cdc.spark.checkpoint import read_checkpoint
+from airflow_cdc.spark.stream_job import START_BATCH_ID
 from airflow_cdc.stream.joining import joined_tables
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import server_position, source_config, stream_spec
@@ -64,8 +65,8 @@ def test_start_batch_is_bounded_and_the_query_starts_at_its_end(
         state = stream.store.stream_state(spec.stream_id)
         assert state is not None
         assert (state.last_batch_id, state.committed_position) == (START_BATCH_ID, end)
-        # No application transaction: Spark's batch ids (from 0) stay its own.
-        assert stream.writer.sink.applied_version(table, spec.stream_id) is None
+        # The table records where it stands: a replay of the start batch is skipped.
+        assert stream.writer.sink.applied_version(table, spec.stream_id) == end.boundary_number()
 
         # The query Spark then starts is given the end as its initial position.
         job_file = spec.write(tmp_path / "again.json")
@@ -76,7 +77,9 @@ def test_start_batch_is_bounded_and_the_query_starts_at_its_end(
         )
         stream.offset = given.initialOffset()
         stream.run_until_caught_up()
-        assert stream.writer.sink.applied_version(table, spec.stream_id) is not None
+        applied = stream.writer.sink.applied_version(table, spec.stream_id)
+        assert applied is not None
+        assert applied > end.boundary_number()
     finally:
         stream.close()
     assert_replica_equals_source(mariadb, str(lake), table, ("id",))
@@ -104,11 +107,11 @@ def test_one_transaction_over_the_bound_leaves_the_start_batch_empty(
 
 def test_a_checkpoint_with_a_planned_batch_turns_the_start_batch_off(tmp_path: Path) -> None:
     checkpoint = tmp_path / "ckpt"
-    assert not _has_checkpoint(str(checkpoint))
+    assert not read_checkpoint(str(checkpoint)).present
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "offsets" / ".0.crc").write_text("")
-    assert not _has_checkpoint(str(checkpoint))  # Spark wrote nothing but a checksum yet
+    assert not read_checkpoint(str(checkpoint)).present  # nothing but a checksum yet
     (checkpoint / "offsets" / "0").write_text("v1\n")
-    assert _has_checkpoint(str(checkpoint))
-    assert _has_checkpoint(f"file://{checkpoint}")
-    assert _has_checkpoint("s3a://bucket/ckpt")  # remote: not looked at, no start batch
+    assert read_checkpoint(str(checkpoint)).present
+    assert read_checkpoint(f"file://{checkpoint}").present
+    assert read_checkpoint("s3a://bucket/ckpt").present  # remote: not looked at

@@ -26,6 +26,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.staging import read_arrow_file
+from airflow_cdc.sinks.storage import Location
 from tests.support.pipeline import plan, snapshot_all, source_config
 
 pytestmark = pytest.mark.integration
@@ -314,11 +315,11 @@ def test_only_a_zero_date_sends_the_read_to_the_zero_date_safe_select(
     schema = load_table_schema(conn, TableId(db, "zd"))
     conn.close()
     task = PartitionRead(
-        source_config(mariadb), schema, ChunkRange(None, None), str(tmp_path / "p.arrow")
+        source_config(mariadb), schema, ChunkRange(None, None), Location(str(tmp_path / "p.arrow"))
     )
 
     read_partition(task)
-    fast = read_arrow_file(task.out_path).to_pylist()
+    fast = read_arrow_file(task.out).to_pylist()
     assert "zero dates" not in capfd.readouterr().err
 
     root = mariadb.root()
@@ -329,7 +330,7 @@ def test_only_a_zero_date_sends_the_read_to_the_zero_date_safe_select(
     finally:
         root.close()
     read_partition(task)
-    safe = read_arrow_file(task.out_path).to_pylist()
+    safe = read_arrow_file(task.out).to_pylist()
     assert "holds zero dates: read again" in capfd.readouterr().err
     assert safe == [*fast, {"id": 3, "at": None, "d": None}]
     assert fast[0]["at"].timestamp() == 1711846800.25

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pymysql
@@ -37,9 +37,12 @@ def source_table(
 
 
 def sink_table(
-    root: str, table: TableId, key: Sequence[str]
+    root: str,
+    table: TableId,
+    key: Sequence[str],
+    storage_options: Mapping[str, str] | None = None,
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    rows = DeltaSink(root).read_live(table).to_pylist()
+    rows = DeltaSink(root, storage_options=storage_options).read_live(table).to_pylist()
     result = {tuple(row[k] for k in key): {c: _norm(v) for c, v in row.items()} for row in rows}
     assert len(result) == len(rows), (
         f"{len(rows) - len(result)} duplicate keys in the sink of {table}"
@@ -48,11 +51,16 @@ def sink_table(
 
 
 def assert_replica_equals_source(
-    server: LocalMariaDB, root: str, table: TableId, key: Sequence[str]
+    server: LocalMariaDB,
+    root: str,
+    table: TableId,
+    key: Sequence[str],
+    storage_options: Mapping[str, str] | None = None,
 ) -> int:
-    """Every live sink row equals the source row with its key; no key missing or extra."""
+    """Every live sink row equals the source row with its key; no key missing or extra
+    (``storage_options``: for a lake on an object store)."""
     source = source_table(server, table, key)
-    sink = sink_table(root, table, key)
+    sink = sink_table(root, table, key, storage_options)
     missing = source.keys() - sink.keys()
     extra = sink.keys() - source.keys()
     stale = [k for k in source.keys() & sink.keys() if source[k] != sink[k]]

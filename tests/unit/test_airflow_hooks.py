@@ -102,3 +102,22 @@ def test_metadata_type_without_url_is_an_error(monkeypatch: pytest.MonkeyPatch) 
 def test_safe_url_hides_password() -> None:
     assert "secret" not in safe_url("postgresql://u:secret@h/db")
     assert safe_url("not a url") == "<unparsable URL>"
+
+
+def test_lake_options_from_an_aws_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_cdc.hooks import CdcLakeHook
+
+    _set_conn(
+        monkeypatch,
+        "cdc_lake",
+        '{"conn_type": "aws", "login": "AKIA", "password": "'
+        + SECRET
+        + '", "extra": {"endpoint_url": "http://lake:8333"}}',
+    )
+    hook = CdcLakeHook()
+    assert hook.defined()
+    options = hook.storage_options()
+    assert options["AWS_SECRET_ACCESS_KEY"] == SECRET
+    assert options["AWS_ENDPOINT_URL"] == "http://lake:8333"
+    assert not CdcLakeHook("no_such_lake").defined()
+    assert CdcLakeHook("no_such_lake").storage_options() == {}  # a local lake needs none

@@ -152,6 +152,7 @@ def test_template_fields() -> None:
     assert set(PlanSnapshotOperator.template_fields) == {
         "tables",
         "sink_path",
+        "staging_path",
         "chunk_rows",
         "chunk_keys",
         "key_range",

@@ -131,9 +131,9 @@ def test_an_unwritable_sink_path(untouched: Path, tmp_path: Path, where: str) ->
 
 def test_a_writable_sink_path_is_left_as_it_was(tmp_path: Path) -> None:
     """The check creates nothing: a missing sink folder is made by the first chunk job."""
-    from airflow_cdc.operators._params import check_sink_path
+    from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.sinks.write_check import check_writable
 
-    check_sink_path(str(tmp_path / "new" / "lake"))
-    check_sink_path(f"file://{tmp_path}")
-    check_sink_path("s3://bucket/lake")  # other stores are not checked here
+    check_writable(Location(str(tmp_path / "new" / "lake")))
+    check_writable(Location(f"file://{tmp_path}"))
     assert sorted(p.name for p in tmp_path.iterdir()) == []

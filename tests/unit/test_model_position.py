@@ -55,3 +55,25 @@ def test_rejects_names_without_number() -> None:
         binlog_file_number("mysql-bin")
     with pytest.raises(ValueError, match="offset out of range"):
         BinlogPosition("b.000001", -1)
+
+
+boundaries = st.builds(
+    BinlogPosition,
+    file=st.integers(1, 999_999).map(lambda n: f"mysql-bin.{n:06d}"),
+    offset=st.integers(0, 2**32 - 1),
+)
+
+
+@given(boundaries, boundaries)
+def test_boundary_numbers_keep_the_order_and_fit_a_delta_version(
+    a: BinlogPosition, b: BinlogPosition
+) -> None:
+    """The stream's Delta application-transaction versions (signed 64-bit)."""
+    assert (a < b) == (a.boundary_number() < b.boundary_number())
+    assert (a == b) == (a.boundary_number() == b.boundary_number())
+    assert 0 <= a.boundary_number() < 2**63
+
+
+def test_a_row_position_has_no_boundary_number() -> None:
+    with pytest.raises(ValueError, match="not a transaction boundary"):
+        BinlogPosition("b.000001", 500, 3).boundary_number()

@@ -416,7 +416,11 @@ def _files(sink: DeltaSink, table: TableId, rows: list[tuple[int, int, bool, str
 
     layout = sink.layout(table)
     return write_data_files(
-        sink.table_uri(table), changes(rows), layout.change_schema, layout.key, layout.bucket_width
+        sink.table_location(table),
+        changes(rows),
+        layout.change_schema,
+        layout.key,
+        layout.bucket_width,
     )
 
 

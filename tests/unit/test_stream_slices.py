@@ -101,6 +101,7 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
 
     from airflow_cdc.sinks.delta import DeltaSink
     from airflow_cdc.sinks.staging import read_arrow_file
+    from airflow_cdc.sinks.storage import Location
     from airflow_cdc.snapshot.types import arrow_schema
     from airflow_cdc.stream.staging import write_block
 
@@ -125,7 +126,9 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
         {T: SCHEMA},
         lambda *_: True,
         block_rows=9,
-        on_block=lambda _t, rows: staged.append(write_block(str(tmp_path / "stage"), rows)),
+        on_block=lambda _t, rows: staged.append(
+            write_block(Location(str(tmp_path / "stage")), rows)
+        ),
     )
     assert len(staged) > 5
     whole = reduce_slice(events, {T: SCHEMA}, lambda *_: True).tables[T][0]
@@ -134,7 +137,7 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
         sink = DeltaSink(str(tmp_path / name))
         sink.ensure_table(SCHEMA, arrow_schema(SCHEMA))
         if order is None:
-            blocks = [read_arrow_file(path) for path in staged]
+            blocks = [read_arrow_file(Location(path)) for path in staged]
             rng.shuffle(blocks)
             for group in merge_groups([b.num_rows for b in blocks], 20):
                 sink.apply(T, combine_slices([blocks[i] for i in group], SCHEMA.key))

@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
-from airflow_cdc.stream.start import start_position
+from airflow_cdc.stream.start import checkpoint_is_stale, resume_position, start_position
 
 T = TableId("db", "t")
 
@@ -45,3 +47,71 @@ def test_no_finished_snapshot_names_the_fix(tmp_path: Path) -> None:
     store = MetadataStore.connect(f"sqlite:///{tmp_path / 'm.db'}")
     with pytest.raises(ConfigurationError, match="run the mysql_cdc DAG's snapshot"):
         start_position(store, [T])
+
+
+# -- the resume rule (pure) ------------------------------------------------------------------
+
+TABLES = [TableId("db", f"t{i}") for i in range(4)]
+maybe_positions = st.one_of(st.none(), st.integers(1, 10_000).map(pos))
+
+
+@given(
+    st.dictionaries(st.sampled_from(TABLES), maybe_positions, min_size=1),
+    maybe_positions,
+    st.sets(st.sampled_from(TABLES)),
+)
+def test_resume_position_misses_no_change_a_table_still_needs(
+    floors: dict[TableId, BinlogPosition | None],
+    committed: BinlogPosition | None,
+    joined: set[TableId],
+) -> None:
+    """Every joined table needs the binlog after max(committed, its oldest high watermark);
+    the stream starts at or before each of those, and not earlier than the earliest."""
+    try:
+        start = resume_position(floors, committed, joined)
+    except ConfigurationError:
+        # Only a first start (nothing streamed yet) refuses, for a table without snapshot.
+        assert committed is None or not joined & set(floors)
+        assert any(floor is None for floor in floors.values())
+        return
+    needs = [
+        max(committed, floor) if floor is not None else committed
+        for table, floor in floors.items()
+        if table in joined and committed is not None
+    ]
+    if not needs:  # a first start: the oldest high watermark of every table
+        needs = [floor for floor in floors.values() if floor is not None]
+        assert len(needs) == len(floors)
+    assert all(start <= need for need in needs)
+    assert start in needs
+
+
+def test_a_stream_without_checkpoint_resumes_at_its_committed_position(
+    tmp_path: Path,
+) -> None:
+    """Not at the snapshot's watermarks (hours of replay, or purged by now)."""
+    store = MetadataStore.connect(f"sqlite:///{tmp_path / 'm.db'}")
+    full = TablePlan(T, ("k",), (ChunkRange(None, None),), 10, "single")
+    finish_all(store, full, [100])
+    store.acquire_stream_lease("s", [T], "me", 60)
+    store.request_stream_tables("s", [T], requested_by="test")
+    assert start_position(store, [T], "s") == pos(100)  # not joined yet: the watermark
+    store.mark_stream_tables_joined("s", [(T, None)], pos(100))
+    store.record_stream_progress(
+        "s", committed=pos(5000), lag_seconds=0, lag_bytes=0, batch_id=7, rows=1, owner="me"
+    )
+    assert start_position(store, [T], "s") == pos(5000)
+    assert start_position(store, [T]) == pos(100)  # a first start knows no stream
+
+
+@given(maybe_positions, maybe_positions)
+def test_a_checkpoint_before_the_committed_position_is_stale(
+    checkpoint: BinlogPosition | None, committed: BinlogPosition | None
+) -> None:
+    stale = checkpoint_is_stale(checkpoint, committed)
+    if committed is None:
+        assert not stale  # nothing better to start from
+    elif checkpoint is None:
+        assert stale  # it committed no batch: the metadata DB knows more
+    else:
+        assert stale == (checkpoint < committed)
