@@ -10,7 +10,7 @@ BENCH_ARGS ?=
 SOAK_ARGS ?=
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: help setup lint test demo lock bench soak
+.PHONY: help setup lint test demo demo-cluster lock bench soak
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -31,6 +31,9 @@ test: lint  ## set up, lint, then run every test (PYTEST_ARGS="-k ..." to narrow
 
 demo: setup  ## run the end-to-end demo
 	$(PY) -m airflow_cdc.devtools.demo
+
+demo-cluster: setup  ## the demo with the lake on S3 (SeaweedFS) and Spark on a standalone cluster
+	$(PY) -m airflow_cdc.devtools.demo --cluster --dir .demo-cluster
 
 # BENCH_ARGS="--sizes 100000,200000" for a quick check; see bench/run_all.py --help.
 bench: setup  ## run the benchmarks (~45 min): bench/results.json, docs/benchmarks.md + .png

@@ -2,21 +2,32 @@
 
 Starts a private MariaDB (binlog ROW/FULL) with ``demo.orders`` (200,000 rows, integer
 key) and ``demo.customers`` (20,000 rows, composite string key), runs the ``mysql_cdc`` DAG
-with ``airflow dags test`` (plan -> mapped spark-submit chunk snapshots -> sensor) against
-a SQLite metadata DB, then prints the row counts of source and sink side by side.
+with ``airflow dags test`` (plan -> mapped spark-submit chunk snapshots -> sensor ->
+stream) against a SQLite metadata DB, then prints the row counts of source and sink side
+by side.
+
+``--cluster`` (``make demo-cluster``) runs the same the way it is deployed: the lake on an
+S3 server (SeaweedFS, connection ``cdc_lake``, ``s3://lake/demo``) and Spark on a
+standalone cluster (a master and two workers, ``spark_default`` = ``spark://...``, client
+deploy mode), all started in the working folder and stopped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import shutil
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from airflow_cdc.devtools.airflow_env import airflow_env, dags_test, migrate
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
 from airflow_cdc.devtools.sample_data import create_sample_schema
+from airflow_cdc.devtools.spark_cluster import LocalSparkCluster
 
 TABLES = ["demo.orders", "demo.customers"]
 
@@ -29,51 +40,91 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orders", type=int, default=200_000)
     parser.add_argument("--customers", type=int, default=20_000)
     parser.add_argument("--chunk-rows", type=int, default=50_000)
+    parser.add_argument(
+        "--cluster", action="store_true", help="the lake on S3 and Spark on a standalone cluster"
+    )
     args = parser.parse_args(argv)
 
     base = Path(args.dir).resolve()
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    lake, meta = base / "lake", f"sqlite:///{base / 'cdc_metadata.db'}"
+    meta = f"sqlite:///{base / 'cdc_metadata.db'}"
     print(f"[demo] working folder {base}", flush=True)
     server = LocalMariaDB(base / "mariadb")
     server.start()
     try:
-        started = time.monotonic()
-        create_sample_schema(server, "demo", orders=args.orders, customers=args.customers)
-        print(
-            f"[demo] MariaDB on 127.0.0.1:{server.port} with {args.orders:,} orders and {args.customers:,} customers",
-            flush=True,
-        )
-        env = airflow_env(base / "airflow", server, meta)
-        migrate(env)
-        conf = {
-            "tables": TABLES,
-            "sink_path": str(lake),
-            "chunk_rows": args.chunk_rows,
-            "stream_mode": "until_caught_up",
-        }
-        print(
-            f"[demo] airflow dags test mysql_cdc -c '{conf}' (log: {base / 'dag.log'})", flush=True
-        )
-        result = dags_test(env, conf, log=base / "dag.log")
-        if result.returncode != 0:
-            print((base / "dag.log").read_text()[-6000:])
+        with _deployment(base, args.cluster) as (lake, options, extra):
+            started = time.monotonic()
+            create_sample_schema(server, "demo", orders=args.orders, customers=args.customers)
             print(
-                f"[demo] the DAG run failed (exit {result.returncode}); full log in {base / 'dag.log'}"
+                f"[demo] MariaDB on 127.0.0.1:{server.port} with {args.orders:,} orders and "
+                f"{args.customers:,} customers",
+                flush=True,
             )
-            return 1
-        print(f"[demo] DAG run finished in {time.monotonic() - started:.0f} s", flush=True)
-        return report(server, lake, meta)
+            env = airflow_env(base / "airflow", server, meta, extra=extra)
+            migrate(env)
+            conf = {
+                "tables": TABLES,
+                "sink_path": lake,
+                "chunk_rows": args.chunk_rows,
+                "stream_mode": "until_caught_up",
+            }
+            log = base / "dag.log"
+            print(f"[demo] airflow dags test mysql_cdc -c '{conf}' (log: {log})", flush=True)
+            result = dags_test(env, conf, log=log)
+            if result.returncode != 0:
+                print(log.read_text()[-6000:])
+                print(f"[demo] the DAG run failed (exit {result.returncode}); full log in {log}")
+                return 1
+            print(f"[demo] DAG run finished in {time.monotonic() - started:.0f} s", flush=True)
+            return report(server, lake, meta, options)
     finally:
         server.stop()
 
 
-def report(server: LocalMariaDB, lake: Path, metadata_url: str) -> int:
+@contextlib.contextmanager
+def _deployment(base: Path, cluster: bool) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+    """The lake's root, its storage options and the Airflow environment for it: a local
+    folder and ``local[2]``, or (``cluster``) SeaweedFS and a standalone Spark cluster."""
+    if not cluster:
+        yield str(base / "lake"), {}, {}
+        return
+    from airflow_cdc.sinks.connection import storage_options_from_connection
+
+    store = LocalSeaweedFS(base / "seaweedfs")
+    spark = LocalSparkCluster(base / "spark", workers=2, cores=1, memory="2g")
+    with store, spark:
+        store.create_bucket("lake")
+        conn = store.airflow_connection()
+        print(
+            f"[demo] S3 (SeaweedFS) at {store.endpoint_url}, Spark master {spark.master_url} "
+            f"with 2 workers (UI {spark.web_url})",
+            flush=True,
+        )
+        options = storage_options_from_connection(
+            "cdc_lake", conn["conn_type"], conn["login"], conn["password"], conn["extra"]
+        )
+        spark_conn = {
+            "conn_type": "spark",
+            "host": "spark://127.0.0.1",
+            "port": spark.port,
+            "extra": {"deploy-mode": "client"},
+        }
+        yield (
+            "s3://lake/demo",
+            options,
+            {
+                "AIRFLOW_CONN_CDC_LAKE": json.dumps(conn),
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_conn),
+            },
+        )
+
+
+def report(server: LocalMariaDB, lake: str, metadata_url: str, options: Mapping[str, str]) -> int:
     from airflow_cdc.model import TableId
     from airflow_cdc.sinks.delta import DeltaSink
 
-    sink = DeltaSink(str(lake))
+    sink = DeltaSink(lake, storage_options=dict(options))
     ok = True
     print(f"\n{'table':<18} {'source rows':>12} {'sink rows':>12}  Delta table")
     for name in TABLES:
@@ -81,9 +132,7 @@ def report(server: LocalMariaDB, lake: Path, metadata_url: str) -> int:
         source = server.query(f"SELECT COUNT(*) FROM {table.quoted()}")[0][0]
         live = sink.read_live(table)
         ok &= source == live.num_rows
-        print(
-            f"{name:<18} {source:>12,} {live.num_rows:>12,}  {lake / table.database / table.table}"
-        )
+        print(f"{name:<18} {source:>12,} {live.num_rows:>12,}  {sink.table_uri(table)}")
     print("\nequal row counts in source and sink" if ok else "\nrow counts differ!")
     from airflow_cdc.metadata import MetadataStore
 

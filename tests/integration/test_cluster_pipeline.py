@@ -1,0 +1,243 @@
+"""The whole pipeline as it is deployed: the lake on an S3 server (SeaweedFS), Spark on a
+standalone cluster (``spark://`` master, two workers, client deploy mode: executors in
+processes and folders of their own, sharing nothing with the driver but the store), the
+Airflow api-server, scheduler (LocalExecutor) and dag-processor on PostgreSQL, the
+metadata DB on PostgreSQL, driven through the REST API, with a random writer throughout:
+
+1. ``mysql_cdc`` snapshots two tables into ``s3://lake/<db>`` and starts a continuous
+   stream;
+2. while it streams: a range backfill of ``accounts`` and a re-run of one cleared chunk;
+3. the stream's Spark driver is killed (SIGKILL) and its checkpoint folder removed (as if
+   the task landed on another worker); the cleared task starts again and resumes from its
+   committed position in the metadata DB;
+4. after the writer stops and the stream catches up, every live row equals the source.
+
+Then: no file exists under a local path named after the sink URI (no ``s3:`` folder), the
+staging area in the store is empty, the jobs really ran on the cluster's executors, and
+the lake's secret appears in no command line, log, XCom or Spark event log.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from airflow_cdc.devtools.airflow_deployment import AirflowDeployment
+from airflow_cdc.devtools.airflow_env import airflow_env
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from airflow_cdc.devtools.local_postgres import LocalPostgres
+from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
+from airflow_cdc.devtools.spark_cluster import LocalSparkCluster
+from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.operators.stream import STREAM_APPLICATION
+from tests.integration.test_lake_object_store import lake_objects, lake_options
+from tests.support.compare import assert_replica_equals_source
+from tests.support.secrets import CommandLineWatch, files_containing
+from tests.support.writer import RandomWriter, create_tables
+
+pytestmark = pytest.mark.integration
+
+MAIN, BACKFILL, STREAM = "mysql_cdc", "mysql_cdc_backfill", "mysql_cdc"
+
+
+def _server_position(mariadb: LocalMariaDB) -> BinlogPosition:
+    file, offset = mariadb.query("SHOW MASTER STATUS")[0][:2]
+    return BinlogPosition(str(file), int(offset))
+
+
+def _tis(af: AirflowDeployment, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+    return [ti for ti in af.task_instances(dag_id, run_id) if ti["task_id"] == task_id]
+
+
+def _stream_drivers() -> list[psutil.Process]:
+    """The stream job's Python driver (its JVM names the script too: left alone)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if len(cmdline) > 1 and "python" in Path(cmdline[0]).name and STREAM_APPLICATION in cmdline:
+            found.append(process)
+    return found
+
+
+def _named_after_the_uri(roots: list[Path]) -> list[Path]:
+    """Local files or folders an ``s3://`` URI turned into (``s3:`` in a working folder)."""
+    return [path for root in roots for path in root.rglob("s3:*")]
+
+
+def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
+    mariadb: LocalMariaDB,
+    postgres: LocalPostgres,
+    seaweedfs: LocalSeaweedFS,
+    spark_cluster: LocalSparkCluster,
+    fresh_db: str,
+    tmp_path: Path,
+) -> None:
+    db = fresh_db
+    create_tables(mariadb, db, accounts=20_000, items=8_000)  # accounts.id = 10, 20, ...
+    accounts, items = TableId(db, "accounts"), TableId(db, "items")
+    lake = f"s3://lake/{db}"
+    options = lake_options(seaweedfs)
+    meta = postgres.create_database("cdc_cluster_meta")
+    spark_conf, events, tmp = tmp_path / "spark-conf", tmp_path / "spark-events", tmp_path / "tmp"
+    for folder in (spark_conf, events, tmp):
+        folder.mkdir()
+    (spark_conf / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+    )
+    base = airflow_env(
+        tmp_path / "airflow",
+        mariadb,
+        meta,
+        extra={
+            "CDC_TABLES": json.dumps([str(accounts), str(items)]),
+            "CDC_SINK_PATH": lake,
+            "CDC_CHUNK_RETRIES": "0",
+            "AIRFLOW_CONN_CDC_LAKE": json.dumps(seaweedfs.airflow_connection()),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+                {
+                    "conn_type": "spark",
+                    "host": "spark://127.0.0.1",
+                    "port": spark_cluster.port,
+                    "extra": {"deploy-mode": "client"},
+                }
+            ),
+            "SPARK_CONF_DIR": str(spark_conf),
+            # Job files and the stream's default checkpoint folder land here.
+            "TMPDIR": str(tmp),
+        },
+    )
+    deployment = AirflowDeployment.create(
+        base, postgres.create_database("airflow_cluster"), tmp_path / "servers"
+    )
+    store = MetadataStore.connect(meta)
+    checkpoint = tmp / "airflow-cdc" / "checkpoints" / STREAM
+    apps_before = len(spark_cluster.status().get("completedapps", []))
+    writer = RandomWriter(mariadb, db, seed=18, max_pause=0.05).start()
+    with CommandLineWatch(seaweedfs.secret_key) as ps, deployment as af:
+        try:
+            for dag_id in (MAIN, BACKFILL):
+                af.wait_until(lambda d=dag_id: af.dag_parsed(d), 120, f"{dag_id} to be parsed")
+            main = af.trigger(
+                MAIN,
+                {
+                    "tables": [str(accounts), str(items)],
+                    "sink_path": lake,
+                    "chunk_rows": 7_000,  # 3 chunks of accounts, 2 of items
+                    "stream_mode": "continuous",
+                },
+            )
+
+            def committed() -> BinlogPosition | None:
+                state = store.stream_state(STREAM)
+                return None if state is None else state.committed_position
+
+            af.wait_until(lambda: committed() is not None, 600, "the stream's first batch")
+
+            # 2. While it streams: a range backfill and a cleared chunk.
+            ranged = af.trigger(
+                BACKFILL,
+                {"table": str(accounts), "lo": [50_000], "hi": [120_000], "chunk_rows": 40_000},
+            )
+            (cleared,) = [
+                ti for ti in _tis(af, MAIN, main, "snapshot_chunk") if ti["map_index"] == 1
+            ]
+            assert cleared["state"] == "success"
+            af.clear_map_index(MAIN, main, "snapshot_chunk", 1)
+
+            def reruns_done() -> bool:
+                (again,) = [
+                    ti for ti in _tis(af, MAIN, main, "snapshot_chunk") if ti["map_index"] == 1
+                ]
+                backfill = af.dag_run(BACKFILL, ranged)["state"]
+                return (
+                    again["try_number"] == 2
+                    and again["state"] in ("success", "failed")
+                    and (backfill in ("success", "failed"))
+                )
+
+            af.wait_until(reruns_done, 600, "the backfill and the cleared chunk")
+            assert af.dag_run(BACKFILL, ranged)["state"] == "success"
+            assert [ti["state"] for ti in _tis(af, MAIN, main, "snapshot_chunk")] == ["success"] * 5
+
+            # 3. The driver dies; the task is started again where no checkpoint is.
+            time.sleep(3)  # a few batches after the re-runs
+            (driver,) = _stream_drivers()
+            assert checkpoint.is_dir(), "the stream's default checkpoint is a local folder"
+            driver.send_signal(signal.SIGKILL)
+            af.wait_until(
+                lambda: _tis(af, MAIN, main, "stream")[0]["state"] in ("up_for_retry", "failed"),
+                120,
+                "the stream task to fail",
+            )
+            resume = committed()
+            assert resume is not None
+            shutil.rmtree(checkpoint)
+            af.api(
+                "POST",
+                f"/dags/{MAIN}/clearTaskInstances",
+                {
+                    "dag_run_id": main,
+                    "task_ids": ["stream"],
+                    "include_downstream": False,
+                    "only_failed": False,
+                    "dry_run": False,
+                },
+            )
+            af.wait_until(
+                lambda: (committed() or resume) > resume, 600, "the restarted stream's batches"
+            )
+            time.sleep(3)  # streaming under the writer for a while
+        except BaseException:
+            writer.stop()
+            print(af.log_tails())
+            raise
+        writer.stop()
+        assert writer.transactions > 100
+        try:
+            target = _server_position(mariadb)
+            af.wait_until(lambda: (committed() or resume) >= target, 300, "the stream to catch up")
+            for table, key in ((accounts, ["id"]), (items, ["grp", "n"])):
+                assert_replica_equals_source(mariadb, lake, table, key, storage_options=options)
+            af.set_task_state(MAIN, main, "stream", "success")  # stops the job (on_kill)
+            af.wait_until(
+                lambda: (s := store.stream_state(STREAM)) is not None and s.owner is None,
+                60,
+                "the stream to stop and release its lease",
+            )
+            stream_log = af.task_log_text(MAIN, main, "stream")
+        except BaseException:
+            print(af.log_tails())
+            raise
+
+    # The restart resumed at the committed position, not at the snapshot's watermarks.
+    assert f"batch -1 (start batch, in the driver) from {resume}:" in stream_log, stream_log[-4000:]
+    # Every chunk job and both stream runs were applications of the cluster, whose
+    # executors ran in the workers' folders.
+    apps = spark_cluster.status().get("completedapps", [])[apps_before:]
+    names = [app["name"] for app in apps]
+    assert sum(name.startswith("airflow-cdc stream") for name in names) >= 2, names
+    assert sum(not name.startswith("airflow-cdc stream") for name in names) >= 5 + 1 + 1, names
+    assert any(spark_cluster.worker_dir(i).glob("app-*") for i in range(2))
+    # Nothing of the lake on a local disk; nothing left in the store's staging area.
+    # (the tasks and drivers run in tmp_path/servers, the executors in the workers' folders)
+    assert _named_after_the_uri([tmp_path, spark_cluster.base_dir]) == []
+    assert list(Path.cwd().glob("s3:*")) == []
+    assert lake_objects(seaweedfs, f"lake/{db}/_cdc_staging") == []
+    # The lake's secret: in no command line while it ran, and afterwards in no file
+    # (Airflow's task logs, Spark's event logs, job files, checkpoints) nor in XCom.
+    assert ps.samples > 50
+    assert not ps.hits, ps.hits
+    assert any(events.iterdir()), "Spark wrote no event log"
+    assert files_containing(tmp_path, seaweedfs.secret_key) == []
+    with postgres.connect("airflow_cluster") as conn:
+        xcom = conn.execute("SELECT value::text FROM xcom").fetchall()
+    assert xcom
+    assert not [row for row in xcom if seaweedfs.secret_key in str(row[0])]
