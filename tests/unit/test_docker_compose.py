@@ -35,7 +35,15 @@ AIRFLOW_SERVICES = (
     "airflow-triggerer",
 )
 SPARK_SERVICES = ("spark-master", "spark-worker")
-EXPECTED_SERVICES = {*AIRFLOW_SERVICES, *SPARK_SERVICES, "mysql", "writer", "postgres"}
+EXPECTED_SERVICES = {
+    *AIRFLOW_SERVICES,
+    *SPARK_SERVICES,
+    "mysql",
+    "writer",
+    "postgres",
+    "lake",
+    "lake-init",
+}
 MYSQL_84 = ServerInfo("mysql", (8, 4, 0))
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
@@ -235,7 +243,7 @@ def test_named_volumes_are_declared(
     compose: dict[str, Any], services: dict[str, dict[str, Any]]
 ) -> None:
     declared = set(compose.get("volumes") or {})
-    assert {"lake", "mysql-data", "postgres-data"} <= declared
+    assert {"lake-data", "mysql-data", "postgres-data"} <= declared
     for name, service in services.items():
         for source in volume_targets(service).values():
             if not source.startswith((".", "/")):
@@ -254,15 +262,58 @@ def test_dags_folder_is_mounted_on_every_airflow_service(
     assert (REPO / "dags" / "mysql_cdc.py").is_file()
 
 
-def test_the_lake_volume_is_at_cdc_sink_path_on_airflow_and_spark(
+def test_the_lake_is_the_s3_service_and_no_disk_is_shared(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    sink = env_of(services["airflow-scheduler"])["CDC_SINK_PATH"]
-    assert sink.startswith("/")
-    for name in (*AIRFLOW_SERVICES, *SPARK_SERVICES):
-        assert volume_targets(services[name]).get(sink) == "lake", name
+    """The Delta tables live in the S3 server, reached with the cdc_lake connection; the
+    Airflow services (where the Spark drivers run) and the Spark workers (executors) share
+    no volume, as on machines of their own."""
+    from airflow_cdc.sinks.connection import storage_options_from_connection
+
+    env = env_of(services["airflow-scheduler"])
+    sink = urlsplit(env["CDC_SINK_PATH"])
+    assert sink.scheme == "s3"
+    conn = json.loads(env["AIRFLOW_CONN_CDC_LAKE"])
+    assert conn["conn_type"] == "aws"
+    options = storage_options_from_connection(
+        "cdc_lake", conn["conn_type"], conn["login"], conn["password"], conn["extra"]
+    )
+    assert options["AWS_ENDPOINT_URL"] == "http://lake:8333"
+    assert options["AWS_ALLOW_HTTP"] == "true"
+    endpoint = urlsplit(conn["extra"]["endpoint_url"])
+    assert (endpoint.hostname, endpoint.port) == ("lake", 8333)
+    lake, init = services["lake"], services["lake-init"]
+    lake_env, init_env = env_of(lake), env_of(init)
+    keys = (lake_env["LAKE_ACCESS_KEY"], lake_env["LAKE_SECRET_KEY"])
+    assert (conn["login"], conn["password"]) == keys
+    assert (init_env["LAKE_ACCESS_KEY"], init_env["LAKE_SECRET_KEY"]) == keys
+    assert init_env["LAKE_BUCKET"] == sink.hostname  # the bucket the sink path names
+    assert init_env["LAKE_ENDPOINT"] == f"{endpoint.hostname}:{endpoint.port}"
+    entrypoint = (REPO / "docker" / "lake" / "entrypoint.sh").read_text()
+    assert "-s3.port=8333" in entrypoint
+    assert "${LAKE_SECRET_KEY}" in entrypoint  # rendered into a file, not an argument
+    assert volume_targets(lake)["/lake"] == volume_targets(init)["/lake"] == "./docker/lake"
+    assert (REPO / "docker" / "lake" / "create_bucket.py").is_file()
+    assert lake["image"].startswith("chrislusf/seaweedfs:")
     for name in AIRFLOW_SERVICES:
-        assert env_of(services[name])["CDC_SINK_PATH"] == sink, name
+        if name != "airflow-init":
+            condition = services[name]["depends_on"]["lake-init"]["condition"]
+            assert condition == "service_completed_successfully", name
+
+    def named_volumes(names: tuple[str, ...]) -> set[str]:
+        return {
+            source
+            for name in names
+            for source in volume_targets(services[name]).values()
+            if not source.startswith((".", "/"))
+        }
+
+    assert named_volumes(AIRFLOW_SERVICES) & named_volumes(SPARK_SERVICES) == set()
+    assert "CDC_SINK_PATH" not in env_of(services["spark-worker"])
+    # The secret is on no command line of any service.
+    for name, service in services.items():
+        argv = [*service.get("entrypoint", []), *service.get("command", [])]
+        assert keys[1] not in " ".join(map(str, argv)), name
 
 
 # -- connections and environment -------------------------------------------------------------
