@@ -198,7 +198,7 @@ def measure_snapshot(
     started = time.perf_counter()
     job = run_spark_submit(
         Path(__file__).resolve().parent / "chunk_job_app.py",
-        ["--job-file", job_files[0], "--warm-job-file", job_files[1]],
+        ["--job-file", job_files[0], "--job-file", job_files[1]],
         log_path,
     )
     peak_driver = peak_total = 0

@@ -274,6 +274,31 @@ def generic_lines(section: dict[str, Any] | None, keys: Iterable[str]) -> list[s
     return _table(["size", *keys], rows)
 
 
+def object_store_lines(section: dict[str, Any]) -> list[str]:
+    """Local disk against the object store, for the chunk job and the stream."""
+    chunk = section.get("chunk_job") or {}
+    stream = section.get("stream") or {}
+    return _table(
+        ("job", "work", "local disk", "S3", "S3 ÷ local"),
+        [
+            (
+                "chunk job (steady state)",
+                f"{chunk.get('rows', 0):,} rows",
+                f"{_num(chunk.get('local_rows_per_s'))} rows/s",
+                f"{_num(chunk.get('s3_rows_per_s'))} rows/s",
+                chunk.get("s3_vs_local"),
+            ),
+            (
+                "stream (Spark slices)",
+                f"{stream.get('changes', 0):,} changes",
+                f"{_num(max(stream.get('local_changes_per_s') or [0]))} changes/s",
+                f"{_num(max(stream.get('s3_changes_per_s') or [0]))} changes/s",
+                stream.get("s3_vs_local"),
+            ),
+        ],
+    )
+
+
 def machine_lines(results: dict[str, Any]) -> list[str]:
     machine = results.get("machine") or {}
     return [f"- {key}: {value}" for key, value in machine.items()]
@@ -387,6 +412,18 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "batch and one slice. `block_rows` bounds an executor, `max_merge_rows` the driver.",
             "",
             *memory_lines(raw["stream_memory"]),
+            "",
+        ]
+    if raw.get("object_store"):
+        parts += [
+            "## The lake on an object store",
+            "",
+            "The same jobs with the lake on an S3 server (SeaweedFS on loopback, started for",
+            "the section: `bench/object_store.py`) against the lake on local disk, local and",
+            "S3 runs alternating, the faster of two each. On S3 the chunk job's staged",
+            "partitions and data files, and the stream's staged blocks, go through the store.",
+            "",
+            *object_store_lines(raw["object_store"]),
             "",
         ]
     extra = {k: raw[k] for k in ("stream_latency", "stream_big_transaction") if raw.get(k)}

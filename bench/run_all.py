@@ -11,7 +11,9 @@ place, ``bench_table.py``):
 2. **end_to_end**: ``end_to_end.measure_end_to_end(server, rows, workdir)`` through a real
    Airflow (it only reads ``bench.t``).
 
-Then **plan**: the planner on a string-key table grown through the sizes (``plan.py``), and
+At the smallest size, **object_store**: the chunk job and the stream with the lake on an S3
+server against local disk (``object_store.py``). Then **plan**: the planner on a string-key
+table grown through the sizes (``plan.py``), and
 **stream**, per backlog size (``--stream-sizes``, row changes):
 ``stream.measure_stream(server, changes, workdir)``, which sets up its own tables.
 
@@ -263,6 +265,8 @@ def table_sections(
         if "snapshot" not in skip:
             figures = snapshot_at(run, server, rows, here / "snapshot", measure_snapshot)
             run.raw.setdefault("snapshot", {})[str(rows)] = {"table": how, **figures}
+        if "object_store" not in skip and rows == min(sizes):
+            object_store_section(run, server, rows, here / "object_store")
         if measure_e2e is not None:
             run.raw.setdefault("end_to_end", {})[str(rows)] = run.attempt(
                 "end_to_end",
@@ -271,6 +275,18 @@ def table_sections(
             )
         with contextlib.suppress(OSError):
             shutil.rmtree(here)  # Parquet and Delta copies of the table: disk, not figures
+
+
+def object_store_section(run: Run, server: LocalMariaDB, rows: int, workdir: Path) -> None:
+    """``object_store.measure_object_store`` at the smallest size: the chunk job and the
+    stream with the lake on an S3 server against the same on local disk. It rebuilds
+    ``benchstream.t``, not ``bench.t``."""
+    measure, status = optional("object_store", "measure_object_store")
+    run.sections["object_store"] = status
+    if measure is not None:
+        run.raw["object_store"] = run.attempt(
+            "object_store", f"object_store.{rows}", lambda: measure(server, rows, workdir)
+        )
 
 
 def _snapshot_ratios(figures: dict[str, Any]) -> None:

@@ -26,6 +26,11 @@ __all__ = [
     "write_arrow_file",
 ]
 
+#: Staged files in an object store are compressed: fewer bytes through the store costs less
+#: than the compression (1M benchmark rows to SeaweedFS: write 0.72 -> 0.20 s, read 0.13 ->
+#: 0.07 s with zstd). Local files stay plain, to be memory-mapped.
+_REMOTE_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
+
 
 def staging_area(sink: SinkConfig) -> Location:
     """The sink's staging area (see the module docstring)."""
@@ -40,9 +45,15 @@ def staging_folder(sink: SinkConfig, name: str) -> Location:
 def write_arrow_file(location: Location, rows: pa.Table) -> None:
     """Write ``rows`` as an Arrow IPC file at ``location`` (its folder is created)."""
     filesystem, path = location.resolve()
+    options = None
     if location.is_local:
         filesystem.create_dir(path.rpartition("/")[0], recursive=True)
-    with filesystem.open_output_stream(path) as out, pa.ipc.new_file(out, rows.schema) as writer:
+    else:
+        options = _REMOTE_IPC
+    with (
+        filesystem.open_output_stream(path) as out,
+        pa.ipc.new_file(out, rows.schema, options=options) as writer,
+    ):
         writer.write_table(rows)
 
 

@@ -5,7 +5,6 @@ conditional writes, and a chunk job whose staging and data files go through the 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -277,7 +276,6 @@ def test_a_chunk_job_stages_and_writes_through_the_store(
     """Partitions staged, data files written and committed, all on S3; a killed earlier
     attempt's staged objects removed by the next; nothing left on a local disk (the old
     bug: a folder named ``s3:`` in the working directory)."""
-    from airflow_cdc.config import SinkConfig
     from airflow_cdc.snapshot.job import run_chunk
 
     monkeypatch.chdir(tmp_path)
@@ -288,12 +286,15 @@ def test_a_chunk_job_stages_and_writes_through_the_store(
     meta = f"sqlite:///{tmp_path / 'meta.db'}"
     (chunk,) = plan(mariadb, [f"{fresh_db}.t"], chunk_rows=100_000, metadata_url=meta).chunks
     root = f"s3://lake/{fresh_db}"
-    sink = SinkConfig(root, storage_options=lake_options(seaweedfs))
-    spec = dataclasses.replace(
-        job_spec(mariadb, chunk.chunk_id, meta, Path("unused"), partition_rows=10_000),
-        sink=sink,
+    spec = job_spec(
+        mariadb,
+        chunk.chunk_id,
+        meta,
+        root,
+        partition_rows=10_000,
+        storage_options=lake_options(seaweedfs),
     )
-
+    sink = spec.sink
     outcome = run_chunk(spec, parallelism=2)
     assert outcome.as_files
     assert outcome.partitions >= 3  # several staged partitions

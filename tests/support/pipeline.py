@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +65,17 @@ def job_spec(
     server: LocalMariaDB,
     chunk_id: int,
     metadata_url: str,
-    sink_root: Path,
+    sink_root: Path | str,
     pause_dir: Path | None = None,
     partition_rows: int = 250_000,
     engine: str = "connectorx",
+    storage_options: Mapping[str, str] | None = None,
 ) -> ChunkJobSpec:
     return ChunkJobSpec(
         chunk_id=chunk_id,
         source=source_config(server),
         metadata_url=metadata_url,
-        sink=SinkConfig(str(sink_root)),
+        sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
         read=ReadConfig(partition_rows=partition_rows, engine=engine),
         pause_dir=str(pause_dir) if pause_dir else None,
     )
@@ -198,12 +199,13 @@ def stream_spec(
     server: LocalMariaDB,
     tables: Sequence[str],
     metadata_url: str,
-    sink_root: Path,
+    sink_root: Path | str,
     checkpoint: Path,
     *,
     mode: str = "until_caught_up",
     pause_dir: Path | None = None,
     stream_id: str = "test-stream",
+    storage_options: Mapping[str, str] | None = None,
     **settings: Any,
 ) -> Any:
     """The stream's job spec; ``settings``: further fields (``start_batch_bytes``...)."""
@@ -214,7 +216,7 @@ def stream_spec(
         tables=tuple(tables),
         source=source_config(server),
         metadata_url=metadata_url,
-        sink=SinkConfig(str(sink_root)),
+        sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
         checkpoint_dir=str(checkpoint),
         mode=mode,
         trigger_seconds=1.0,
@@ -233,9 +235,10 @@ def snapshot_all(
     server: LocalMariaDB,
     record: Any,
     metadata_url: str,
-    sink_root: Path,
+    sink_root: Path | str,
     parallel: int = 2,
     engine: str = "connectorx",
+    storage_options: Mapping[str, str] | None = None,
 ) -> None:
     """Run every chunk of a plan in-process (the chunk logic without a JVM per chunk)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -243,7 +246,14 @@ def snapshot_all(
     from airflow_cdc.snapshot.job import run_chunk
 
     specs = [
-        job_spec(server, chunk.chunk_id, metadata_url, sink_root, engine=engine)
+        job_spec(
+            server,
+            chunk.chunk_id,
+            metadata_url,
+            sink_root,
+            engine=engine,
+            storage_options=storage_options,
+        )
         for chunk in record.chunks
     ]
     with ThreadPoolExecutor(parallel) as pool:

@@ -355,3 +355,17 @@ def test_on_kill_kills_a_driver_that_does_not_stop(
     while _alive(driver) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(driver), "the driver outlived spark-submit"
+
+
+def test_an_unwritable_lake_fails_the_stream_task_before_spark_submit(
+    fake_spark: Path, out: Path, tmp_path: Path
+) -> None:
+    """The stream task checks the lake (and its staging area) like the plan task: no job
+    file is written and spark-submit is not started."""
+    op = _operator(fake_spark, sink_path="/proc/cdc-lake")
+    with pytest.raises(ConfigurationError, match="sink_path '/proc/cdc-lake' is not writable"):
+        op.execute({})  # type: ignore[arg-type]
+    staged = _operator(fake_spark, sink_path=str(tmp_path / "lake"), staging_path="/proc/stage")
+    with pytest.raises(ConfigurationError, match="staging_path '/proc/stage' is not writable"):
+        staged.execute({})  # type: ignore[arg-type]
+    assert not (out / "argv").exists()
