@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.customers:,} customers",
                 flush=True,
             )
+            # Job files and a stream's default checkpoint folder stay in the working folder.
+            (base / "tmp").mkdir()
+            extra = {**extra, "TMPDIR": str(base / "tmp")}
             env = airflow_env(base / "airflow", server, meta, extra=extra)
             migrate(env)
             conf = {

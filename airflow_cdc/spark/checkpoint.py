@@ -73,12 +73,22 @@ def set_aside_if_stale(checkpoint: Checkpoint, committed: BinlogPosition | None)
         return checkpoint
     if not checkpoint_is_stale(checkpoint.resumes_at, committed):
         return checkpoint
-    log.warning(
-        "the checkpoint %s resumes at %s, before the stream's committed position %s in the "
-        "metadata DB (it was written by an older run): starting from the committed position",
-        checkpoint.folder,
-        checkpoint.resumes_at or "its start",
-        committed,
-    )
+    if committed is None:
+        log.warning(
+            "the checkpoint %s resumes at %s, but the metadata DB holds no committed "
+            "position of this stream (the checkpoint was written for another metadata DB): "
+            "setting it aside",
+            checkpoint.folder,
+            checkpoint.resumes_at or "its start",
+        )
+    else:
+        log.warning(
+            "the checkpoint %s resumes at %s, before the stream's committed position %s in "
+            "the metadata DB (it was written by an older run): starting from the committed "
+            "position",
+            checkpoint.folder,
+            checkpoint.resumes_at or "its start",
+            committed,
+        )
     shutil.rmtree(checkpoint.folder, ignore_errors=True)
     return Checkpoint(checkpoint.folder, present=False)

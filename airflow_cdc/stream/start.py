@@ -14,7 +14,8 @@ has a committed position: it joins later by replaying its own binlog from its sn
 Starting earlier than needed is always safe (the sink keeps the newest position per key);
 starting later would lose changes. The metadata DB is therefore the truth, and Spark's
 checkpoint only a cache of it: a checkpoint that stands before ``C`` (it would replay, or
-start at a position the server has purged) is set aside.
+start at a position the server has purged), or one the metadata DB knows nothing of, is
+set aside.
 """
 
 from __future__ import annotations
@@ -73,7 +74,12 @@ def checkpoint_is_stale(
     checkpoint: BinlogPosition | None, committed: BinlogPosition | None
 ) -> bool:
     """Whether a checkpoint that resumes at ``checkpoint`` (None: it committed no batch)
-    should be set aside for the metadata DB's ``committed`` position: it stands before it."""
+    should be set aside for the metadata DB's ``committed`` position: it stands before it;
+    or it committed a batch the metadata DB does not know (every batch records its position
+    before Spark commits it, so that checkpoint was written for another metadata DB: an
+    earlier incarnation of the pipeline, maybe against another server). One that committed
+    nothing while the metadata DB knows nothing either is kept: Spark replays its first
+    batch from the start this stream computes, which reads nothing twice that matters."""
     if committed is None:
-        return False
+        return checkpoint is not None
     return checkpoint is None or checkpoint < committed

