@@ -108,3 +108,20 @@ def spark_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(spark_environment())
     return env
+
+
+@pytest.fixture
+def untouched(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Source and metadata connections whose use fails the test (bad input must be refused
+    before either is contacted); returns the metadata DB file, which must stay absent."""
+    from airflow_cdc.source import connection
+
+    meta = tmp_path / "meta.db"
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_SOURCE", "mysql://cdc:pw@db.example:3306/")
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", f"sqlite:///{meta}")
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("the source must not be contacted")
+
+    monkeypatch.setattr(connection, "connect", refuse)
+    return meta

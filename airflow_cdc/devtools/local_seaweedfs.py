@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,19 @@ def _free_ports(count: int) -> list[int]:
         if port + _GRPC_OFFSET < 65_536 and port not in found and _port_pair_free(port):
             found.append(port)
     return found
+
+
+def _wait_unreaped(pid: int, timeout: float) -> None:
+    """Wait up to ``timeout`` s for child ``pid`` to exit, leaving it a zombie: an unreaped
+    child keeps its pid (and process group id) from being reused by another process."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.05)
 
 
 @dataclass
@@ -124,7 +138,7 @@ class LocalSeaweedFS:
         data.mkdir(parents=True, exist_ok=True)
         tmp.mkdir(exist_ok=True)
         if not self.ports:
-            names = ("s3", "master", "volume", "filer", "iceberg", "lance", "metrics")
+            names = ("s3", "master", "volume", "filer")
             self.ports = dict(zip(names, _free_ports(len(names)), strict=True))
         p = self.ports
         command = [
@@ -138,9 +152,12 @@ class LocalSeaweedFS:
             f"-filer.port={p['filer']}",
             "-s3",
             f"-s3.port={p['s3']}",
-            f"-s3.port.iceberg={p['iceberg']}",
-            f"-s3.port.lance={p['lance']}",
-            f"-metricsPort={p['metrics']}",
+            # No Iceberg catalog or Lance namespace beside S3 (0: off; both listen by
+            # default on fixed ports); no metrics listener (off unless -metricsPort is set).
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            # The master reports usage to telemetry.seaweedfs.com unless told not to.
+            "-master.telemetry=false",
             f"-s3.config={self._identities()}",
             f"-filer.localSocket={tmp / 'filer.sock'}",
             f"-s3.localSocket={tmp / 's3.sock'}",
@@ -168,15 +185,29 @@ class LocalSeaweedFS:
                 )
             try:
                 self.filesystem().get_file_info("probe-bucket-that-is-not-there")
-                return self
+                if self._volume_server_joined():
+                    return self
             except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(
-                        f"SeaweedFS's S3 gateway did not answer in {timeout:.0f} s: "
-                        f"{self.log_path.read_text(errors='replace')[-3000:]}"
-                    ) from None
-                time.sleep(0.3)
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(
+                    f"SeaweedFS's S3 gateway or volume server was not ready in {timeout:.0f} s: "
+                    f"{self.log_path.read_text(errors='replace')[-3000:]}"
+                )
+            time.sleep(0.3)
+
+    def _volume_server_joined(self) -> bool:
+        """Whether the master knows a volume server with free slots. The S3 gateway answers
+        before that; a volume server whose first heartbeat came before the master's leader
+        election retries 5 s later, and until then a first write waits."""
+        url = f"http://127.0.0.1:{self.ports['master']}/dir/status"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                topology = json.loads(response.read()).get("Topology") or {}
+        except (OSError, ValueError):
+            return False
+        return int(topology.get("Free") or 0) > 0
 
     def filesystem(self, *, allow_bucket_creation: bool = False) -> Any:
         """pyarrow's S3 filesystem on this server, with the admin keys."""
@@ -216,8 +247,8 @@ class LocalSeaweedFS:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
+        _wait_unreaped(process.pid, grace)
+        # Not reaped yet, so its pid still names this group and no other process.
         with contextlib.suppress(ProcessLookupError):  # the whole group, children included
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()

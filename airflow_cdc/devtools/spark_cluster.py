@@ -5,7 +5,10 @@ does (``spark://`` master, client deploy mode, executors in processes of their o
 their own working folders) instead of ``local[N]``. The pyspark wheel ships
 ``bin/spark-class`` and the jars but no ``sbin/`` scripts, so the daemons are started with
 ``spark-class`` directly. Each daemon runs in its own process group, which also holds the
-executors a worker launches: :meth:`LocalSparkCluster.stop` kills the groups.
+executors a worker launches: :meth:`LocalSparkCluster.stop` kills the groups. The Python
+workers of an executor are not in it (``pyspark.daemon`` makes a group of its own and exits
+only when it notices its executor gone), so ``stop`` also kills, and waits for, every
+process that descended from a daemon.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,64 @@ __all__ = ["LocalSparkCluster"]
 
 _MASTER = "org.apache.spark.deploy.master.Master"
 _WORKER = "org.apache.spark.deploy.worker.Worker"
+
+
+@dataclass(frozen=True)
+class _Proc:
+    """One line of ``/proc/<pid>/stat``; the start time tells a process from a later one
+    that got the same pid."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    start: int
+    zombie: bool
+
+
+def _proc_table() -> dict[int, _Proc]:
+    table: dict[int, _Proc] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        pid = int(entry.name)
+        table[pid] = _Proc(pid, int(fields[1]), int(fields[2]), int(fields[19]), fields[0] == "Z")
+    return table
+
+
+def _descendants(roots: set[int], table: dict[int, _Proc]) -> dict[int, _Proc]:
+    children: dict[int, list[int]] = {}
+    for proc in table.values():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    found: dict[int, _Proc] = {}
+    todo = [child for root in roots for child in children.get(root, [])]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found[pid] = table[pid]
+            todo.extend(children.get(pid, []))
+    return found
+
+
+def _exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited, without reaping it: an unreaped child keeps its pid
+    (and process group id) from being reused by another process until ``stop`` kills the
+    group."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _wait_unreaped(pid: int, timeout: float) -> None:
+    """Wait up to ``timeout`` s for child ``pid`` to exit, leaving it a zombie."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not _exited(pid):
+        time.sleep(0.05)
 
 
 @dataclass
@@ -52,6 +114,11 @@ class LocalSparkCluster:
             return Path(spark_environment()["SPARK_HOME"], "bin", "spark-class").is_file()
         except RuntimeError:
             return False
+
+    @property
+    def pids(self) -> list[int]:
+        """The daemons' pids (master first); empty when stopped."""
+        return [process.pid for process in self._processes]
 
     @property
     def master_url(self) -> str:
@@ -101,6 +168,9 @@ class LocalSparkCluster:
             )
 
     def start(self, timeout: float = 120.0) -> LocalSparkCluster:
+        """Start the master, and the workers once it answers; return when every worker is
+        registered and ALIVE."""
+        deadline = time.monotonic() + timeout
         (self.base_dir / "local").mkdir(parents=True, exist_ok=True)
         self._spawn(
             "master",
@@ -114,6 +184,9 @@ class LocalSparkCluster:
                 str(self.web_port),
             ],
         )
+        # A worker that finds no master retries only after 5 to 15 s (Spark's fuzzed
+        # registration interval), which doubled the start-up time on a busy machine.
+        self._wait_until(self._master_answers, deadline, "the Spark master did not answer")
         for index in range(self.workers):
             work = self.worker_dir(index)
             work.mkdir(parents=True, exist_ok=True)
@@ -134,17 +207,28 @@ class LocalSparkCluster:
                     str(free_port()),
                 ],
             )
-        deadline = time.monotonic() + timeout
-        while self.alive_workers() < self.workers:
-            for process in self._processes:
-                if process.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"a Spark daemon exited:\n{self.log_tails()}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the Spark cluster did not come up:\n{self.log_tails()}")
-            time.sleep(0.5)
+        self._wait_until(
+            lambda: self.alive_workers() >= self.workers,
+            deadline,
+            "the Spark workers did not register",
+        )
         return self
+
+    def _wait_until(self, ready: Callable[[], bool], deadline: float, failure: str) -> None:
+        while not ready():
+            exited = any(_exited(process.pid) for process in self._processes)
+            if exited or time.monotonic() > deadline:
+                self.stop()
+                reason = "a Spark daemon exited" if exited else failure
+                raise RuntimeError(f"{reason}:\n{self.log_tails()}")
+            time.sleep(0.2)
+
+    def _master_answers(self) -> bool:
+        try:
+            self.status()
+        except (OSError, ValueError):
+            return False
+        return True
 
     def status(self) -> dict[str, Any]:
         """The master's JSON status (workers, applications)."""
@@ -166,17 +250,65 @@ class LocalSparkCluster:
         return "\n".join(parts)
 
     def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the daemons' groups (workers first: they stop their executors), SIGKILL
+        them after ``grace`` s, then SIGKILL whatever else descended from them (PySpark's
+        daemons and workers, in groups of their own) and wait until all of it is gone."""
         processes, self._processes = self._processes, []
+        if not processes:
+            return
+        ours = {process.pid for process in processes}
+        offspring = _descendants(ours, _proc_table())
         for process in reversed(processes):  # workers (and their executors) first
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for process in processes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            _wait_unreaped(process.pid, deadline - time.monotonic())
+        # Before the SIGKILL: a PySpark daemon started during the grace period, still
+        # linked to its executor.
+        offspring.update(_descendants(ours, _proc_table()))
+        for process in processes:
+            # Not reaped yet, so its pid still names this group and no other process.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
+        for process in processes:
             process.wait()
+        self._kill_and_wait(offspring, ours)
+
+    @staticmethod
+    def _kill_and_wait(
+        offspring: dict[int, _Proc], groups: set[int], timeout: float = 30.0
+    ) -> None:
+        """SIGKILL the processes of ``offspring`` that still run (same pid and start time),
+        with the whole group of those that lead one (a PySpark daemon and the workers it
+        forked since), and wait until none of them, nor any member of ``groups`` or of the
+        groups killed here, runs. Only processes known by pid and start time get a signal."""
+
+        def running() -> list[_Proc]:
+            found = []
+            for proc in _proc_table().values():
+                if proc.zombie:
+                    continue  # dead, waiting for its new parent to reap it
+                known = offspring.get(proc.pid)
+                if (known is not None and known.start == proc.start) or proc.pgid in groups:
+                    found.append(proc)
+            return found
+
+        deadline = time.monotonic() + timeout
+        while left := running():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Spark processes outlived SIGKILL: {left}")
+            for proc in left:
+                known = offspring.get(proc.pid)
+                if known is None or known.start != proc.start:
+                    continue  # a member of a group killed already: dying
+                with contextlib.suppress(ProcessLookupError):
+                    if proc.pgid == proc.pid:  # alive, so the group is still its own
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        groups.add(proc.pid)
+                    else:
+                        os.kill(proc.pid, signal.SIGKILL)
+            time.sleep(0.05)
 
     def __enter__(self) -> LocalSparkCluster:
         return self.start()

@@ -237,6 +237,7 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
     assert not ps.hits, ps.hits
     assert any(events.iterdir()), "Spark wrote no event log"
     assert files_containing(tmp_path, seaweedfs.secret_key) == []
+    assert files_containing(tmp_path, mariadb.cdc_password) == []  # nor the source's
     with postgres.connect("airflow_cluster") as conn:
         xcom = conn.execute("SELECT value::text FROM xcom").fetchall()
     assert xcom

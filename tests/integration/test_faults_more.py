@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,12 @@ from airflow_cdc.snapshot.job import run_chunk
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,
+    binlog_files,
     chunk_job,
     job_spec,
     kill_group,
     plan,
+    purge_all_binlogs_but_the_newest,
     snapshot_all,
     stream_spec,
     wait_for,
@@ -52,23 +53,6 @@ def delta_version(lake: Path, table: TableId) -> int:
 
 def offset_position(stream: InProcessStream) -> BinlogPosition:
     return BinlogPosition(str(stream.offset["file"]), int(stream.offset["pos"]))
-
-
-def binlog_files(server: LocalMariaDB) -> list[str]:
-    return [str(row[0]) for row in server.query("SHOW BINARY LOGS")]
-
-
-def purge_all_binlogs_but_the_newest(server: LocalMariaDB, flushes: int = 3) -> str:
-    """Rotate the binlog ``flushes`` times and purge every file before the newest; returns
-    the newest (then the only, so the oldest) file."""
-    server.execute(*["FLUSH BINARY LOGS"] * flushes)
-    newest = binlog_files(server)[-1]
-    deadline = time.monotonic() + 30
-    while len(binlog_files(server)) > 1:  # MariaDB purges after its checkpoint
-        assert time.monotonic() < deadline, "the server kept its old binlogs"
-        server.execute(f"PURGE BINARY LOGS TO '{newest}'")
-        time.sleep(0.2)
-    return newest
 
 
 def sink_rows(lake: Path, table: TableId) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from tests.support.pipeline import (
     arm,
     kill_group,
     plan,
+    purge_all_binlogs_but_the_newest,
     snapshot_all,
     spark_submit_stream,
     stream_spec,
@@ -119,13 +120,7 @@ def test_purged_start_position_stops_with_advice(
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     snapshot_all(mariadb, plan(mariadb, [table], chunk_rows=1000, metadata_url=meta), meta, lake)
     mariadb.execute(f"UPDATE `{fresh_db}`.t SET v = -v WHERE id <= 10")
-    mariadb.execute("FLUSH BINARY LOGS", "FLUSH BINARY LOGS")
-    newest = mariadb.query("SHOW BINARY LOGS")[-1][0]
-    deadline = time.monotonic() + 30
-    while len(mariadb.query("SHOW BINARY LOGS")) > 1:  # MariaDB purges after its checkpoint
-        assert time.monotonic() < deadline, "the server kept its old binlogs"
-        mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
-        time.sleep(0.2)
+    purge_all_binlogs_but_the_newest(mariadb, flushes=2)
 
     job = spark_submit_stream(
         stream_spec(mariadb, [table], meta, lake, tmp_path / "ckpt"), tmp_path
@@ -183,12 +178,7 @@ def test_without_its_checkpoint_or_with_a_stale_one_the_stream_resumes_where_it_
     assert after_second > after_first
 
     # The binlog worker A's checkpoint stands in is purged; the stream's position is not.
-    newest = mariadb.query("SHOW BINARY LOGS")[-1][0]
-    deadline = time.monotonic() + 30
-    while len(mariadb.query("SHOW BINARY LOGS")) > 1:
-        assert time.monotonic() < deadline, "the server kept its old binlogs"
-        mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
-        time.sleep(0.2)
+    purge_all_binlogs_but_the_newest(mariadb, flushes=0)
     shutil.rmtree(first)
     shutil.copytree(stale, first)
     mariadb.execute(f"DELETE FROM `{db}`.t WHERE id BETWEEN 700 AND 800")

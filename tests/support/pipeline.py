@@ -258,3 +258,20 @@ def snapshot_all(
     ]
     with ThreadPoolExecutor(parallel) as pool:
         list(pool.map(run_chunk, specs))
+
+
+def binlog_files(server: LocalMariaDB) -> list[str]:
+    return [str(row[0]) for row in server.query("SHOW BINARY LOGS")]
+
+
+def purge_all_binlogs_but_the_newest(server: LocalMariaDB, flushes: int = 3) -> str:
+    """Rotate the binlog ``flushes`` times and purge every file before the newest; returns
+    the newest (then the only, so the oldest) file."""
+    server.execute(*["FLUSH BINARY LOGS"] * flushes)
+    newest = binlog_files(server)[-1]
+    deadline = time.monotonic() + 30
+    while len(binlog_files(server)) > 1:  # MariaDB purges after its checkpoint
+        assert time.monotonic() < deadline, "the server kept its old binlogs"
+        server.execute(f"PURGE BINARY LOGS TO '{newest}'")
+        time.sleep(0.2)
+    return newest

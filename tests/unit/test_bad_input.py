@@ -49,22 +49,6 @@ def test_binlog_off() -> None:
 # -- the plan task's params, checked before anything is contacted --------------------------------
 
 
-@pytest.fixture
-def untouched(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Connections whose use fails the test; returns the metadata DB file (must stay absent)."""
-    from airflow_cdc.source import connection
-
-    meta = tmp_path / "meta.db"
-    monkeypatch.setenv("AIRFLOW_CONN_CDC_SOURCE", "mysql://cdc:pw@db.example:3306/")
-    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", f"sqlite:///{meta}")
-
-    def refuse(*_: Any, **__: Any) -> Any:
-        raise AssertionError("the source must not be contacted")
-
-    monkeypatch.setattr(connection, "connect", refuse)
-    return meta
-
-
 def run_plan(context: dict[str, Any] | None = None, **kwargs: Any) -> Any:
     args: dict[str, Any] = {"tables": ["shop.orders"], "sink_path": "/lake", "chunk_rows": 100}
     args.update(kwargs)
