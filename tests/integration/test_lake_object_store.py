@@ -5,6 +5,7 @@ conditional writes, and a chunk job whose staging and data files go through the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -250,16 +251,19 @@ def test_concurrent_chunk_commits_and_stream_merges_on_the_store_lose_nothing(
 # -- a chunk job through the store ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("staging", ["default", "staging_path"])
 def test_a_chunk_job_stages_and_writes_through_the_store(
     seaweedfs: LocalSeaweedFS,
     mariadb: LocalMariaDB,
     fresh_db: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    staging: str,
 ) -> None:
     """Partitions staged, data files written and committed, all on S3; a killed earlier
     attempt's staged objects removed by the next; nothing left on a local disk (the old
-    bug: a folder named ``s3:`` in the working directory)."""
+    bug: a folder named ``s3:`` in the working directory). The staging area is the sink's
+    own, or one ``staging_path`` puts elsewhere."""
     from airflow_cdc.snapshot.job import run_chunk
 
     monkeypatch.chdir(tmp_path)
@@ -269,7 +273,7 @@ def test_a_chunk_job_stages_and_writes_through_the_store(
     )
     meta = f"sqlite:///{tmp_path / 'meta.db'}"
     (chunk,) = plan(mariadb, [f"{fresh_db}.t"], chunk_rows=100_000, metadata_url=meta).chunks
-    root = f"s3://lake/{fresh_db}"
+    root = f"s3://lake/{fresh_db}-{staging}"  # the parameters share a database name
     spec = job_spec(
         mariadb,
         chunk.chunk_id,
@@ -278,6 +282,11 @@ def test_a_chunk_job_stages_and_writes_through_the_store(
         partition_rows=10_000,
         storage_options=lake_options(seaweedfs),
     )
+    if staging == "staging_path":
+        spec = dataclasses.replace(
+            spec,
+            sink=dataclasses.replace(spec.sink, staging_path=f"{root}-stage"),
+        )
     sink = spec.sink
     outcome = run_chunk(spec, parallelism=2)
     assert outcome.as_files
@@ -293,6 +302,7 @@ def test_a_chunk_job_stages_and_writes_through_the_store(
     assert_replica_equals_source(
         mariadb, root, TableId(fresh_db, "t"), ["id"], storage_options=sink.storage_options
     )
-    assert lake_objects(seaweedfs, f"lake/{fresh_db}/_cdc_staging") == []
+    assert lake_objects(seaweedfs, f"{root.removeprefix('s3://')}/_cdc_staging") == []
+    assert lake_objects(seaweedfs, f"{root.removeprefix('s3://')}-stage") == []
     # No "s3:" folder here, nor anything else but the metadata DB (and its journal).
     assert [name for name in os.listdir(tmp_path) if not name.startswith("meta.db")] == []
