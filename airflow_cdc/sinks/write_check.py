@@ -18,7 +18,9 @@ from airflow_cdc.sinks.storage import Location, local_path
 
 __all__ = ["check_writable"]
 
-_LOCAL_FIX = "give a folder the Airflow workers and the Spark jobs can write (param sink_path)"
+
+def _local_fix(what: str) -> str:
+    return f"give a folder the Airflow workers and the Spark jobs can write (param {what})"
 
 
 def check_writable(
@@ -39,14 +41,14 @@ def _check_local_folder(root: str, what: str) -> None:
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigurationError(
-            f"{what} {root!r} cannot be a folder: {existing} is a file; {_LOCAL_FIX}"
+            f"{what} {root!r} cannot be a folder: {existing} is a file; {_local_fix(what)}"
         )
     where = "" if existing == path else f" (its nearest existing folder {existing})"
     try:
         handle, probe = tempfile.mkstemp(prefix=".cdc-write-check-", dir=existing)
     except OSError as exc:
         raise ConfigurationError(
-            f"{what} {root!r} is not writable{where}: {exc.strerror or exc}; {_LOCAL_FIX}, "
+            f"{what} {root!r} is not writable{where}: {exc.strerror or exc}; {_local_fix(what)}, "
             "or fix its permissions"
         ) from None
     os.close(handle)
