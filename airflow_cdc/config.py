@@ -78,8 +78,12 @@ class ChunkingConfig:
     """How tables are split into chunks."""
 
     chunk_rows: int = DEFAULT_CHUNK_ROWS
-    #: Airflow's ``[core] max_map_length``: the plan never has more chunks than this in total.
-    max_chunks: int = 1024
+    #: Chunks of one plan at most (each is a row of the metadata DB); beyond it the chunk
+    #: size grows.
+    max_chunks: int = 100_000
+    #: Airflow's ``[core] max_map_length``: chunks are packed into at most this many work
+    #: units (``planning.packing``), one mapped task each.
+    max_units: int = 1024
     #: Even split of integer keys when (max - min + 1) / rows lies in [lower, upper].
     distribution_factor_lower: float = 0.05
     distribution_factor_upper: float = 100.0
@@ -93,8 +97,11 @@ class ChunkingConfig:
             raise ConfigurationError(
                 f"chunk_rows must be a positive whole number of rows, got {self.chunk_rows!r}"
             )
-        if self.max_chunks <= 0:
-            raise ConfigurationError(f"max_chunks must be positive, got {self.max_chunks!r}")
+        if self.max_chunks <= 0 or self.max_units <= 0:
+            raise ConfigurationError(
+                f"max_chunks and max_units must be positive, got {self.max_chunks!r}, "
+                f"{self.max_units!r}"
+            )
         if not 0 < self.distribution_factor_lower <= 1 <= self.distribution_factor_upper:
             raise ConfigurationError("distribution factors must satisfy 0 < lower <= 1 <= upper")
 
@@ -178,10 +185,11 @@ class _JobFile:
 
 @dataclass(frozen=True)
 class ChunkJobSpec(_JobFile):
-    """Everything one chunk job needs. Written by the Airflow task to a private file (mode 0600)
-    whose path is the job's only argument, so no secret is on a command line."""
+    """Everything one chunk job needs: the chunks of one work unit (``planning.packing``).
+    Written by the Airflow task to a private file (mode 0600) whose path is the job's only
+    argument, so no secret is on a command line."""
 
-    chunk_id: int
+    chunk_ids: tuple[int, ...]
     source: SourceConfig
     metadata_url: str = field(repr=False)
     sink: SinkConfig
@@ -189,10 +197,14 @@ class ChunkJobSpec(_JobFile):
     #: Test-only: names of pause points at which the job waits for a release file.
     pause_dir: str | None = None
 
+    def __post_init__(self) -> None:
+        if not self.chunk_ids:
+            raise ConfigurationError("a chunk job needs at least one chunk id")
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ChunkJobSpec:
         return cls(
-            chunk_id=int(data["chunk_id"]),
+            chunk_ids=tuple(int(i) for i in data["chunk_ids"]),
             source=SourceConfig(**data["source"]),
             metadata_url=data["metadata_url"],
             sink=SinkConfig(**data["sink"]),
@@ -236,6 +248,11 @@ class StreamJobSpec(_JobFile):
     #: Rows of one Delta merge: a batch with more is merged in several (bounds the driver's
     #: memory, ~150 B a row plus delta-rs's working set; a merge also has a fixed cost).
     max_merge_rows: int = 500_000
+    #: Tables of a batch merged at once (delta-rs merges outside the GIL): a batch touching
+    #: hundreds of tables would otherwise pay each merge's fixed cost one after another.
+    #: Only tables of at most ``max_merge_rows / apply_parallelism`` rows share the time, so
+    #: the driver's memory bound holds.
+    apply_parallelism: int = 4
     #: At a first start (no checkpoint yet), binlog bytes the driver applies itself while
     #: Spark starts, so the replica moves on seconds after the hand-off rather than after
     #: Spark's start-up (0: none; Spark's first batch then starts from the watermarks).
@@ -253,6 +270,10 @@ class StreamJobSpec(_JobFile):
                 "max_batch_bytes and min_slice_bytes must be positive and decode_parallelism "
                 f"0 (auto) or more; got {self.max_batch_bytes}, {self.min_slice_bytes}, "
                 f"{self.decode_parallelism}"
+            )
+        if self.apply_parallelism < 1:
+            raise ConfigurationError(
+                f"apply_parallelism must be 1 or more; got {self.apply_parallelism}"
             )
         if self.block_rows < 1 or self.max_merge_rows < self.block_rows:
             raise ConfigurationError(

@@ -3,8 +3,12 @@
 Read when a DAG file is parsed, from environment variables of the DAG processor (and of the
 workers, which parse the file again):
 
-* ``CDC_TABLES``: a JSON list of ``database.table`` names (default: the demo tables). It is
-  the ``tables`` default of ``mysql_cdc`` and the set that ``mysql_cdc_backfill`` accepts.
+* ``CDC_TABLES``: a JSON list of ``database.table`` names and patterns (``shop.*``,
+  ``shop.order_*``, ``re:<regular expression>``; see ``model.selection``; default: the
+  demo tables). It is the ``tables`` default of ``mysql_cdc`` and the set that
+  ``mysql_cdc_backfill`` accepts.
+* ``CDC_EXCLUDE_TABLES``: a JSON list of names and patterns left out of ``CDC_TABLES``'
+  matches (default: none).
 * ``CDC_SINK_PATH``: the default root of the Delta tables (a folder, or an object-store
   URI such as ``s3://bucket/lake`` whose credentials are the ``cdc_lake`` connection's).
 * ``CDC_STAGING_PATH``: where the Spark jobs stage files between executors and driver
@@ -23,7 +27,7 @@ import os
 from collections.abc import Mapping
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import TableId
+from airflow_cdc.model import TablePattern
 
 __all__ = [
     "DEFAULT_CHUNK_RETRIES",
@@ -31,6 +35,7 @@ __all__ = [
     "DEFAULT_STREAM_ID",
     "DEFAULT_TABLES",
     "configured_chunk_retries",
+    "configured_exclude_tables",
     "configured_staging_path",
     "configured_stream_id",
     "configured_tables",
@@ -44,26 +49,41 @@ DEFAULT_CHUNK_RETRIES = 2
 
 
 def configured_tables(environ: Mapping[str, str] | None = None) -> list[str]:
-    """``CDC_TABLES`` (a JSON list of ``db.table``), checked, or :data:`DEFAULT_TABLES`."""
+    """``CDC_TABLES`` (a JSON list of names and patterns), checked, or :data:`DEFAULT_TABLES`."""
     env = os.environ if environ is None else environ
-    text = env.get("CDC_TABLES", "").strip()
+    return _pattern_list(env, "CDC_TABLES", required=True) or list(DEFAULT_TABLES)
+
+
+def configured_exclude_tables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``CDC_EXCLUDE_TABLES`` (a JSON list of names and patterns), checked, or none."""
+    env = os.environ if environ is None else environ
+    return _pattern_list(env, "CDC_EXCLUDE_TABLES", required=False)
+
+
+def _pattern_list(env: Mapping[str, str], name: str, *, required: bool) -> list[str]:
+    text = env.get(name, "").strip()
     if not text:
-        return list(DEFAULT_TABLES)
+        return []
     try:
         value = json.loads(text)
     except ValueError as exc:
         raise ConfigurationError(
-            f'CDC_TABLES must be a JSON list like ["shop.orders"], got {text!r}'
+            f'{name} must be a JSON list like ["shop.orders", "shop.order_*"], got {text!r}'
         ) from exc
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+    if (
+        not isinstance(value, list)
+        or (required and not value)
+        or not all(isinstance(v, str) for v in value)
+    ):
         raise ConfigurationError(
-            f'CDC_TABLES must be a non-empty JSON list of "database.table" strings, got {text!r}'
+            f"{name} must be a {'non-empty ' if required else ''}JSON list of "
+            f'"database.table" names or patterns, got {text!r}'
         )
-    for name in value:
+    for entry in value:
         try:
-            TableId.parse(name)
+            TablePattern.parse(entry)
         except ValueError as exc:
-            raise ConfigurationError(f"CDC_TABLES: {exc}") from exc
+            raise ConfigurationError(f"{name}: {exc}") from exc
     return list(dict.fromkeys(value))
 
 

@@ -13,6 +13,7 @@ Each message names the cause and the fix. The tree::
     │   └── SchemaChangedError    a table's columns changed (ALTER TABLE) under the stream
     ├── SinkError                 the sink cannot hold or take a write
     ├── MetadataError             the metadata DB is unreachable or inconsistent
+    ├── SnapshotUnitError         chunks of a work unit failed (each recorded with its error)
     └── StreamLeaseError          another stream runs (or ran) on these tables; lease lost
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "PrivilegeError",
     "SchemaChangedError",
     "SinkError",
+    "SnapshotUnitError",
     "SourceError",
     "SourceUnreachableError",
     "StreamLeaseError",
@@ -46,6 +48,11 @@ class ConfigurationError(CdcError):
 class SourceUnreachableError(ConfigurationError):
     """The source server does not answer: a wrong host or port, or a server that is down or
     restarting (the stream retries these for a while before it stops)."""
+
+
+class SnapshotUnitError(CdcError):
+    """Some chunks of a work unit failed; the message names them and the first one's error
+    (each failed chunk's own error is in the metadata DB)."""
 
 
 class SourceError(CdcError):

@@ -25,7 +25,7 @@ def main() -> None:
     """Run the chunks in order; print their times and summaries."""
     from airflow_cdc.config import ChunkJobSpec
     from airflow_cdc.spark._entry import start_python_workers
-    from airflow_cdc.spark.snapshot_job import chunk_context, run_chunk_in
+    from airflow_cdc.spark.snapshot_job import chunk_context, run_unit_in
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--job-file", action="append", required=True)
@@ -41,7 +41,7 @@ def main() -> None:
         workers = start_python_workers(context)
         for number, spec in enumerate(specs):
             started = time.perf_counter()
-            outcome = run_chunk_in(context, spec)
+            (outcome,) = run_unit_in(context, spec).done  # one chunk a job file
             runs.append(
                 {
                     "seconds": round(time.perf_counter() - started, 3),

@@ -117,7 +117,7 @@ def product_read(cfg: SourceConfig, rows: int, parts: int, workdir: Path) -> Non
 def chunk_job(server: LocalMariaDB, cfg: SourceConfig, rows: int, workdir: Path) -> float:
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.planning.planner import plan_tables
-    from airflow_cdc.snapshot.job import run_chunk
+    from airflow_cdc.snapshot.unit import run_chunk
     from airflow_cdc.source.catalog import load_table_schema
     from airflow_cdc.source.connection import connect
     from airflow_cdc.source.server import server_info
@@ -133,7 +133,7 @@ def chunk_job(server: LocalMariaDB, cfg: SourceConfig, rows: int, workdir: Path)
     conn.close()
     (chunk,) = MetadataStore.connect(meta).create_plan("bench", plans).chunks
     spec = ChunkJobSpec(
-        chunk.chunk_id,
+        (chunk.chunk_id,),
         cfg,
         meta,
         SinkConfig(str(workdir / "lake")),

@@ -1,9 +1,11 @@
 """Snapshot MySQL/MariaDB tables into Delta Lake, chunk by chunk, without locks, then stream
 their binlog changes.
 
-``plan`` splits each table into key-range chunks and records them in the metadata DB;
-``snapshot_chunk`` runs one Spark application per chunk (mapped, one map index per chunk,
-labelled ``db.table #n [lo, hi)``); ``wait_for_chunks`` waits until the metadata DB says
+``plan`` resolves the tables and patterns against the server's catalog, splits each table
+into key-range chunks, records them in the metadata DB and packs them into work units;
+``snapshot_chunk`` runs one Spark application per unit (mapped, one map index per unit,
+labelled ``db.table #n [lo, hi)`` for a large table's chunk or ``shop: 41 tables,
+t001..t041`` for small tables together); ``wait_for_chunks`` waits until the metadata DB says
 every chunk is done. A failed chunk can be cleared and re-run on its own at any time.
 ``stream`` then runs the binlog stream from the chunks' watermarks: ``continuous`` until the
 task is marked failed/success or stopped (it stops its Spark job), or ``until_caught_up``
@@ -29,6 +31,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS, STREAM_MODES
 from airflow_cdc.configured import (
+    configured_exclude_tables,
     configured_staging_path,
     configured_stream_id,
     configured_tables,
@@ -52,7 +55,16 @@ with DAG(
             type="array",
             items={"type": "string", "minLength": 3},
             minItems=1,
-            description="Tables to snapshot, as database.table",
+            description=(
+                "Tables to snapshot and stream: database.table names and patterns "
+                "(shop.*, shop.order_*, or re:<regular expression> over database.table)"
+            ),
+        ),
+        "exclude_tables": Param(
+            configured_exclude_tables(),  # env CDC_EXCLUDE_TABLES
+            type="array",
+            items={"type": "string", "minLength": 3},
+            description="Tables and patterns left out of the tables' matches",
         ),
         "sink_path": Param(
             default_sink_path(),  # env CDC_SINK_PATH
@@ -64,7 +76,10 @@ with DAG(
             DEFAULT_CHUNK_ROWS,
             type="integer",
             minimum=1,
-            description="Rows per chunk (one Spark application per chunk)",
+            description=(
+                "Rows per chunk; small tables share one Spark application (a work unit) "
+                "of about this many rows"
+            ),
         ),
         "chunk_keys": Param(
             {},
@@ -88,6 +103,7 @@ with DAG(
     plan = PlanSnapshotOperator(
         task_id="plan",
         tables="{{ params.tables }}",
+        exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunk_rows="{{ params.chunk_rows }}",
@@ -99,6 +115,7 @@ with DAG(
     stream = StreamOperator(
         task_id="stream",
         tables="{{ params.tables }}",
+        exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
         stream_mode="{{ params.stream_mode }}",

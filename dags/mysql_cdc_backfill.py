@@ -26,6 +26,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS
 from airflow_cdc.configured import (
+    configured_exclude_tables,
     configured_staging_path,
     configured_stream_id,
     configured_tables,
@@ -35,6 +36,7 @@ from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 
 TABLES = configured_tables()
+EXCLUDED = configured_exclude_tables()
 
 with DAG(
     dag_id="mysql_cdc_backfill",
@@ -52,8 +54,11 @@ with DAG(
             examples=TABLES,
             title="Table",
             description=(
-                "One table of the configured set, as database.table (a name containing a dot "
-                "is quoted with backticks: `my.db`.orders). Configured: " + ", ".join(TABLES)
+                "A table of the configured set, as database.table (a name containing a dot "
+                "is quoted with backticks: `my.db`.orders), or a pattern (shop.order_*) to "
+                "re-snapshot every table of the set it matches. Configured: "
+                + ", ".join(TABLES)
+                + (f" (excluding {', '.join(EXCLUDED)})" if EXCLUDED else "")
             ),
         ),
         "lo": Param(
@@ -76,7 +81,7 @@ with DAG(
             DEFAULT_CHUNK_ROWS,
             type="integer",
             minimum=1,
-            description="Rows per chunk (one Spark application per chunk)",
+            description="Rows per chunk (small tables share one Spark application)",
         ),
         "sink_path": Param(
             default_sink_path(),
@@ -89,6 +94,7 @@ with DAG(
     plan = PlanSnapshotOperator(
         task_id="plan",
         tables=["{{ params.table }}"],
+        exclude_tables=EXCLUDED,
         allowed_tables=TABLES,
         key_range={"lo": "{{ params.lo }}", "hi": "{{ params.hi }}"},
         sink_path="{{ params.sink_path }}",

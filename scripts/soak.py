@@ -47,7 +47,7 @@ if str(REPO) not in sys.path:
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
 from airflow_cdc.metadata import MetadataStore  # noqa: E402
 from airflow_cdc.model import TableId  # noqa: E402
-from airflow_cdc.snapshot.job import run_chunk  # noqa: E402
+from airflow_cdc.snapshot.unit import run_chunk  # noqa: E402
 from tests.support.binlog_kill import kill_busy_binlog_dump  # noqa: E402
 from tests.support.compare import assert_replica_equals_source  # noqa: E402
 from tests.support.memory import tree_pss  # noqa: E402

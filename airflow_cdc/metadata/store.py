@@ -222,40 +222,17 @@ class MetadataStore:
         The previous attempt's results are cleared so a running chunk never shows stale
         watermarks.
         """
+        return self.start_chunks([chunk_id])[0]
+
+    def start_chunks(self, chunk_ids: Sequence[int]) -> list[int]:
+        """:meth:`start_chunk` of each chunk, in one transaction (a work unit's chunks);
+        their attempt numbers in the same order."""
         now = codec.to_db_time(codec.utc_now())
 
-        def write(connection: Connection) -> int:
-            _lock_plan_of(connection, chunk_id)
-            current = _one_chunk(connection, chunk_id)
-            connection.execute(
-                sa.update(t_chunks)
-                .where(t_chunks.c.chunk_id == chunk_id)
-                .values(
-                    status="running",
-                    attempts=t_chunks.c.attempts + 1,
-                    started_at=now,
-                    finished_at=None,
-                    rows=None,
-                    low_watermark=None,
-                    high_watermark=None,
-                    high_watermark_encoded=None,
-                    read_seconds=None,
-                    correct_seconds=None,
-                    write_seconds=None,
-                    error=None,
-                )
-            )
-            connection.execute(
-                sa.update(t_plans)
-                .where(t_plans.c.plan_id == current.plan_id, t_plans.c.status != "running")
-                .values(status="running")
-            )
-            attempts = connection.execute(
-                sa.select(t_chunks.c.attempts).where(t_chunks.c.chunk_id == chunk_id)
-            ).scalar_one()
-            return int(attempts)
+        def write(connection: Connection) -> list[int]:
+            return [_start_one(connection, chunk_id, now) for chunk_id in chunk_ids]
 
-        return with_retry(self._engine, write, write=True, what="starting a chunk in")
+        return with_retry(self._engine, write, write=True, what="starting chunks in")
 
     def finish_chunk(
         self,
@@ -538,6 +515,38 @@ class MetadataStore:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _start_one(connection: Connection, chunk_id: int, now: Any) -> int:
+    _lock_plan_of(connection, chunk_id)
+    current = _one_chunk(connection, chunk_id)
+    connection.execute(
+        sa.update(t_chunks)
+        .where(t_chunks.c.chunk_id == chunk_id)
+        .values(
+            status="running",
+            attempts=t_chunks.c.attempts + 1,
+            started_at=now,
+            finished_at=None,
+            rows=None,
+            low_watermark=None,
+            high_watermark=None,
+            high_watermark_encoded=None,
+            read_seconds=None,
+            correct_seconds=None,
+            write_seconds=None,
+            error=None,
+        )
+    )
+    connection.execute(
+        sa.update(t_plans)
+        .where(t_plans.c.plan_id == current.plan_id, t_plans.c.status != "running")
+        .values(status="running")
+    )
+    attempts = connection.execute(
+        sa.select(t_chunks.c.attempts).where(t_chunks.c.chunk_id == chunk_id)
+    ).scalar_one()
+    return int(attempts)
 
 
 def truncate_error(error: str) -> str:

@@ -5,6 +5,7 @@ from airflow_cdc.model.event import ChangeEvent, ChangeKind, Row
 from airflow_cdc.model.keys import Key, KeyScalar, decode_key, encode_key, format_key
 from airflow_cdc.model.plan import SplitMethod, TablePlan
 from airflow_cdc.model.position import BinlogPosition, binlog_file_number
+from airflow_cdc.model.selection import TablePattern, TableSelection
 from airflow_cdc.model.table import Column, TableId, TableSchema, quote_identifier
 
 __all__ = [
@@ -19,8 +20,10 @@ __all__ = [
     "Row",
     "SplitMethod",
     "TableId",
+    "TablePattern",
     "TablePlan",
     "TableSchema",
+    "TableSelection",
     "binlog_file_number",
     "decode_key",
     "encode_key",

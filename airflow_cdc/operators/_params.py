@@ -16,6 +16,7 @@ from airflow_cdc.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from airflow_cdc.config import SinkConfig
+    from airflow_cdc.model import TableSelection
 
 __all__ = [
     "as_mapping",
@@ -24,6 +25,7 @@ __all__ = [
     "check_sink",
     "lake_sink",
     "parse_literal",
+    "table_selection",
 ]
 
 
@@ -75,6 +77,24 @@ def as_mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigurationError(f"{name} must be a mapping, got {value!r}")
     return {str(k): v for k, v in value.items()}
+
+
+def table_selection(include: Any, exclude: Any = None, *, name: str = "tables") -> TableSelection:
+    """Rendered ``tables`` (and ``exclude_tables``) as a selection: names and patterns
+    (``model.selection``); a wrong entry is named with the accepted forms."""
+    from airflow_cdc.model import TableSelection
+
+    entries = as_str_list(name, include)
+    if not entries:
+        raise ConfigurationError(
+            f"{name} is empty: give at least one table as 'database.table' or a pattern "
+            "such as 'shop.*'"
+        )
+    excluded = [] if exclude in (None, "", [], ()) else as_str_list("exclude_tables", exclude)
+    try:
+        return TableSelection.parse(entries, excluded)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from exc
 
 
 def lake_sink(

@@ -19,15 +19,17 @@ from airflow_cdc.operators._params import (
     as_str_list,
     lake_sink,
     parse_literal,
+    table_selection,
 )
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_cdc.config import ChunkingConfig
     from airflow_cdc.metadata.records import PlanRecord
-    from airflow_cdc.model import TableId
+    from airflow_cdc.model import TableId, TableSelection
 
-__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "check_known_params", "chunk_handles"]
+__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "check_known_params", "unit_handles"]
 
 #: XCom key under which the plan operator also pushes the plan id.
 PLAN_ID_XCOM_KEY = "plan_id"
@@ -36,8 +38,12 @@ PLAN_ID_XCOM_KEY = "plan_id"
 class PlanSnapshotOperator(BaseOperator):
     """Validate the source, plan the chunks of ``tables`` and store the plan.
 
-    :param tables: tables as ``db.table`` (a name with a dot is quoted with backticks).
+    :param tables: tables and patterns (``model.selection``): ``shop.orders``, globs such
+        as ``shop.*`` or ``shop.order_*``, or ``re:<regular expression>`` over
+        ``database.table``; a name with a dot or glob character is quoted with backticks.
+        Resolved against the server's catalog when the task runs (the list is logged).
         Templated; a rendered string (JSON list, Python list or comma-separated) is accepted.
+    :param exclude_tables: tables and patterns left out of ``tables``' matches. Templated.
     :param sink_path: root folder/URI of the Delta tables; checked here (a probe object is
         written and deleted with the lake connection's credentials) so a wrong path, bucket
         or key fails before any Spark job starts. Templated.
@@ -49,7 +55,7 @@ class PlanSnapshotOperator(BaseOperator):
     :param key_range: ``{"lo": [...], "hi": [...]}``: plan only the keys ``lo <= key < hi`` of
         the one table given (a backfill; either side null/missing for unbounded), one JSON
         scalar per key column, checked against the columns' types. Templated.
-    :param allowed_tables: the configured set of tables (``db.table``); a table outside it is
+    :param allowed_tables: the configured set of tables (names and patterns); a table outside it is
         refused before the source is contacted. Templated; ``None`` allows any table.
     :param join_stream: a stream id: ask that stream to follow the planned tables. A table
         new to it joins the running stream once this snapshot is done (no restart; see
@@ -61,12 +67,15 @@ class PlanSnapshotOperator(BaseOperator):
         access key, password = secret, extra ``endpoint_url``, ``region_name``); not
         needed for a local ``sink_path``.
 
-    Returns (XCom) one dict per chunk: ``chunk_id``, ``plan_id``, ``table``, ``chunk_no`` and
-    ``label``; the plan id is also pushed under the key ``plan_id``.
+    Returns (XCom) one dict per work unit (``planning.packing``: a large table's chunks
+    apart, small tables together, about ``chunk_rows`` rows each): ``plan_id``,
+    ``chunk_ids``, ``tables`` (how many), ``estimated_rows`` and ``label``; the plan id is
+    also pushed under the key ``plan_id``.
     """
 
     template_fields: Sequence[str] = (
         "tables",
+        "exclude_tables",
         "sink_path",
         "staging_path",
         "chunk_rows",
@@ -78,6 +87,7 @@ class PlanSnapshotOperator(BaseOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "chunk_keys": "json",
         "tables": "json",
+        "exclude_tables": "json",
         "key_range": "json",
         "allowed_tables": "json",
     }
@@ -94,6 +104,7 @@ class PlanSnapshotOperator(BaseOperator):
         allowed_tables: list[str] | str | None = None,
         join_stream: str | None = None,
         staging_path: str | None = None,
+        exclude_tables: list[str] | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         lake_conn_id: str = "cdc_lake",
@@ -101,6 +112,7 @@ class PlanSnapshotOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.tables = tables
+        self.exclude_tables = exclude_tables
         self.sink_path = sink_path
         self.staging_path = staging_path
         self.lake_conn_id = lake_conn_id
@@ -115,46 +127,22 @@ class PlanSnapshotOperator(BaseOperator):
             as_positive_int("chunk_rows", chunk_rows)
 
     # -- validation of rendered values -------------------------------------------------
-    def table_ids(self) -> list[TableId]:
-        """The rendered ``tables`` as TableIds, without duplicates, in the given order."""
-        from airflow_cdc.model import TableId
-
-        names = as_str_list("tables", self.tables)
-        if not names:
-            raise ConfigurationError("tables is empty: give at least one table as 'database.table'")
-        result: list[TableId] = []
-        for name in names:
-            try:
-                table = TableId.parse(name)
-            except ValueError as exc:
-                raise ConfigurationError(
-                    f"table {name!r} is not of the form 'database.table' "
-                    "(quote a name containing a dot with backticks: `my.db`.orders)"
-                ) from exc
-            if table not in result:
-                result.append(table)
-        return result
+    def selection(self) -> TableSelection:
+        """The rendered ``tables`` and ``exclude_tables``, parsed."""
+        return table_selection(self.tables, self.exclude_tables)
 
     def check_allowed(self, tables: Sequence[TableId]) -> None:
-        """Refuse a table outside ``allowed_tables`` (the configured set), naming the set."""
-        from airflow_cdc.model import TableId
-
+        """Refuse a table outside ``allowed_tables`` (the configured tables and patterns),
+        naming them."""
         if self.allowed_tables is None or self.allowed_tables == "":
             return
-        allowed: list[TableId] = []
-        for name in as_str_list("allowed_tables", self.allowed_tables):
-            try:
-                allowed.append(TableId.parse(name))
-            except ValueError as exc:
-                raise ConfigurationError(
-                    f"allowed_tables names {name!r}, which is not of the form 'database.table'"
-                ) from exc
-        names = [str(t) for t in allowed]
+        allowed = table_selection(self.allowed_tables, None, name="allowed_tables")
         for table in tables:
-            if table not in allowed:
+            if not allowed.matches(table):
                 raise ConfigurationError(
-                    f"table {str(table)!r} is not in the configured set of tables {names}; "
-                    "pick one of them, or add it to the set (env CDC_TABLES of the DAG files)"
+                    f"table {str(table)!r} is not in the configured set of tables "
+                    f"({allowed.describe()}); pick one of them, or add it to the set (env "
+                    "CDC_TABLES of the DAG files)"
                 )
 
     def has_key_range(self) -> bool:
@@ -165,8 +153,8 @@ class PlanSnapshotOperator(BaseOperator):
             return any(value.get(side) not in (None, "", "None", []) for side in ("lo", "hi"))
         return True
 
-    def chunk_key_map(self, tables: Sequence[TableId]) -> dict[TableId, tuple[str, ...]]:
-        """The rendered ``chunk_keys`` keyed by TableId; every table must be one of ``tables``."""
+    def chunk_key_map(self, selection: TableSelection) -> dict[TableId, tuple[str, ...]]:
+        """The rendered ``chunk_keys`` keyed by TableId; every table must be selected."""
         from airflow_cdc.model import TableId
 
         result: dict[TableId, tuple[str, ...]] = {}
@@ -177,9 +165,10 @@ class PlanSnapshotOperator(BaseOperator):
                 raise ConfigurationError(
                     f"chunk_keys names {name!r}, which is not of the form 'database.table'"
                 ) from exc
-            if table not in tables:
+            if not selection.matches(table):
                 raise ConfigurationError(
-                    f"chunk_keys names {name!r}, which is not one of the tables {[str(t) for t in tables]}"
+                    f"chunk_keys names {name!r}, which is not one of the tables "
+                    f"({selection.describe()})"
                 )
             cols = as_str_list(f"chunk_keys[{name!r}]", columns)
             if not cols:
@@ -200,15 +189,16 @@ class PlanSnapshotOperator(BaseOperator):
         from airflow_cdc.source.connection import connect
 
         check_known_params(context)
-        tables = self.table_ids()
-        self.check_allowed(tables)
+        # Everything that can be checked before the source is contacted is checked here.
+        selection = self.selection()
+        self.check_allowed(selection.exact_tables())
         ranged = self.has_key_range()
-        if ranged and len(tables) != 1:
+        if ranged and selection.is_exact and len(selection.exact_tables()) != 1:
             raise ConfigurationError(
-                f"key_range applies to one table, but {len(tables)} are given: "
-                f"{[str(t) for t in tables]}"
+                f"key_range applies to one table, but {len(selection.exact_tables())} are "
+                f"given: {[str(t) for t in selection.exact_tables()]}"
             )
-        keys = self.chunk_key_map(tables)
+        keys = self.chunk_key_map(selection)
         chunk_rows = as_positive_int("chunk_rows", self.chunk_rows)
         lake_sink(
             self.sink_path,
@@ -216,8 +206,8 @@ class PlanSnapshotOperator(BaseOperator):
             staging_path=self.staging_path,
             check=True,
         )
-        max_chunks = conf.getint("core", "max_map_length", fallback=1024)
-        chunking = ChunkingConfig(chunk_rows=chunk_rows, max_chunks=max_chunks)
+        max_units = conf.getint("core", "max_map_length", fallback=1024)
+        chunking = ChunkingConfig(chunk_rows=chunk_rows, max_units=max_units)
 
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
@@ -225,12 +215,15 @@ class PlanSnapshotOperator(BaseOperator):
         conn = connect(source)
         try:
             info = server.server_info(conn)
+            tables = self._resolve(conn, selection)
             self.log.info("Source server %s; planning %d table(s)", info, len(tables))
+            if ranged and len(tables) != 1:
+                raise ConfigurationError(
+                    f"key_range applies to one table, but {len(tables)} are selected: "
+                    f"{[str(t) for t in tables][:20]}"
+                )
             validation.validate_source(conn, info, tables)
-            schemas = [
-                catalog.load_table_schema(conn, table, chunk_key=keys.get(table))
-                for table in tables
-            ]
+            schemas = catalog.load_table_schemas(conn, tables, keys)
             if ranged:
                 from airflow_cdc.planning.planner import plan_range
 
@@ -268,10 +261,35 @@ class PlanSnapshotOperator(BaseOperator):
                 plan.estimated_rows,
                 plan.method,
             )
-        handles = chunk_handles(record)
-        self.log.info("Plan %d stored with %d chunk(s)", record.plan_id, len(handles))
+        handles = unit_handles(record, chunking)
+        self.log.info(
+            "Plan %d stored: %d chunk(s) of %d table(s) in %d work unit(s), one mapped task each",
+            record.plan_id,
+            len(record.chunks),
+            len(plans),
+            len(handles),
+        )
         context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
         return handles
+
+    def _resolve(self, conn: Any, selection: TableSelection) -> list[TableId]:
+        """The tables the selection picks on the server, checked against the allowed set."""
+        from airflow_cdc.source import catalog
+
+        tables = catalog.resolve_selection(conn, selection)
+        if not tables:
+            raise ConfigurationError(
+                f"no table on the source matches {selection.describe()}; check the patterns "
+                "(globs such as shop.*, or re:<regular expression>) and the CDC user's grants"
+            )
+        if not selection.is_exact:
+            shown = ", ".join(map(str, tables[:50]))
+            more = f" and {len(tables) - 50} more" if len(tables) > 50 else ""
+            self.log.info(
+                "%s selects %d table(s): %s%s", selection.describe(), len(tables), shown, more
+            )
+        self.check_allowed(tables)
+        return tables
 
     def _key_range_data(self) -> Any:
         value: Any = self.key_range
@@ -303,15 +321,22 @@ def check_known_params(context: Any) -> None:
         )
 
 
-def chunk_handles(record: PlanRecord) -> list[dict[str, Any]]:
-    """The XCom form of a plan: small, JSON-safe, no key values beyond the label."""
+def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str, Any]]:
+    """The XCom form of a plan, one item per work unit: small, JSON-safe, no key values
+    beyond the label."""
+    from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
+
+    planned = [
+        PlannedChunk(c.chunk_id, c.table, c.chunk_no, c.estimated_rows, c.label())
+        for c in record.chunks
+    ]
     return [
         {
-            "chunk_id": chunk.chunk_id,
             "plan_id": record.plan_id,
-            "table": str(chunk.table),
-            "chunk_no": chunk.chunk_no,
-            "label": chunk.label(),
+            "chunk_ids": list(unit.chunk_ids),
+            "tables": len(unit.tables),
+            "estimated_rows": unit.estimated_rows,
+            "label": unit.label(),
         }
-        for chunk in record.chunks
+        for unit in pack_chunks(planned, chunking.chunk_rows, chunking.max_units)
     ]

@@ -1,4 +1,5 @@
-"""Run one snapshot chunk as a Spark application.
+"""Run one work unit of a snapshot plan (one chunk, or several small tables' chunks) as a
+Spark application.
 
 Secrets reach the Spark job through a job file, never through ``argv``: ``ps`` on any host
 shows the command line, and Airflow logs it. The file is written to a private temporary
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SPARK_CONF",
     "SNAPSHOT_CHUNK_APPLICATION",
+    "UNIT_MAP_INDEX_TEMPLATE",
     "SnapshotChunkOperator",
 ]
 
@@ -41,19 +43,22 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     **JOB_JVM_CONF,
 }
 
-#: The UI label of a mapped chunk task: ``shop.orders #3 [100, 200)``. ``task`` in the
-#: template context is the unmapped operator of that map index (task_runner puts ``ti.task``
-#: there), so its ``chunk`` attribute is that index's XCom item.
-CHUNK_MAP_INDEX_TEMPLATE = "{{ task.chunk['label'] }}"
+#: The UI label of a mapped task: ``shop.orders #3 [100, 200)`` for a unit of one chunk,
+#: ``shop: 41 tables, t001..t041`` for small tables together. ``task`` in the template
+#: context is the unmapped operator of that map index (task_runner puts ``ti.task`` there),
+#: so its ``unit`` attribute is that index's XCom item.
+UNIT_MAP_INDEX_TEMPLATE = "{{ task.unit['label'] }}"
 
 
 class SnapshotChunkOperator(JobFileSparkOperator):
-    """``spark-submit`` of one chunk of a snapshot plan.
+    """``spark-submit`` of one work unit of a snapshot plan: its chunks, each with its own
+    watermarks and record (``snapshot.unit``). Clearing the task re-runs exactly them.
 
     Map it over the plan: ``SnapshotChunkOperator.partial(task_id=..., sink_path=...)
-    .expand(chunk=plan.output)``.
+    .expand(unit=plan.output)``.
 
-    :param chunk: one item of :class:`PlanSnapshotOperator`'s XCom (``chunk_id``, ``label``...).
+    :param unit: one item of :class:`PlanSnapshotOperator`'s XCom (``chunk_ids``,
+        ``label``...).
     :param sink_path: root folder/URI of the Delta tables. Templated.
     :param staging_path: where the executors stage partitions for the driver (default
         ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
@@ -91,7 +96,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
     def __init__(
         self,
         *,
-        chunk: dict[str, Any],
+        unit: dict[str, Any],
         sink_path: str,
         staging_path: str | None = None,
         source_conn_id: str = "cdc_source",
@@ -102,9 +107,9 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         pause_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("map_index_template", CHUNK_MAP_INDEX_TEMPLATE)
+        kwargs.setdefault("map_index_template", UNIT_MAP_INDEX_TEMPLATE)
         super().__init__(**kwargs)
-        self.chunk = chunk
+        self.unit = unit
         self.sink_path = sink_path
         self.staging_path = staging_path
         self.source_conn_id = source_conn_id
@@ -115,15 +120,19 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         self.pause_dir = pause_dir
 
     # -- the job file ----------------------------------------------------------------
-    def chunk_id(self) -> int:
-        """The chunk's id from the XCom item, checked (a wrong mapping fails clearly)."""
-        value = self.chunk.get("chunk_id") if isinstance(self.chunk, dict) else None
-        if isinstance(value, bool) or not isinstance(value, int):
+    def chunk_ids(self) -> tuple[int, ...]:
+        """The unit's chunk ids from the XCom item, checked (a wrong mapping fails clearly)."""
+        value = self.unit.get("chunk_ids") if isinstance(self.unit, dict) else None
+        if (
+            not isinstance(value, list | tuple)
+            or not value
+            or any(isinstance(i, bool) or not isinstance(i, int) for i in value)
+        ):
             raise ConfigurationError(
-                f"chunk must be an item of the plan task's XCom with an integer 'chunk_id', "
-                f"got {self.chunk!r}"
+                "unit must be an item of the plan task's XCom with a non-empty list of "
+                f"integer 'chunk_ids', got {self.unit!r}"
             )
-        return value
+        return tuple(value)
 
     def build_spec(self) -> ChunkJobSpec:
         """The job spec, with the secrets resolved from the Airflow connections."""
@@ -136,7 +145,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         if self.read_engine:
             read_kwargs["engine"] = self.read_engine
         return ChunkJobSpec(
-            chunk_id=self.chunk_id(),
+            chunk_ids=self.chunk_ids(),
             source=CdcSourceHook(self.source_conn_id).source_config(),
             metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
             sink=lake_sink(
@@ -151,14 +160,17 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         so a test can inspect the command the hook builds)."""
         spec = self.build_spec()
         path = self._submit_job_file(
-            spec, prefix="airflow-cdc-job-", filename=f"chunk-{spec.chunk_id}.json"
+            spec, prefix="airflow-cdc-job-", filename=f"chunks-{spec.chunk_ids[0]}.json"
         )
+        label = str(self.unit.get("label", "?"))
         if self._auto_name:
-            self.name = (
-                f"airflow-cdc {self.chunk.get('table', '?')} #{self.chunk.get('chunk_no', '?')}"
-            )
+            self.name = f"airflow-cdc {label}"
         self.log.info(
-            "Chunk %s (id %d): job file %s", self.chunk.get("label", "?"), spec.chunk_id, path
+            "%s: %d chunk(s) (ids %s); job file %s",
+            label,
+            len(spec.chunk_ids),
+            _ids_text(spec.chunk_ids),
+            path,
         )
         return path
 
@@ -167,3 +179,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
             super().on_kill()
         finally:
             self._cleanup()
+
+
+def _ids_text(ids: Sequence[int]) -> str:
+    return ", ".join(map(str, ids)) if len(ids) <= 5 else f"{ids[0]}..{ids[-1]}"

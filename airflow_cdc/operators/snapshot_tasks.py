@@ -1,5 +1,5 @@
-"""The snapshot step as both shipped DAGs build it: one mapped chunk task per planned chunk
-(``snapshot_chunk``), then the sensor that waits for every chunk in the metadata DB
+"""The snapshot step as both shipped DAGs build it: one mapped task per work unit of the plan
+(``snapshot_chunk``: a large table's chunk, or small tables' chunks together), then the sensor that waits for every chunk in the metadata DB
 (``wait_for_chunks``) and emits one Asset event per table."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_cdc.configured import configured_chunk_retries
-from airflow_cdc.operators.snapshot import CHUNK_MAP_INDEX_TEMPLATE, SnapshotChunkOperator
+from airflow_cdc.operators.snapshot import UNIT_MAP_INDEX_TEMPLATE, SnapshotChunkOperator
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 
 __all__ = ["SNAPSHOT_ASSET_ALIAS", "snapshot_tasks"]
@@ -27,15 +27,15 @@ def snapshot_tasks(
         task_id="snapshot_chunk",
         sink_path=sink_path,
         staging_path=staging_path,
-        map_index_template=CHUNK_MAP_INDEX_TEMPLATE,
-        # A retry re-reads only its chunk's range, from a new low watermark (CDC_CHUNK_RETRIES).
+        map_index_template=UNIT_MAP_INDEX_TEMPLATE,
+        # A retry re-reads only its unit's chunks, from new low watermarks (CDC_CHUNK_RETRIES).
         retries=configured_chunk_retries(),
         retry_delay=timedelta(seconds=30),
         # Each local chunk job is a JVM of ~400 MB: bound them per run.
         max_active_tis_per_dagrun=2,
         # Test-only: a folder of armed pause points (unset in production).
         pause_dir=os.environ.get("CDC_TEST_PAUSE_DIR") or None,
-    ).expand(chunk=plan_output)
+    ).expand(unit=plan_output)
     wait_for_chunks = ChunksCompleteSensor(
         task_id="wait_for_chunks",
         chunks=plan_output,

@@ -43,11 +43,13 @@ from airflow_cdc.operators._params import (
     check_sink,
     lake_sink,
     parse_literal,
+    table_selection,
 )
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
 if TYPE_CHECKING:
-    from airflow_cdc.config import StreamJobSpec
+    from airflow_cdc.config import SourceConfig, StreamJobSpec
+    from airflow_cdc.model import TableSelection
 
 __all__ = [
     "DEFAULT_STREAM_CONF",
@@ -74,38 +76,31 @@ _MAX_STREAM_ID = 200
 _CHECKPOINTS_FOLDER = "_cdc_checkpoints"
 
 
-def stream_table_names(value: Any) -> tuple[str, ...]:
-    """The rendered ``tables`` as canonical ``db.table`` texts (the metadata DB's form:
-    backticks only where a name holds a dot or backtick), without duplicates, in order."""
+def stream_table_names(value: Any, exclude: Any = None) -> tuple[str, ...]:
+    """The rendered ``tables`` (names and patterns) and ``exclude_tables`` in their
+    canonical text: an exact name as the metadata DB writes it (backticks only where a
+    name holds a dot or backtick), a pattern as given; without duplicates, in order."""
     from airflow_cdc.metadata.codec import table_to_text
-    from airflow_cdc.model import TableId
 
-    names = as_str_list("tables", value)
-    if not names:
-        raise ConfigurationError("tables is empty: give at least one table as 'database.table'")
-    result: list[str] = []
-    for name in names:
-        try:
-            text = table_to_text(TableId.parse(name))
-        except ValueError as exc:
-            raise ConfigurationError(
-                f"table {name!r} is not of the form 'database.table' "
-                "(quote a name containing a dot with backticks: `my.db`.orders)"
-            ) from exc
-        if text not in result:
-            result.append(text)
-    return tuple(result)
+    selection = table_selection(value, exclude)
+    _, excluded = selection.texts()
+    names = [
+        table_to_text(p.exact_table) if p.exact_table is not None else p.text
+        for p in selection.include
+    ]
+    return tuple(dict.fromkeys([*names, *(f"!{text}" for text in excluded)]))
 
 
-def default_stream_id(tables: Sequence[str]) -> str:
-    """``mysql_cdc:`` + the first 12 hex digits of the SHA-256 of the sorted canonical table
-    names joined by newlines.
+def default_stream_id(tables: Sequence[str], exclude: Sequence[str] = ()) -> str:
+    """``mysql_cdc:`` + the first 12 hex digits of the SHA-256 of the sorted canonical
+    table names and patterns (``!`` before an excluded one) joined by newlines.
 
-    Deterministic: the same set of tables gives the same id in any order, spelling
+    Deterministic: the same tables and patterns give the same id in any order, spelling
     (``shop.orders`` and ```shop`.`orders```) or run, so a re-run, retry or cleared task finds
-    its lease, state and checkpoint again; another set of tables gives another stream.
+    its lease, state and checkpoint again; another selection gives another stream. A
+    pattern's id does not change as tables matching it come and go.
     """
-    names = sorted(set(stream_table_names(list(tables))))
+    names = sorted(set(stream_table_names(list(tables), list(exclude) or None)))
     digest = hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:12]
     return f"{STREAM_ID_PREFIX}{digest}"
 
@@ -128,8 +123,11 @@ def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
 class StreamOperator(JobFileSparkOperator):
     """``spark-submit`` of the binlog stream of ``tables`` into the Delta tables.
 
-    :param tables: tables as ``db.table``. Templated; a rendered string (JSON list, Python
-        list or comma-separated) is accepted.
+    :param tables: tables and patterns as the plan task takes them (``shop.orders``,
+        ``shop.*``, ``re:...``; see ``model.selection``), resolved against the server's
+        catalog when the task starts. Templated; a rendered string (JSON list, Python list
+        or comma-separated) is accepted.
+    :param exclude_tables: tables and patterns left out of ``tables``' matches. Templated.
     :param sink_path: root folder/URI of the Delta tables. Templated.
     :param stream_mode: ``continuous`` (runs until stopped) or ``until_caught_up`` (stops at
         the binlog position the server had when the job started). Templated, checked after
@@ -150,6 +148,8 @@ class StreamOperator(JobFileSparkOperator):
         executor's memory; default: the job spec's). Templated.
     :param max_merge_rows: rows per Delta merge; a bigger batch (one huge transaction) is
         merged in several (bounds the driver's memory; default: the job spec's). Templated.
+    :param apply_parallelism: tables of a batch merged at once (default: the job spec's 4).
+        Templated.
     :param start_batch_bytes: at a first start, binlog bytes the driver applies itself while
         Spark starts (0: none; default: the job spec's 4 MiB). Templated.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
@@ -172,6 +172,7 @@ class StreamOperator(JobFileSparkOperator):
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "tables",
+        "exclude_tables",
         "sink_path",
         "stream_mode",
         "stream_id",
@@ -181,9 +182,13 @@ class StreamOperator(JobFileSparkOperator):
         "max_batch_bytes",
         "block_rows",
         "max_merge_rows",
+        "apply_parallelism",
         "start_batch_bytes",
     )
-    template_fields_renderers: ClassVar[dict[str, str]] = {"tables": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "tables": "json",
+        "exclude_tables": "json",
+    }
     ui_color = "#e3f5e1"
     default_application = STREAM_APPLICATION
     default_conf = DEFAULT_STREAM_CONF
@@ -202,7 +207,9 @@ class StreamOperator(JobFileSparkOperator):
         max_batch_bytes: int | str | None = None,
         block_rows: int | str | None = None,
         max_merge_rows: int | str | None = None,
+        apply_parallelism: int | str | None = None,
         start_batch_bytes: int | str | None = None,
+        exclude_tables: list[str] | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         lake_conn_id: str = "cdc_lake",
@@ -211,6 +218,7 @@ class StreamOperator(JobFileSparkOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.tables = tables
+        self.exclude_tables = exclude_tables
         self.sink_path = sink_path
         self.stream_mode = stream_mode
         self.stream_id = stream_id
@@ -220,6 +228,7 @@ class StreamOperator(JobFileSparkOperator):
         self.max_batch_bytes = max_batch_bytes
         self.block_rows = block_rows
         self.max_merge_rows = max_merge_rows
+        self.apply_parallelism = apply_parallelism
         self.start_batch_bytes = start_batch_bytes
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
@@ -240,8 +249,11 @@ class StreamOperator(JobFileSparkOperator):
             )
         return mode
 
-    def resolved_stream_id(self, tables: Sequence[str]) -> str:
-        stream_id = str(self.stream_id or "").strip() or default_stream_id(tables)
+    def resolved_stream_id(self) -> str:
+        stream_id = str(self.stream_id or "").strip() or default_stream_id(
+            as_str_list("tables", self.tables),
+            as_str_list("exclude_tables", self.exclude_tables or []),
+        )
         if len(stream_id) > _MAX_STREAM_ID:
             raise ConfigurationError(
                 f"stream_id is {len(stream_id)} characters long; at most {_MAX_STREAM_ID} fit"
@@ -254,16 +266,18 @@ class StreamOperator(JobFileSparkOperator):
         from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 
         mode = self.mode()
-        tables = stream_table_names(self.tables)
+        selection = table_selection(self.tables, self.exclude_tables)
         sink = lake_sink(
             self.sink_path, lake_conn_id=self.lake_conn_id, staging_path=self.staging_path
         )
-        stream_id = self.resolved_stream_id(tables)
+        stream_id = self.resolved_stream_id()
+        source = CdcSourceHook(self.source_conn_id).source_config()
+        tables = _resolved_tables(source, selection)
         checkpoint = str(self.checkpoint_dir or "").strip() or default_checkpoint_dir(
             sink.root, stream_id
         )
         extra: dict[str, Any] = {"trigger_seconds": _positive_seconds(self.trigger_seconds)}
-        for name in ("max_batch_bytes", "block_rows", "max_merge_rows"):
+        for name in ("max_batch_bytes", "block_rows", "max_merge_rows", "apply_parallelism"):
             value = getattr(self, name)
             if value is not None and value != "":
                 extra[name] = as_positive_int(name, value)
@@ -274,7 +288,7 @@ class StreamOperator(JobFileSparkOperator):
         return StreamJobSpec(
             stream_id=stream_id,
             tables=tables,
-            source=CdcSourceHook(self.source_conn_id).source_config(),
+            source=source,
             metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
             sink=sink,
             checkpoint_dir=checkpoint,
@@ -354,6 +368,27 @@ class StreamOperator(JobFileSparkOperator):
             return str(self.application) in process.cmdline()
         except psutil.Error:
             return False
+
+
+def _resolved_tables(source: SourceConfig, selection: TableSelection) -> tuple[str, ...]:
+    """The tables the selection picks, as the metadata DB writes them; only a selection with
+    patterns reads the server's catalog."""
+    from airflow_cdc.metadata.codec import table_to_text
+    from airflow_cdc.source.catalog import resolve_selection
+    from airflow_cdc.source.connection import on_server
+
+    if selection.is_exact:
+        tables = selection.exact_tables()
+    else:
+        tables = on_server(
+            source, lambda conn: resolve_selection(conn, selection), what="listing tables"
+        )
+    if not tables:
+        raise ConfigurationError(
+            f"no table on the source matches {selection.describe()}; check the patterns and "
+            "the CDC user's grants"
+        )
+    return tuple(table_to_text(t) for t in tables)
 
 
 def _kill_all(processes: list[Any]) -> None:

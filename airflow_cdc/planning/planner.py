@@ -19,7 +19,8 @@ the keys inside the range only: its first chunk starts at ``lo`` and its last en
 (``TablePlan.covers``). The even split estimates the range's rows from the whole table's key
 density (no count of the range); the uneven split seeks from ``lo`` and stops at ``hi``.
 
-The plan never has more than ``max_chunks`` chunks in total (one Airflow mapped task each):
+The plan never has more than ``max_chunks`` chunks in total (``planning.packing`` then
+packs them into at most Airflow's ``max_map_length`` work units):
 the chunk size grows up front from the row estimates, and if an uneven split still overshoots
 (estimates are approximate) planning restarts with a bigger chunk size.
 """
@@ -35,7 +36,7 @@ from dataclasses import dataclass, replace
 from airflow_cdc.config import ChunkingConfig
 from airflow_cdc.model import ChunkRange, Key, SplitMethod, TableId, TablePlan, TableSchema
 from airflow_cdc.planning.splitter import choose_chunk_rows, even_ranges, ranges_from_boundaries
-from airflow_cdc.source.connection import DbConnection, fetch_one
+from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition
 from airflow_cdc.source.server import ServerInfo
 
@@ -90,8 +91,15 @@ def plan_tables(
     ``ranges`` restricts a table's plan to a key range (a range plan, see :func:`plan_range`);
     a table not in it is planned over its whole key space.
     """
+    table_rows = _table_rows(conn, [schema.table for schema in schemas])
     facts = [
-        _read_facts(conn, schema, cfg.chunk_rows, (ranges or {}).get(schema.table))
+        _read_facts(
+            conn,
+            schema,
+            cfg.chunk_rows,
+            table_rows.get(schema.table, 0),
+            (ranges or {}).get(schema.table),
+        )
         for schema in schemas
     ]
     estimates = [f.rows for f in facts]
@@ -265,20 +273,35 @@ def _nth_key_from(
     return None, int(counted[0]) if counted else 0
 
 
+def _table_rows(conn: DbConnection, tables: Sequence[TableId]) -> dict[TableId, int]:
+    """information_schema's TABLE_ROWS estimates of ``tables``, one query per database."""
+    estimates: dict[TableId, int] = {}
+    wanted = set(tables)
+    for database in sorted({t.database for t in tables}):
+        for name, rows in fetch_all(
+            conn,
+            "SELECT TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
+            (database,),
+        ):
+            table = TableId(database, str(name))
+            if table in wanted:
+                estimates[table] = int(rows) if rows is not None else 0
+    return estimates
+
+
 def _read_facts(
-    conn: DbConnection, schema: TableSchema, chunk_rows: int, rng: ChunkRange | None = None
+    conn: DbConnection,
+    schema: TableSchema,
+    chunk_rows: int,
+    table_rows: int,
+    rng: ChunkRange | None = None,
 ) -> _Facts:
-    """TABLE_ROWS, MIN and MAX of the key (index seeks), and an exact count when small.
+    """MIN and MAX of the key (index seeks), and an exact count when small; ``table_rows``
+    is the catalog's estimate (:func:`_table_rows`).
 
     With a bounded ``rng`` the edges and the count are those of the range, and the row
     estimate is the range's share of TABLE_ROWS (by key span for an integer key).
     """
-    row = fetch_one(
-        conn,
-        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-        (schema.table.database, schema.table.table),
-    )
-    table_rows = int(row[0]) if row and row[0] is not None else 0
     whole = ChunkRange(None, None)
     covers = whole if rng is None else rng
     edges = _edges(conn, schema, covers)

@@ -49,7 +49,7 @@ def choose_chunk_rows(
     estimated_rows_per_table: Sequence[int], chunk_rows: int, max_chunks: int
 ) -> int:
     """The smallest chunk size ``>= chunk_rows`` whose chunks over all tables number at most
-    ``max_chunks`` (Airflow's ``max_map_length``: one mapped task per chunk)."""
+    ``max_chunks`` (``ChunkingConfig.max_chunks``)."""
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
     tables = len(estimated_rows_per_table)

@@ -36,8 +36,8 @@ class ChunksCompleteSensor(BaseSensorOperator):
     """Succeeds when all chunks of a plan are ``done`` in the metadata DB.
 
     :param plan_id: the plan's id (templated; an XComArg is resolved when rendering), or
-    :param chunks: the plan task's XCom list (templated; ``plan.output``): the plan id is
-        taken from its first item.
+    :param chunks: the plan task's XCom list (templated; ``plan.output``, one item per work
+        unit): the plan id is taken from its first item.
     :param metadata_conn_id: Airflow connection of the metadata DB.
     :param asset_alias: when set, the sensor's outlets include ``AssetAlias(asset_alias)`` and,
         once every chunk is done, it emits one Asset event per table of the plan, for the
@@ -120,7 +120,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
             chunks = parse_literal(chunks)
         if not isinstance(chunks, list | tuple) or not chunks or not isinstance(chunks[0], dict):
             raise ConfigurationError(
-                f"chunks must be the plan task's XCom (a non-empty list of chunk dicts), got {chunks!r}"
+                f"chunks must be the plan task's XCom (a non-empty list of unit dicts), got {chunks!r}"
             )
         return as_positive_int("chunks[0]['plan_id']", chunks[0].get("plan_id"))
 

@@ -1,4 +1,4 @@
-"""One chunk, end to end: the heart of the snapshot phase (no Spark, no Airflow here).
+"""One chunk's snapshot: the heart of the snapshot phase (no Spark, no Airflow here).
 
 1. open a read view and take the low watermark (``source.watermark``: provably at or before
    every change the reads below cannot see);
@@ -12,6 +12,10 @@
    so a re-run, a retry after a crash mid-write, or a stream running at the same time is
    harmless);
 6. record the high watermark, rows and timings in the metadata DB.
+
+Steps 1-5 are :func:`snapshot_chunk` (a :class:`ChunkTask` holds what they need, so they
+run on a Spark executor as well as in the driver); step 6, and the chunks of a work unit,
+are ``snapshot.unit``'s.
 """
 
 from __future__ import annotations
@@ -26,10 +30,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from airflow_cdc.config import ChunkJobSpec, SinkConfig
+from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import wrapped_error
-from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema, quote_identifier
-from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area, staging_folder
+from airflow_cdc.model import (
+    BinlogPosition,
+    Chunk,
+    ChunkRange,
+    Key,
+    TableSchema,
+    quote_identifier,
+)
+from airflow_cdc.sinks.staging import remove_staged, staging_folder
+from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.binlog_window import read_window
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.snapshot.pause import PausePoints
@@ -38,12 +50,15 @@ from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
 from airflow_cdc.snapshot.write import ChunkRows, commit_files, merge_rows, write_files
 
 __all__ = [
+    "ChunkFailure",
     "ChunkOutcome",
+    "ChunkTask",
     "Runner",
     "failure_reason",
     "local_runner",
     "partition_count",
-    "run_chunk",
+    "snapshot_chunk",
+    "snapshot_chunk_quietly",
     "with_driver_share",
 ]
 
@@ -232,168 +247,188 @@ def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int |
     return max(1, math.ceil((int(high) - int(low) + 1) / max(1, chunks_of_table)))
 
 
-def _remove_earlier_attempts(sink: SinkConfig, chunk_id: int, attempt: int) -> None:
-    """Remove what killed attempts of the chunk staged (a SIGKILL skips their clean-up)."""
-    area = staging_area(sink)
-    for earlier in range(1, attempt):
-        for folder in staged_folders(area, f"chunk-{chunk_id}-{earlier}-"):
-            remove_staged(folder)
+@dataclass(frozen=True)
+class ChunkTask:
+    """One chunk's data work (steps 1-5): what it needs to run anywhere, a Spark executor
+    included, without the metadata DB (the driver records the outcome)."""
+
+    chunk_id: int
+    chunk: Chunk
+    key: tuple[str, ...]
+    estimated_rows: int
+    #: Chunks of the same table in its plan (the sink's bucket width follows it).
+    chunks_of_table: int
+    attempt: int
+    source: SourceConfig
+    sink: SinkConfig
+    read: ReadConfig
+    pause_dir: str | None = None
+
+    def label(self) -> str:
+        return self.chunk.label()
 
 
-def run_chunk(
-    spec: ChunkJobSpec,
+@dataclass(frozen=True)
+class ChunkFailure:
+    """A chunk that failed: its id and what the metadata DB records (``failure_reason``)."""
+
+    chunk_id: int
+    attempt: int
+    reason: str
+
+
+def snapshot_chunk(
+    task: ChunkTask,
     runner: Runner = local_runner,
     parallelism: int = 1,
     driver_share: bool = False,
 ) -> ChunkOutcome:
-    """Snapshot one chunk; see the module docstring. Raises on failure after recording it.
+    """Steps 1-5 of the module docstring for one chunk; raises on failure (a lost source
+    connection as :class:`~airflow_cdc.errors.SourceError` saying the chunk is not done).
     ``parallelism``: how many items ``runner`` runs at once; ``driver_share``: the calling
     process reads (and writes) one partition more itself (:func:`with_driver_share`)."""
     if driver_share:
         runner = with_driver_share(runner, parallelism)
     from airflow_cdc.errors import SourceError
-    from airflow_cdc.metadata import MetadataStore
-    from airflow_cdc.sinks.delta import DeltaSink
-    from airflow_cdc.source.catalog import load_table_schema
     from airflow_cdc.source.connection import connect, connection_broke
-    from airflow_cdc.source.server import current_position, server_info
-    from airflow_cdc.source.watermark import ConsistentReadView
 
-    pause = PausePoints(spec.pause_dir)
-    store = MetadataStore.connect(spec.metadata_url)
-    chunk = store.chunk(spec.chunk_id)
-    attempt = store.start_chunk(spec.chunk_id)
-    log.info("snapshot of %s, attempt %d", chunk.label(), attempt)
-    staging = staging_folder(spec.sink, f"chunk-{chunk.chunk_id}-{attempt}-{uuid.uuid4().hex[:8]}")
-    _remove_earlier_attempts(spec.sink, chunk.chunk_id, attempt)
+    chunk = task.chunk
+    staging = staging_folder(
+        task.sink, f"chunk-{task.chunk_id}-{task.attempt}-{uuid.uuid4().hex[:8]}"
+    )
     try:
-        conn = connect(spec.source)
+        conn = connect(task.source)
         try:
-            info = server_info(conn)
-            schema = load_table_schema(conn, chunk.table, chunk.key)
-            target = arrow_schema(schema)
-            sink = DeltaSink.of(spec.sink)
-            siblings = sum(1 for c in store.chunks(chunk.plan_id) if c.table == chunk.table)
-            sink.ensure_table(schema, target, bucket_width=_bucket_width(conn, schema, siblings))
-
-            pause.fail_once()  # test-only, off unless armed
-            started = time.monotonic()
-            with ConsistentReadView(conn, info) as view:
-                low = view.low_watermark
-            pause.reach("after_low_watermark")
-            ranges = _partitions(
-                conn,
-                info,
-                schema,
-                chunk.range,
-                chunk.estimated_rows or 0,
-                spec.read.partition_rows,
-                max(1, parallelism),
-                driver_share,
-            )
-            tasks = [
-                PartitionRead(
-                    spec.source,
-                    schema,
-                    part,
-                    staging.child(f"part-{i:05d}.arrow"),
-                    spec.read.engine,
-                )
-                for i, part in enumerate(ranges)
-            ]
-            dispatched = time.monotonic()
-            results: list[PartitionResult] = runner(read_partition, tasks)
-            log.info(
-                "%d partition(s) read in %.1f s (slowest read %.1f s on its worker)",
-                len(results),
-                time.monotonic() - dispatched,
-                max((r.seconds for r in results), default=0.0),
-            )
-            pause.reach("after_read")
-            high = current_position(conn, info)
-            read_seconds = time.monotonic() - started
-
-            started = time.monotonic()
-            events = list(read_window(spec.source, schema, low, high))
-
-            def key_of(row: Any) -> Key:
-                return tuple(row[name] for name in schema.key)
-
-            images = [image for e in events for image in (e.before, e.after) if image is not None]
-            member = _membership(
-                conn, schema, chunk.range, list({key_of(image) for image in images})
-            )
-            final = fold(events, key_of, member.__getitem__)
-            corrected = ChunkRows(
-                chunk.table,
-                chunk.range,
-                schema,
-                [r.out for r in results],
-                rows_to_arrow(schema, [r for r in final.values() if not isinstance(r, Deleted)]),
-                [key for key, row in final.items() if row is DELETED],
-                high.encode(),
-            )
-            correct_seconds = time.monotonic() - started
-
-            pause.reach("before_commit")
-            started = time.monotonic()
-            files = write_files(sink, corrected, runner)
-            pause.reach("files_written")
-            written = commit_files(sink, corrected, files)
-            if written is None:
-                written = merge_rows(
-                    sink,
-                    corrected,
-                    read_staged(results, target),
-                    lambda keys: _membership(conn, schema, chunk.range, keys),
-                )
-            write_seconds = time.monotonic() - started
-            pause.reach("after_commit")
+            return _snapshot_on(conn, task, staging, runner, parallelism, driver_share)
         except Exception as exc:
             if not connection_broke(exc):
                 raise
             raise SourceError(
                 f"the snapshot of {chunk.label()} lost its connection to the source server "
-                f"{spec.source.host}:{spec.source.port} ({type(exc).__name__}: {exc}): the "
+                f"{task.source.host}:{task.source.port} ({type(exc).__name__}: {exc}): the "
                 "server restarted, the connection was killed or the network failed. The chunk "
                 "is not done; a re-run of it (a retry, or clearing its task) reads it again"
             ) from exc
         finally:
             conn.close()
-        live_rows = written.live_rows
-        store.finish_chunk(
-            spec.chunk_id,
-            low=low,
-            high=high,
-            rows=live_rows,
-            read_seconds=read_seconds,
-            correct_seconds=correct_seconds,
-            write_seconds=write_seconds,
-        )
-        outcome = ChunkOutcome(
-            spec.chunk_id,
-            attempt,
-            live_rows,
-            len(ranges),
-            len(events),
-            written.tombstones,
-            low,
-            high,
-            read_seconds,
-            correct_seconds,
-            write_seconds,
-            written.as_files,
-        )
-        log.info("%s", outcome.summary())
-        return outcome
-    except BaseException as exc:
-        inner = wrapped_error(exc)
-        if inner is not None:  # say the cause in one line before Spark's traceback follows
-            log.error("chunk %s failed: %s", spec.chunk_id, inner)
-        try:
-            store.fail_chunk(spec.chunk_id, failure_reason(exc))
-        except Exception:  # the original error matters more than the bookkeeping
-            log.exception("could not record the failure of chunk %s", spec.chunk_id)
-        raise
     finally:
         remove_staged(staging)
+
+
+def snapshot_chunk_quietly(task: ChunkTask) -> ChunkOutcome | ChunkFailure:
+    """:func:`snapshot_chunk` on one core, its error returned rather than raised: how a
+    unit maps its small chunks over the executors (one chunk's failure does not stop the
+    others, and the driver records each)."""
+    try:
+        return snapshot_chunk(task)
+    except Exception as exc:
+        inner = wrapped_error(exc)
+        log.error("%s failed: %s", task.label(), inner or exc)
+        return ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
+
+
+def _snapshot_on(
+    conn: Any,
+    task: ChunkTask,
+    staging: Location,
+    runner: Runner,
+    parallelism: int,
+    driver_share: bool,
+) -> ChunkOutcome:
+    from airflow_cdc.sinks.delta import DeltaSink
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.server import current_position, server_info
+    from airflow_cdc.source.watermark import ConsistentReadView
+
+    chunk = task.chunk
+    pause = PausePoints(task.pause_dir)
+    info = server_info(conn)
+    schema = load_table_schema(conn, chunk.table, task.key)
+    target = arrow_schema(schema)
+    sink = DeltaSink.of(task.sink)
+    sink.ensure_table(
+        schema, target, bucket_width=_bucket_width(conn, schema, task.chunks_of_table)
+    )
+
+    pause.fail_once()  # test-only, off unless armed
+    started = time.monotonic()
+    with ConsistentReadView(conn, info) as view:
+        low = view.low_watermark
+    pause.reach("after_low_watermark")
+    ranges = _partitions(
+        conn,
+        info,
+        schema,
+        chunk.range,
+        task.estimated_rows,
+        task.read.partition_rows,
+        max(1, parallelism),
+        driver_share,
+    )
+    reads = [
+        PartitionRead(
+            task.source, schema, part, staging.child(f"part-{i:05d}.arrow"), task.read.engine
+        )
+        for i, part in enumerate(ranges)
+    ]
+    dispatched = time.monotonic()
+    results: list[PartitionResult] = runner(read_partition, reads)
+    if len(results) > 1:
+        log.info(
+            "%d partition(s) read in %.1f s (slowest read %.1f s on its worker)",
+            len(results),
+            time.monotonic() - dispatched,
+            max((r.seconds for r in results), default=0.0),
+        )
+    pause.reach("after_read")
+    high = current_position(conn, info)
+    read_seconds = time.monotonic() - started
+
+    started = time.monotonic()
+    events = list(read_window(task.source, schema, low, high))
+
+    def key_of(row: Any) -> Key:
+        return tuple(row[name] for name in schema.key)
+
+    images = [image for e in events for image in (e.before, e.after) if image is not None]
+    member = _membership(conn, schema, chunk.range, list({key_of(image) for image in images}))
+    final = fold(events, key_of, member.__getitem__)
+    corrected = ChunkRows(
+        chunk.table,
+        chunk.range,
+        schema,
+        [r.out for r in results],
+        rows_to_arrow(schema, [r for r in final.values() if not isinstance(r, Deleted)]),
+        [key for key, row in final.items() if row is DELETED],
+        high.encode(),
+    )
+    correct_seconds = time.monotonic() - started
+
+    pause.reach("before_commit")
+    started = time.monotonic()
+    files = write_files(sink, corrected, runner)
+    pause.reach("files_written")
+    written = commit_files(sink, corrected, files)
+    if written is None:
+        written = merge_rows(
+            sink,
+            corrected,
+            read_staged(results, target),
+            lambda keys: _membership(conn, schema, chunk.range, keys),
+        )
+    write_seconds = time.monotonic() - started
+    pause.reach("after_commit")
+    return ChunkOutcome(
+        task.chunk_id,
+        task.attempt,
+        written.live_rows,
+        len(ranges),
+        len(events),
+        written.tombstones,
+        low,
+        high,
+        read_seconds,
+        correct_seconds,
+        write_seconds,
+        written.as_files,
+    )

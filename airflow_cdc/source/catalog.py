@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_cdc.errors import TableError
-from airflow_cdc.model import Column, TableId, TableSchema, quote_identifier
+from airflow_cdc.model import Column, TableId, TableSchema, TableSelection, quote_identifier
 from airflow_cdc.source.connection import DbConnection, fetch_all
 
-__all__ = ["KEY_TYPES", "load_table_schema"]
+__all__ = [
+    "KEY_TYPES",
+    "list_tables",
+    "load_table_schema",
+    "load_table_schemas",
+    "resolve_selection",
+]
 
 log = logging.getLogger(__name__)
 
@@ -33,34 +39,125 @@ KEY_TYPES = frozenset(
     }
 )  # fmt: skip
 
-_COLUMNS_SQL = """
-SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE,
-       DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, EXTRA
-FROM information_schema.COLUMNS
-WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s
-ORDER BY ORDINAL_POSITION
-"""
+_COLUMN_FIELDS = """COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION,
+NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, EXTRA"""
 
-_INDEXES_SQL = """
-SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME
-FROM information_schema.STATISTICS
-WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s
-ORDER BY INDEX_NAME, SEQ_IN_INDEX
-"""
+#: The schemas that hold the server's own tables, never a user's.
+SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
+
+#: Catalog rows of many tables come in one query per this many databases.
+_DATABASES_PER_QUERY = 200
+
+_Indexes = dict[str, tuple[bool, tuple[str, ...]]]
 
 
 def load_table_schema(
     conn: DbConnection, table: TableId, chunk_key: Sequence[str] | str | None = None
 ) -> TableSchema:
     """The table's columns in ordinal order and its chunk key (primary key or ``chunk_key``)."""
-    rows = fetch_all(conn, _COLUMNS_SQL, (table.database, table.table))
+    keys = {} if chunk_key is None or chunk_key == () else {table: chunk_key}
+    return load_table_schemas(conn, [table], keys)[0]
+
+
+def load_table_schemas(
+    conn: DbConnection,
+    tables: Sequence[TableId],
+    chunk_keys: Mapping[TableId, Sequence[str] | str] | None = None,
+) -> list[TableSchema]:
+    """The schemas of ``tables`` (in that order), from two catalog queries for all of them
+    rather than two per table: planning hundreds of tables reads the catalog once."""
+    columns, indexes = _catalog_rows(conn, tables)
+    return [
+        _schema(
+            table, columns.get(table, []), indexes.get(table, {}), (chunk_keys or {}).get(table)
+        )
+        for table in tables
+    ]
+
+
+def list_tables(conn: DbConnection, databases: Sequence[str] | None = None) -> list[TableId]:
+    """The base tables (not views) of ``databases`` (``None``: of every user database), in
+    (database, table) order."""
+    if databases is not None and not databases:
+        return []
+    where = "TABLE_TYPE = 'BASE TABLE'"
+    args: list[Any] = []
+    if databases is None:
+        where += f" AND TABLE_SCHEMA NOT IN ({', '.join(['%s'] * len(SYSTEM_DATABASES))})"
+        args.extend(SYSTEM_DATABASES)
+    else:
+        where += f" AND TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))})"
+        args.extend(databases)
+    rows = fetch_all(
+        conn,
+        f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE {where}",  # noqa: S608
+        args,
+    )
+    return sorted(TableId(str(db), str(name)) for db, name in rows)
+
+
+def resolve_selection(conn: DbConnection, selection: TableSelection) -> list[TableId]:
+    """The tables ``selection`` picks on this server (one catalog query; exact names are
+    kept even when missing, for the caller's check to name them)."""
+    if selection.is_exact:
+        return selection.exact_tables()
+    return selection.resolve(list_tables(conn, selection.databases()))
+
+
+def _catalog_rows(
+    conn: DbConnection, tables: Sequence[TableId]
+) -> tuple[dict[TableId, list[tuple[Any, ...]]], dict[TableId, _Indexes]]:
+    """Column rows and indexes of ``tables``, grouped by table."""
+    wanted = set(tables)
+    databases = sorted({t.database for t in tables})
+    columns: dict[TableId, list[tuple[Any, ...]]] = {}
+    found: dict[TableId, dict[str, tuple[bool, list[str]]]] = {}
+    for start in range(0, len(databases), _DATABASES_PER_QUERY):
+        batch = databases[start : start + _DATABASES_PER_QUERY]
+        marks = ", ".join(["%s"] * len(batch))
+        one = len(tables) == 1
+        where = "TABLE_SCHEMA = %s AND TABLE_NAME = %s" if one else f"TABLE_SCHEMA IN ({marks})"
+        args = (tables[0].database, tables[0].table) if one else batch
+        for row in fetch_all(
+            conn,
+            f"SELECT TABLE_SCHEMA, TABLE_NAME, {_COLUMN_FIELDS} FROM information_schema.COLUMNS "  # noqa: S608
+            f"WHERE {where} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
+            args,
+        ):
+            table = TableId(str(row[0]), str(row[1]))
+            if table in wanted:
+                columns.setdefault(table, []).append(row[2:])
+        for db, name, index, non_unique, column in fetch_all(
+            conn,
+            "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, COLUMN_NAME "  # noqa: S608
+            f"FROM information_schema.STATISTICS WHERE {where} "
+            "ORDER BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX",
+            args,
+        ):
+            table = TableId(str(db), str(name))
+            if table in wanted:
+                per_table = found.setdefault(table, {})
+                _, cols = per_table.setdefault(str(index), (int(non_unique) == 0, []))
+                cols.append(str(column))
+    indexes = {
+        table: {name: (unique, tuple(cols)) for name, (unique, cols) in per_table.items()}
+        for table, per_table in found.items()
+    }
+    return columns, indexes
+
+
+def _schema(
+    table: TableId,
+    rows: Sequence[tuple[Any, ...]],
+    indexes: _Indexes,
+    chunk_key: Sequence[str] | str | None,
+) -> TableSchema:
     if not rows:
         raise TableError(
             f"table {table} not found on the source (or the CDC user has no privilege on it); "
             "check the table name and GRANT SELECT ON it"
         )
     columns = tuple(_column(row) for row in rows)
-    indexes = _indexes(conn, table)
     if chunk_key is None or chunk_key == ():
         key = indexes.get("PRIMARY", (False, ()))[1]
         if not key:
@@ -76,9 +173,7 @@ def load_table_schema(
     return schema
 
 
-def _chunk_keys_example(
-    table: TableId, columns: Sequence[Column], indexes: dict[str, tuple[bool, tuple[str, ...]]]
-) -> str:
+def _chunk_keys_example(table: TableId, columns: Sequence[Column], indexes: _Indexes) -> str:
     """A ``chunk_keys`` value to paste: the table spelled as the param parses it (backticks
     around a part with a dot or backtick) and the columns of a unique NOT NULL index."""
 
@@ -119,19 +214,10 @@ def _column(row: tuple[Any, ...]) -> Column:
     )
 
 
-def _indexes(conn: DbConnection, table: TableId) -> dict[str, tuple[bool, tuple[str, ...]]]:
-    """Index name -> (unique, columns in index order)."""
-    found: dict[str, tuple[bool, list[str]]] = {}
-    for name, non_unique, column in fetch_all(conn, _INDEXES_SQL, (table.database, table.table)):
-        _, cols = found.setdefault(str(name), (int(non_unique) == 0, []))
-        cols.append(str(column))
-    return {name: (unique, tuple(cols)) for name, (unique, cols) in found.items()}
-
-
 def _checked_chunk_key(
     table: TableId,
     columns: Sequence[Column],
-    indexes: dict[str, tuple[bool, tuple[str, ...]]],
+    indexes: _Indexes,
     chunk_key: Sequence[str] | str,
 ) -> tuple[str, ...]:
     """The chunk key in the server's spelling, after checking it exists, is NOT NULL and unique."""

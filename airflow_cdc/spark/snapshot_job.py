@@ -1,7 +1,7 @@
-"""spark-submit entry of one chunk snapshot: ``snapshot_chunk.py --job-file PATH``.
+"""spark-submit entry of one work unit's chunk snapshots: ``snapshot_chunk.py --job-file PATH``.
 
-The driver runs the chunk job (``airflow_cdc.snapshot.job``); partition reads run on the
-executors. The job file (mode 0600, written by the Airflow task) holds the connection
+The driver runs the unit (``airflow_cdc.snapshot.unit``): a large chunk's partition reads,
+and the unit's small chunks whole, run on the executors. The job file (mode 0600, written by the Airflow task) holds the connection
 details, so no secret is on the command line.
 """
 
@@ -23,9 +23,9 @@ from airflow_cdc.spark._entry import (
 from airflow_cdc.spark.environment import prefer_installed_pyspark
 
 if TYPE_CHECKING:
-    from airflow_cdc.snapshot.job import ChunkOutcome
+    from airflow_cdc.snapshot.unit import UnitOutcome
 
-__all__ = ["chunk_context", "main", "run_chunk_in", "spark_runner"]
+__all__ = ["chunk_context", "main", "run_unit_in", "spark_runner"]
 
 log = logging.getLogger("airflow_cdc.spark")
 
@@ -54,6 +54,7 @@ DRIVER_PRELOAD = (
     "airflow_cdc.metadata",
     "airflow_cdc.sinks.delta",
     "airflow_cdc.snapshot.job",
+    "airflow_cdc.snapshot.unit",
     "airflow_cdc.snapshot.binlog_window",
     "airflow_cdc.snapshot.reader",
     "airflow_cdc.snapshot.write",
@@ -89,11 +90,11 @@ def chunk_context(app_name: str) -> Any:
     return context
 
 
-def run_chunk_in(context: Any, spec: ChunkJobSpec) -> ChunkOutcome:
-    """``run_chunk`` on ``context``'s executors, the driver reading its share."""
-    from airflow_cdc.snapshot.job import run_chunk
+def run_unit_in(context: Any, spec: ChunkJobSpec) -> UnitOutcome:
+    """``run_unit`` on ``context``'s executors, the driver reading its share."""
+    from airflow_cdc.snapshot.unit import run_unit
 
-    return run_chunk(
+    return run_unit(
         spec,
         runner=spark_runner(context),
         parallelism=int(context.defaultParallelism),
@@ -105,11 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     job_file = job_file_argument(argv, prog="snapshot_chunk", description=__doc__)
 
     spec = ChunkJobSpec.read_file(job_file)
-    context = chunk_context(f"airflow-cdc snapshot chunk {spec.chunk_id}")
+    context = chunk_context(f"airflow-cdc snapshot of {_chunks_text(spec.chunk_ids)}")
     started = time.monotonic()
     start_python_workers(context)
     try:
-        outcome = run_chunk_in(context, spec)
+        outcome = run_unit_in(context, spec)
         # The chunk is in the sink and recorded: the job's own time ends here, as the JVM's
         # start is left out, so is its stop below (0.5-1 s here).
         seconds = time.monotonic() - started
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = report_failure(job_file, exc)
         if reason is None:
             raise
-        log.error("chunk %s failed: %s", spec.chunk_id, reason)
+        log.error("%s failed: %s", _chunks_text(spec.chunk_ids), reason)
         return 2
     finally:
         context.stop()
@@ -130,6 +131,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     return 0
+
+
+def _chunks_text(chunk_ids: Sequence[int]) -> str:
+    if len(chunk_ids) == 1:
+        return f"chunk {chunk_ids[0]}"
+    return f"{len(chunk_ids)} chunks ({chunk_ids[0]}..{chunk_ids[-1]})"
 
 
 if __name__ == "__main__":

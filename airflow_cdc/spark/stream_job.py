@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +130,12 @@ class _BatchWriter:
         #: Blocks staged by the executors; what a killed batch left is stale.
         self.staging = staging_dir(spec.sink, spec.stream_id)
         remove_staged(self.staging)
+        #: Merges of a batch's tables run on it (``stream.apply.apply_each``).
+        self.pool = (
+            ThreadPoolExecutor(spec.apply_parallelism, thread_name_prefix="apply")
+            if spec.apply_parallelism > 1
+            else None
+        )
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         started = time.monotonic()
@@ -140,21 +147,26 @@ class _BatchWriter:
     ) -> None:
         """Apply one batch's rows (``spark.binlog_source``) and record its progress."""
         from airflow_cdc.sinks.staging import remove_staged
+        from airflow_cdc.stream.apply import apply_each
 
         batch = _batch(rows)
         joining = self._join(batch)
         needed = sorted((t for t in batch.blocks if t in self.schemas), key=str)
         self._check_catalog(needed)
         self.pause.reach("stream_before_apply")
-        written = merges = 0
         # Each table records the batch's end as its Delta application transaction: "holds
         # every change up to here", so a replay of this batch, or of any batch ending
         # before it, from whatever checkpoint (or none), is skipped.
         version = batch.end.boundary_number() if batch.end is not None else None
-        for table in needed:
-            applied, count = self._merge(table, batch.blocks[table], version)
-            written += applied
-            merges += count
+        merged = apply_each(
+            lambda table: self._merge(table, batch.blocks[table], version),
+            [(table, sum(rows for _, rows in batch.blocks[table])) for table in needed],
+            self.pool,
+            parallelism=self.spec.apply_parallelism,
+            max_rows=self.spec.max_merge_rows,
+        )
+        written = sum(applied for applied, _ in merged)
+        merges = sum(count for _, count in merged)
         self.pause.reach("stream_after_apply")
         if batch.end is not None:
             if joining:

@@ -16,9 +16,12 @@ and filtering the newest change of a key equals taking the newest of the filtere
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -30,10 +33,59 @@ __all__ = [
     "BatchResult",
     "SliceChanges",
     "apply_batch",
+    "apply_each",
     "changes_table",
     "combine_slices",
     "reduce_slice",
 ]
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def apply_each(
+    apply: Callable[[T], R],
+    items: Sequence[tuple[T, int]],
+    pool: Executor | None,
+    *,
+    parallelism: int,
+    max_rows: int,
+) -> list[R]:
+    """``apply`` of each item (an item and its rows), results in the items' order: items of
+    more than ``max_rows / parallelism`` rows one after another, the others ``parallelism``
+    at a time on ``pool``, so at most about ``max_rows`` rows are in flight. Every item is
+    applied even if one fails; then the first error is raised (each merge is idempotent,
+    so a replay of the batch redoes only what is missing)."""
+    share = max_rows // max(1, parallelism)
+    results: dict[int, R] = {}
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            results[index] = apply(items[index][0])
+        except BaseException as exc:
+            errors.append(exc)
+
+    small = [i for i, (_, rows) in enumerate(items) if rows <= share]
+    alone = set(range(len(items))) - set(small)
+    for index in sorted(alone):
+        run(index)  # the large ones alone, before any small one is in flight
+    if pool is not None and parallelism > 1 and len(small) > 1:
+        gate = threading.BoundedSemaphore(parallelism)  # whatever the pool's size
+
+        def run_gated(index: int) -> None:
+            with gate:
+                run(index)
+
+        for future in [pool.submit(run_gated, i) for i in small]:
+            future.result()
+    else:
+        for index in small:
+            run(index)
+    if errors:
+        raise errors[0]
+    return [results[i] for i in range(len(items))]
 
 
 @dataclass(frozen=True)

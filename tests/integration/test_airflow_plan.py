@@ -43,20 +43,23 @@ def test_plan_then_sensor(mariadb: LocalMariaDB, fresh_db: str, conns: str) -> N
     )
     ti = RecordingTI()
     handles = op.execute({"run_id": "manual__it", "ti": ti})  # type: ignore[arg-type]
-    tables = [h["table"] for h in handles]
+    plan_id = ti.pushed["plan_id"]
+    with MetadataStore.connect(conns) as store:
+        by_id = {c.chunk_id: str(c.table) for c in store.chunks(plan_id)}
+    tables = [by_id[i] for h in handles for i in h["chunk_ids"]]
     assert tables.count(f"{fresh_db}.t") >= 3
     assert tables.count(f"{fresh_db}.nokey") >= 1
-    plan_id = ti.pushed["plan_id"]
+    assert sorted(by_id) == sorted(i for h in handles for i in h["chunk_ids"])
     assert {h["plan_id"] for h in handles} == {plan_id}
     assert mariadb.cdc_password not in repr(handles)
 
     sensor = ChunksCompleteSensor(task_id="wait", chunks=handles)
     assert sensor.poke({}) is False  # type: ignore[arg-type]
     with MetadataStore.connect(conns) as store:
-        for handle in handles:
-            store.start_chunk(handle["chunk_id"])
+        for chunk_id in by_id:
+            store.start_chunk(chunk_id)
             store.finish_chunk(
-                handle["chunk_id"],
+                chunk_id,
                 low=BinlogPosition("mysql-bin.000001", 4),
                 high=BinlogPosition("mysql-bin.000001", 5),
                 rows=1,

@@ -314,7 +314,7 @@ def test_awkward_names_in_bad_input_are_quoted_so_the_fixes_run(
         assert_nothing_written(meta, lake)
         mariadb.execute(fix.group(1))
         handles = plan_task(lake, [param], chunk_keys=chunk_keys)
-        assert {h["table"] for h in handles} == {str(table)}
+        assert all(h["label"].startswith(str(table)) for h in handles), handles
         assert plans_in(meta) == 1
     finally:
         mariadb.execute("DROP DATABASE IF EXISTS `we``ird db.ü`")

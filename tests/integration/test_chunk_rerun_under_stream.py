@@ -14,7 +14,7 @@ import pytest
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
-from airflow_cdc.snapshot.job import run_chunk
+from airflow_cdc.snapshot.unit import run_chunk
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import job_spec, plan, snapshot_all, stream_spec
 from tests.support.stream_harness import InProcessStream

@@ -24,7 +24,7 @@ from airflow_cdc.errors import PositionPurgedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.snapshot.job import run_chunk
+from airflow_cdc.snapshot.unit import run_chunk
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,

@@ -264,7 +264,7 @@ def test_a_chunk_job_stages_and_writes_through_the_store(
     attempt's staged objects removed by the next; nothing left on a local disk (the old
     bug: a folder named ``s3:`` in the working directory). The staging area is the sink's
     own, or one ``staging_path`` puts elsewhere."""
-    from airflow_cdc.snapshot.job import run_chunk
+    from airflow_cdc.snapshot.unit import run_chunk
 
     monkeypatch.chdir(tmp_path)
     mariadb.execute(

@@ -215,8 +215,11 @@ def test_restarts_when_estimates_are_far_too_low(
     ]
     real = planner._read_facts
 
-    def stale(conn: Any, schema: TableSchema, chunk_rows: int, rng: Any = None) -> Any:
-        facts = real(conn, schema, 10**9, rng)  # pretend small: no bounded count, 1-row estimate
+    def stale(
+        conn: Any, schema: TableSchema, chunk_rows: int, table_rows: int, rng: Any = None
+    ) -> Any:
+        # Pretend small: no bounded count, a 1-row estimate.
+        facts = real(conn, schema, 10**9, table_rows, rng)
         return planner._Facts(schema, 1, None, facts.min_key, facts.max_key)
 
     monkeypatch.setattr(planner, "_read_facts", stale)

@@ -92,7 +92,7 @@ def test_an_alter_inside_a_chunks_correction_window_fails_the_chunk(
     a re-run (after the way on) succeeds."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from airflow_cdc.snapshot.job import run_chunk
+    from airflow_cdc.snapshot.unit import run_chunk
     from tests.support.pipeline import arm, job_spec, wait_for
 
     db = fresh_db

@@ -181,7 +181,7 @@ def test_large_chunk_is_read_in_parallel_partitions(
     seeks) and read by parallel workers; the result is still exactly the source."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from airflow_cdc.snapshot.job import run_chunk
+    from airflow_cdc.snapshot.unit import run_chunk
     from tests.support.compare import assert_replica_equals_source
 
     if key_kind == "integer":
@@ -209,3 +209,50 @@ def test_large_chunk_is_read_in_parallel_partitions(
         mariadb, str(tmp_path / "lake"), TableId(fresh_db, "t"), key
     )
     assert rows == outcome.rows
+
+
+def test_a_unit_runs_every_chunk_and_names_the_ones_that_failed(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """Small tables and a large one in one unit: the small ones run whole on the (thread)
+    workers, the large one in the driver with its partitions; a chunk whose table went away
+    fails alone, is recorded with its error, and the unit fails naming it after the others
+    are done."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    from airflow_cdc.errors import SnapshotUnitError
+    from airflow_cdc.snapshot.unit import run_unit
+    from tests.support.compare import assert_replica_equals_source
+
+    names = ["a", "b", "gone", "c", "large"]
+    for name in names:
+        rows = 3000 if name == "large" else 40
+        mariadb.execute(
+            f"CREATE TABLE `{fresh_db}`.{name} (id INT PRIMARY KEY, v INT)",
+            f"INSERT INTO `{fresh_db}`.{name} SELECT seq, seq FROM `{fresh_db}`.seq_1_to_{rows}",
+        )
+    meta = f"sqlite:///{tmp_path / 'meta.db'}"
+    record = plan(mariadb, [f"{fresh_db}.{n}" for n in names], 100_000, meta)
+    mariadb.execute(f"DROP TABLE `{fresh_db}`.gone")
+    spec = dataclasses.replace(
+        job_spec(mariadb, record.chunks[0].chunk_id, meta, tmp_path / "lake", partition_rows=800),
+        chunk_ids=tuple(c.chunk_id for c in record.chunks),
+    )
+    gone = next(c for c in record.chunks if c.table.table == "gone")
+    with ThreadPoolExecutor(2) as pool, pytest.raises(SnapshotUnitError) as failed:
+        run_unit(spec, runner=lambda fn, items: list(pool.map(fn, items)), parallelism=2)
+    message = str(failed.value)
+    assert f"1 of the unit's 5 chunk(s) failed (chunk id(s) {gone.chunk_id}" in message
+    assert "not found on the source" in message
+    store = MetadataStore.connect(meta)
+    statuses = {c.table.table: (c.status, c.attempts) for c in store.chunks(record.plan_id)}
+    assert statuses == {
+        "a": ("done", 1), "b": ("done", 1), "gone": ("failed", 1), "c": ("done", 1),
+        "large": ("done", 1),
+    }  # fmt: skip
+    assert "TableError" in (store.chunk(gone.chunk_id).error or "")
+    for name in ("a", "b", "c", "large"):
+        assert_replica_equals_source(
+            mariadb, str(tmp_path / "lake"), TableId(fresh_db, name), ["id"]
+        )

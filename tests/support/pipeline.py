@@ -72,7 +72,7 @@ def job_spec(
     storage_options: Mapping[str, str] | None = None,
 ) -> ChunkJobSpec:
     return ChunkJobSpec(
-        chunk_id=chunk_id,
+        chunk_ids=(chunk_id,),
         source=source_config(server),
         metadata_url=metadata_url,
         sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
@@ -108,8 +108,8 @@ def run_spark_submit(
 
 def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
     """Start one chunk job; its log is ``spark-<chunk id>.log``."""
-    job_file = spec.write(workdir / f"job-{spec.chunk_id}-{time.monotonic_ns()}.json")
-    log_path = workdir / f"spark-{spec.chunk_id}.log"
+    job_file = spec.write(workdir / f"job-{spec.chunk_ids[0]}-{time.monotonic_ns()}.json")
+    log_path = workdir / f"spark-{spec.chunk_ids[0]}.log"
     return run_spark_submit(SNAPSHOT_SCRIPT, ["--job-file", str(job_file)], log_path)
 
 
@@ -243,7 +243,7 @@ def snapshot_all(
     """Run every chunk of a plan in-process (the chunk logic without a JVM per chunk)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from airflow_cdc.snapshot.job import run_chunk
+    from airflow_cdc.snapshot.unit import run_chunk
 
     specs = [
         job_spec(

@@ -212,7 +212,7 @@ def test_a_table_outside_the_configured_set_is_refused(no_source: None, table: s
     op = _op(tables=[table], allowed_tables=["shop.orders", "shop.items"])
     with pytest.raises(
         ConfigurationError,
-        match=r"is not in the configured set of tables \['shop.orders', 'shop.items'\]",
+        match=r"is not in the configured set of tables \(shop.orders, shop.items\)",
     ):
         op.execute({"run_id": "r", "ti": None})  # type: ignore[arg-type]
     assert not (Path(os.environ["AIRFLOW_CONN_CDC_METADATA"][10:])).exists()

@@ -87,8 +87,8 @@ def test_task_graph(dag_info: dict[str, Any]) -> None:
     assert tasks["snapshot_chunk"]["type"] == "MappedOperator"
     assert tasks["snapshot_chunk"]["operator"] == "SnapshotChunkOperator"
     assert tasks["snapshot_chunk"]["upstream"] == ["plan"]
-    assert tasks["snapshot_chunk"]["map_index_template"] == "{{ task.chunk['label'] }}"
-    assert dag_info["expand_input"] == ["chunk"]
+    assert tasks["snapshot_chunk"]["map_index_template"] == "{{ task.unit['label'] }}"
+    assert dag_info["expand_input"] == ["unit"]
     assert dag_info["max_active_tis_per_dagrun"] == 2
     wait = tasks["wait_for_chunks"]
     assert wait["type"] == "ChunksCompleteSensor"

@@ -59,11 +59,15 @@ def fake_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, An
         lambda conn, info, tables: seen.__setitem__("validated", list(tables)),
     )
 
-    def load(conn: Any, table: TableId, chunk_key: Any = None) -> TableSchema:
-        seen.setdefault("chunk_keys", {})[str(table)] = chunk_key
-        return TableSchema(table, (), tuple(chunk_key or ("id",)))
+    def load(conn: Any, tables: list[TableId], chunk_keys: Any = None) -> list[TableSchema]:
+        for table in tables:
+            seen.setdefault("chunk_keys", {})[str(table)] = (chunk_keys or {}).get(table)
+        return [
+            TableSchema(table, (), tuple((chunk_keys or {}).get(table) or ("id",)))
+            for table in tables
+        ]
 
-    monkeypatch.setattr(catalog, "load_table_schema", load)
+    monkeypatch.setattr(catalog, "load_table_schemas", load)
 
     def plan_tables(conn: Any, info: Any, schemas: list[TableSchema], cfg: Any) -> list[TablePlan]:
         seen["chunking"] = cfg
@@ -84,7 +88,7 @@ def fake_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, An
     return seen
 
 
-def test_plan_returns_small_chunk_handles(fake_source: dict[str, Any]) -> None:
+def test_plan_returns_small_unit_handles(fake_source: dict[str, Any]) -> None:
     ti = FakeTI()
     op = _op(
         tables="['shop.orders', 'shop.`odd.name`', 'shop.orders']",  # rendered text, a duplicate
@@ -95,15 +99,14 @@ def test_plan_returns_small_chunk_handles(fake_source: dict[str, Any]) -> None:
     assert fake_source["validated"] == [TableId("shop", "orders"), TableId("shop", "odd.name")]
     assert fake_source["chunk_keys"] == {"shop.orders": None, "shop.odd.name": ("code",)}
     assert fake_source["chunking"].chunk_rows == 100
-    assert fake_source["chunking"].max_chunks == 1024  # [core] max_map_length
+    assert fake_source["chunking"].max_units == 1024  # [core] max_map_length
     assert fake_source["conn"].closed
+    # Each chunk (~83 rows) outweighs a 100-row unit with its fixed cost: six units.
     assert len(result) == 6
-    assert set(result[0]) == {"chunk_id", "plan_id", "table", "chunk_no", "label"}
-    assert [(c["table"], c["chunk_no"]) for c in result[:3]] == [
-        ("shop.orders", n) for n in range(3)
-    ]
+    assert set(result[0]) == {"chunk_ids", "plan_id", "tables", "estimated_rows", "label"}
+    assert [len(u["chunk_ids"]) for u in result] == [1] * 6
     assert result[1]["label"] == "shop.orders #1 [100, 200)"
-    assert len({c["chunk_id"] for c in result}) == 6
+    assert len({u["chunk_ids"][0] for u in result}) == 6
     assert ti.pushed == {"plan_id": result[0]["plan_id"]}
     assert PASSWORD not in repr(result)
 
@@ -113,7 +116,16 @@ def test_plan_returns_small_chunk_handles(fake_source: dict[str, Any]) -> None:
     with MetadataStore.connect(url) as store:
         plan = store.plan(result[0]["plan_id"])
     assert plan.label == "manual__1"
-    assert [c.chunk_id for c in plan.chunks] == [c["chunk_id"] for c in result]
+    assert [c.chunk_id for c in plan.chunks] == [u["chunk_ids"][0] for u in result]
+
+
+def test_small_tables_share_a_unit(fake_source: dict[str, Any]) -> None:
+    op = _op(tables=[f"shop.t{i}" for i in range(5)], chunk_rows=1_000_000)
+    result = op.execute({"run_id": "manual__2", "ti": FakeTI()})  # type: ignore[arg-type]
+    assert len(result) == 1
+    assert len(result[0]["chunk_ids"]) == 15
+    assert result[0]["tables"] == 5
+    assert result[0]["label"] == "shop: 5 tables, t0..t4"
 
 
 @pytest.mark.parametrize("value", [0, -5, "0", "abc", "1.5", True, "", None])
@@ -151,6 +163,7 @@ def test_bad_params_name_the_problem(kwargs: dict[str, Any], message: str) -> No
 def test_template_fields() -> None:
     assert set(PlanSnapshotOperator.template_fields) == {
         "tables",
+        "exclude_tables",
         "sink_path",
         "staging_path",
         "chunk_rows",

@@ -21,12 +21,12 @@ from airflow_cdc.operators.snapshot import (
 
 PASSWORD = "Top-Secret-Pw-123"
 META_PASSWORD = "Meta-Secret-456"
-CHUNK = {
-    "chunk_id": 7,
+UNIT = {
+    "chunk_ids": [7, 8, 9],
     "plan_id": 3,
-    "table": "shop.orders",
-    "chunk_no": 2,
-    "label": "shop.orders #2 [100, 200)",
+    "tables": 3,
+    "estimated_rows": 6000,
+    "label": "shop: 3 tables, a..c",
 }
 
 FAKE_SPARK_SUBMIT = """#!/bin/sh
@@ -66,7 +66,7 @@ def fake_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _operator(script: Path, **kwargs: Any) -> SnapshotChunkOperator:
     return SnapshotChunkOperator(
         task_id="snapshot_chunk",
-        chunk=dict(CHUNK),
+        unit=dict(UNIT),
         sink_path="/data/lake",
         spark_binary=str(script),
         **kwargs,
@@ -82,7 +82,7 @@ def test_submit_passes_only_the_job_file(fake_spark: Path, tmp_path: Path) -> No
     assert argv[-3:] == [SNAPSHOT_CHUNK_APPLICATION, "--job-file", job_path]
     assert argv[:2] == ["--master", "local[1]"]
     assert "spark.ui.enabled=false" in argv
-    assert "airflow-cdc shop.orders #2" in argv  # --name
+    assert "airflow-cdc shop: 3 tables, a..c" in argv  # --name
     cmdline = "\n".join(argv)
     assert PASSWORD not in cmdline
     assert META_PASSWORD not in cmdline
@@ -90,7 +90,7 @@ def test_submit_passes_only_the_job_file(fake_spark: Path, tmp_path: Path) -> No
     assert (out / "file_mode").read_text().strip() == "600"
     assert (out / "dir_mode").read_text().strip() == "700"
     spec = json.loads((out / "job.json").read_text())
-    assert spec["chunk_id"] == 7
+    assert spec["chunk_ids"] == [7, 8, 9]
     assert spec["source"]["password"] == PASSWORD
     assert spec["metadata_url"] == f"postgresql://meta:{META_PASSWORD}@pg.example/cdc"
     assert spec["sink"]["root"] == "/data/lake"
@@ -131,7 +131,7 @@ def test_on_kill_removes_job_file(fake_spark: Path) -> None:
 def test_default_binary_is_the_installed_pyspark(fake_spark: Path) -> None:
     from airflow_cdc.spark.environment import spark_submit_binary
 
-    op = SnapshotChunkOperator(task_id="t", chunk=dict(CHUNK), sink_path="/lake")
+    op = SnapshotChunkOperator(task_id="t", unit=dict(UNIT), sink_path="/lake")
     op.prepare_submit()
     try:
         assert (
@@ -155,9 +155,10 @@ def test_application_ships_inside_the_package() -> None:
     assert "airflow_cdc.spark.snapshot_job import main" in app.read_text()
 
 
-def test_bad_chunk_or_args_are_configuration_errors(fake_spark: Path) -> None:
-    with pytest.raises(ConfigurationError, match="chunk_id"):
-        SnapshotChunkOperator(task_id="t", chunk={"label": "x"}, sink_path="/lake").build_spec()
+def test_bad_unit_or_args_are_configuration_errors(fake_spark: Path) -> None:
+    for unit in ({"label": "x"}, {"chunk_ids": []}, {"chunk_ids": [1, "2"]}, {"chunk_ids": 7}):
+        with pytest.raises(ConfigurationError, match="chunk_ids"):
+            SnapshotChunkOperator(task_id="t", unit=unit, sink_path="/lake").build_spec()
     with pytest.raises(ConfigurationError, match="partition_rows"):
         _operator(fake_spark, partition_rows="-1").build_spec()
     with pytest.raises(ConfigurationError, match="application_args"):
@@ -167,9 +168,9 @@ def test_bad_chunk_or_args_are_configuration_errors(fake_spark: Path) -> None:
 def test_map_index_template_renders_the_label() -> None:
     import jinja2
 
-    op = SnapshotChunkOperator(task_id="t", chunk=dict(CHUNK), sink_path="/lake")
+    op = SnapshotChunkOperator(task_id="t", unit=dict(UNIT), sink_path="/lake")
     assert op.map_index_template is not None
     rendered = jinja2.Environment().from_string(op.map_index_template).render(task=op)
-    assert rendered == CHUNK["label"]
+    assert rendered == UNIT["label"]
     assert "sink_path" in op.template_fields
     assert "application" in op.template_fields

@@ -1,0 +1,196 @@
+"""A work unit's chunks, run by one application and recorded one by one.
+
+The driver marks each chunk running (an attempt), then runs them: a chunk large enough to
+be read in partitions (``job.partition_count``) runs in the driver with its partitions on
+every core, one such chunk after another; the small ones run whole on the cores, one
+chunk per task (``job.snapshot_chunk_quietly``: executors need no metadata DB). Each
+chunk keeps its own watermarks and record, so the stream's filter and the re-run of one
+chunk do not know units exist. A chunk that fails does not stop the others; the unit then
+fails naming them, after every other chunk was recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_cdc.config import ChunkJobSpec
+from airflow_cdc.errors import SnapshotUnitError
+from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.metadata.records import ChunkRecord
+from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
+from airflow_cdc.snapshot.job import (
+    ChunkFailure,
+    ChunkOutcome,
+    ChunkTask,
+    Runner,
+    failure_reason,
+    local_runner,
+    partition_count,
+    snapshot_chunk,
+    snapshot_chunk_quietly,
+    with_driver_share,
+)
+
+__all__ = ["UnitOutcome", "run_chunk", "run_unit"]
+
+log = logging.getLogger("airflow_cdc.snapshot")
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    """What a unit did: the chunks that finished and those that failed."""
+
+    done: tuple[ChunkOutcome, ...]
+    failed: tuple[ChunkFailure, ...]
+    seconds: float
+
+    @property
+    def rows(self) -> int:
+        return sum(o.rows for o in self.done)
+
+    def summary(self) -> str:
+        tables = f"{len(self.done)} chunk(s) done, {self.rows} rows"
+        failed = f", {len(self.failed)} failed" if self.failed else ""
+        return f"unit of {len(self.done) + len(self.failed)} chunk(s): {tables}{failed}"
+
+
+def run_unit(
+    spec: ChunkJobSpec,
+    runner: Runner = local_runner,
+    parallelism: int = 1,
+    driver_share: bool = False,
+) -> UnitOutcome:
+    """Snapshot and record every chunk of ``spec``; raises :class:`SnapshotUnitError`
+    naming the failed chunks once all were tried (see the module docstring)."""
+    started = time.monotonic()
+    store = MetadataStore.connect(spec.metadata_url)
+    tasks = _begin(store, spec)
+    readers = max(1, parallelism)
+    large = [
+        t
+        for t in tasks
+        if partition_count(t.estimated_rows, spec.read.partition_rows, readers, driver_share) > 1
+    ]
+    small = [t for t in tasks if t not in large]
+    mapped = with_driver_share(runner, readers) if driver_share else runner
+    results: list[ChunkOutcome | ChunkFailure] = []
+    for result in mapped(snapshot_chunk_quietly, small) if small else []:
+        results.append(_record(store, result))
+    for task in large:
+        try:
+            outcome: ChunkOutcome | ChunkFailure = snapshot_chunk(
+                task, runner, readers, driver_share
+            )
+        except Exception as exc:
+            log.exception("%s failed", task.label())
+            outcome = ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
+        results.append(_record(store, outcome))
+    unit = UnitOutcome(
+        tuple(r for r in results if isinstance(r, ChunkOutcome)),
+        tuple(r for r in results if isinstance(r, ChunkFailure)),
+        time.monotonic() - started,
+    )
+    log.info("%s in %.1f s", unit.summary(), unit.seconds)
+    if unit.failed:
+        raise SnapshotUnitError(_failure_message(unit.failed, len(tasks)))
+    return unit
+
+
+def run_chunk(
+    spec: ChunkJobSpec,
+    runner: Runner = local_runner,
+    parallelism: int = 1,
+    driver_share: bool = False,
+) -> ChunkOutcome:
+    """The one chunk of ``spec``, end to end; raises its own error if it fails."""
+    if len(spec.chunk_ids) != 1:
+        raise ValueError(f"run_chunk runs one chunk; the spec holds {len(spec.chunk_ids)}")
+    store = MetadataStore.connect(spec.metadata_url)
+    (task,) = _begin(store, spec)
+    try:
+        outcome = snapshot_chunk(task, runner, max(1, parallelism), driver_share)
+    except BaseException as exc:
+        _record(store, ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc)))
+        raise
+    _record(store, outcome)
+    return outcome
+
+
+def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
+    """Mark each chunk running (its next attempt) and remove what killed attempts staged."""
+    records = [store.chunk(chunk_id) for chunk_id in spec.chunk_ids]
+    siblings = _chunks_per_table(store, records)
+    attempts = store.start_chunks(spec.chunk_ids)
+    tasks = []
+    for record, attempt in zip(records, attempts, strict=True):
+        log.info("snapshot of %s, attempt %d", record.label(), attempt)
+        _remove_earlier_attempts(spec, record.chunk_id, attempt)
+        tasks.append(
+            ChunkTask(
+                chunk_id=record.chunk_id,
+                chunk=record.chunk,
+                key=record.key,
+                estimated_rows=record.estimated_rows or 0,
+                chunks_of_table=siblings[(record.plan_id, record.table)],
+                attempt=attempt,
+                source=spec.source,
+                sink=spec.sink,
+                read=spec.read,
+                pause_dir=spec.pause_dir,
+            )
+        )
+    return tasks
+
+
+def _chunks_per_table(
+    store: MetadataStore, records: Sequence[ChunkRecord]
+) -> dict[tuple[int, object], int]:
+    counts: dict[tuple[int, object], int] = {}
+    for plan_id in sorted({r.plan_id for r in records}):
+        for chunk in store.chunks(plan_id):
+            counts[(plan_id, chunk.table)] = counts.get((plan_id, chunk.table), 0) + 1
+    return counts
+
+
+def _record(
+    store: MetadataStore, result: ChunkOutcome | ChunkFailure
+) -> ChunkOutcome | ChunkFailure:
+    """Step 6: the chunk's watermarks, rows and timings (or its error) in the metadata DB."""
+    if isinstance(result, ChunkFailure):
+        try:
+            store.fail_chunk(result.chunk_id, result.reason)
+        except Exception:  # the chunk's own error matters more than the bookkeeping
+            log.exception("could not record the failure of chunk %s", result.chunk_id)
+        return result
+    store.finish_chunk(
+        result.chunk_id,
+        low=result.low,
+        high=result.high,
+        rows=result.rows,
+        read_seconds=result.read_seconds,
+        correct_seconds=result.correct_seconds,
+        write_seconds=result.write_seconds,
+    )
+    log.info("%s", result.summary())
+    return result
+
+
+def _remove_earlier_attempts(spec: ChunkJobSpec, chunk_id: int, attempt: int) -> None:
+    """Remove what killed attempts of the chunk staged (a SIGKILL skips their clean-up)."""
+    area = staging_area(spec.sink)
+    for earlier in range(1, attempt):
+        for folder in staged_folders(area, f"chunk-{chunk_id}-{earlier}-"):
+            remove_staged(folder)
+
+
+def _failure_message(failed: Sequence[ChunkFailure], total: int) -> str:
+    ids = ", ".join(str(f.chunk_id) for f in failed)
+    others = "" if total == 1 else "; the others are done and recorded"
+    return (
+        f"{len(failed)} of the unit's {total} chunk(s) failed (chunk id(s) {ids}{others}). A "
+        "retry, or clearing this task, runs the unit's chunks again. The first failure: "
+        f"{failed[0].reason}"
+    )
