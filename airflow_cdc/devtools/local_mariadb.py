@@ -97,6 +97,8 @@ class LocalMariaDB:
         )
 
     def start(self, timeout: float = 60.0) -> LocalMariaDB:
+        if self._process is not None and self._process.poll() is None:
+            return self  # already running (``with LocalMariaDB(...).start()`` starts once)
         fresh = not (self.data_dir / "mysql").exists()
         if fresh:
             self._install()

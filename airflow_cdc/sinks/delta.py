@@ -238,8 +238,13 @@ class DeltaSink:
         updates = {quote_column(name): quote_column(name, "s") for name in source.column_names}
         what = f"apply {rows_in} rows to {table}"
 
+        # The first attempt merges into the version just opened (an open replays the log:
+        # ~3 ms locally, a listing and reads on an object store); a retry after a commit
+        # conflict opens the table again.
+        fresh = [dt]
+
         def attempt() -> ApplyResult:
-            current = self._open(table)
+            current = fresh.pop() if fresh else self._open(table)
             commit = CommitProperties(
                 app_transactions=own + _bucket_transactions(buckets, current.version())
             )
