@@ -11,7 +11,7 @@ import json
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Self, cast
 from urllib.parse import unquote, urlsplit
@@ -257,10 +257,23 @@ class StreamJobSpec(_JobFile):
     #: Spark starts, so the replica moves on seconds after the hand-off rather than after
     #: Spark's start-up (0: none; Spark's first batch then starts from the watermarks).
     start_batch_bytes: int = 4 * 1024 * 1024
+    #: The stream's table patterns (``model.selection``; empty: its tables are exact names):
+    #: a new table they match is snapshotted by the stream and joins it (``stream.discovery``).
+    patterns: tuple[str, ...] = ()
+    exclude_patterns: tuple[str, ...] = ()
+    #: Seconds between two looks at the catalog for new tables (with ``patterns``).
+    discover_seconds: float = 30.0
+    #: Rows per chunk of the snapshot of a table the stream finds.
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
     #: Test-only: folder of armed pause points (see ``snapshot.pause``).
     pause_dir: str | None = None
 
     def __post_init__(self) -> None:
+        if self.discover_seconds <= 0 or self.chunk_rows < 1:
+            raise ConfigurationError(
+                "discover_seconds and chunk_rows must be positive; got "
+                f"{self.discover_seconds} and {self.chunk_rows}"
+            )
         if self.start_batch_bytes < 0:
             raise ConfigurationError(
                 f"start_batch_bytes must be 0 (off) or more; got {self.start_batch_bytes}"
@@ -291,20 +304,16 @@ class StreamJobSpec(_JobFile):
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StreamJobSpec:
-        return cls(
-            stream_id=data["stream_id"],
-            tables=tuple(data["tables"]),
-            source=SourceConfig(**data["source"]),
-            metadata_url=data["metadata_url"],
-            sink=SinkConfig(**data["sink"]),
-            checkpoint_dir=data["checkpoint_dir"],
-            mode=data.get("mode", "continuous"),
-            trigger_seconds=float(data.get("trigger_seconds", 2.0)),
-            max_batch_bytes=int(data.get("max_batch_bytes", 64 * 1024 * 1024)),
-            decode_parallelism=int(data.get("decode_parallelism", 0)),
-            min_slice_bytes=int(data.get("min_slice_bytes", 2 * 1024 * 1024)),
-            block_rows=int(data.get("block_rows", 50_000)),
-            max_merge_rows=int(data.get("max_merge_rows", 500_000)),
-            start_batch_bytes=int(data.get("start_batch_bytes", 4 * 1024 * 1024)),
-            pause_dir=data.get("pause_dir"),
-        )
+        """The spec from :meth:`to_json`'s form; a field the file lacks keeps its default
+        (a job file written by an older version)."""
+        nested: dict[str, Any] = {
+            "source": SourceConfig(**data["source"]),
+            "sink": SinkConfig(**data["sink"]),
+        }
+        for name in ("tables", "patterns", "exclude_patterns"):
+            if name in data:
+                nested[name] = tuple(data[name])
+        plain = {
+            f.name: data[f.name] for f in fields(cls) if f.name in data and f.name not in nested
+        }
+        return cls(**plain, **nested)

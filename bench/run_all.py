@@ -15,7 +15,9 @@ At the smallest size, **object_store**: the chunk job and the stream with the la
 server against local disk (``object_store.py``). Then **plan**: the planner on a string-key
 table grown through the sizes (``plan.py``), and
 **stream**, per backlog size (``--stream-sizes``, row changes):
-``stream.measure_stream(server, changes, workdir)``, which sets up its own tables.
+``stream.measure_stream(server, changes, workdir)``, which sets up its own tables; and
+**many_tables**: 300 tables of 2,000 rows against one table of 600,000 through Airflow end
+to end, and the stream's latency over the 300 tables (``many_tables.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -72,6 +74,8 @@ HEADLINE_KEYS = (
     "stream_latency_p99_s",
     "handoff_gap_s",
     "plan_ms_per_chunk",
+    "many_tables_vs_one_table",
+    "many_tables_stream_p99_s",
 )
 RESULTS = BENCH / "results.json"
 
@@ -289,6 +293,18 @@ def object_store_section(run: Run, server: LocalMariaDB, rows: int, workdir: Pat
         )
 
 
+def many_tables_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``many_tables.measure_many_tables``: 300 x 2,000 rows against 600,000 in one table,
+    keyed by the total rows."""
+    measure, status = optional("many_tables", "measure_many_tables")
+    run.sections["many_tables"] = status
+    if measure is not None:
+        result = run.attempt("many_tables", "many_tables", lambda: measure(server, workdir))
+        if result is not None:
+            total = int(result["tables"]) * int(result["rows_per_table"])
+            run.raw["many_tables"] = {str(total): result}
+
+
 def _snapshot_ratios(figures: dict[str, Any]) -> None:
     """The snapshot's ratios at one size, from the figures measured side by side."""
     cli = figures.get("cli") or {}
@@ -391,6 +407,8 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         "stream_vs_single_decoder": _largest(stream, "stream_vs_single_decoder"),
         "stream_latency_p99_s": _largest(stream, "stream_latency_p99_s"),
         "handoff_gap_s": _largest(e2e, "handoff_gap_s", "handoff_gap_seconds"),
+        "many_tables_vs_one_table": _largest(raw.get("many_tables"), "many_tables_vs_one_table"),
+        "many_tables_stream_p99_s": _largest(raw.get("many_tables"), "many_tables_stream_p99_s"),
     }
     plan = raw.get("plan") or {}
     plan_sizes = [int(k) for k in plan.get("sizes", {})]
@@ -523,6 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stream_section(run, server, stream_sizes, workdir)
             if "memory" not in skip:
                 memory_section(run, server, workdir)
+            if "many_tables" not in skip:
+                many_tables_section(run, server, workdir / "many_tables")
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)

@@ -12,7 +12,9 @@ task is marked failed/success or stopped (it stops its Spark job), or ``until_ca
 to the server's position at its start. One stream runs at a time (a second run's ``stream``
 is refused while the first holds the lease); a retried or cleared ``stream`` resumes from
 its Spark checkpoint, or without one from its committed position. A table added to ``CDC_TABLES`` later gets its snapshot from
-``mysql_cdc_backfill`` and then joins the running stream, without a restart.
+``mysql_cdc_backfill`` and then joins the running stream, without a restart; with a
+pattern in ``tables`` (``shop.*``), a table created later that matches it is found,
+snapshotted and joined by the stream itself.
 
 Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB server),
 ``cdc_metadata`` (SQLAlchemy URL; default a SQLite file in ``$AIRFLOW_HOME``),
@@ -119,6 +121,9 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
         stream_mode="{{ params.stream_mode }}",
+        # A new table matching a pattern of `tables` is snapshotted by the stream with
+        # chunks of this size, then joins it.
+        chunk_rows="{{ params.chunk_rows }}",
         # One stream id for the pipeline (env CDC_STREAM_ID, default "mysql_cdc"): tables
         # added through mysql_cdc_backfill join this stream while it runs.
         stream_id=configured_stream_id(),

@@ -15,6 +15,7 @@ from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId
 __all__ = [
     "ChunkRecord",
     "ChunkStatus",
+    "FullSnapshot",
     "PlanProgress",
     "PlanRecord",
     "PlanStatus",
@@ -57,6 +58,23 @@ class ChunkRecord:
     def label(self) -> str:
         """``shop.orders #3 [100, 200)``: for logs and the Airflow UI."""
         return self.chunk.label()
+
+
+@dataclass(frozen=True, slots=True)
+class FullSnapshot:
+    """A table's most recent full plan (all keys), as a stream deciding what to do sees it."""
+
+    plan_id: int
+    label: str
+    statuses: tuple[ChunkStatus, ...]
+
+    @property
+    def done(self) -> bool:
+        return all(status == "done" for status in self.statuses)
+
+    @property
+    def failed(self) -> bool:
+        return any(status == "failed" for status in self.statuses)
 
 
 @dataclass(frozen=True, slots=True)

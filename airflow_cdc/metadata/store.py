@@ -26,6 +26,7 @@ from airflow_cdc.metadata.migrate import HEAD_REVISION, current_revision, upgrad
 from airflow_cdc.metadata.records import (
     ChunkRecord,
     ChunkStatus,
+    FullSnapshot,
     PlanProgress,
     PlanRecord,
     PlanStatus,
@@ -388,6 +389,29 @@ class MetadataStore:
             row["hi"] is None for row in full
         )
         return covers_all and all(row["status"] == "done" for row in full)
+
+    def full_snapshot(self, table: TableId) -> FullSnapshot | None:
+        """The table's most recent full plan: its id, label and chunks' statuses (``None``:
+        the table was never planned whole)."""
+        rows = self._chunks_since_full_plan(table)
+        if not rows:
+            return None
+        plan_id = min(int(row["plan_id"]) for row in rows)
+        statuses = tuple(
+            cast(ChunkStatus, str(row["status"])) for row in rows if int(row["plan_id"]) == plan_id
+        )
+        return FullSnapshot(plan_id, self.plan_label(plan_id), statuses)
+
+    def plan_label(self, plan_id: int) -> str:
+        def read(connection: Connection) -> str:
+            label = connection.execute(
+                sa.select(t_plans.c.label).where(t_plans.c.plan_id == plan_id)
+            ).scalar()
+            if label is None:
+                raise _missing("plan", plan_id)
+            return str(label)
+
+        return with_retry(self._engine, read, write=False, what="reading a plan from")
 
     def _chunks_since_full_plan(self, table: TableId) -> list[RowMapping]:
         """Chunks of the table's most recent full plan and of every plan after it."""

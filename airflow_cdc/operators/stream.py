@@ -148,6 +148,11 @@ class StreamOperator(JobFileSparkOperator):
         executor's memory; default: the job spec's). Templated.
     :param max_merge_rows: rows per Delta merge; a bigger batch (one huge transaction) is
         merged in several (bounds the driver's memory; default: the job spec's). Templated.
+    :param chunk_rows: rows per chunk when the stream snapshots a table its pattern finds
+        (default: the job spec's, 1,000,000). Templated.
+    :param discover_seconds: with patterns in ``tables``, seconds between two looks at the
+        catalog for new matching tables, which the stream snapshots and joins itself
+        (``stream.discovery``; default 30). Templated.
     :param apply_parallelism: tables of a batch merged at once (default: the job spec's 4).
         Templated.
     :param start_batch_bytes: at a first start, binlog bytes the driver applies itself while
@@ -184,6 +189,8 @@ class StreamOperator(JobFileSparkOperator):
         "max_merge_rows",
         "apply_parallelism",
         "start_batch_bytes",
+        "chunk_rows",
+        "discover_seconds",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "tables": "json",
@@ -210,6 +217,8 @@ class StreamOperator(JobFileSparkOperator):
         apply_parallelism: int | str | None = None,
         start_batch_bytes: int | str | None = None,
         exclude_tables: list[str] | str | None = None,
+        chunk_rows: int | str | None = None,
+        discover_seconds: float | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         lake_conn_id: str = "cdc_lake",
@@ -229,6 +238,8 @@ class StreamOperator(JobFileSparkOperator):
         self.block_rows = block_rows
         self.max_merge_rows = max_merge_rows
         self.apply_parallelism = apply_parallelism
+        self.chunk_rows = chunk_rows
+        self.discover_seconds = discover_seconds
         self.start_batch_bytes = start_batch_bytes
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
@@ -272,12 +283,27 @@ class StreamOperator(JobFileSparkOperator):
         )
         stream_id = self.resolved_stream_id()
         source = CdcSourceHook(self.source_conn_id).source_config()
+        metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
         tables = _resolved_tables(source, selection)
+        if not selection.is_exact:
+            tables = self._snapshotted(metadata_url, tables)
         checkpoint = str(self.checkpoint_dir or "").strip() or default_checkpoint_dir(
             sink.root, stream_id
         )
-        extra: dict[str, Any] = {"trigger_seconds": _positive_seconds(self.trigger_seconds)}
-        for name in ("max_batch_bytes", "block_rows", "max_merge_rows", "apply_parallelism"):
+        extra: dict[str, Any] = {
+            "trigger_seconds": _positive_seconds("trigger_seconds", self.trigger_seconds)
+        }
+        if self.discover_seconds is not None and self.discover_seconds != "":
+            extra["discover_seconds"] = _positive_seconds("discover_seconds", self.discover_seconds)
+        if not selection.is_exact:
+            extra["patterns"], extra["exclude_patterns"] = map(tuple, selection.texts())
+        for name in (
+            "max_batch_bytes",
+            "block_rows",
+            "max_merge_rows",
+            "apply_parallelism",
+            "chunk_rows",
+        ):
             value = getattr(self, name)
             if value is not None and value != "":
                 extra[name] = as_positive_int(name, value)
@@ -289,12 +315,36 @@ class StreamOperator(JobFileSparkOperator):
             stream_id=stream_id,
             tables=tables,
             source=source,
-            metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
+            metadata_url=metadata_url,
             sink=sink,
             checkpoint_dir=checkpoint,
             mode=mode,
             **extra,
         )
+
+    def _snapshotted(self, metadata_url: str, tables: Sequence[str]) -> tuple[str, ...]:
+        """The pattern's tables whose full snapshot is done: the stream's own from its
+        start. The others (created since the plan, or still being snapshotted) are left to
+        the stream, which snapshots or asks for them as it finds them (``stream.discovery``)."""
+        from airflow_cdc.metadata import MetadataStore
+        from airflow_cdc.model import TableId
+
+        with MetadataStore.connect(metadata_url, migrate=False) as store:
+            ready = tuple(t for t in tables if store.full_snapshot_done(TableId.parse(t)))
+        later = [t for t in tables if t not in ready]
+        if later:
+            self.log.info(
+                "%d table(s) match without a finished snapshot (%s): the stream snapshots "
+                "them itself, or asks for them once their snapshot is done, and they join it",
+                len(later),
+                ", ".join(later[:20]) + (" ..." if len(later) > 20 else ""),
+            )
+        if not ready:
+            raise ConfigurationError(
+                f"no table that {', '.join(as_str_list('tables', self.tables))} selects has a "
+                "finished snapshot: run the mysql_cdc DAG's snapshot (plan, snapshot_chunk) first"
+            )
+        return ready
 
     # -- submission ----------------------------------------------------------------------
     def prepare_submit(self) -> Path:
@@ -399,11 +449,11 @@ def _kill_all(processes: list[Any]) -> None:
             process.kill()
 
 
-def _positive_seconds(value: Any) -> float:
+def _positive_seconds(name: str, value: Any) -> float:
     parsed = parse_literal(value) if isinstance(value, str) else value
     if isinstance(parsed, bool) or not isinstance(parsed, int | float):
-        raise ConfigurationError(f"trigger_seconds must be a positive number, got {value!r}")
+        raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
     seconds = float(parsed)
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigurationError(f"trigger_seconds must be a positive number, got {value!r}")
+        raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
     return seconds

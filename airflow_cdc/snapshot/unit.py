@@ -64,11 +64,21 @@ def run_unit(
     driver_share: bool = False,
 ) -> UnitOutcome:
     """Snapshot and record every chunk of ``spec``; raises :class:`SnapshotUnitError`
-    naming the failed chunks once all were tried (see the module docstring)."""
+    naming the failed chunks once all were tried (see the module docstring), or, for a
+    unit of one chunk, that chunk's own error."""
     started = time.monotonic()
     store = MetadataStore.connect(spec.metadata_url)
     tasks = _begin(store, spec)
     readers = max(1, parallelism)
+    if len(tasks) == 1:  # a large table's chunk: its own error, as the task's
+        (task,) = tasks
+        try:
+            outcome = snapshot_chunk(task, runner, readers, driver_share)
+        except BaseException as exc:
+            _record(store, ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc)))
+            raise
+        _record(store, outcome)
+        return UnitOutcome((outcome,), (), time.monotonic() - started)
     large = [
         t
         for t in tasks
@@ -81,13 +91,12 @@ def run_unit(
         results.append(_record(store, result))
     for task in large:
         try:
-            outcome: ChunkOutcome | ChunkFailure = snapshot_chunk(
-                task, runner, readers, driver_share
-            )
+            outcome = snapshot_chunk(task, runner, readers, driver_share)
+            results.append(_record(store, outcome))
         except Exception as exc:
             log.exception("%s failed", task.label())
-            outcome = ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
-        results.append(_record(store, outcome))
+            failure = ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
+            results.append(_record(store, failure))
     unit = UnitOutcome(
         tuple(r for r in results if isinstance(r, ChunkOutcome)),
         tuple(r for r in results if isinstance(r, ChunkFailure)),
@@ -108,15 +117,7 @@ def run_chunk(
     """The one chunk of ``spec``, end to end; raises its own error if it fails."""
     if len(spec.chunk_ids) != 1:
         raise ValueError(f"run_chunk runs one chunk; the spec holds {len(spec.chunk_ids)}")
-    store = MetadataStore.connect(spec.metadata_url)
-    (task,) = _begin(store, spec)
-    try:
-        outcome = snapshot_chunk(task, runner, max(1, parallelism), driver_share)
-    except BaseException as exc:
-        _record(store, ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc)))
-        raise
-    _record(store, outcome)
-    return outcome
+    return run_unit(spec, runner, parallelism, driver_share).done[0]
 
 
 def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:

@@ -233,7 +233,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[_Range]:
         from airflow_cdc.planning.key_order import sort_key_for
         from airflow_cdc.source.binlog_index import binary_logs, range_bytes, transaction_cuts
-        from airflow_cdc.source.catalog import load_table_schema
+        from airflow_cdc.source.catalog import load_table_schemas
         from airflow_cdc.source.connection import on_server
         from airflow_cdc.stream.joining import tables_to_read
 
@@ -251,8 +251,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
         def load_and_cut(conn: Any) -> list[BinlogPosition]:
-            for table in missing:
-                self._schemas[table] = load_table_schema(conn, table)
+            self._schemas.update(zip(missing, load_table_schemas(conn, missing), strict=True))
             if not worth_cutting:
                 return []
             size = range_bytes(binary_logs(conn), first, last) if span is None else span

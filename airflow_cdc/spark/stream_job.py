@@ -10,7 +10,9 @@ Modes: ``continuous`` (a micro-batch every ``trigger_seconds`` until stopped) an
 ``until_caught_up`` (``Trigger.AvailableNow``: up to the server's position at start).
 Only one stream per set of tables runs at a time: a lease in the metadata DB. Tables can
 join a running stream (``stream.joining``): a backfill of a table new to the stream asks for
-it, and the first batch after its snapshot is done replays and then reads it.
+it, or, with table patterns, the stream finds it in the catalog and snapshots it itself
+(``stream.discovery``); the first batch after its snapshot is done replays and then reads
+it. A batch's tables are merged in parallel (``apply_parallelism``).
 
 At a first start (no checkpoint) the driver applies a *start batch* itself, in-process,
 while Spark starts: Spark's start-up (the session, then four Python planner processes one
@@ -241,7 +243,7 @@ class _BatchWriter:
         table); and a schema loaded after an ALTER matches the new images, so it is compared
         with the Delta table's own columns and key (once, when loaded: ``sink_drift``)."""
         from airflow_cdc.errors import SchemaChangedError
-        from airflow_cdc.source.catalog import load_table_schema
+        from airflow_cdc.source.catalog import load_table_schemas
         from airflow_cdc.source.connection import on_server
         from airflow_cdc.stream.schema_check import catalog_drift, way_on
 
@@ -258,7 +260,7 @@ class _BatchWriter:
 
         current = on_server(
             self.spec.source,
-            lambda conn: {table: load_table_schema(conn, table) for table in tables},
+            lambda conn: dict(zip(tables, load_table_schemas(conn, tables), strict=True)),
             what="checking the catalog",
         )
         for table in tables:
@@ -270,12 +272,17 @@ class _BatchWriter:
                     f"{way_on(table)}"
                 )
 
-    def _load_schema(self, conn: Any, table: TableId) -> None:
-        """The table's schema from the catalog, and how it differs from its Delta table."""
-        from airflow_cdc.source.catalog import load_table_schema
+    def _load_schemas(self, conn: Any, tables: Sequence[TableId]) -> None:
+        """The tables' schemas from the catalog (two queries for all), and how each differs
+        from its Delta table."""
+        from airflow_cdc.source.catalog import load_table_schemas
+
+        for table, schema in zip(tables, load_table_schemas(conn, tables), strict=True):
+            self._keep_schema(table, schema)
+
+    def _keep_schema(self, table: TableId, schema: TableSchema) -> None:
         from airflow_cdc.stream.schema_check import Drift, sink_drift
 
-        schema = load_table_schema(conn, table)
         self.schemas[table] = schema
         if self.sink.exists(table):
             layout = self.sink.layout(table)
@@ -299,8 +306,7 @@ class _BatchWriter:
         missing = [t for t in batch.tables if t not in self.schemas]
 
         def load(conn: Any) -> None:
-            for table in missing:
-                self._load_schema(conn, table)
+            self._load_schemas(conn, missing)
 
         if missing:
             on_server(self.spec.source, load, what="loading table schemas")
@@ -439,6 +445,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         ).getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         start_sql_python_workers(spark)
+        _look_for_new_tables(spec, spark, stop)
         return _run_query(spec, job_file, spark, writer, start_batch, keeper, began)
     finally:
         stop.set()
@@ -449,6 +456,36 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         finally:
             if spark is not None:
                 spark.stop()
+
+
+def _look_for_new_tables(spec: StreamJobSpec, spark: Any, stop: threading.Event) -> None:
+    """With table patterns, snapshot the matching tables the stream does not follow
+    (``stream.discovery``) on the stream's executors: once now, before the query starts,
+    in ``until_caught_up`` mode (so they join this run); every ``discover_seconds`` on a
+    thread in ``continuous`` mode, the first pass at once."""
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.spark.snapshot_job import spark_runner
+    from airflow_cdc.stream.discovery import Discovery, every
+
+    if not spec.patterns:
+        return
+    discovery = Discovery(spec)
+    context = spark.sparkContext
+    runner, cores = spark_runner(context), max(1, int(context.defaultParallelism))
+    store = MetadataStore.connect(spec.metadata_url)
+
+    def one_pass() -> None:
+        discovery.run_once(store, runner, cores)
+
+    if spec.mode == "until_caught_up":
+        one_pass()
+        return
+    threading.Thread(
+        target=every,
+        args=(spec.discover_seconds, stop.wait, one_pass),
+        name="new-tables",
+        daemon=True,
+    ).start()
 
 
 def _run_query(

@@ -97,6 +97,11 @@ def replay_table(
     table = schema.table
     floor = store.stream_floor(table)
     if floor is None or not floor < until:
+        log.info(
+            "%s joined the stream at %s: its snapshot's watermarks lie ahead, nothing to replay",
+            table,
+            until,
+        )
         return JoinReplay(table, None, until)
     started = time.monotonic()
     marks = store.table_watermarks(table, sort_key=sort_key_for(schema))

@@ -1,14 +1,19 @@
-"""Many tables through the real Airflow CLI, chosen by pattern, packed into work units.
+"""120 tables through the real Airflow CLI, chosen by pattern, packed into work units, and
+two more created while it runs.
 
-``airflow dags test mysql_cdc`` with ``tables: ["many.*"]`` and an exclude list, over 45
+``airflow dags test mysql_cdc`` with ``tables: ["many.*"]`` and an exclude list, over 118
 tables of mixed shapes (integer, composite string in a case-insensitive collation, unsigned
 BIGINT near 2^64) and sizes (empty, one row, hundreds, thousands, and one large table split
 into several chunks), under a writer changing the integer tables throughout: the plan
 resolves the pattern, packs the small tables' chunks together and keeps the large table's
-apart; every unit is one mapped spark-submit; the stream then catches up. Afterwards one
-unit is re-run on its own (``airflow tasks test`` of its map index): exactly its chunks get
-a second attempt. Every selected table equals the source; the excluded and the unmatched
-ones are not in the lake.
+apart; every unit is one mapped spark-submit. The writer creates ``new_a`` (with rows, and
+keeps changing it) once the plan is stored: the stream task finds it at its start, snapshots
+it and joins it. Then one unit is re-run on its own (``airflow tasks test`` of its map
+index): exactly its chunks get a second attempt. Then a continuous stream runs (the real
+job through spark-submit) while the writer creates ``new_b``: the stream finds it within
+seconds, snapshots it and joins it, no restart. After the writer stops and the stream
+catches up, every selected table, the new ones included, equals the source; the excluded
+and the unmatched ones are not in the lake.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +35,25 @@ import pytest
 from airflow_cdc.devtools.airflow_env import airflow_env, dags_test, migrate
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import TableId
+from airflow_cdc.model import BinlogPosition, TableId
 from tests.support.compare import assert_replica_equals_source
-from tests.support.pipeline import spark_submit_stream, stream_spec
+from tests.support.pipeline import (
+    server_position,
+    source_config,
+    spark_submit_stream,
+    stop_stream,
+    stream_spec,
+)
 
 pytestmark = pytest.mark.integration
 
 DB = "many"
-INT_SIZES = [0, 1, 2, 300, 3_000] * 5  # 25 integer-key tables
-STRING_TABLES = 10
-UNSIGNED_TABLES = 5
-BIG_ROWS = 250_000
-CHUNK_ROWS = 100_000
+INT_SIZES = [0, 1, 2, 300, 3_000] * 16 + [5, 50]  # 82 integer-key tables
+STRING_TABLES = 20
+UNSIGNED_TABLES = 15
+BIG_ROWS = 500_000
+CHUNK_ROWS = 200_000
+NEW_TABLES = ("new_a", "new_b")
 
 
 def _create(server: LocalMariaDB) -> dict[TableId, list[str]]:
@@ -87,13 +100,20 @@ def _create(server: LocalMariaDB) -> dict[TableId, list[str]]:
 
 
 class _Writer:
-    """Random inserts, updates and deletes on the integer-key tables, until stopped."""
+    """Random inserts, updates and deletes on the integer-key tables, until stopped; a table
+    of :meth:`create` joins them."""
 
     def __init__(self, server: LocalMariaDB, tables: list[TableId]) -> None:
-        self.server, self.tables = server, tables
+        self.server, self.tables = server, list(tables)
         self.done = threading.Event()
         self.changes = 0
+        self.created: list[TableId] = []
+        self._create: list[TableId] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def create(self, table: TableId) -> None:
+        """Create ``table`` (like the integer tables, with 200 rows) and change it from then on."""
+        self._create.append(table)
 
     def __enter__(self) -> _Writer:
         self.thread.start()
@@ -111,6 +131,19 @@ class _Writer:
         )  # fmt: skip
         with conn.cursor() as cur:
             while not self.done.is_set():
+                while self._create:
+                    table = self._create.pop(0)
+                    cur.execute(
+                        f"CREATE TABLE {table.quoted()} (id INT PRIMARY KEY, v VARCHAR(20), "
+                        "n BIGINT)"
+                    )
+                    cur.execute(
+                        f"INSERT INTO {table.quoted()} SELECT seq * 3, 'new', seq "
+                        f"FROM {DB}.seq_1_to_200"
+                    )
+                    conn.commit()
+                    self.tables.append(table)
+                    self.created.append(table)
                 for _ in range(5):
                     table = rng.choice(self.tables).quoted()
                     key = rng.randrange(1, 12_000)
@@ -131,7 +164,7 @@ class _Writer:
         conn.close()
 
 
-def test_a_pattern_of_many_tables_is_packed_snapshotted_and_streamed(
+def test_120_tables_by_pattern_packed_snapshotted_streamed_and_new_ones_join(
     mariadb: LocalMariaDB, tmp_path: Path
 ) -> None:
     keys = _create(mariadb)
@@ -147,61 +180,140 @@ def test_a_pattern_of_many_tables_is_packed_snapshotted_and_streamed(
         "stream_mode": "until_caught_up",
     }
     int_tables = [t for t in keys if t.table.startswith("i")]
+    new_a, new_b = (TableId(DB, name) for name in NEW_TABLES)
     with _Writer(mariadb, int_tables) as writer:
-        result = dags_test(env, conf, log=tmp_path / "dag.log", timeout=1200)
+        threading.Thread(
+            target=_create_once_planned, args=(writer, meta, new_a), daemon=True
+        ).start()
+        result = dags_test(env, conf, log=tmp_path / "dag.log", timeout=1500)
         log = (tmp_path / "dag.log").read_text()
         assert result.returncode == 0, log[-8000:]
+        assert "Task failed with exception" not in log  # every task on its first try
+        assert writer.created == [new_a], "the plan was never stored"
+
+        _check_units(log, keys, tmp_path, meta)
+        _rerun_one_unit(env, tmp_path, meta)
+
+        # new_a, created after the plan, was found by the stream task at its start.
+        assert f"new table(s) matching {DB}.*: {new_a}" in log
+        store = MetadataStore.connect(meta)
+        assert any(e.table == new_a and e.joined for e in store.stream_tables("mysql_cdc"))
+
+        # A continuous stream finds new_b within seconds of its creation and joins it.
+        spec = stream_spec(
+            mariadb,
+            [str(t) for t in keys],
+            meta,
+            lake,
+            tmp_path / "checkpoint",
+            stream_id="mysql_cdc",
+            mode="continuous",
+            patterns=(f"{DB}.*",),
+            exclude_patterns=(f"{DB}.skip_me",),
+            discover_seconds=2.0,
+            chunk_rows=CHUNK_ROWS,
+        )
+        stream = spark_submit_stream(spec, tmp_path)
+        try:
+            writer.create(new_b)
+            _until(
+                lambda: any(
+                    e.table == new_b and e.joined for e in store.stream_tables("mysql_cdc")
+                ),
+                stream,
+                tmp_path,
+                "new_b to join the running stream",
+            )
+            time.sleep(3)  # new_b streamed under writes for a while
+        except BaseException:
+            if stream.poll() is None:
+                stop_stream(stream)
+            raise
+    try:
+        target = server_position(source_config(mariadb))
+        _until(lambda: _committed(store) >= target, stream, tmp_path, "the stream to catch up")
+    finally:
+        if stream.poll() is None:
+            stop_stream(stream)
+        stream.wait(timeout=120)
+    stream_log = (tmp_path / "stream.log").read_text()
+    assert f"{new_b} joined the stream" in stream_log, stream_log[-4000:]
     assert writer.changes > 100
 
-    # The plan resolved the pattern and packed the chunks (XCom: one item per unit).
+    for table, key in {**keys, new_a: ["id"], new_b: ["id"]}.items():
+        assert_replica_equals_source(mariadb, str(lake), table, key)
+    assert not (lake / DB / "skip_me").exists()
+    assert not (lake / "other").exists()
+
+
+def _until(
+    done: Callable[[], bool], stream: subprocess.Popen[bytes], tmp_path: Path, what: str
+) -> None:
+    deadline = time.monotonic() + 300
+    while not done():
+        log = tmp_path / "stream.log"
+        if stream.poll() is not None:
+            raise AssertionError(f"the stream exited before {what}:\n{log.read_text()[-6000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-6000:]}")
+        time.sleep(0.5)
+
+
+def _create_once_planned(writer: _Writer, meta: str, table: TableId) -> None:
+    """Create ``table`` as soon as the plan is stored (so the plan does not hold it)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not writer.done.is_set():
+        try:
+            with MetadataStore.connect(meta, migrate=False) as store:
+                if store.latest_plan() is not None:
+                    writer.create(table)
+                    return
+        except Exception:  # the plan task has not created the schema yet
+            pass
+        time.sleep(0.5)
+
+
+def _check_units(log: str, keys: dict[TableId, list[str]], tmp_path: Path, meta: str) -> None:
+    """The plan resolved the pattern and packed the chunks (XCom: one item per unit)."""
     assert f"{DB}.* (excluding {DB}.skip_me) selects {len(keys)} table(s)" in log
     units = _plan_xcom(tmp_path / "airflow" / "airflow.db")
-    store = MetadataStore.connect(meta)
-    plan = store.plan(units[0]["plan_id"])
+    plan = MetadataStore.connect(meta).plan(units[0]["plan_id"])
     assert {c.table for c in plan.chunks} == set(keys)
-    big_chunks = [c for c in plan.chunks if c.table == TableId(DB, "big")]
-    assert len(big_chunks) >= 2
-    big_ids = {c.chunk_id for c in big_chunks}
+    big_ids = {c.chunk_id for c in plan.chunks if c.table == TableId(DB, "big")}
+    assert len(big_ids) >= 2
     for unit in units:
-        if big_ids & set(unit["chunk_ids"]):
-            assert len(unit["chunk_ids"]) == 1, unit  # a large table's chunk stays alone
+        # A large table's chunks (~chunk_rows each) never share a unit with one another.
+        assert len(big_ids & set(unit["chunk_ids"])) <= 1, unit
     shared = [u for u in units if len(u["chunk_ids"]) > 1]
     assert shared, units
     assert all(u["label"].startswith(f"{DB}: ") for u in shared), units
     assert sorted(i for u in units for i in u["chunk_ids"]) == sorted(
         c.chunk_id for c in plan.chunks
     )
-    assert len(units) < len(plan.chunks) / 2, units
+    assert len(units) < len(plan.chunks) / 4, units
 
-    # One unit re-run on its own: exactly its chunks are tried again.
-    again = shared[0]
-    index = units.index(again)
-    run_id = _run_id(tmp_path / "airflow" / "airflow.db")
+
+def _rerun_one_unit(env: dict[str, str], tmp_path: Path, meta: str) -> None:
+    """One unit re-run on its own: exactly its chunks are tried again."""
+    units = _plan_xcom(tmp_path / "airflow" / "airflow.db")
+    again = next(u for u in units if len(u["chunk_ids"]) > 1)
     rerun = subprocess.run(
-        [_airflow(), "tasks", "test", "mysql_cdc", "snapshot_chunk", run_id,
-         "--map-index", str(index)],
+        [_airflow(), "tasks", "test", "mysql_cdc", "snapshot_chunk",
+         _run_id(tmp_path / "airflow" / "airflow.db"), "--map-index", str(units.index(again))],
         env=env, text=True, capture_output=True, timeout=600,
     )  # fmt: skip
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
-    attempts = {c.chunk_id: c.attempts for c in store.chunks(plan.plan_id)}
+    store = MetadataStore.connect(meta)
+    attempts = {c.chunk_id: c.attempts for c in store.chunks(again["plan_id"])}
     assert {i for i, n in attempts.items() if n == 2} == set(again["chunk_ids"]), attempts
     assert {n for i, n in attempts.items() if i not in again["chunk_ids"]} == {1}
 
-    # The writer stopped: the stream catches up; every selected table equals the source.
-    spec = stream_spec(
-        mariadb,
-        [str(t) for t in keys],
-        meta,
-        lake,
-        tmp_path / "checkpoint",
-        stream_id="mysql_cdc",
-    )
-    stream = spark_submit_stream(spec, tmp_path)
-    assert stream.wait(timeout=600) == 0, (tmp_path / "stream.log").read_text()[-6000:]
-    for table, key in keys.items():
-        assert_replica_equals_source(mariadb, str(lake), table, key)
-    assert not (lake / DB / "skip_me").exists()
-    assert not (lake / "other").exists()
+
+def _committed(store: MetadataStore) -> BinlogPosition:
+    state = store.stream_state("mysql_cdc")
+    if state is None or state.committed_position is None:
+        return BinlogPosition("", 0)
+    return state.committed_position
 
 
 def _airflow() -> str:

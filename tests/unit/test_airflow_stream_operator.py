@@ -369,3 +369,48 @@ def test_an_unwritable_lake_fails_the_stream_task_before_spark_submit(
     with pytest.raises(ConfigurationError, match="staging_path '/proc/stage' is not writable"):
         staged.execute({})  # type: ignore[arg-type]
     assert not (out / "argv").exists()
+
+
+def test_patterns_resolve_at_start_and_travel_for_new_tables(
+    fake_spark: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+    from airflow_cdc.source import catalog, connection
+
+    found = [TableId("shop", "a"), TableId("shop", "b"), TableId("shop", "new")]
+    meta = f"sqlite:///{tmp_path / 'meta.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", meta)
+    with MetadataStore.connect(meta) as store:
+        every_key = (ChunkRange(None, None),)
+        record = store.create_plan(
+            "run", [TablePlan(t, ("id",), every_key, 1, "single") for t in found[:2]]
+        )
+        for chunk in record.chunks:  # shop.a and shop.b done; shop.new never planned
+            store.start_chunk(chunk.chunk_id)
+            position = BinlogPosition("mysql-bin.000001", 4)
+            store.finish_chunk(chunk.chunk_id, low=position, high=position, rows=1)
+
+    class Conn:
+        def close(self) -> None: ...
+
+    monkeypatch.setattr(connection, "connect", lambda cfg, **_: Conn())
+    monkeypatch.setattr(catalog, "resolve_selection", lambda conn, selection: list(found))
+    op = _operator(
+        fake_spark,
+        tables='["shop.*"]',
+        exclude_tables=["shop.audit"],
+        chunk_rows="5000",
+        discover_seconds="2.5",
+    )
+    spec = op.build_spec()
+    assert spec.tables == ("shop.a", "shop.b")  # shop.new: the stream snapshots it itself
+    assert (spec.patterns, spec.exclude_patterns) == (("shop.*",), ("shop.audit",))
+    assert (spec.chunk_rows, spec.discover_seconds) == (5000, 2.5)
+    # The default id names the patterns, so it stays as tables come and go.
+    found.append(TableId("shop", "c"))
+    assert (
+        op.build_spec().stream_id == spec.stream_id == default_stream_id(["shop.*"], ["shop.audit"])
+    )
+    exact = _operator(fake_spark, tables=["shop.a"]).build_spec()
+    assert (exact.patterns, exact.exclude_patterns) == ((), ())

@@ -1,0 +1,315 @@
+"""Many small tables against one table of the same rows, through Airflow (issue 19).
+
+``measure_many_tables(server, workdir)`` (called by ``run_all.py``):
+
+1. the real deployment of ``end_to_end`` (api-server, scheduler with the LocalExecutor,
+   dag-processor, Airflow's DB and the CDC metadata DB on PostgreSQL, ``local[2]``), one
+   warm-up run the plan refuses at once;
+2. the yardstick: the shipped ``mysql_cdc`` DAG through REST on ``one.t``, one table of
+   ``tables x rows`` rows (600,000), ``stream_mode: until_caught_up``;
+3. the product case: the same DAG on ``many.*``, ``tables`` tables of ``rows`` rows each
+   (300 x 2,000), same deployment, same server, right after;
+4. each run's time: the DAG run's start to the stream's first committed batch of that run
+   (the CDC metadata DB polled every 0.2 s: a heartbeat after the run's trigger with a batch
+   id); ``many_tables_vs_one_table`` = the many-table time / the one-table time (target at
+   most 2);
+5. latency: a continuous stream of the ``many.*`` tables (the stream job through
+   spark-submit, the same stream id and metadata DB, trigger 2 s as the DAG's default)
+   while a writer commits ``rate`` changes/s (2,000) spread over every table (each
+   transaction inserts 40 rows into 40 random tables); a row's latency runs from its commit
+   (``NOW(6)`` in the row) to the end of the first batch whose committed position covers
+   it; the first ``WARM_UP`` seconds are left out; ``many_tables_stream_p99_s`` (target
+   under 5 s).
+
+The one-table stream (run 2) stays joined to the stream of run 3, which therefore follows
+one table more than the pattern (it has no changes).
+
+    .venv/bin/python bench/many_tables.py --tables 300 --rows 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_table import bench_server  # noqa: E402
+from end_to_end import (  # noqa: E402
+    AIRFLOW_PARALLELISM,
+    DAG_ID,
+    STREAM_ID,
+    _postgres,
+    _wait_for_run,
+)
+from stream import batches  # noqa: E402
+
+from airflow_cdc.devtools.airflow_deployment import AirflowDeployment  # noqa: E402
+from airflow_cdc.devtools.airflow_env import airflow_env  # noqa: E402
+from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
+from airflow_cdc.model import TableId  # noqa: E402
+
+__all__ = ["measure_many_tables"]
+
+OUT = Path(__file__).resolve().parent / "out"
+MANY, ONE = "many", "one"
+WARM_UP = 10.0
+POLL_SECONDS = 0.2
+
+
+def create_tables(server: LocalMariaDB, tables: int, rows: int) -> None:
+    """``many.t000..`` of ``rows`` rows each and ``one.t`` of ``tables x rows`` rows, the
+    same row shape (an id, a name, a number and the row's commit time)."""
+    shape = "(id BIGINT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(12,2), created DATETIME(6))"
+    fill = "SELECT seq, CONCAT('name', seq), seq * 1.5, NOW(6) FROM {db}.seq_1_to_{n}"
+    statements = [f"CREATE DATABASE {MANY}", f"CREATE DATABASE {ONE}"]
+    for i in range(tables):
+        statements += [
+            f"CREATE TABLE {MANY}.t{i:03d} {shape}",
+            f"INSERT INTO {MANY}.t{i:03d} " + fill.format(db=MANY, n=rows),
+        ]
+    statements += [
+        f"CREATE TABLE {ONE}.t {shape}",
+        f"INSERT INTO {ONE}.t " + fill.format(db=ONE, n=tables * rows),
+    ]
+    server.execute(*statements)
+
+
+def _first_batch_after(store: Any, since: dt.datetime, timeout: float) -> dt.datetime | None:
+    """When the stream first committed a batch after ``since`` (its heartbeat)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = store.stream_state(STREAM_ID)
+        except Exception:  # the plan task has not created the schema yet
+            state = None
+        if (
+            state is not None
+            and state.last_batch_id is not None
+            and state.heartbeat_at is not None
+            and state.lease_acquired_at is not None
+            and state.lease_acquired_at > since
+            and state.heartbeat_at > since
+        ):
+            return state.heartbeat_at
+        time.sleep(POLL_SECONDS)
+    return None
+
+
+def _run(af: AirflowDeployment, meta_url: str, conf: dict[str, Any]) -> dict[str, Any]:
+    """One DAG run: its start to the first committed batch of its stream."""
+    from airflow_cdc.metadata import MetadataStore
+
+    triggered = dt.datetime.now(dt.UTC)
+    run_id = af.trigger(DAG_ID, conf)
+    found: dict[str, Any] = {}
+
+    def watch() -> None:
+        with MetadataStore.connect(meta_url, migrate=False) as store:
+            found["first_batch"] = _first_batch_after(store, triggered, 1800)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    run = _wait_for_run(af, run_id, 1800)
+    watcher.join(60)
+    if run["state"] != "success":
+        raise RuntimeError(f"run {run_id} {run['state']}:\n{af.log_tails()}")
+    started = dt.datetime.fromisoformat(str(run["start_date"]).replace("Z", "+00:00"))
+    first = found.get("first_batch")
+    if first is None:
+        raise RuntimeError(f"run {run_id}: no committed batch seen")
+    tis = af.task_instances(DAG_ID, run_id)
+    return {
+        "run_id": run_id,
+        "seconds_to_first_batch": round((first - started).total_seconds(), 1),
+        "snapshot_tasks": sum(1 for ti in tis if ti["task_id"] == "snapshot_chunk"),
+    }
+
+
+def measure_latency(
+    server: LocalMariaDB,
+    meta: str,
+    lake: Path,
+    workdir: Path,
+    tables: int,
+    seconds: float,
+    rate: int,
+) -> dict[str, Any]:
+    """Commit-to-visible latency at ``rate`` changes/s spread over the ``many`` tables."""
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.sinks.delta import DeltaSink
+    from tests.support.pipeline import kill_group, spark_submit_stream, stream_spec
+
+    names = [f"{MANY}.t{i:03d}" for i in range(tables)]
+    spec = stream_spec(
+        server, names, meta, lake, workdir / "ckpt", mode="continuous", stream_id=STREAM_ID
+    )
+    spec = dataclasses.replace(spec, trigger_seconds=2.0)  # the DAG's default
+    store = MetadataStore.connect(meta, migrate=False)
+    since = dt.datetime.now(dt.UTC)
+    job = spark_submit_stream(spec, workdir)
+    if _first_batch_after(store, since, 300) is None:
+        kill_group(job)
+        raise RuntimeError((workdir / "stream.log").read_text()[-4000:])
+    time.sleep(3)
+    first_id, per_tx, stop = 50_000_000, 40, threading.Event()
+
+    def write() -> None:
+        rng = random.Random(19)
+        conn = server.root(MANY)
+        next_at, i = time.perf_counter(), 0
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                for table in rng.sample(names, per_tx):
+                    cur.execute(
+                        f"INSERT INTO {table} VALUES (%s, 'lat', 1, NOW(6))", (first_id + i,)
+                    )
+                    i += 1
+                conn.commit()
+                next_at += per_tx / rate
+                time.sleep(max(0.0, next_at - time.perf_counter()))
+        conn.close()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer_started = time.time()
+    writer.start()
+    time.sleep(seconds)
+    stop.set()
+    writer.join()
+    written_until = time.time()
+    while time.time() < written_until + 120:
+        state = store.stream_state(STREAM_ID)
+        if state is not None and state.lag_bytes == 0:
+            break
+        time.sleep(1)
+    time.sleep(3)
+    kill_group(job)
+    log = (workdir / "stream.log").read_text()
+    (OUT / "many-tables-latency.log").write_text(log)
+    done = [b for b in batches(log) if b["ended"] > written_until - seconds - 5]
+    ends = sorted((b["end"].encode(), b["ended"]) for b in done)
+    import pyarrow.compute as pc
+
+    sink, latencies, warm = DeltaSink(str(lake)), [], 0
+
+    for name in names:
+        table = sink.read_all(TableId.parse(name))
+        rows = table.filter(pc.field("id") >= first_id).select(["created", "_cdc_position"])
+        for row in rows.to_pylist():
+            visible = next((e for end, e in ends if end >= int(row["_cdc_position"])), None)
+            if visible is None:
+                continue
+            committed = row["created"].replace(tzinfo=dt.UTC).timestamp()
+            if committed < writer_started + WARM_UP:
+                warm += 1
+                continue
+            latencies.append(visible - committed)
+    latencies.sort()
+
+    def pick(quantile: float) -> float | None:
+        return round(latencies[int(quantile * (len(latencies) - 1))], 3) if latencies else None
+
+    return {
+        "latency_rate_changes_per_s": rate,
+        "latency_tables": tables,
+        "latency_seconds_written": seconds,
+        "latency_rows": len(latencies),
+        "latency_warm_up_rows_left_out": warm,
+        "latency_batches": len(done),
+        "latency_batch_seconds_mean": round(statistics.mean(b["seconds"] for b in done), 2)
+        if done
+        else None,
+        "many_tables_stream_p50_s": pick(0.5),
+        "many_tables_stream_p99_s": pick(0.99),
+        "target_many_tables_stream_p99_s": 5.0,
+    }
+
+
+def measure_many_tables(
+    server: LocalMariaDB,
+    workdir: Path,
+    *,
+    tables: int = 300,
+    rows: int = 2_000,
+    latency_seconds: float = 60.0,
+    rate: int = 2_000,
+) -> dict[str, Any]:
+    """See the module docstring."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(exist_ok=True)
+    create_tables(server, tables, rows)
+    lake = workdir / "lake"
+    with _postgres() as pg:
+        meta_url = pg.create_database("cdc_meta").replace("postgresql+psycopg://", "postgresql://")
+        env = airflow_env(workdir / "airflow", server, meta_url)
+        deployment = AirflowDeployment.create(
+            env,
+            pg.create_database("airflow_many"),
+            workdir / "servers",
+            parallelism=AIRFLOW_PARALLELISM,
+        )
+        with deployment as af:
+            af.wait_until(lambda: af.dag_parsed(DAG_ID), 120, f"{DAG_ID} to be parsed")
+            _wait_for_run(af, af.trigger(DAG_ID, {"warm_up": True}), 300)
+            common = {"sink_path": str(lake), "stream_mode": "until_caught_up"}
+            one = _run(af, meta_url, {"tables": [f"{ONE}.t"], **common})
+            many = _run(af, meta_url, {"tables": [f"{MANY}.*"], **common})
+        latency = measure_latency(
+            server, meta_url, lake, workdir / "latency", tables, latency_seconds, rate
+        )
+    ratio = many["seconds_to_first_batch"] / one["seconds_to_first_batch"]
+    return {
+        "tables": tables,
+        "rows_per_table": rows,
+        "one_table": one,
+        "many_tables": many,
+        "many_tables_vs_one_table": round(ratio, 2),
+        "target_many_tables_vs_one_table": 2.0,
+        **latency,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tables", type=int, default=300)
+    parser.add_argument("--rows", type=int, default=2_000)
+    parser.add_argument("--latency-seconds", type=float, default=60.0)
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="cdc-many-bench-"))
+    server = bench_server(tmp / "db")
+    server.start()
+    try:
+        result = measure_many_tables(
+            server,
+            tmp / "work",
+            tables=args.tables,
+            rows=args.rows,
+            latency_seconds=args.latency_seconds,
+        )
+    finally:
+        server.stop()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    (OUT / "many_tables.json").write_text(json.dumps(result, indent=2, default=str))
+    print(json.dumps(result, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
