@@ -15,6 +15,7 @@ from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId
 __all__ = [
     "ChunkRecord",
     "ChunkStatus",
+    "FinishedChunk",
     "FullSnapshot",
     "PlanProgress",
     "PlanRecord",
@@ -58,6 +59,19 @@ class ChunkRecord:
     def label(self) -> str:
         """``shop.orders #3 [100, 200)``: for logs and the Airflow UI."""
         return self.chunk.label()
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedChunk:
+    """What a chunk's snapshot recorded: its watermarks, live rows and timings."""
+
+    chunk_id: int
+    low: BinlogPosition
+    high: BinlogPosition
+    rows: int
+    read_seconds: float | None = None
+    correct_seconds: float | None = None
+    write_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from airflow_cdc.metadata.migrate import HEAD_REVISION, current_revision, upgrad
 from airflow_cdc.metadata.records import (
     ChunkRecord,
     ChunkStatus,
+    FinishedChunk,
     FullSnapshot,
     PlanProgress,
     PlanRecord,
@@ -252,45 +253,26 @@ class MetadataStore:
         call wins when two attempts overlap, which is safe because either attempt's
         ``high`` describes data the sink holds.
         """
-        if high < low:
-            raise ValueError(f"high watermark {high} lies before low watermark {low}")
-        if rows < 0:
-            raise ValueError(f"row count must not be negative, got {rows}")
+        self.finish_chunks(
+            [FinishedChunk(chunk_id, low, high, rows, read_seconds, correct_seconds, write_seconds)]
+        )
+
+    def finish_chunks(self, finished: Sequence[FinishedChunk]) -> None:
+        """:meth:`finish_chunk` of each, in one transaction (a work unit's chunks)."""
+        for chunk in finished:
+            if chunk.high < chunk.low:
+                raise ValueError(
+                    f"high watermark {chunk.high} lies before low watermark {chunk.low}"
+                )
+            if chunk.rows < 0:
+                raise ValueError(f"row count must not be negative, got {chunk.rows}")
         now = codec.to_db_time(codec.utc_now())
 
         def write(connection: Connection) -> None:
-            _lock_plan_of(connection, chunk_id)
-            current = _one_chunk(connection, chunk_id)
-            _require_started(current, "finish")
-            connection.execute(
-                sa.update(t_chunks)
-                .where(t_chunks.c.chunk_id == chunk_id)
-                .values(
-                    status="done",
-                    finished_at=now,
-                    rows=rows,
-                    low_watermark=codec.encode_position(low),
-                    high_watermark=codec.encode_position(high),
-                    high_watermark_encoded=codec.position_sort_text(high),
-                    read_seconds=read_seconds,
-                    correct_seconds=correct_seconds,
-                    write_seconds=write_seconds,
-                    error=None,
-                )
-            )
-            not_done = connection.execute(
-                sa.select(sa.func.count())
-                .select_from(t_chunks)
-                .where(t_chunks.c.plan_id == current.plan_id, t_chunks.c.status != "done")
-            ).scalar_one()
-            if not_done == 0:
-                connection.execute(
-                    sa.update(t_plans)
-                    .where(t_plans.c.plan_id == current.plan_id)
-                    .values(status="done")
-                )
+            for chunk in finished:
+                _finish_one(connection, chunk, now)
 
-        with_retry(self._engine, write, write=True, what="finishing a chunk in")
+        with_retry(self._engine, write, write=True, what="finishing chunks in")
 
     def fail_chunk(self, chunk_id: int, error: str) -> None:
         """Mark the chunk failed with the error text (cut to :data:`MAX_ERROR_CHARS`)."""
@@ -539,6 +521,37 @@ class MetadataStore:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _finish_one(connection: Connection, chunk: FinishedChunk, now: Any) -> None:
+    _lock_plan_of(connection, chunk.chunk_id)
+    current = _one_chunk(connection, chunk.chunk_id)
+    _require_started(current, "finish")
+    connection.execute(
+        sa.update(t_chunks)
+        .where(t_chunks.c.chunk_id == chunk.chunk_id)
+        .values(
+            status="done",
+            finished_at=now,
+            rows=chunk.rows,
+            low_watermark=codec.encode_position(chunk.low),
+            high_watermark=codec.encode_position(chunk.high),
+            high_watermark_encoded=codec.position_sort_text(chunk.high),
+            read_seconds=chunk.read_seconds,
+            correct_seconds=chunk.correct_seconds,
+            write_seconds=chunk.write_seconds,
+            error=None,
+        )
+    )
+    not_done = connection.execute(
+        sa.select(sa.func.count())
+        .select_from(t_chunks)
+        .where(t_chunks.c.plan_id == current.plan_id, t_chunks.c.status != "done")
+    ).scalar_one()
+    if not_done == 0:
+        connection.execute(
+            sa.update(t_plans).where(t_plans.c.plan_id == current.plan_id).values(status="done")
+        )
 
 
 def _start_one(connection: Connection, chunk_id: int, now: Any) -> int:

@@ -87,8 +87,7 @@ def run_unit(
     small = [t for t in tasks if t not in large]
     mapped = with_driver_share(runner, readers) if driver_share else runner
     results: list[ChunkOutcome | ChunkFailure] = []
-    for result in mapped(snapshot_chunk_quietly, small) if small else []:
-        results.append(_record(store, result))
+    results += _record_all(store, mapped(snapshot_chunk_quietly, small) if small else [])
     for task in large:
         try:
             outcome = snapshot_chunk(task, runner, readers, driver_share)
@@ -177,6 +176,34 @@ def _record(
     )
     log.info("%s", result.summary())
     return result
+
+
+def _record_all(
+    store: MetadataStore, results: Sequence[ChunkOutcome | ChunkFailure]
+) -> list[ChunkOutcome | ChunkFailure]:
+    """Step 6 for many chunks: the finished ones in one transaction, then the failures."""
+    from airflow_cdc.metadata.records import FinishedChunk
+
+    done = [r for r in results if isinstance(r, ChunkOutcome)]
+    store.finish_chunks(
+        [
+            FinishedChunk(
+                o.chunk_id,
+                o.low,
+                o.high,
+                o.rows,
+                o.read_seconds,
+                o.correct_seconds,
+                o.write_seconds,
+            )
+            for o in done
+        ]
+    )
+    for outcome in done:
+        log.info("%s", outcome.summary())
+    for failure in (r for r in results if isinstance(r, ChunkFailure)):
+        _record(store, failure)
+    return list(results)
 
 
 def _remove_earlier_attempts(spec: ChunkJobSpec, chunk_id: int, attempt: int) -> None:
