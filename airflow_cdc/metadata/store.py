@@ -234,7 +234,8 @@ class MetadataStore:
         def write(connection: Connection) -> list[int]:
             return [_start_one(connection, chunk_id, now) for chunk_id in chunk_ids]
 
-        return with_retry(self._engine, write, write=True, what="starting chunks in")
+        what = "starting a chunk in" if len(chunk_ids) == 1 else "starting chunks in"
+        return with_retry(self._engine, write, write=True, what=what)
 
     def finish_chunk(
         self,
@@ -272,7 +273,8 @@ class MetadataStore:
             for chunk in finished:
                 _finish_one(connection, chunk, now)
 
-        with_retry(self._engine, write, write=True, what="finishing chunks in")
+        what = "finishing a chunk in" if len(finished) == 1 else "finishing chunks in"
+        with_retry(self._engine, write, write=True, what=what)
 
     def fail_chunk(self, chunk_id: int, error: str) -> None:
         """Mark the chunk failed with the error text (cut to :data:`MAX_ERROR_CHARS`)."""
