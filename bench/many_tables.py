@@ -58,7 +58,7 @@ from end_to_end import (  # noqa: E402
     _postgres,
     _wait_for_run,
 )
-from stream import batches  # noqa: E402
+from stream import batches, commit_latencies, write_for  # noqa: E402
 
 from airflow_cdc.devtools.airflow_deployment import AirflowDeployment  # noqa: E402
 from airflow_cdc.devtools.airflow_env import airflow_env  # noqa: E402
@@ -218,19 +218,11 @@ def measure_latency(
                 time.sleep(max(0.0, next_at - time.perf_counter()))
         conn.close()
 
-    writer = threading.Thread(target=write, daemon=True)
-    writer_started = time.time()
-    writer.start()
-    time.sleep(seconds)
-    stop.set()
-    writer.join()
-    written_until = time.time()
-    while time.time() < written_until + 120:
+    def caught_up() -> bool:
         state = store.stream_state(STREAM_ID)
-        if state is not None and state.lag_bytes == 0:
-            break
-        time.sleep(1)
-    time.sleep(3)
+        return state is not None and state.lag_bytes == 0
+
+    writer_started, written_until = write_for(write, stop, seconds, caught_up, 120)
     kill_group(job)
     log = (workdir / "stream.log").read_text()
     (OUT / "many-tables-latency.log").write_text(log)
@@ -238,21 +230,11 @@ def measure_latency(
     ends = sorted((b["end"].encode(), b["ended"]) for b in done)
     import pyarrow.compute as pc
 
-    sink, latencies, warm = DeltaSink(str(lake)), [], 0
-
+    sink, rows = DeltaSink(str(lake)), []
     for name in names:
-        table = sink.read_all(TableId.parse(name))
-        rows = table.filter(pc.field("id") >= first_id).select(["created", "_cdc_position"])
-        for row in rows.to_pylist():
-            visible = next((e for end, e in ends if end >= int(row["_cdc_position"])), None)
-            if visible is None:
-                continue
-            committed = row["created"].replace(tzinfo=dt.UTC).timestamp()
-            if committed < writer_started + WARM_UP:
-                warm += 1
-                continue
-            latencies.append(visible - committed)
-    latencies.sort()
+        table = sink.read_all(TableId.parse(name)).filter(pc.field("id") >= first_id)
+        rows += table.select(["created", "_cdc_position"]).to_pylist()
+    latencies, warm = commit_latencies(rows, ends, writer_started + WARM_UP)
 
     def pick(quantile: float) -> float | None:
         return round(latencies[int(quantile * (len(latencies) - 1))], 3) if latencies else None

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -272,19 +273,11 @@ def measure_latency(
                 time.sleep(max(0.0, next_at - time.perf_counter()))
         conn.close()
 
-    writer = threading.Thread(target=write, daemon=True)
-    writer_started = time.time()
-    writer.start()
-    time.sleep(seconds)
-    stop.set()
-    writer.join()
-    written_until = time.time()
-    while time.time() < written_until + 60:  # let the stream catch up
+    def caught_up() -> bool:
         state = store.stream_state("bench")
-        if state is not None and state.committed_position is not None and state.lag_bytes == 0:
-            break
-        time.sleep(1)
-    time.sleep(3)
+        return state is not None and state.committed_position is not None and state.lag_bytes == 0
+
+    writer_started, written_until = write_for(write, stop, seconds, caught_up, 60)
     kill_group(job)
     log = (workdir / "stream.log").read_text()
     OUT.mkdir(exist_ok=True)
@@ -298,22 +291,7 @@ def measure_latency(
         .to_pylist()
     )
     ends = sorted((b["end"].encode(), b["ended"]) for b in done)
-    # Steady state: rows committed in the first WARM_UP seconds of writing are left out
-    # (the stream's first batches start its Python workers, ~5 s once per run).
-    steady_from = writer_started + WARM_UP
-    latencies = []
-    warm_up_rows = 0
-    for row in rows:
-        position = int(row["_cdc_position"])
-        visible = next((ended for end, ended in ends if end >= position), None)
-        if visible is None:
-            continue
-        committed = row["created"].replace(tzinfo=dt.UTC).timestamp()
-        if committed < steady_from:
-            warm_up_rows += 1
-            continue
-        latencies.append(visible - committed)
-    latencies.sort()
+    latencies, warm_up_rows = commit_latencies(rows, ends, writer_started + WARM_UP)
     return {
         "latency_rate_changes_per_s": rate,
         "latency_seconds_written": seconds,
@@ -328,6 +306,52 @@ def measure_latency(
         "stream_latency_max_s": round(latencies[-1], 3) if latencies else None,
         "latency_batches": len(done),
     }
+
+
+def write_for(
+    write: Callable[[], None],
+    stop: threading.Event,
+    seconds: float,
+    caught_up: Callable[[], bool],
+    catch_up_seconds: float,
+) -> tuple[float, float]:
+    """``write()`` on a thread for ``seconds`` (then ``stop`` is set), then up to
+    ``catch_up_seconds`` until ``caught_up()``, and 3 s more; when the writing started and
+    ended (epoch s)."""
+    writer = threading.Thread(target=write, daemon=True)
+    started = time.time()
+    writer.start()
+    time.sleep(seconds)
+    stop.set()
+    writer.join()
+    ended = time.time()
+    while time.time() < ended + catch_up_seconds and not caught_up():  # let the stream catch up
+        time.sleep(1)
+    time.sleep(3)
+    return started, ended
+
+
+def commit_latencies(
+    rows: Iterable[dict[str, Any]], ends: Sequence[tuple[int, float]], steady_from: float
+) -> tuple[list[float], int]:
+    """Sorted commit-to-visible seconds of ``rows`` (``created``: the commit time, and
+    ``_cdc_position``): visible at the end of the first batch whose end (``ends``: encoded
+    position, epoch s, in order) covers the row; and how many rows committed before
+    ``steady_from`` were left out (the stream's first batches start its Python workers,
+    ~5 s once per run)."""
+    latencies, warm_up_rows = [], 0
+    for row in rows:
+        position = int(row["_cdc_position"])
+        visible = next((ended for end, ended in ends if end >= position), None)
+        if visible is None:
+            continue
+        committed = row["created"].replace(tzinfo=dt.UTC).timestamp()
+        if committed < steady_from:
+            warm_up_rows += 1
+            continue
+        latencies.append(visible - committed)
+    latencies.sort()
+    return latencies, warm_up_rows
 
 
 def measure_big_transaction(

@@ -16,7 +16,7 @@ from airflow_cdc.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from airflow_cdc.config import SinkConfig
-    from airflow_cdc.model import TableSelection
+    from airflow_cdc.model import TableId, TableSelection
 
 __all__ = [
     "as_mapping",
@@ -25,6 +25,7 @@ __all__ = [
     "check_sink",
     "lake_sink",
     "parse_literal",
+    "selected_tables",
     "table_selection",
 ]
 
@@ -95,6 +96,16 @@ def table_selection(include: Any, exclude: Any = None, *, name: str = "tables") 
         return TableSelection.parse(entries, excluded)
     except ValueError as exc:
         raise ConfigurationError(f"{name}: {exc}") from exc
+
+
+def selected_tables(tables: list[TableId], selection: TableSelection) -> list[TableId]:
+    """``tables``, what ``selection`` picked on the server; refused when it is nothing."""
+    if not tables:
+        raise ConfigurationError(
+            f"no table on the source matches {selection.describe()}; check the patterns "
+            "(globs such as shop.*, or re:<regular expression>) and the CDC user's grants"
+        )
+    return tables
 
 
 def lake_sink(

@@ -19,6 +19,7 @@ from airflow_cdc.operators._params import (
     as_str_list,
     lake_sink,
     parse_literal,
+    selected_tables,
     table_selection,
 )
 
@@ -276,12 +277,7 @@ class PlanSnapshotOperator(BaseOperator):
         """The tables the selection picks on the server, checked against the allowed set."""
         from airflow_cdc.source import catalog
 
-        tables = catalog.resolve_selection(conn, selection)
-        if not tables:
-            raise ConfigurationError(
-                f"no table on the source matches {selection.describe()}; check the patterns "
-                "(globs such as shop.*, or re:<regular expression>) and the CDC user's grants"
-            )
+        tables = selected_tables(catalog.resolve_selection(conn, selection), selection)
         if not selection.is_exact:
             shown = ", ".join(map(str, tables[:50]))
             more = f" and {len(tables) - 50} more" if len(tables) > 50 else ""
@@ -326,10 +322,7 @@ def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str,
     beyond the label."""
     from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 
-    planned = [
-        PlannedChunk(c.chunk_id, c.table, c.chunk_no, c.estimated_rows, c.label())
-        for c in record.chunks
-    ]
+    planned = [PlannedChunk.of(chunk) for chunk in record.chunks]
     return [
         {
             "plan_id": record.plan_id,

@@ -43,6 +43,7 @@ from airflow_cdc.operators._params import (
     check_sink,
     lake_sink,
     parse_literal,
+    selected_tables,
     table_selection,
 )
 from airflow_cdc.spark.environment import JOB_JVM_CONF
@@ -433,12 +434,7 @@ def _resolved_tables(source: SourceConfig, selection: TableSelection) -> tuple[s
         tables = on_server(
             source, lambda conn: resolve_selection(conn, selection), what="listing tables"
         )
-    if not tables:
-        raise ConfigurationError(
-            f"no table on the source matches {selection.describe()}; check the patterns and "
-            "the CDC user's grants"
-        )
-    return tuple(table_to_text(t) for t in tables)
+    return tuple(table_to_text(t) for t in selected_tables(tables, selection))
 
 
 def _kill_all(processes: list[Any]) -> None:

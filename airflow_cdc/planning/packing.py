@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from airflow_cdc.model import TableId
 
-__all__ = ["CHUNK_OVERHEAD_ROWS", "PlannedChunk", "WorkUnit", "pack_chunks"]
+__all__ = ["CHUNK_OVERHEAD_ROWS", "PlannedChunk", "StoredChunk", "WorkUnit", "pack_chunks"]
 
 #: A chunk's fixed cost in rows: ~50 ms here for its connections, catalog reads, two
 #: watermarks, binlog window and commit, the time ~50k rows take to read on one core,
@@ -33,6 +34,20 @@ MAX_LABEL = 200
 _GROWTH = 1.25
 
 
+class StoredChunk(Protocol):
+    """A chunk as the metadata DB records it (``metadata.records.ChunkRecord``)."""
+
+    @property
+    def chunk_id(self) -> int: ...
+    @property
+    def table(self) -> TableId: ...
+    @property
+    def chunk_no(self) -> int: ...
+    @property
+    def estimated_rows(self) -> int: ...
+    def label(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedChunk:
     """What packing needs of one chunk of a stored plan."""
@@ -42,6 +57,10 @@ class PlannedChunk:
     chunk_no: int
     estimated_rows: int
     label: str
+
+    @classmethod
+    def of(cls, chunk: StoredChunk) -> PlannedChunk:
+        return cls(chunk.chunk_id, chunk.table, chunk.chunk_no, chunk.estimated_rows, chunk.label())
 
     @property
     def weight(self) -> int:

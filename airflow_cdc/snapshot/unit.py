@@ -20,6 +20,7 @@ from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.errors import SnapshotUnitError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import ChunkRecord
+from airflow_cdc.model import TableId
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
 from airflow_cdc.snapshot.job import (
     ChunkFailure,
@@ -70,14 +71,14 @@ def run_unit(
     store = MetadataStore.connect(spec.metadata_url)
     tasks = _begin(store, spec)
     readers = max(1, parallelism)
-    if len(tasks) == 1:  # a large table's chunk: its own error, as the task's
+    if len(tasks) == 1:  # a unit of one chunk: its own error is the task's
         (task,) = tasks
         try:
             outcome = snapshot_chunk(task, runner, readers, driver_share)
         except BaseException as exc:
-            _record(store, ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc)))
+            _record(store, [ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))])
             raise
-        _record(store, outcome)
+        _record(store, [outcome])
         return UnitOutcome((outcome,), (), time.monotonic() - started)
     large = [
         t
@@ -86,16 +87,16 @@ def run_unit(
     ]
     small = [t for t in tasks if t not in large]
     mapped = with_driver_share(runner, readers) if driver_share else runner
-    results: list[ChunkOutcome | ChunkFailure] = []
-    results += _record_all(store, mapped(snapshot_chunk_quietly, small) if small else [])
+    results = _record(store, mapped(snapshot_chunk_quietly, small) if small else [])
     for task in large:
         try:
-            outcome = snapshot_chunk(task, runner, readers, driver_share)
-            results.append(_record(store, outcome))
+            result: ChunkOutcome | ChunkFailure = snapshot_chunk(
+                task, runner, readers, driver_share
+            )
         except Exception as exc:
             log.exception("%s failed", task.label())
-            failure = ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
-            results.append(_record(store, failure))
+            result = ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
+        results += _record(store, [result])
     unit = UnitOutcome(
         tuple(r for r in results if isinstance(r, ChunkOutcome)),
         tuple(r for r in results if isinstance(r, ChunkFailure)),
@@ -121,8 +122,7 @@ def run_chunk(
 
 def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
     """Mark each chunk running (its next attempt) and remove what killed attempts staged."""
-    records = [store.chunk(chunk_id) for chunk_id in spec.chunk_ids]
-    siblings = _chunks_per_table(store, records)
+    records, siblings = _records(store, spec.chunk_ids)
     attempts = store.start_chunks(spec.chunk_ids)
     tasks = []
     for record, attempt in zip(records, attempts, strict=True):
@@ -145,64 +145,54 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
     return tasks
 
 
-def _chunks_per_table(
-    store: MetadataStore, records: Sequence[ChunkRecord]
-) -> dict[tuple[int, object], int]:
-    counts: dict[tuple[int, object], int] = {}
-    for plan_id in sorted({r.plan_id for r in records}):
-        for chunk in store.chunks(plan_id):
-            counts[(plan_id, chunk.table)] = counts.get((plan_id, chunk.table), 0) + 1
-    return counts
+def _records(
+    store: MetadataStore, chunk_ids: Sequence[int]
+) -> tuple[list[ChunkRecord], dict[tuple[int, TableId], int]]:
+    """The chunks' records, and how many chunks each (plan, table) has, from one read of
+    each plan the chunks belong to (a unit's chunks are usually of one plan)."""
+    by_id: dict[int, ChunkRecord] = {}
+    siblings: dict[tuple[int, TableId], int] = {}
+    for chunk_id in chunk_ids:
+        if chunk_id in by_id:
+            continue
+        for chunk in store.chunks(store.chunk(chunk_id).plan_id):
+            by_id[chunk.chunk_id] = chunk
+            siblings[(chunk.plan_id, chunk.table)] = (
+                siblings.get((chunk.plan_id, chunk.table), 0) + 1
+            )
+    return [by_id[chunk_id] for chunk_id in chunk_ids], siblings
 
 
 def _record(
-    store: MetadataStore, result: ChunkOutcome | ChunkFailure
-) -> ChunkOutcome | ChunkFailure:
-    """Step 6: the chunk's watermarks, rows and timings (or its error) in the metadata DB."""
-    if isinstance(result, ChunkFailure):
-        try:
-            store.fail_chunk(result.chunk_id, result.reason)
-        except Exception:  # the chunk's own error matters more than the bookkeeping
-            log.exception("could not record the failure of chunk %s", result.chunk_id)
-        return result
-    store.finish_chunk(
-        result.chunk_id,
-        low=result.low,
-        high=result.high,
-        rows=result.rows,
-        read_seconds=result.read_seconds,
-        correct_seconds=result.correct_seconds,
-        write_seconds=result.write_seconds,
-    )
-    log.info("%s", result.summary())
-    return result
-
-
-def _record_all(
     store: MetadataStore, results: Sequence[ChunkOutcome | ChunkFailure]
 ) -> list[ChunkOutcome | ChunkFailure]:
-    """Step 6 for many chunks: the finished ones in one transaction, then the failures."""
+    """Step 6: the finished chunks' watermarks, rows and timings in one transaction, then
+    each failed chunk's error."""
     from airflow_cdc.metadata.records import FinishedChunk
 
     done = [r for r in results if isinstance(r, ChunkOutcome)]
-    store.finish_chunks(
-        [
-            FinishedChunk(
-                o.chunk_id,
-                o.low,
-                o.high,
-                o.rows,
-                o.read_seconds,
-                o.correct_seconds,
-                o.write_seconds,
-            )
-            for o in done
-        ]
-    )
+    if done:
+        store.finish_chunks(
+            [
+                FinishedChunk(
+                    o.chunk_id,
+                    o.low,
+                    o.high,
+                    o.rows,
+                    o.read_seconds,
+                    o.correct_seconds,
+                    o.write_seconds,
+                )
+                for o in done
+            ]
+        )
     for outcome in done:
         log.info("%s", outcome.summary())
     for failure in (r for r in results if isinstance(r, ChunkFailure)):
-        _record(store, failure)
+        try:
+            store.fail_chunk(failure.chunk_id, failure.reason)
+        except Exception:  # the chunk's own error matters more than the bookkeeping
+            log.exception("could not record the failure of chunk %s", failure.chunk_id)
     return list(results)
 
 
@@ -216,9 +206,9 @@ def _remove_earlier_attempts(spec: ChunkJobSpec, chunk_id: int, attempt: int) ->
 
 def _failure_message(failed: Sequence[ChunkFailure], total: int) -> str:
     ids = ", ".join(str(f.chunk_id) for f in failed)
-    others = "" if total == 1 else "; the others are done and recorded"
     return (
-        f"{len(failed)} of the unit's {total} chunk(s) failed (chunk id(s) {ids}{others}). A "
+        f"{len(failed)} of the unit's {total} chunk(s) failed (chunk id(s) {ids}; the "
+        "others are done and recorded). A "
         "retry, or clearing this task, runs the unit's chunks again. The first failure: "
         f"{failed[0].reason}"
     )

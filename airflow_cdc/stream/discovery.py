@@ -23,6 +23,7 @@ A table whose key cannot be used (no primary key, say) is logged once and left o
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ class Discovery:
     #: Tables logged as unusable (their key), not tried again until the stream restarts.
     refused: set[TableId] = field(default_factory=set)
 
-    @property
+    @functools.cached_property
     def selection(self) -> TableSelection | None:
         if not self.spec.patterns:
             return None
@@ -175,10 +176,7 @@ class Discovery:
         from airflow_cdc.snapshot.unit import run_unit
 
         chunks = [c for c in store.chunks(plan_id) if c.status != "done"]
-        planned = [
-            PlannedChunk(c.chunk_id, c.table, c.chunk_no, c.estimated_rows, c.label())
-            for c in chunks
-        ]
+        planned = [PlannedChunk.of(chunk) for chunk in chunks]
         for unit in pack_chunks(planned, self.spec.chunk_rows, max(1, len(planned))):
             job = ChunkJobSpec(
                 chunk_ids=unit.chunk_ids,
