@@ -325,6 +325,9 @@ def many_tables_lines(section: dict[str, Any]) -> list[str]:
                 figures.get("many_tables_stream_p50_s"),
                 figures.get("many_tables_stream_p99_s"),
                 figures.get("latency_batch_seconds_mean"),
+                f"{figures.get('small_merge_ms_per_table_merge')} / "
+                f"{figures.get('small_merge_ms_per_table_rewrite')} ms "
+                f"({figures.get('small_merge_speedup')}×)",
             )
         )
     return _table(
@@ -336,6 +339,7 @@ def many_tables_lines(section: dict[str, Any]) -> list[str]:
             "latency p50 (s)",
             "p99 (s)",
             "batch (s)",
+            "sink per table: MERGE / rewrite",
         ),
         rows,
     )

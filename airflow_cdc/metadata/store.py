@@ -321,6 +321,17 @@ class MetadataStore:
         rows = with_retry(self._engine, read, write=False, what="reading progress from")
         return _progress(plan_id, rows)
 
+    def tables_watermarks(
+        self, sort_keys: Mapping[TableId, Callable[[Key], Any] | None]
+    ) -> dict[TableId, list[tuple[ChunkRange, BinlogPosition]]]:
+        """:meth:`table_watermarks` of each table (with its sort key), in one query for all
+        (a stream of 300 tables plans each batch with it)."""
+        chunks = self._chunks_since_full_plans(list(sort_keys))
+        return {
+            table: _watermarks(table, rows, sort_keys[table], self.url)
+            for table, rows in chunks.items()
+        }
+
     def table_watermarks(
         self, table: TableId, *, sort_key: Callable[[Key], Any] | None = None
     ) -> list[tuple[ChunkRange, BinlogPosition]]:
@@ -338,16 +349,7 @@ class MetadataStore:
         without it only collation-free key types are compared. Chunks not done yet are left
         out; the caller decides whether a partial list is usable.
         """
-        rows = self._chunks_since_full_plan(table)
-        plans: dict[int, list[PlanChunk]] = {}
-        for row in rows:
-            high = codec.decode_position(row["high_watermark"])
-            done = row["status"] == "done"
-            if done and high is None:
-                raise MetadataError(f"done chunk of {table} has no high watermark in {self.url}")
-            rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
-            plans.setdefault(int(row["plan_id"]), []).append(PlanChunk(rng, high if done else None))
-        return merge_plans(list(plans.values()), sort_key)
+        return _watermarks(table, self._chunks_since_full_plan(table), sort_key, self.url)
 
     def stream_floor(self, table: TableId) -> BinlogPosition | None:
         """The oldest high watermark of the table's done chunks in its latest full plan and
@@ -399,38 +401,54 @@ class MetadataStore:
 
     def _chunks_since_full_plan(self, table: TableId) -> list[RowMapping]:
         """Chunks of the table's most recent full plan and of every plan after it."""
-        name = codec.table_to_text(table)
+        return self._chunks_since_full_plans([table])[table]
+
+    def _chunks_since_full_plans(
+        self, tables: Sequence[TableId]
+    ) -> dict[TableId, list[RowMapping]]:
+        """:meth:`_chunks_since_full_plan` of each table, in one query for all."""
+        names = {codec.table_to_text(table): table for table in tables}
+        if not names:
+            return {}
 
         def read(connection: Connection) -> list[RowMapping]:
-            has_open_end = sa.select(t_chunks.c.plan_id).where(
-                t_chunks.c.table_name == name, t_chunks.c.hi.is_(None)
+            chunk, full, open_end = t_chunks, t_chunks.alias("full"), t_chunks.alias("open_end")
+            has_open_end = (
+                sa.select(open_end.c.plan_id)
+                .where(
+                    open_end.c.plan_id == full.c.plan_id,
+                    open_end.c.table_name == full.c.table_name,
+                    open_end.c.hi.is_(None),
+                )
+                .exists()
             )
             latest_full = (
-                sa.select(sa.func.max(t_chunks.c.plan_id))
-                .where(
-                    t_chunks.c.table_name == name,
-                    t_chunks.c.lo.is_(None),
-                    t_chunks.c.plan_id.in_(has_open_end),
-                )
+                sa.select(sa.func.max(full.c.plan_id))
+                .where(full.c.table_name == chunk.c.table_name, full.c.lo.is_(None), has_open_end)
                 .scalar_subquery()
             )
             query = (
                 sa.select(
-                    t_chunks.c.plan_id,
-                    t_chunks.c.lo,
-                    t_chunks.c.hi,
-                    t_chunks.c.status,
-                    t_chunks.c.high_watermark,
+                    chunk.c.table_name,
+                    chunk.c.plan_id,
+                    chunk.c.lo,
+                    chunk.c.hi,
+                    chunk.c.status,
+                    chunk.c.high_watermark,
                 )
                 .where(
-                    t_chunks.c.table_name == name,
-                    t_chunks.c.plan_id >= sa.func.coalesce(latest_full, 0),
+                    chunk.c.table_name.in_(list(names)),
+                    chunk.c.plan_id >= sa.func.coalesce(latest_full, 0),
                 )
-                .order_by(t_chunks.c.plan_id.desc(), t_chunks.c.chunk_no)
+                .order_by(chunk.c.table_name, chunk.c.plan_id.desc(), chunk.c.chunk_no)
             )
             return list(connection.execute(query).mappings())
 
-        return with_retry(self._engine, read, write=False, what="reading watermarks from")
+        rows = with_retry(self._engine, read, write=False, what="reading watermarks from")
+        found: dict[TableId, list[RowMapping]] = {table: [] for table in names.values()}
+        for row in rows:
+            found[names[row["table_name"]]].append(row)
+        return found
 
     # -- stream state, lease and progress (see ``metadata.stream``) ---------------------
 
@@ -741,3 +759,20 @@ def _progress(plan_id: int, rows: list[RowMapping]) -> PlanProgress:
         rows_estimated=sum(t.rows_estimated for t in tables),
         tables=tables,
     )
+
+
+def _watermarks(
+    table: TableId,
+    rows: Sequence[RowMapping],
+    sort_key: Callable[[Key], Any] | None,
+    url: str,
+) -> list[tuple[ChunkRange, BinlogPosition]]:
+    plans: dict[int, list[PlanChunk]] = {}
+    for row in rows:
+        high = codec.decode_position(row["high_watermark"])
+        done = row["status"] == "done"
+        if done and high is None:
+            raise MetadataError(f"done chunk of {table} has no high watermark in {url}")
+        rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
+        plans.setdefault(int(row["plan_id"]), []).append(PlanChunk(rng, high if done else None))
+    return merge_plans(list(plans.values()), sort_key)

@@ -78,6 +78,12 @@ def _dictionary_columns(rows: pa.Table) -> list[str]:
     ]
 
 
+def _dictionary(rows: pa.Table) -> bool | list[str]:
+    """Parquet's dictionary choice for a file: every column for a small one (the sink's own
+    small merges write many; trying costs little there), else :func:`_dictionary_columns`."""
+    return True if rows.num_rows < _SAMPLE_ROWS // 4 else _dictionary_columns(rows)
+
+
 def _by_bucket(rows: pa.Table, buckets: pa.Array) -> list[tuple[int, pa.Table]]:
     """``rows`` split by bucket: slices (no copy) when each bucket's rows are contiguous,
     as in a key-ordered partition read; a filter per bucket otherwise."""
@@ -113,9 +119,7 @@ def write_data_files(
         if table.is_local:
             filesystem.create_dir(target.rpartition("/")[0], recursive=True)
         with filesystem.open_output_stream(target) as out:
-            pq.write_table(
-                part, out, compression="snappy", use_dictionary=_dictionary_columns(part)
-            )
+            pq.write_table(part, out, compression="snappy", use_dictionary=_dictionary(part))
             size = out.tell()
         files.append(DataFile(relative, size, int(bucket), part.num_rows, _stats(part, key)))
     return files

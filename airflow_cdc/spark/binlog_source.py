@@ -264,10 +264,8 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else []
         )
         schemas = {table_to_text(t): self._schemas[t] for t in tables}
-        watermarks = {
-            table_to_text(t): store.table_watermarks(t, sort_key=sort_key_for(self._schemas[t]))
-            for t in tables
-        }
+        marks = store.tables_watermarks({t: sort_key_for(self._schemas[t]) for t in tables})
+        watermarks = {table_to_text(t): marks[t] for t in tables}
         edges = [start, *(_offset(cut, 0.0) for cut in cuts), end]
         return [_Range(edges[i], edges[i + 1], schemas, watermarks) for i in range(len(edges) - 1)]
 

@@ -128,7 +128,7 @@ class _BatchWriter:
         self.store = MetadataStore.connect(spec.metadata_url)
         # Streamed: delta-rs reads the merge's source as it goes instead of holding it
         # (driver peak 1.34 -> 0.96 GB merging 500k rows); the bucket predicate still prunes.
-        self.sink = DeltaSink.of(spec.sink, streamed_exec=True)
+        self.sink = DeltaSink.of(spec.sink, streamed_exec=True, keep_open=True)
         #: Blocks staged by the executors; what a killed batch left is stale.
         self.staging = staging_dir(spec.sink, spec.stream_id)
         remove_staged(self.staging)
@@ -210,8 +210,8 @@ class _BatchWriter:
         application transaction. A batch replayed after a crash between two merges merges
         them all again, which changes nothing the first run wrote (last writer wins).
         Rows and merges."""
+        from airflow_cdc.sinks.last_writer_wins import newest_per_key
         from airflow_cdc.sinks.staging import read_arrow_file
-        from airflow_cdc.stream.apply import combine_slices
         from airflow_cdc.stream.staging import block_file, merge_groups
 
         groups = merge_groups([rows for _, rows in blocks], self.spec.max_merge_rows)
@@ -221,7 +221,7 @@ class _BatchWriter:
                 return 0, 0  # the table holds this batch already
         written = 0
         for number, group in enumerate(groups, start=1):
-            rows = combine_slices(
+            rows = newest_per_key(
                 [read_arrow_file(block_file(self.spec.sink, blocks[i][0])) for i in group],
                 self.schemas[table].key,
             )
@@ -295,7 +295,7 @@ class _BatchWriter:
         replay their changes up to the batch's start (``stream.joining``), and keep their
         schemas so the batch applies their changes too."""
         from airflow_cdc.source.connection import on_server
-        from airflow_cdc.stream.joining import joined_tables, new_tables, replay_table
+        from airflow_cdc.stream.joining import joined_tables, new_tables, replay_tables
 
         joined = joined_tables(self.store, self.spec.stream_id)
         for table in list(self.schemas):
@@ -322,10 +322,9 @@ class _BatchWriter:
             for table in fresh:
                 self.schemas.pop(table, None)
             return []
-        return [
-            replay_table(self.spec.source, self.sink, self.schemas[table], self.store, batch.start)
-            for table in fresh
-        ]
+        return replay_tables(
+            self.spec.source, self.sink, [self.schemas[t] for t in fresh], self.store, batch.start
+        )
 
 
 def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:

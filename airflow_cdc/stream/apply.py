@@ -8,7 +8,7 @@ changes nothing.
 
 The stream splits this in two: each slice of a micro-batch is reduced where it is decoded
 (:func:`reduce_slice`, on the executors, in parallel), and the driver keeps, per key, the
-newest row of all slices (:func:`combine_slices`, vectorized) before the merge. Reducing a
+newest row of all slices (``sinks.last_writer_wins.newest_per_key``) before the merge. Reducing a
 slice and then the slices equals reducing the whole batch: "newest per key" is associative,
 and filtering the newest change of a key equals taking the newest of the filtered ones
 (a key's earlier changes lie at or before a watermark its newest one lies at or before).
@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, Sink
+from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "apply_batch",
     "apply_each",
     "changes_table",
-    "combine_slices",
     "reduce_slice",
 ]
 
@@ -92,8 +92,12 @@ def apply_each(
 class BatchResult:
     events: int
     emitted: int
-    rows_written: int
-    tables: tuple[str, ...]
+    #: Rows merged into each table the batch touched.
+    rows_per_table: Mapping[TableId, int]
+
+    @property
+    def rows_written(self) -> int:
+        return sum(self.rows_per_table.values())
 
 
 def changes_table(
@@ -174,22 +178,6 @@ def reduce_slice(
     return SliceChanges(dict(blocks), count, emitted)
 
 
-def combine_slices(parts: Sequence[pa.Table], key: Sequence[str]) -> pa.Table:
-    """The rows of several slices' (or blocks') tables, keeping per key the one at the
-    greatest ``_cdc_position`` (each table holds one row per key; positions are unique)."""
-    if len(parts) == 1:
-        return parts[0]
-    rows = pa.concat_tables(parts)
-    names = list(key)
-    newest = rows.group_by(names).aggregate([(POSITION_COLUMN, "max")])
-    if newest.num_rows == rows.num_rows:
-        return rows
-    winners = newest.rename_columns([*names, POSITION_COLUMN])
-    return rows.join(winners, keys=[*names, POSITION_COLUMN], join_type="inner").select(
-        rows.column_names
-    )
-
-
 def apply_batch(
     sink: Sink,
     schemas: Mapping[TableId, TableSchema],
@@ -202,11 +190,9 @@ def apply_batch(
     """Reduce, filter and merge one batch; events must be in binlog order. ``app_id`` and
     ``batch_id`` (together) make each table's merge skip a batch it has already applied."""
     reduced = reduce_slice(events, schemas, should_emit)
-    written = 0
-    touched: list[str] = []
+    written: dict[TableId, int] = {}
     for table, blocks in reduced.tables.items():
-        rows = combine_slices(blocks, schemas[table].key)
+        rows = newest_per_key(blocks, schemas[table].key)
         sink.apply(table, rows, app_id=app_id, app_version=batch_id, keys_unique=True)
-        written += rows.num_rows
-        touched.append(str(table))
-    return BatchResult(reduced.events, reduced.emitted, written, tuple(touched))
+        written[table] = rows.num_rows
+    return BatchResult(reduced.events, reduced.emitted, written)

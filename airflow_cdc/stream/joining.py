@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import Sink
 
 __all__ = [
     "JoinReplay",
     "joined_tables",
     "new_tables",
-    "replay_table",
+    "replay_tables",
     "tables_to_read",
     "tables_waiting_to_join",
 ]
@@ -76,67 +76,115 @@ class JoinReplay:
     seconds: float = 0.0
 
 
-def replay_table(
+def replay_tables(
     source: SourceConfig,
     sink: Sink,
-    schema: TableSchema,
+    schemas: Sequence[TableSchema],
     store: MetadataStore,
     until: BinlogPosition,
     *,
     server_id: int | None = None,
     slice_size: int = REPLAY_SLICE,
-) -> JoinReplay:
-    """Bring ``schema.table`` in the sink up to ``until``: apply its binlog changes after
-    the oldest high watermark of its snapshot, filtered by the chunks' watermarks."""
+) -> list[JoinReplay]:
+    """Bring each table of ``schemas`` in the sink up to ``until``: apply its binlog changes
+    after the oldest high watermark of its snapshot, filtered by its chunks' watermarks. One
+    read of the binlog serves them all (300 tables joining at once read it once): from the
+    oldest of their floors, where a table's changes before its own floor lie at or before
+    every watermark of its chunks, so the emit filter drops them."""
     from airflow_cdc.planning.key_order import sort_key_for
+
+    floors: dict[TableId, BinlogPosition] = {}
+    for schema in schemas:
+        floor = store.stream_floor(schema.table)
+        if floor is not None and floor < until:
+            floors[schema.table] = floor
+    replaying = [s for s in schemas if s.table in floors]
+    for schema in schemas:
+        if schema not in replaying:
+            log.info(
+                "%s joined the stream at %s: its snapshot's watermarks lie ahead, nothing to "
+                "replay",
+                schema.table,
+                until,
+            )
+    if not replaying:
+        return [JoinReplay(schema.table, None, until) for schema in schemas]
+    marks = {s.table: store.table_watermarks(s.table, sort_key=sort_key_for(s)) for s in replaying}
+    started = time.monotonic()
+    changes, written = _replay(
+        source,
+        sink,
+        {s.table: s for s in replaying},
+        marks,
+        min(floors.values()),
+        until,
+        server_id,
+        slice_size,
+    )
+    seconds = time.monotonic() - started
+    replays = []
+    for schema in schemas:
+        table = schema.table
+        if schema not in replaying:
+            replays.append(JoinReplay(table, None, until))
+            continue
+        log.info(
+            "%s joined the stream at %s: replayed %d changes (%d rows written) from %s in %.1f s",
+            table,
+            until,
+            changes.get(table, 0),
+            written.get(table, 0),
+            floors[table],
+            seconds,
+        )
+        replays.append(
+            JoinReplay(
+                table, floors[table], until, changes.get(table, 0), written.get(table, 0), seconds
+            )
+        )
+    return replays
+
+
+def _replay(
+    source: SourceConfig,
+    sink: Sink,
+    schemas: dict[TableId, TableSchema],
+    marks: dict[TableId, list[tuple[ChunkRange, BinlogPosition]]],
+    floor: BinlogPosition,
+    until: BinlogPosition,
+    server_id: int | None,
+    slice_size: int,
+) -> tuple[dict[TableId, int], dict[TableId, int]]:
+    """The tables' changes in ``(floor, until]`` through their emit filter into the sink, in
+    slices of ``slice_size`` changes; changes read and rows written per table."""
     from airflow_cdc.stream.apply import apply_batch
     from airflow_cdc.stream.binlog_reader import read_changes
     from airflow_cdc.stream.emit_filter import EmitFilter
     from airflow_cdc.stream.schema_check import screen_events
 
-    table = schema.table
-    floor = store.stream_floor(table)
-    if floor is None or not floor < until:
-        log.info(
-            "%s joined the stream at %s: its snapshot's watermarks lie ahead, nothing to replay",
-            table,
-            until,
-        )
-        return JoinReplay(table, None, until)
-    started = time.monotonic()
-    marks = store.table_watermarks(table, sort_key=sort_key_for(schema))
-    emit = EmitFilter({table: marks}, {table: schema})
-    schemas = {table: schema}
-    changes = written = 0
+    emit = EmitFilter(marks, schemas)
+    changes: dict[TableId, int] = {}
+    written: dict[TableId, int] = {}
     pending: list[ChangeEvent] = []
 
     def flush() -> None:
-        nonlocal written
         if pending:
             events = screen_events(pending, schemas, emit.should_emit)
             result = apply_batch(sink, schemas, events, emit.should_emit)
-            written += result.rows_written
+            for table, rows in result.rows_per_table.items():
+                written[table] = written.get(table, 0) + rows
             pending.clear()
 
-    log.info("%s joins the stream: replaying its binlog changes in (%s, %s]", table, floor, until)
+    names = ", ".join(map(str, schemas))
+    log.info("%s join the stream: replaying their binlog changes in (%s, %s]", names, floor, until)
     for event in read_changes(source, schemas, floor, until, server_id=server_id):
         pending.append(event)
-        changes += 1
+        changes[event.table] = changes.get(event.table, 0) + 1
         if len(pending) >= slice_size:
             flush()
-            log.info("%s: replayed %d changes up to %s", table, changes, event.position)
+            log.info("replayed %d changes up to %s", sum(changes.values()), event.position)
     flush()
-    seconds = time.monotonic() - started
-    log.info(
-        "%s joined the stream at %s: replayed %d changes (%d rows written) from %s in %.1f s",
-        table,
-        until,
-        changes,
-        written,
-        floor,
-        seconds,
-    )
-    return JoinReplay(table, floor, until, changes, written, seconds)
+    return changes, written
 
 
 def new_tables(read: Sequence[TableId], joined: Sequence[TableId]) -> list[TableId]:

@@ -259,6 +259,10 @@ def test_table_watermarks_come_from_the_latest_plan_covering_the_table(
     ]
     assert store.table_watermarks(ITEMS) == [(last.range, pos(7, file="mysql-bin.000002"))]
     assert store.table_watermarks(TableId("shop", "unknown")) == []
+    # All tables in one query: each as read alone.
+    tables = [ORDERS, ITEMS, TableId("shop", "unknown")]
+    together = store.tables_watermarks(dict.fromkeys(tables))
+    assert together == {table: store.table_watermarks(table) for table in tables}
 
 
 def test_high_watermark_sort_column_orders_like_positions(

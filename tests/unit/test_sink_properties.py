@@ -1,5 +1,7 @@
 """Property: whatever batches arrive, in whatever order and split, the sink converges to the
-newest version of every key (markers included), and re-applying a batch changes nothing."""
+newest version of every key (markers included), and re-applying a batch changes nothing,
+whichever way each batch is applied: a delta-rs merge or the sink's own rewrite of the
+touched files (``sinks.delta_rewrite``), by writers that keep the table open or not."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
+from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 
 Version = tuple[int, int, bool]  # key, position, deleted; the value is derived from both
 
@@ -24,7 +27,7 @@ ARROW = pa.schema([pa.field("k", pa.int32(), nullable=False), ("v", pa.string())
 
 
 @st.composite
-def histories(draw: st.DrawFn) -> tuple[list[list[Version]], int | None, int]:
+def histories(draw: st.DrawFn) -> tuple[list[list[Version]], int | None, int, list[int]]:
     """Versions with unique positions, dealt into batches (a version may be in several
     batches: a replay), each batch reduced to the newest version per key."""
     n = draw(st.integers(1, 30))
@@ -40,7 +43,10 @@ def histories(draw: st.DrawFn) -> tuple[list[list[Version]], int | None, int]:
         batches.append(list(newest.values()))
     width = draw(st.sampled_from([None, 1, 7, 1000]))
     replay = draw(st.integers(0, len(batches) - 1))
-    return batches, width, replay
+    writers = draw(
+        st.lists(st.integers(0, 2), min_size=len(batches) + 1, max_size=len(batches) + 1)
+    )
+    return batches, width, replay, writers
 
 
 def to_arrow(batch: list[Version]) -> pa.Table:
@@ -60,23 +66,29 @@ def snapshot(sink: DeltaSink) -> dict[int, tuple[int, bool, str | None]]:
     return {r["k"]: (int(r[POSITION_COLUMN]), r[DELETED_COLUMN], r["v"]) for r in rows}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories())
 def test_last_writer_wins_in_any_order(
-    history: tuple[list[list[Version]], int | None, int],
+    history: tuple[list[list[Version]], int | None, int, list[int]],
 ) -> None:
-    batches, width, replay = history
+    batches, width, replay, writers = history
     with tempfile.TemporaryDirectory() as root:
-        sink = DeltaSink(root)
+        sinks = [
+            DeltaSink(root, rewrite=RewriteLimits(max_rows=0)),  # always a delta-rs merge
+            DeltaSink(root, keep_open=True),  # rewrites, the table kept open between batches
+            # Either, and folding every two small files into the next rewrite.
+            DeltaSink(root, rewrite=RewriteLimits(max_file_bytes=4_000, fold_small_files=2)),
+        ]
+        sink = sinks[0]
         sink.ensure_table(SCHEMA, ARROW, bucket_width=width)
-        for batch in batches:
-            sink.apply(TABLE, to_arrow(batch))
+        for batch, writer in zip(batches, writers, strict=False):
+            sinks[writer].apply(TABLE, to_arrow(batch))
         expected: dict[int, tuple[int, bool, str | None]] = {}
         for key, pos, deleted in (v for batch in batches for v in batch):
             if key not in expected or pos > expected[key][0]:
                 expected[key] = (pos, deleted, None if deleted else f"{key}@{pos}")
         assert snapshot(sink) == expected
-        again = sink.apply(TABLE, to_arrow(batches[replay]))
+        again = sinks[writers[-1]].apply(TABLE, to_arrow(batches[replay]))
         assert again.inserted == again.updated == 0
         assert snapshot(sink) == expected
         live = {r["k"]: r["v"] for r in sink.read_live(TABLE).to_pylist()}

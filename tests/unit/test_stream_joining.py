@@ -14,7 +14,7 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from airflow_cdc.stream.joining import (
     joined_tables,
     new_tables,
-    replay_table,
+    replay_tables,
     tables_to_read,
     tables_waiting_to_join,
 )
@@ -129,9 +129,10 @@ def test_no_replay_when_the_snapshot_is_not_older_than_the_stream(store: Metadat
             raise AssertionError(f"the replay touched {name}")
 
     for until in (pos(50), pos(40)):
-        result = replay_table(Unreachable(), Unreachable(), schema, store, until)  # type: ignore[arg-type]
+        (result,) = replay_tables(Unreachable(), Unreachable(), [schema], store, until)  # type: ignore[arg-type]
         assert result.start is None
         assert result.changes == 0
     # Never snapshotted: nothing to replay from either.
     other = TableSchema(ITEMS, schema.columns, ("id",))
-    assert replay_table(Unreachable(), Unreachable(), other, store, pos(99)).start is None  # type: ignore[arg-type]
+    replays = replay_tables(Unreachable(), Unreachable(), [schema, other], store, pos(40))  # type: ignore[arg-type]
+    assert [r.start for r in replays] == [None, None]

@@ -1,5 +1,5 @@
 """Reducing each slice of a batch, then keeping the newest row per key across slices,
-equals reducing the whole batch (``stream.apply.reduce_slice`` / ``combine_slices``)."""
+equals reducing the whole batch (``stream.apply.reduce_slice`` / ``newest_per_key``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
-from airflow_cdc.stream.apply import combine_slices, reduce_slice
+from airflow_cdc.sinks.last_writer_wins import newest_per_key
+from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.staging import merge_groups
 
 T = TableId("db", "t")
@@ -72,7 +73,7 @@ def test_slices_reduced_then_combined_equal_the_batch_reduced(
     whole = reduce_slice(events, {T: SCHEMA}, should_emit)
 
     tables = [block for p in parts for block in p.tables.get(T, [])]
-    combined = combine_slices(tables, SCHEMA.key) if tables else None
+    combined = newest_per_key(tables, SCHEMA.key) if tables else None
     assert len(whole.tables.get(T, [])) <= 1  # the default block holds this whole batch
     expected = whole.tables[T][0] if T in whole.tables else None
     assert rows_of(combined) == rows_of(expected)
@@ -140,7 +141,7 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
             blocks = [read_arrow_file(Location(path)) for path in staged]
             rng.shuffle(blocks)
             for group in merge_groups([b.num_rows for b in blocks], 20):
-                sink.apply(T, combine_slices([blocks[i] for i in group], SCHEMA.key))
+                sink.apply(T, newest_per_key([blocks[i] for i in group], SCHEMA.key))
         else:
             sink.apply(T, order[0])
         results.append(rows_of(sink.read_all(T).drop_columns(["_cdc_bucket"]).sort_by("id")))
