@@ -119,12 +119,25 @@ def plan_rewrite(
         return None
 
 
+#: Table features a rewrite of Parquet files honours as it is (``timestampNtz``: columns of
+#: zone-less timestamps, which every DATETIME column brings).
+_PLAIN_FEATURES = frozenset({"timestampNtz"})
+
+
 def _plain_protocol(dt: DeltaTable) -> bool:
     """Whether the table asks nothing of writers beyond files and their statistics (the
-    sink creates its tables so): deletion vectors, column mapping, a change data feed and
-    other features need more than a rewrite of Parquet files."""
+    sink creates its tables so): deletion vectors, column mapping, a change data feed,
+    constraints and other features need more than a rewrite of Parquet files."""
     protocol = dt.protocol()
-    return protocol.min_reader_version == 1 and protocol.min_writer_version <= 2
+    readers = set(protocol.reader_features or ())
+    writers = set(protocol.writer_features or ())
+    reader_ok = protocol.min_reader_version == 1 or (
+        protocol.min_reader_version == 3 and readers <= _PLAIN_FEATURES
+    )
+    writer_ok = protocol.min_writer_version <= 2 or (
+        protocol.min_writer_version == 7 and writers <= _PLAIN_FEATURES
+    )
+    return reader_ok and writer_ok
 
 
 def _without_views(schema: pa.Schema) -> pa.Schema:

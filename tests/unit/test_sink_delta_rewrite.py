@@ -164,3 +164,39 @@ def test_small_files_of_a_bucket_are_folded_as_inserts_add_them(tmp_path: Path) 
         assert len(files(sink)) < 4 + 4  # folds keep the bucket's small files bounded
     assert sorted(live(sink)) == list(range(200))
     assert live(sink)[195] == "195@119"
+
+
+def test_a_table_with_datetime_columns_is_rewritten_too(tmp_path: Path) -> None:
+    """DATETIME columns make delta-rs create the table with the timestampNtz feature
+    (protocol 3/7), which a rewrite honours as it is."""
+    import datetime as dt
+
+    table = TableId("db", "events")
+    schema = TableSchema(
+        table,
+        (
+            Column("id", "bigint", "bigint(20)", False),
+            Column("at", "datetime", "datetime(6)", True, datetime_precision=6),
+        ),
+        ("id",),
+    )
+    arrow = pa.schema([pa.field("id", pa.int64(), nullable=False), ("at", pa.timestamp("us"))])
+    sink = DeltaSink(str(tmp_path / "sink"))
+    sink.ensure_table(schema, arrow)
+    assert DeltaTable(sink.table_uri(table)).protocol().writer_features == ["timestampNtz"]
+
+    def rows(keys: list[int], position: int) -> pa.Table:
+        return pa.table(
+            {
+                "id": pa.array(keys, pa.int64()),
+                "at": pa.array([dt.datetime(2026, 1, position % 28 + 1)] * len(keys)),
+                POSITION_COLUMN: pa.array([position] * len(keys), POSITION_TYPE),
+                DELETED_COLUMN: [False] * len(keys),
+            }
+        )
+
+    sink.apply(table, rows([1, 2], 10))
+    sink.apply(table, rows([2, 3], 11))
+    assert last_operation_of(sink, table) == "WRITE"
+    got = {r["id"]: r["at"].day for r in sink.read_live(table).to_pylist()}
+    assert got == {1: 11, 2: 12, 3: 12}
