@@ -308,8 +308,8 @@ def measure_small_merges(
 
     seconds: dict[str, float] = {}
     for way, sink_of in (
-        ("merge", lambda root: DeltaSink(root, rewrite=RewriteLimits(max_rows=0))),
-        ("rewrite", lambda root: DeltaSink(root, keep_open=True)),
+        ("merge", lambda root: DeltaSink(root)),
+        ("rewrite", lambda root: DeltaSink(root, keep_open=True, rewrite=RewriteLimits())),
     ):
         root = workdir / f"small-merges-{way}"
         sink = sink_of(str(root))

@@ -115,8 +115,12 @@ class DeltaSink:
         #: delta-rs ``streamed_exec``: False (default) lets delta-rs also prune the target
         #: by the source's key statistics; True streams the source (less memory).
         self.streamed_exec = streamed_exec
-        #: Up to these sizes apply() rewrites the touched files itself (``delta_rewrite``).
-        self.rewrite = rewrite or RewriteLimits()
+        #: Up to these sizes apply() rewrites the touched files itself (``delta_rewrite``);
+        #: None: always a delta-rs MERGE. The rewrite's commit carries no read predicate, so
+        #: delta-rs fails it when a concurrent commit removed any file of the table (the
+        #: MERGE names its buckets): the stream, most often the table's only writer, takes
+        #: it; chunk jobs, which run side by side on disjoint buckets, keep the MERGE.
+        self.rewrite = rewrite
         #: Keep each table open between calls and read only its new commits (a writer that
         #: applies to the same tables again and again: the stream).
         self._open_tables: dict[TableId, DeltaTable] | None = {} if keep_open else None
@@ -276,7 +280,7 @@ class DeltaSink:
                     return ApplyResult(rows_in, 0, 0, 0, 0, current.version(), replayed=True)
             rewrite = (
                 plan_rewrite(current, location, source, layout.key, self.rewrite)
-                if rows_in
+                if rows_in and self.rewrite is not None
                 else None
             )
             if rewrite is not None:

@@ -115,6 +115,7 @@ class _BatchWriter:
     def __init__(self, spec: StreamJobSpec, owner: str) -> None:
         from airflow_cdc.metadata import MetadataStore
         from airflow_cdc.sinks.delta import DeltaSink
+        from airflow_cdc.sinks.delta_rewrite import RewriteLimits
         from airflow_cdc.sinks.staging import remove_staged
         from airflow_cdc.snapshot.pause import PausePoints
         from airflow_cdc.stream.staging import staging_dir
@@ -128,7 +129,9 @@ class _BatchWriter:
         self.store = MetadataStore.connect(spec.metadata_url)
         # Streamed: delta-rs reads the merge's source as it goes instead of holding it
         # (driver peak 1.34 -> 0.96 GB merging 500k rows); the bucket predicate still prunes.
-        self.sink = DeltaSink.of(spec.sink, streamed_exec=True, keep_open=True)
+        self.sink = DeltaSink.of(
+            spec.sink, streamed_exec=True, keep_open=True, rewrite=RewriteLimits()
+        )
         #: Blocks staged by the executors; what a killed batch left is stale.
         self.staging = staging_dir(spec.sink, spec.stream_id)
         remove_staged(self.staging)

@@ -47,7 +47,7 @@ def live(sink: DeltaSink) -> dict[int, str]:
 
 @pytest.fixture
 def sink(tmp_path: Path) -> DeltaSink:
-    sink = DeltaSink(str(tmp_path / "sink"), keep_open=True)
+    sink = DeltaSink(str(tmp_path / "sink"), keep_open=True, rewrite=RewriteLimits())
     sink.ensure_table(SCHEMA, ARROW, bucket_width=100)
     sink.apply(T, changes(list(range(0, 50)), 10))  # bucket 0, one file
     sink.apply(T, changes(list(range(100, 150)), 10))  # bucket 1, one file
@@ -124,7 +124,7 @@ def test_string_and_composite_keys(tmp_path: Path) -> None:
         ("region", "code"),
     )
     arrow = pa.schema([("region", pa.string()), ("code", pa.string()), ("v", pa.int32())])
-    sink = DeltaSink(str(tmp_path / "sink"))
+    sink = DeltaSink(str(tmp_path / "sink"), rewrite=RewriteLimits())
     sink.ensure_table(schema, arrow)
 
     def rows(items: list[tuple[str, str, int]], position: int) -> pa.Table:
@@ -181,7 +181,7 @@ def test_a_table_with_datetime_columns_is_rewritten_too(tmp_path: Path) -> None:
         ("id",),
     )
     arrow = pa.schema([pa.field("id", pa.int64(), nullable=False), ("at", pa.timestamp("us"))])
-    sink = DeltaSink(str(tmp_path / "sink"))
+    sink = DeltaSink(str(tmp_path / "sink"), rewrite=RewriteLimits())
     sink.ensure_table(schema, arrow)
     assert DeltaTable(sink.table_uri(table)).protocol().writer_features == ["timestampNtz"]
 

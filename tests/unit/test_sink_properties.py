@@ -74,8 +74,9 @@ def test_last_writer_wins_in_any_order(
     batches, width, replay, writers = history
     with tempfile.TemporaryDirectory() as root:
         sinks = [
-            DeltaSink(root, rewrite=RewriteLimits(max_rows=0)),  # always a delta-rs merge
-            DeltaSink(root, keep_open=True),  # rewrites, the table kept open between batches
+            DeltaSink(root),  # always a delta-rs merge
+            # Rewrites, the table kept open between batches.
+            DeltaSink(root, keep_open=True, rewrite=RewriteLimits()),
             # Either, and folding every two small files into the next rewrite.
             DeltaSink(root, rewrite=RewriteLimits(max_file_bytes=4_000, fold_small_files=2)),
         ]
