@@ -284,7 +284,7 @@ class DeltaSink:
                 else None
             )
             if rewrite is not None:
-                return self._commit_rewrite(current, table, layout, rewrite, commit, bool(own))
+                return self._commit_rewrite(current, location, layout, rewrite, commit, bool(own))
             before = current.version()
             inserted = updated = 0
             if rows_in:
@@ -333,7 +333,7 @@ class DeltaSink:
     def _commit_rewrite(
         self,
         dt: DeltaTable,
-        table: TableId,
+        location: Location,
         layout: TableLayout,
         rewrite: Rewrite,
         commit: CommitProperties,
@@ -342,11 +342,7 @@ class DeltaSink:
         """Commit a small merge done in Arrow (``delta_rewrite``); with ``record``, an empty
         commit when nothing changed, for the application transaction."""
         files, actions = rewrite_actions(
-            self.table_location(table),
-            rewrite,
-            layout.change_schema,
-            layout.key,
-            layout.bucket_width,
+            location, rewrite, layout.change_schema, layout.key, layout.bucket_width
         )
         if actions or record:
             try:
@@ -358,7 +354,7 @@ class DeltaSink:
                     commit_properties=commit,
                 )
             except BaseException:
-                remove_data_files(self.table_location(table), files)
+                remove_data_files(location, files)
                 raise
             dt.update_incremental()
         applied = rewrite.applied

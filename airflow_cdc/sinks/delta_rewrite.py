@@ -100,14 +100,11 @@ def plan_rewrite(
     files = _bucket_files(dt, changes)
     may_hold = _may_hold_keys(files, changes, key[0])
     folded = _small_files_to_fold(files, may_hold, limits)
-    reading = [
-        f
-        for f, hold, fold in zip(_sink_files(files), may_hold, folded, strict=True)
-        if hold or fold
-    ]
+    each = list(zip(_sink_files(files), may_hold, folded, strict=True))
+    reading = [f for f, hold, fold in each if hold or fold]
     if sum(f.size for f in reading) > limits.max_file_bytes:
         return None
-    fold = {f for f, chosen in zip(_sink_files(files), folded, strict=True) if chosen}
+    fold = {f for f, _, chosen in each if chosen}
     columns = [name for name in changes.column_names if name != BUCKET_COLUMN]
     changes = changes.cast(_without_views(changes.schema))
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_cdc.config import SourceConfig
@@ -98,34 +98,27 @@ def replay_tables(
         floor = store.stream_floor(schema.table)
         if floor is not None and floor < until:
             floors[schema.table] = floor
-    replaying = [s for s in schemas if s.table in floors]
-    for schema in schemas:
-        if schema not in replaying:
-            log.info(
-                "%s joined the stream at %s: its snapshot's watermarks lie ahead, nothing to "
-                "replay",
-                schema.table,
-                until,
-            )
-    if not replaying:
-        return [JoinReplay(schema.table, None, until) for schema in schemas]
-    marks = {s.table: store.table_watermarks(s.table, sort_key=sort_key_for(s)) for s in replaying}
-    started = time.monotonic()
-    changes, written = _replay(
-        source,
-        sink,
-        {s.table: s for s in replaying},
-        marks,
-        min(floors.values()),
-        until,
-        server_id,
-        slice_size,
-    )
-    seconds = time.monotonic() - started
+    replaying = {s.table: s for s in schemas if s.table in floors}
+    changes: dict[TableId, int] = {}
+    written: dict[TableId, int] = {}
+    seconds = 0.0
+    if replaying:
+        marks = store.tables_watermarks({t: sort_key_for(s) for t, s in replaying.items()})
+        started = time.monotonic()
+        changes, written = _replay(
+            source, sink, replaying, marks, min(floors.values()), until, server_id, slice_size
+        )
+        seconds = time.monotonic() - started
     replays = []
     for schema in schemas:
         table = schema.table
-        if schema not in replaying:
+        if table not in floors:
+            log.info(
+                "%s joined the stream at %s: its snapshot's watermarks lie ahead, nothing to "
+                "replay",
+                table,
+                until,
+            )
             replays.append(JoinReplay(table, None, until))
             continue
         log.info(
@@ -149,7 +142,7 @@ def _replay(
     source: SourceConfig,
     sink: Sink,
     schemas: dict[TableId, TableSchema],
-    marks: dict[TableId, list[tuple[ChunkRange, BinlogPosition]]],
+    marks: Mapping[TableId, list[tuple[ChunkRange, BinlogPosition]]],
     floor: BinlogPosition,
     until: BinlogPosition,
     server_id: int | None,

@@ -20,11 +20,13 @@ from typing import Any
 
 import pymysql
 import pytest
+from deltalake import DeltaTable
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId
 from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
 from tests.support.pipeline import plan, snapshot_all, source_config
@@ -180,9 +182,16 @@ def _server_position(server: LocalMariaDB) -> BinlogPosition:
     return BinlogPosition(str(file), int(offset))
 
 
-def _stream_in_process(server: LocalMariaDB, meta: str, lake: Path, tables: list[TableId]) -> None:
+def _stream_in_process(
+    server: LocalMariaDB,
+    meta: str,
+    lake: Path,
+    tables: list[TableId],
+    sink: DeltaSink | None = None,
+) -> None:
     """The stream's batch logic without Spark: read the binlog from the snapshot's floor to
-    the server's position, filter by the chunks' watermarks, merge."""
+    the server's position, filter by the chunks' watermarks, merge (by default with the
+    stream's sink: small batches rewritten in Arrow)."""
     from airflow_cdc.planning.key_order import sort_key_for
     from airflow_cdc.source.catalog import load_table_schema
     from airflow_cdc.source.connection import connect
@@ -202,7 +211,9 @@ def _stream_in_process(server: LocalMariaDB, meta: str, lake: Path, tables: list
     events = list(read_changes(cfg, schemas, start, end))
     assert events, "no binlog events to apply"
     marks = {t: store.table_watermarks(t, sort_key=sort_key_for(s)) for t, s in schemas.items()}
-    apply_batch(DeltaSink(str(lake)), schemas, events, EmitFilter(marks, schemas).should_emit)
+    if sink is None:
+        sink = DeltaSink(str(lake), keep_open=True, rewrite=RewriteLimits())
+    apply_batch(sink, schemas, events, EmitFilter(marks, schemas).should_emit)
 
 
 def _compare(server: LocalMariaDB, db: str, lake: Path) -> int:
@@ -222,9 +233,13 @@ def _compare(server: LocalMariaDB, db: str, lake: Path) -> int:
     return len(source)
 
 
-@pytest.mark.parametrize("engine", ["connectorx", "pymysql"])
+@pytest.mark.parametrize(
+    ("engine", "sink_merges"),
+    # The stream's sink rewrites small batches in Arrow; a default one runs delta-rs MERGE.
+    [("connectorx", "rewrite"), ("pymysql", "merge")],
+)
 def test_every_type_same_value_by_snapshot_and_binlog(
-    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, engine: str
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, engine: str, sink_merges: str
 ) -> None:
     db = fresh_db
     mariadb.execute(f"CREATE TABLE `{db}`.types ({COLUMNS}) CHARACTER SET utf8mb4")
@@ -252,7 +267,11 @@ def test_every_type_same_value_by_snapshot_and_binlog(
         _update(db, 4, LOW),
         f"DELETE FROM `{db}`.types WHERE id = 14",
     )
-    _stream_in_process(mariadb, meta, lake, [table])
+    rewrite = RewriteLimits() if sink_merges == "rewrite" else None
+    sink = DeltaSink(str(lake), keep_open=True, rewrite=rewrite)
+    _stream_in_process(mariadb, meta, lake, [table], sink)
+    history = DeltaTable(sink.table_uri(table)).history(1)
+    assert history[0]["operation"] == ("WRITE" if rewrite else "MERGE")
     assert _compare(mariadb, db, lake) == 7
 
 
