@@ -366,15 +366,12 @@ class MetadataStore:
     def full_snapshot_done(self, table: TableId) -> bool:
         """Whether the table's most recent full plan (all keys) has every chunk done: then
         a stream may join the table (see ``metadata.stream_tables``)."""
-        rows = self._chunks_since_full_plan(table)
-        if not rows:
-            return False
-        first = min(int(row["plan_id"]) for row in rows)
-        full = [row for row in rows if int(row["plan_id"]) == first]
-        covers_all = any(row["lo"] is None for row in full) and any(
-            row["hi"] is None for row in full
-        )
-        return covers_all and all(row["status"] == "done" for row in full)
+        return _full_plan_done(self._chunks_since_full_plan(table))
+
+    def full_snapshots_done(self, tables: Sequence[TableId]) -> set[TableId]:
+        """:meth:`full_snapshot_done` of many tables, in one query: those done."""
+        rows = self._chunks_since_full_plans(tables)
+        return {table for table in tables if _full_plan_done(rows.get(table, []))}
 
     def full_snapshot(self, table: TableId) -> FullSnapshot | None:
         """The table's most recent full plan: its id, label and chunks' statuses (``None``:
@@ -776,3 +773,14 @@ def _watermarks(
         rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
         plans.setdefault(int(row["plan_id"]), []).append(PlanChunk(rng, high if done else None))
     return merge_plans(list(plans.values()), sort_key)
+
+
+def _full_plan_done(rows: Sequence[RowMapping]) -> bool:
+    """Whether the oldest plan of ``rows`` (a table's most recent full plan and those after
+    it) covers every key and has every chunk done."""
+    if not rows:
+        return False
+    first = min(int(row["plan_id"]) for row in rows)
+    full = [row for row in rows if int(row["plan_id"]) == first]
+    covers_all = any(row["lo"] is None for row in full) and any(row["hi"] is None for row in full)
+    return covers_all and all(row["status"] == "done" for row in full)

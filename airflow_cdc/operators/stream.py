@@ -331,7 +331,8 @@ class StreamOperator(JobFileSparkOperator):
         from airflow_cdc.model import TableId
 
         with MetadataStore.connect(metadata_url, migrate=False) as store:
-            ready = tuple(t for t in tables if store.full_snapshot_done(TableId.parse(t)))
+            done = store.full_snapshots_done([TableId.parse(t) for t in tables])
+        ready = tuple(t for t in tables if TableId.parse(t) in done)
         later = [t for t in tables if t not in ready]
         if later:
             self.log.info(

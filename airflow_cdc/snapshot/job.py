@@ -59,6 +59,7 @@ __all__ = [
     "partition_count",
     "snapshot_chunk",
     "snapshot_chunk_quietly",
+    "snapshot_chunks_quietly",
     "with_driver_share",
 ]
 
@@ -325,6 +326,12 @@ def snapshot_chunk_quietly(task: ChunkTask) -> ChunkOutcome | ChunkFailure:
         inner = wrapped_error(exc)
         log.error("%s failed: %s", task.label(), inner or exc)
         return ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
+
+
+def snapshot_chunks_quietly(tasks: Sequence[ChunkTask]) -> list[ChunkOutcome | ChunkFailure]:
+    """:func:`snapshot_chunk_quietly` of each task, one after another: one Spark task's
+    share of a unit's small chunks (``snapshot.unit``)."""
+    return [snapshot_chunk_quietly(task) for task in tasks]
 
 
 def _snapshot_on(

@@ -2,8 +2,8 @@
 
 The driver marks each chunk running (an attempt), then runs them: a chunk large enough to
 be read in partitions (``job.partition_count``) runs in the driver with its partitions on
-every core, one such chunk after another; the small ones run whole on the cores, one
-chunk per task (``job.snapshot_chunk_quietly``: executors need no metadata DB). Each
+every core, one such chunk after another; the small ones run whole on the cores, a few
+chunks per task (``job.snapshot_chunks_quietly``: executors need no metadata DB). Each
 chunk keeps its own watermarks and record, so the stream's filter and the re-run of one
 chunk do not know units exist. A chunk that fails does not stop the others; the unit then
 fails naming them, after every other chunk was recorded.
@@ -21,6 +21,7 @@ from airflow_cdc.errors import SnapshotUnitError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import ChunkRecord
 from airflow_cdc.model import TableId
+from airflow_cdc.planning.packing import CHUNK_OVERHEAD_ROWS, spread
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
 from airflow_cdc.snapshot.job import (
     ChunkFailure,
@@ -31,7 +32,7 @@ from airflow_cdc.snapshot.job import (
     local_runner,
     partition_count,
     snapshot_chunk,
-    snapshot_chunk_quietly,
+    snapshot_chunks_quietly,
     with_driver_share,
 )
 
@@ -86,8 +87,7 @@ def run_unit(
         if partition_count(t.estimated_rows, spec.read.partition_rows, readers, driver_share) > 1
     ]
     small = [t for t in tasks if t not in large]
-    mapped = with_driver_share(runner, readers) if driver_share else runner
-    results = _record(store, mapped(snapshot_chunk_quietly, small) if small else [])
+    results = _record(store, _run_small(small, runner, readers, driver_share))
     for task in large:
         try:
             result: ChunkOutcome | ChunkFailure = snapshot_chunk(
@@ -106,6 +106,20 @@ def run_unit(
     if unit.failed:
         raise SnapshotUnitError(_failure_message(unit.failed, len(tasks)))
     return unit
+
+
+def _run_small(
+    tasks: Sequence[ChunkTask], runner: Runner, readers: int, driver_share: bool
+) -> list[ChunkOutcome | ChunkFailure]:
+    """Small chunks whole, in about two Spark tasks per reader, each running its chunks one
+    after another (``planning.packing.spread``: a task per chunk cost more than the chunk)."""
+    if not tasks:
+        return []
+    workers = readers + (1 if driver_share else 0)
+    weights = [max(0, t.estimated_rows) + CHUNK_OVERHEAD_ROWS for t in tasks]
+    groups = [[tasks[i] for i in group] for group in spread(weights, 2 * workers)]
+    mapped = with_driver_share(runner, readers) if driver_share else runner
+    return [result for done in mapped(snapshot_chunks_quietly, groups) for result in done]
 
 
 def run_chunk(

@@ -49,19 +49,16 @@ def joined_tables(store: MetadataStore, stream_id: str) -> list[TableId]:
 def tables_waiting_to_join(store: MetadataStore, stream_id: str) -> list[TableId]:
     """Tables asked for, not joined yet, whose full snapshot is done: they join at the next
     batch."""
-    return [
-        entry.table
-        for entry in store.stream_tables(stream_id)
-        if not entry.joined and store.full_snapshot_done(entry.table)
-    ]
+    waiting = [entry.table for entry in store.stream_tables(stream_id) if not entry.joined]
+    done = store.full_snapshots_done(waiting)
+    return [table for table in waiting if table in done]
 
 
 def tables_to_read(store: MetadataStore, stream_id: str) -> list[TableId]:
     """What the next batch reads: the joined tables and those ready to join."""
     entries = store.stream_tables(stream_id)
-    return [
-        entry.table for entry in entries if entry.joined or store.full_snapshot_done(entry.table)
-    ]
+    done = store.full_snapshots_done([entry.table for entry in entries if not entry.joined])
+    return [entry.table for entry in entries if entry.joined or entry.table in done]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import TableId
-from airflow_cdc.planning.packing import CHUNK_OVERHEAD_ROWS, PlannedChunk, WorkUnit, pack_chunks
+from airflow_cdc.planning.packing import (
+    CHUNK_OVERHEAD_ROWS,
+    PlannedChunk,
+    WorkUnit,
+    pack_chunks,
+    spread,
+)
 
 
 def chunks_of(sizes: list[list[int]], database: str = "shop") -> list[PlannedChunk]:
@@ -73,3 +79,17 @@ def test_labels() -> None:
 def test_many_empty_tables_are_bounded_by_their_overhead() -> None:
     units = pack_chunks(chunks_of([[0]] * 1000), 1_000_000, 1024)
     assert max(len(u.chunks) for u in units) == 1_000_000 // CHUNK_OVERHEAD_ROWS
+
+
+@given(st.lists(st.integers(0, 3_000_000), max_size=80), st.integers(1, 12))
+def test_spread_places_every_index_once_in_at_most_the_groups(
+    weights: list[int], groups: int
+) -> None:
+    spread_out = spread(weights, groups)
+    assert sorted(i for group in spread_out for i in group) == list(range(len(weights)))
+    assert len(spread_out) == min(groups, len(weights))
+    assert all(group and group == sorted(group) for group in spread_out)
+    # Balanced: no group outweighs the ideal share by more than the heaviest item.
+    if weights:
+        loads = [sum(weights[i] for i in group) for group in spread_out]
+        assert max(loads) <= sum(weights) / len(spread_out) + max(weights)

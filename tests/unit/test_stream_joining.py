@@ -77,26 +77,34 @@ def test_requests_are_idempotent_and_joins_recorded(store: MetadataStore) -> Non
     assert joined_tables(store, "other") == []
 
 
+def ready(store: MetadataStore, table: TableId) -> bool:
+    """``full_snapshot_done``, checked against the many-table query's answer."""
+    alone = store.full_snapshot_done(table)
+    together = store.full_snapshots_done([ORDERS, ITEMS, TableId("shop", "unknown")])
+    assert alone == (table in together)
+    return alone
+
+
 def test_a_table_is_ready_when_its_latest_full_snapshot_is_done(store: MetadataStore) -> None:
-    assert not store.full_snapshot_done(ORDERS)
+    assert not ready(store, ORDERS)
     full = store.create_plan("full", [plan_of(ORDERS)])
     ids = [c.chunk_id for c in full.chunks]
     finish(store, ids[:-1], 10)
-    assert not store.full_snapshot_done(ORDERS)  # one chunk left
+    assert not ready(store, ORDERS)  # one chunk left
     finish(store, ids[-1:], 11)
-    assert store.full_snapshot_done(ORDERS)
+    assert ready(store, ORDERS)
     # A range backfill in progress does not take the table's readiness away...
     store.create_plan("range", [plan_of(ORDERS, 100, 200)])
-    assert store.full_snapshot_done(ORDERS)
+    assert ready(store, ORDERS)
     # ...a new full snapshot does until it is done.
     again = store.create_plan("full again", [plan_of(ORDERS)])
-    assert not store.full_snapshot_done(ORDERS)
+    assert not ready(store, ORDERS)
     finish(store, [c.chunk_id for c in again.chunks], 20)
-    assert store.full_snapshot_done(ORDERS)
+    assert ready(store, ORDERS)
     # A range plan alone is no full snapshot.
     ranged = store.create_plan("range only", [plan_of(ITEMS, 0, 300)])
     finish(store, [c.chunk_id for c in ranged.chunks], 30)
-    assert not store.full_snapshot_done(ITEMS)
+    assert not ready(store, ITEMS)
 
 
 def test_a_batch_reads_joined_tables_and_ready_ones(store: MetadataStore) -> None:
