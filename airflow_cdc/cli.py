@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_cdc.errors import CdcError
+from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState
 
 __all__ = ["main", "status_report"]
 
@@ -34,19 +35,26 @@ def _metadata_url(given: str | None) -> str:
 
 def status_report(url: str) -> dict[str, Any]:
     """The status as plain data (``--json`` prints it as is)."""
-    from airflow_cdc.metadata import MetadataStore
-
     store = MetadataStore.connect(url, migrate=False)
     report: dict[str, Any] = {"plan": None, "tables": [], "failed_chunks": [], "streams": []}
     plan = store.latest_plan()
     if plan is not None:
-        progress = store.progress(plan.plan_id)
-        report["plan"] = {
+        report.update(_plan_report(store, plan))
+    now = dt.datetime.now(dt.UTC)
+    report["streams"] = [_stream_report(store, state, now) for state in store.stream_states()]
+    return report
+
+
+def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
+    """The plan, its tables' progress and its failed chunks (first line of each error)."""
+    progress = store.progress(plan.plan_id)
+    return {
+        "plan": {
             "plan_id": plan.plan_id,
             "label": plan.label,
             "created_at": str(plan.created_at),
-        }
-        report["tables"] = [
+        },
+        "tables": [
             {
                 "table": str(t.table),
                 "chunks_done": t.done,
@@ -57,8 +65,8 @@ def status_report(url: str) -> dict[str, Any]:
                 "rows_estimated": t.rows_estimated,
             }
             for t in progress.tables
-        ]
-        report["failed_chunks"] = [
+        ],
+        "failed_chunks": [
             {
                 "chunk_id": c.chunk_id,
                 "label": c.label(),
@@ -67,33 +75,32 @@ def status_report(url: str) -> dict[str, Any]:
             }
             for c in store.chunks(plan.plan_id)
             if c.status == "failed"
-        ]
-    now = dt.datetime.now(dt.UTC)
-    for state in store.stream_states():
-        heartbeat = state.heartbeat_at
-        report["streams"].append(
-            {
-                "stream_id": state.stream_id,
-                "tables": [str(t) for t in state.tables],
-                "committed_position": None
-                if state.committed_position is None
-                else str(state.committed_position),
-                "lag_seconds": state.lag_seconds,
-                "lag_bytes": state.lag_bytes,
-                "heartbeat_age_s": None
-                if heartbeat is None
-                else round((now - _aware(heartbeat)).total_seconds(), 1),
-                "running": state.lease_live(),
-                "owner": state.owner,
-                # Tables asked for but not joined wait for their full snapshot.
-                "joined_tables": [],
-                "waiting_tables": [],
-            }
-        )
-        for entry in store.stream_tables(state.stream_id):
-            kind = "joined_tables" if entry.joined else "waiting_tables"
-            report["streams"][-1][kind].append(str(entry.table))
-    return report
+        ],
+    }
+
+
+def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -> dict[str, Any]:
+    heartbeat = state.heartbeat_at
+    entry: dict[str, Any] = {
+        "stream_id": state.stream_id,
+        "tables": [str(t) for t in state.tables],
+        "committed_position": None
+        if state.committed_position is None
+        else str(state.committed_position),
+        "lag_seconds": state.lag_seconds,
+        "lag_bytes": state.lag_bytes,
+        "heartbeat_age_s": None
+        if heartbeat is None
+        else round((now - _aware(heartbeat)).total_seconds(), 1),
+        "running": state.lease_live(),
+        "owner": state.owner,
+        # Tables asked for but not joined wait for their full snapshot.
+        "joined_tables": [],
+        "waiting_tables": [],
+    }
+    for table in store.stream_tables(state.stream_id):
+        entry["joined_tables" if table.joined else "waiting_tables"].append(str(table.table))
+    return entry
 
 
 def _aware(value: dt.datetime) -> dt.datetime:

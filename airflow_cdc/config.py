@@ -22,6 +22,7 @@ __all__ = [
     "STREAM_MODES",
     "ChunkJobSpec",
     "ChunkingConfig",
+    "JobFile",
     "ReadConfig",
     "SinkConfig",
     "SourceConfig",
@@ -149,7 +150,7 @@ class SinkConfig:
         return self.staging_path or f"{self.root.rstrip('/')}/_cdc_staging"
 
 
-class _JobFile:
+class JobFile:
     """A spec the Airflow task writes to a private file (mode 0600) and the Spark job reads;
     the file's path is the job's only argument, so no secret is on a command line."""
 
@@ -184,7 +185,7 @@ class _JobFile:
 
 
 @dataclass(frozen=True)
-class ChunkJobSpec(_JobFile):
+class ChunkJobSpec(JobFile):
     """Everything one chunk job needs: the chunks of one work unit (``planning.packing``).
     Written by the Airflow task to a private file (mode 0600) whose path is the job's only
     argument, so no secret is on a command line."""
@@ -217,7 +218,7 @@ STREAM_MODES = ("continuous", "until_caught_up")
 
 
 @dataclass(frozen=True)
-class StreamJobSpec(_JobFile):
+class StreamJobSpec(JobFile):
     """Everything the stream job needs; like :class:`ChunkJobSpec`, written to a 0600 file.
 
     ``mode``: ``continuous`` runs until stopped; ``until_caught_up`` processes up to the

@@ -652,8 +652,25 @@ def write_report(results_path: Path, docs: Path) -> tuple[Path, Path]:
     png = docs / "benchmarks.png"
     md = docs / "benchmarks.md"
     draw_png(results, png)
-    md.write_text(render_markdown(results, png.name))
+    kept = hand_kept(md.read_text()) if md.exists() else ""
+    page = render_markdown(results, png.name)
+    if kept:  # after the page's introduction, before the generated sections
+        head, _, rest = page.partition("\n## Headline")
+        page = f"{head}\n{kept}\n## Headline{rest}"
+    md.write_text(page)
     return md, png
+
+
+#: Marks of the page's hand-written section, which a redraw carries over as it is.
+HAND_KEPT = ("<!-- hand-kept: start -->", "<!-- hand-kept: end -->")
+
+
+def hand_kept(page: str) -> str:
+    """The hand-written section of a page (its marks included), or ``""``."""
+    start, end = page.find(HAND_KEPT[0]), page.find(HAND_KEPT[1])
+    if start < 0 or end < start:
+        return ""
+    return page[start : end + len(HAND_KEPT[1])] + "\n"
 
 
 def main() -> None:

@@ -140,8 +140,25 @@ class LocalSeaweedFS:
         if not self.ports:
             names = ("s3", "master", "volume", "filer")
             self.ports = dict(zip(names, _free_ports(len(names)), strict=True))
+        command = self._command(binary, data, tmp)
+        env = {**os.environ, "TMPDIR": str(tmp)}
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                command,
+                cwd=self.base_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._wait_ready(self._process, timeout)
+        return self
+
+    def _command(self, binary: str, data: Path, tmp: Path) -> list[str]:
+        """The ``weed server`` command line (writes the identities file it names)."""
         p = self.ports
-        command = [
+        return [
             binary,
             "server",
             f"-dir={data}",
@@ -165,28 +182,21 @@ class LocalSeaweedFS:
             "-master.volumeSizeLimitMB=256",
             "-volume.max=50",
         ]
-        env = {**os.environ, "TMPDIR": str(tmp)}
-        with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                command,
-                cwd=self.base_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+
+    def _wait_ready(self, process: subprocess.Popen[bytes], timeout: float) -> None:
+        """Wait until the S3 gateway answers and a volume server has joined; stops the
+        server and raises (with the log's tail) if it exits or is not ready in time."""
         deadline = time.monotonic() + timeout
         while True:
-            if self._process.poll() is not None:
+            if process.poll() is not None:
                 raise RuntimeError(
-                    f"weed server exited with {self._process.returncode}: "
+                    f"weed server exited with {process.returncode}: "
                     f"{self.log_path.read_text(errors='replace')[-3000:]}"
                 )
             try:
                 self.filesystem().get_file_info("probe-bucket-that-is-not-there")
                 if self._volume_server_joined():
-                    return self
+                    return
             except OSError:
                 pass
             if time.monotonic() > deadline:
@@ -211,7 +221,7 @@ class LocalSeaweedFS:
 
     def filesystem(self, *, allow_bucket_creation: bool = False) -> Any:
         """pyarrow's S3 filesystem on this server, with the admin keys."""
-        import pyarrow.fs as pafs
+        import pyarrow.fs as pafs  # heavy, and only some users of this module need it
 
         return pafs.S3FileSystem(
             access_key=self.access_key,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 
+from airflow_cdc.errors import MetadataError
 from airflow_cdc.model import BinlogPosition, Key, TableId, decode_key, encode_key
 
 __all__ = [
@@ -19,6 +21,8 @@ __all__ = [
     "encode_key_text",
     "encode_position",
     "from_db_time",
+    "names_from_text",
+    "names_to_text",
     "position_sort_text",
     "table_from_text",
     "table_to_text",
@@ -53,6 +57,18 @@ def encode_key_text(key: Key | None) -> str | None:
 
 def decode_key_text(text: str | None) -> Key | None:
     return None if text is None else decode_key(json.loads(text))
+
+
+def names_to_text(names: Sequence[str]) -> str:
+    """JSON list of column names (a plan's key columns)."""
+    return json.dumps(list(names))
+
+
+def names_from_text(text: str) -> list[str]:
+    value = json.loads(text)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise MetadataError(f"expected a JSON list of names in the metadata DB, got {text!r}")
+    return value
 
 
 def encode_position(position: BinlogPosition | None) -> str | None:

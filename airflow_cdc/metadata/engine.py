@@ -37,6 +37,7 @@ __all__ = [
     "is_lock_error",
     "mask_url",
     "metadata_error",
+    "missing_row",
     "normalize_url",
     "with_retry",
 ]
@@ -94,6 +95,15 @@ def metadata_error(
     return MetadataError(
         f"{action} the metadata DB {mask_url(url)} (Airflow connection '{CONNECTION_ID}') "
         f"failed: {text}. Fix: {fix}."
+    )
+
+
+def missing_row(kind: str, ident: int) -> MetadataError:
+    """The error for a plan or chunk id the metadata DB does not hold."""
+    return MetadataError(
+        f"no {kind} {ident} in the metadata DB (Airflow connection '{CONNECTION_ID}'): "
+        "was it planned against another metadata DB? Fix: point every task at the same "
+        "'cdc_metadata' connection, or plan again."
     )
 
 

@@ -2,58 +2,40 @@
 
 Every method is one short transaction (see :func:`engine.with_retry`), so chunk jobs in
 separate processes can update their own chunks at the same time. Methods return frozen
-records; nothing here holds a connection between calls.
+records; nothing here holds a connection between calls. The class is the public face:
+the queries live in ``plans``, ``chunks``, ``watermarks``, ``stream`` and ``stream_tables``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.engine import Engine
 
 from airflow_cdc.errors import MetadataError
-from airflow_cdc.metadata import codec
+from airflow_cdc.metadata import chunks as _chunks
+from airflow_cdc.metadata import plans as _plans
 from airflow_cdc.metadata import stream as _stream
 from airflow_cdc.metadata import stream_tables as _stream_tables
-from airflow_cdc.metadata.coverage import PlanChunk, merge_plans
+from airflow_cdc.metadata import watermarks as _watermarks
+from airflow_cdc.metadata.chunks import MAX_ERROR_CHARS, truncate_error
 from airflow_cdc.metadata.engine import CONNECTION_ID, create_metadata_engine, with_retry
 from airflow_cdc.metadata.migrate import HEAD_REVISION, current_revision, upgrade
 from airflow_cdc.metadata.records import (
     ChunkRecord,
-    ChunkStatus,
     FinishedChunk,
     FullSnapshot,
     PlanProgress,
     PlanRecord,
-    PlanStatus,
     StreamState,
     StreamTable,
-    TableProgress,
 )
-from airflow_cdc.metadata.schema import chunks as t_chunks
-from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
-from airflow_cdc.metadata.schema import plans as t_plans
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId, TablePlan
 
 __all__ = ["MAX_ERROR_CHARS", "MetadataStore", "truncate_error"]
-
-#: Longest error text kept per chunk. Tracebacks put the cause last, so the tail is kept.
-MAX_ERROR_CHARS = 4000
-_ERROR_HEAD = 1000
-
-_CHUNK_COLUMNS = (*t_chunks.c, t_plan_tables.c.key_columns)
-_CHUNK_JOIN = t_chunks.join(
-    t_plan_tables,
-    sa.and_(
-        t_chunks.c.plan_id == t_plan_tables.c.plan_id,
-        t_chunks.c.table_name == t_plan_tables.c.table_name,
-    ),
-)
 
 
 class MetadataStore:
@@ -62,7 +44,7 @@ class MetadataStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    # -- connection -----------------------------------------------------------------------
+    # -- connection ------------------------------------------------------------------------
 
     @classmethod
     def connect(cls, url: str, *, migrate: bool = True) -> MetadataStore:
@@ -114,7 +96,7 @@ class MetadataStore:
     def __repr__(self) -> str:
         return f"MetadataStore({self.url!r})"
 
-    # -- plans ----------------------------------------------------------------------------
+    # -- plans (see ``metadata.plans``) ----------------------------------------------------
 
     def create_plan(
         self,
@@ -128,90 +110,27 @@ class MetadataStore:
         rows come from ``estimated_rows_per_chunk[table]`` when given (one number per range),
         else the table's estimate is spread evenly over its chunks.
         """
-        if not plans:
-            raise ValueError("a plan needs at least one table")
-        seen = [plan.table for plan in plans]
-        if len(set(seen)) != len(seen):
-            raise ValueError(f"a table appears twice in the plan: {seen}")
-        per_chunk = {
-            plan.table: _chunk_estimates(plan, (estimated_rows_per_chunk or {}).get(plan.table))
-            for plan in plans
-        }
-        now = codec.to_db_time(codec.utc_now())
-
-        def write(connection: Connection) -> int:
-            inserted = connection.execute(
-                sa.insert(t_plans).values(label=label, created_at=now, status="planned")
-            ).inserted_primary_key
-            if inserted is None:  # pragma: no cover - every supported dialect returns it
-                raise MetadataError("the metadata DB did not return the new plan's id")
-            plan_id = int(inserted[0])
-            connection.execute(
-                sa.insert(t_plan_tables),
-                [
-                    {
-                        "plan_id": plan_id,
-                        "table_name": codec.table_to_text(plan.table),
-                        "key_columns": _json_list(plan.key),
-                        "method": plan.method,
-                        "estimated_rows": plan.estimated_rows,
-                        "chunk_count": len(plan.ranges),
-                    }
-                    for plan in plans
-                ],
-            )
-            connection.execute(
-                sa.insert(t_chunks),
-                [
-                    {
-                        "plan_id": plan_id,
-                        "table_name": codec.table_to_text(plan.table),
-                        "chunk_no": chunk_no,
-                        "lo": codec.encode_key_text(rng.lo),
-                        "hi": codec.encode_key_text(rng.hi),
-                        "estimated_rows": per_chunk[plan.table][chunk_no],
-                        "status": "pending",
-                        "attempts": 0,
-                    }
-                    for plan in plans
-                    for chunk_no, rng in enumerate(plan.ranges)
-                ],
-            )
-            return int(plan_id)
-
-        plan_id = with_retry(self._engine, write, write=True, what="recording a plan in")
-        return self.plan(plan_id)
+        return self.plan(_plans.create_plan(self._engine, label, plans, estimated_rows_per_chunk))
 
     def plan(self, plan_id: int) -> PlanRecord:
-        def read(connection: Connection) -> PlanRecord:
-            row = (
-                connection.execute(sa.select(t_plans).where(t_plans.c.plan_id == plan_id))
-                .mappings()
-                .first()
-            )
-            if row is None:
-                raise _missing("plan", plan_id)
-            return _plan_record(row, _select_chunks(connection, t_chunks.c.plan_id == plan_id))
-
-        return with_retry(self._engine, read, write=False, what="reading a plan from")
+        return _plans.read_plan(self._engine, plan_id)
 
     def latest_plan(self) -> PlanRecord | None:
         """The most recently created plan, or ``None`` when there is none yet."""
-
-        def read(connection: Connection) -> int | None:
-            value = connection.execute(sa.select(sa.func.max(t_plans.c.plan_id))).scalar()
-            return None if value is None else int(value)
-
-        plan_id = with_retry(self._engine, read, write=False, what="reading plans from")
+        plan_id = _plans.latest_plan_id(self._engine)
         return None if plan_id is None else self.plan(plan_id)
 
-    # -- chunks ---------------------------------------------------------------------------
+    def plan_label(self, plan_id: int) -> str:
+        return _plans.read_label(self._engine, plan_id)
+
+    def progress(self, plan_id: int) -> PlanProgress:
+        """Chunk counts by status and rows, for the plan and per table (in plan order)."""
+        return _plans.read_progress(self._engine, plan_id)
+
+    # -- chunks (see ``metadata.chunks``) --------------------------------------------------
 
     def chunk(self, chunk_id: int) -> ChunkRecord:
-        def read(connection: Connection) -> ChunkRecord:
-            return _one_chunk(connection, chunk_id)
-
-        return with_retry(self._engine, read, write=False, what="reading a chunk from")
+        return _chunks.read_chunk(self._engine, chunk_id)
 
     def chunks(self, plan_id: int) -> tuple[ChunkRecord, ...]:
         """The plan's chunks in plan order (tables as planned, then chunk number)."""
@@ -229,13 +148,7 @@ class MetadataStore:
     def start_chunks(self, chunk_ids: Sequence[int]) -> list[int]:
         """:meth:`start_chunk` of each chunk, in one transaction (a work unit's chunks);
         their attempt numbers in the same order."""
-        now = codec.to_db_time(codec.utc_now())
-
-        def write(connection: Connection) -> list[int]:
-            return [_start_one(connection, chunk_id, now) for chunk_id in chunk_ids]
-
-        what = "starting a chunk in" if len(chunk_ids) == 1 else "starting chunks in"
-        return with_retry(self._engine, write, write=True, what=what)
+        return _chunks.start_chunks(self._engine, chunk_ids)
 
     def finish_chunk(
         self,
@@ -260,77 +173,20 @@ class MetadataStore:
 
     def finish_chunks(self, finished: Sequence[FinishedChunk]) -> None:
         """:meth:`finish_chunk` of each, in one transaction (a work unit's chunks)."""
-        for chunk in finished:
-            if chunk.high < chunk.low:
-                raise ValueError(
-                    f"high watermark {chunk.high} lies before low watermark {chunk.low}"
-                )
-            if chunk.rows < 0:
-                raise ValueError(f"row count must not be negative, got {chunk.rows}")
-        now = codec.to_db_time(codec.utc_now())
-
-        def write(connection: Connection) -> None:
-            for chunk in finished:
-                _finish_one(connection, chunk, now)
-
-        what = "finishing a chunk in" if len(finished) == 1 else "finishing chunks in"
-        with_retry(self._engine, write, write=True, what=what)
+        _chunks.finish_chunks(self._engine, finished)
 
     def fail_chunk(self, chunk_id: int, error: str) -> None:
         """Mark the chunk failed with the error text (cut to :data:`MAX_ERROR_CHARS`)."""
-        text = truncate_error(error)
-        now = codec.to_db_time(codec.utc_now())
+        _chunks.fail_chunk(self._engine, chunk_id, error)
 
-        def write(connection: Connection) -> None:
-            _require_started(_one_chunk(connection, chunk_id), "fail")
-            connection.execute(
-                sa.update(t_chunks)
-                .where(t_chunks.c.chunk_id == chunk_id)
-                .values(status="failed", finished_at=now, error=text)
-            )
-
-        with_retry(self._engine, write, write=True, what="failing a chunk in")
-
-    # -- progress and watermarks -----------------------------------------------------------
-
-    def progress(self, plan_id: int) -> PlanProgress:
-        """Chunk counts by status and rows, for the plan and per table (in plan order)."""
-
-        def read(connection: Connection) -> list[RowMapping]:
-            if (
-                connection.execute(
-                    sa.select(t_plans.c.plan_id).where(t_plans.c.plan_id == plan_id)
-                ).first()
-                is None
-            ):
-                raise _missing("plan", plan_id)
-            query = (
-                sa.select(
-                    t_chunks.c.table_name,
-                    t_chunks.c.status,
-                    sa.func.count().label("chunks"),
-                    sa.func.coalesce(sa.func.sum(t_chunks.c.rows), 0).label("rows"),
-                    sa.func.coalesce(sa.func.sum(t_chunks.c.estimated_rows), 0).label("estimated"),
-                    sa.func.min(t_chunks.c.chunk_id).label("first_chunk"),
-                )
-                .where(t_chunks.c.plan_id == plan_id)
-                .group_by(t_chunks.c.table_name, t_chunks.c.status)
-            )
-            return list(connection.execute(query).mappings())
-
-        rows = with_retry(self._engine, read, write=False, what="reading progress from")
-        return _progress(plan_id, rows)
+    # -- watermarks and full snapshots (see ``metadata.watermarks``) -----------------------
 
     def tables_watermarks(
         self, sort_keys: Mapping[TableId, Callable[[Key], Any] | None]
     ) -> dict[TableId, list[tuple[ChunkRange, BinlogPosition]]]:
         """:meth:`table_watermarks` of each table (with its sort key), in one query for all
         (a stream of 300 tables plans each batch with it)."""
-        chunks = self._chunks_since_full_plans(list(sort_keys))
-        return {
-            table: _watermarks(table, rows, sort_keys[table], self.url)
-            for table, rows in chunks.items()
-        }
+        return _watermarks.tables_watermarks(self._engine, sort_keys)
 
     def table_watermarks(
         self, table: TableId, *, sort_key: Callable[[Key], Any] | None = None
@@ -349,105 +205,29 @@ class MetadataStore:
         without it only collation-free key types are compared. Chunks not done yet are left
         out; the caller decides whether a partial list is usable.
         """
-        return _watermarks(table, self._chunks_since_full_plan(table), sort_key, self.url)
+        return self.tables_watermarks({table: sort_key})[table]
 
     def stream_floor(self, table: TableId) -> BinlogPosition | None:
         """The oldest high watermark of the table's done chunks in its latest full plan and
         every range plan after it: a stream that starts there misses no change, whatever
         parts of the key space the watermark merge had to leave as gaps."""
-        highs = [
-            codec.decode_position(row["high_watermark"])
-            for row in self._chunks_since_full_plan(table)
-            if row["status"] == "done"
-        ]
-        known = [high for high in highs if high is not None]
-        return min(known) if known else None
+        return _watermarks.stream_floor(self._engine, table)
 
     def full_snapshot_done(self, table: TableId) -> bool:
         """Whether the table's most recent full plan (all keys) has every chunk done: then
         a stream may join the table (see ``metadata.stream_tables``)."""
-        return _full_plan_done(self._chunks_since_full_plan(table))
+        return table in self.full_snapshots_done([table])
 
     def full_snapshots_done(self, tables: Sequence[TableId]) -> set[TableId]:
         """:meth:`full_snapshot_done` of many tables, in one query: those done."""
-        rows = self._chunks_since_full_plans(tables)
-        return {table for table in tables if _full_plan_done(rows.get(table, []))}
+        return _watermarks.full_snapshots_done(self._engine, tables)
 
     def full_snapshot(self, table: TableId) -> FullSnapshot | None:
         """The table's most recent full plan: its id, label and chunks' statuses (``None``:
         the table was never planned whole)."""
-        rows = self._chunks_since_full_plan(table)
-        if not rows:
-            return None
-        plan_id = min(int(row["plan_id"]) for row in rows)
-        statuses = tuple(
-            cast(ChunkStatus, str(row["status"])) for row in rows if int(row["plan_id"]) == plan_id
-        )
-        return FullSnapshot(plan_id, self.plan_label(plan_id), statuses)
+        return _watermarks.full_snapshot(self._engine, table)
 
-    def plan_label(self, plan_id: int) -> str:
-        def read(connection: Connection) -> str:
-            label = connection.execute(
-                sa.select(t_plans.c.label).where(t_plans.c.plan_id == plan_id)
-            ).scalar()
-            if label is None:
-                raise _missing("plan", plan_id)
-            return str(label)
-
-        return with_retry(self._engine, read, write=False, what="reading a plan from")
-
-    def _chunks_since_full_plan(self, table: TableId) -> list[RowMapping]:
-        """Chunks of the table's most recent full plan and of every plan after it."""
-        return self._chunks_since_full_plans([table])[table]
-
-    def _chunks_since_full_plans(
-        self, tables: Sequence[TableId]
-    ) -> dict[TableId, list[RowMapping]]:
-        """:meth:`_chunks_since_full_plan` of each table, in one query for all."""
-        names = {codec.table_to_text(table): table for table in tables}
-        if not names:
-            return {}
-
-        def read(connection: Connection) -> list[RowMapping]:
-            chunk, full, open_end = t_chunks, t_chunks.alias("full"), t_chunks.alias("open_end")
-            has_open_end = (
-                sa.select(open_end.c.plan_id)
-                .where(
-                    open_end.c.plan_id == full.c.plan_id,
-                    open_end.c.table_name == full.c.table_name,
-                    open_end.c.hi.is_(None),
-                )
-                .exists()
-            )
-            latest_full = (
-                sa.select(sa.func.max(full.c.plan_id))
-                .where(full.c.table_name == chunk.c.table_name, full.c.lo.is_(None), has_open_end)
-                .scalar_subquery()
-            )
-            query = (
-                sa.select(
-                    chunk.c.table_name,
-                    chunk.c.plan_id,
-                    chunk.c.lo,
-                    chunk.c.hi,
-                    chunk.c.status,
-                    chunk.c.high_watermark,
-                )
-                .where(
-                    chunk.c.table_name.in_(list(names)),
-                    chunk.c.plan_id >= sa.func.coalesce(latest_full, 0),
-                )
-                .order_by(chunk.c.table_name, chunk.c.plan_id.desc(), chunk.c.chunk_no)
-            )
-            return list(connection.execute(query).mappings())
-
-        rows = with_retry(self._engine, read, write=False, what="reading watermarks from")
-        found: dict[TableId, list[RowMapping]] = {table: [] for table in names.values()}
-        for row in rows:
-            found[names[row["table_name"]]].append(row)
-        return found
-
-    # -- stream state, lease and progress (see ``metadata.stream``) ---------------------
+    # -- stream state, lease and progress (see ``metadata.stream``) ------------------------
 
     def stream_state(self, stream_id: str) -> StreamState | None:
         """The stream's lease and progress, ``None`` for a stream that never took a lease."""
@@ -458,7 +238,7 @@ class MetadataStore:
         return _stream.read_states(self._engine)
 
     def get_stream_state(self, stream_id: str) -> StreamState | None:
-        """Same as :meth:`stream_state` (the older name)."""
+        """Same as :meth:`stream_state`."""
         return _stream.read_state(self._engine, stream_id)
 
     def put_stream_state(self, state: StreamState) -> None:
@@ -535,252 +315,3 @@ class MetadataStore:
             rows=rows,
             owner=owner,
         )
-
-
-# -- helpers ---------------------------------------------------------------------------------
-
-
-def _finish_one(connection: Connection, chunk: FinishedChunk, now: Any) -> None:
-    _lock_plan_of(connection, chunk.chunk_id)
-    current = _one_chunk(connection, chunk.chunk_id)
-    _require_started(current, "finish")
-    connection.execute(
-        sa.update(t_chunks)
-        .where(t_chunks.c.chunk_id == chunk.chunk_id)
-        .values(
-            status="done",
-            finished_at=now,
-            rows=chunk.rows,
-            low_watermark=codec.encode_position(chunk.low),
-            high_watermark=codec.encode_position(chunk.high),
-            high_watermark_encoded=codec.position_sort_text(chunk.high),
-            read_seconds=chunk.read_seconds,
-            correct_seconds=chunk.correct_seconds,
-            write_seconds=chunk.write_seconds,
-            error=None,
-        )
-    )
-    not_done = connection.execute(
-        sa.select(sa.func.count())
-        .select_from(t_chunks)
-        .where(t_chunks.c.plan_id == current.plan_id, t_chunks.c.status != "done")
-    ).scalar_one()
-    if not_done == 0:
-        connection.execute(
-            sa.update(t_plans).where(t_plans.c.plan_id == current.plan_id).values(status="done")
-        )
-
-
-def _start_one(connection: Connection, chunk_id: int, now: Any) -> int:
-    _lock_plan_of(connection, chunk_id)
-    current = _one_chunk(connection, chunk_id)
-    connection.execute(
-        sa.update(t_chunks)
-        .where(t_chunks.c.chunk_id == chunk_id)
-        .values(
-            status="running",
-            attempts=t_chunks.c.attempts + 1,
-            started_at=now,
-            finished_at=None,
-            rows=None,
-            low_watermark=None,
-            high_watermark=None,
-            high_watermark_encoded=None,
-            read_seconds=None,
-            correct_seconds=None,
-            write_seconds=None,
-            error=None,
-        )
-    )
-    connection.execute(
-        sa.update(t_plans)
-        .where(t_plans.c.plan_id == current.plan_id, t_plans.c.status != "running")
-        .values(status="running")
-    )
-    attempts = connection.execute(
-        sa.select(t_chunks.c.attempts).where(t_chunks.c.chunk_id == chunk_id)
-    ).scalar_one()
-    return int(attempts)
-
-
-def truncate_error(error: str) -> str:
-    """At most :data:`MAX_ERROR_CHARS` characters: the start (what failed) and the end (the
-    innermost cause of a traceback), with the number of characters cut in between."""
-    if len(error) <= MAX_ERROR_CHARS:
-        return error
-    marker = "\n[... {} characters cut ...]\n"
-    tail = MAX_ERROR_CHARS - _ERROR_HEAD - len(marker.format(len(error)))
-    cut = len(error) - _ERROR_HEAD - tail
-    return error[:_ERROR_HEAD] + marker.format(cut) + error[-tail:]
-
-
-def _chunk_estimates(plan: TablePlan, given: Sequence[int] | None) -> list[int]:
-    count = len(plan.ranges)
-    if given is not None:
-        if len(given) != count:
-            raise ValueError(f"{plan.table}: {len(given)} chunk estimates for {count} chunks")
-        return [int(value) for value in given]
-    base, extra = divmod(max(plan.estimated_rows, 0), count)
-    return [base + (1 if i < extra else 0) for i in range(count)]
-
-
-def _json_list(values: Sequence[str]) -> str:
-
-    return json.dumps(list(values))
-
-
-def _load_json_list(text: str) -> list[str]:
-
-    value = json.loads(text)
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise MetadataError(f"expected a JSON list of names in the metadata DB, got {text!r}")
-    return value
-
-
-def _missing(kind: str, ident: int) -> MetadataError:
-    return MetadataError(
-        f"no {kind} {ident} in the metadata DB (Airflow connection '{CONNECTION_ID}'): "
-        "was it planned against another metadata DB? Fix: point every task at the same "
-        "'cdc_metadata' connection, or plan again."
-    )
-
-
-def _require_started(chunk: ChunkRecord, verb: str) -> None:
-    if chunk.attempts == 0:
-        raise MetadataError(
-            f"cannot {verb} chunk {chunk.chunk_id} ({chunk.label()}): it was never started"
-        )
-
-
-def _lock_plan_of(connection: Connection, chunk_id: int) -> None:
-    """Lock the row of the chunk's plan until the transaction ends (first statement).
-
-    Serializes the chunk writes of one plan on server databases, so the last of several
-    chunks finishing at once sees the others done and marks the plan done (under READ
-    COMMITTED each would otherwise miss the other's uncommitted update). As the first
-    statement it also precedes MySQL's REPEATABLE READ snapshot. SQLite has no
-    ``FOR UPDATE`` (SQLAlchemy leaves it out); ``BEGIN IMMEDIATE`` serializes writers there.
-    """
-    plan_of_chunk = (
-        sa.select(t_chunks.c.plan_id).where(t_chunks.c.chunk_id == chunk_id).scalar_subquery()
-    )
-    connection.execute(
-        sa.select(t_plans.c.plan_id).where(t_plans.c.plan_id == plan_of_chunk).with_for_update()
-    )
-
-
-def _select_chunks(connection: Connection, where: sa.ColumnElement[bool]) -> list[ChunkRecord]:
-    query = sa.select(*_CHUNK_COLUMNS).select_from(_CHUNK_JOIN).where(where)
-    return [
-        _chunk_record(row)
-        for row in connection.execute(query.order_by(t_chunks.c.chunk_id)).mappings()
-    ]
-
-
-def _one_chunk(connection: Connection, chunk_id: int) -> ChunkRecord:
-    found = _select_chunks(connection, t_chunks.c.chunk_id == chunk_id)
-    if not found:
-        raise _missing("chunk", chunk_id)
-    return found[0]
-
-
-def _chunk_record(row: RowMapping) -> ChunkRecord:
-    return ChunkRecord(
-        chunk_id=row["chunk_id"],
-        plan_id=row["plan_id"],
-        table=codec.table_from_text(row["table_name"]),
-        chunk_no=row["chunk_no"],
-        range=ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"])),
-        key=tuple(_load_json_list(row["key_columns"])),
-        status=cast(ChunkStatus, row["status"]),
-        attempts=row["attempts"],
-        rows=row["rows"],
-        low_watermark=codec.decode_position(row["low_watermark"]),
-        high_watermark=codec.decode_position(row["high_watermark"]),
-        started_at=codec.from_db_time(row["started_at"]),
-        finished_at=codec.from_db_time(row["finished_at"]),
-        error=row["error"],
-        estimated_rows=row["estimated_rows"],
-        read_seconds=row["read_seconds"],
-        correct_seconds=row["correct_seconds"],
-        write_seconds=row["write_seconds"],
-    )
-
-
-def _plan_record(row: RowMapping, chunk_records: list[ChunkRecord]) -> PlanRecord:
-    tables = tuple(dict.fromkeys(chunk.table for chunk in chunk_records))
-    created_at = codec.from_db_time(row["created_at"])
-    assert created_at is not None  # NOT NULL column
-    return PlanRecord(
-        plan_id=row["plan_id"],
-        label=row["label"],
-        created_at=created_at,
-        status=cast(PlanStatus, row["status"]),
-        tables=tables,
-        chunks=tuple(chunk_records),
-    )
-
-
-def _progress(plan_id: int, rows: list[RowMapping]) -> PlanProgress:
-    by_table: dict[str, dict[str, int]] = {}
-    order: dict[str, int] = {}
-    for row in sorted(rows, key=lambda r: int(r["first_chunk"])):
-        name = row["table_name"]
-        order.setdefault(name, len(order))
-        counts = by_table.setdefault(name, {"rows_done": 0, "rows_estimated": 0})
-        counts[row["status"]] = counts.get(row["status"], 0) + int(row["chunks"])
-        counts["rows_estimated"] += int(row["estimated"])
-        if row["status"] == "done":
-            counts["rows_done"] += int(row["rows"])
-    tables = tuple(
-        TableProgress(
-            table=codec.table_from_text(name),
-            total=sum(counts.get(s, 0) for s in ("pending", "running", "done", "failed")),
-            done=counts.get("done", 0),
-            failed=counts.get("failed", 0),
-            running=counts.get("running", 0),
-            pending=counts.get("pending", 0),
-            rows_done=counts["rows_done"],
-            rows_estimated=counts["rows_estimated"],
-        )
-        for name, counts in sorted(by_table.items(), key=lambda item: order[item[0]])
-    )
-    return PlanProgress(
-        plan_id=plan_id,
-        total=sum(t.total for t in tables),
-        done=sum(t.done for t in tables),
-        failed=sum(t.failed for t in tables),
-        running=sum(t.running for t in tables),
-        pending=sum(t.pending for t in tables),
-        rows_done=sum(t.rows_done for t in tables),
-        rows_estimated=sum(t.rows_estimated for t in tables),
-        tables=tables,
-    )
-
-
-def _watermarks(
-    table: TableId,
-    rows: Sequence[RowMapping],
-    sort_key: Callable[[Key], Any] | None,
-    url: str,
-) -> list[tuple[ChunkRange, BinlogPosition]]:
-    plans: dict[int, list[PlanChunk]] = {}
-    for row in rows:
-        high = codec.decode_position(row["high_watermark"])
-        done = row["status"] == "done"
-        if done and high is None:
-            raise MetadataError(f"done chunk of {table} has no high watermark in {url}")
-        rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
-        plans.setdefault(int(row["plan_id"]), []).append(PlanChunk(rng, high if done else None))
-    return merge_plans(list(plans.values()), sort_key)
-
-
-def _full_plan_done(rows: Sequence[RowMapping]) -> bool:
-    """Whether the oldest plan of ``rows`` (a table's most recent full plan and those after
-    it) covers every key and has every chunk done."""
-    if not rows:
-        return False
-    first = min(int(row["plan_id"]) for row in rows)
-    full = [row for row in rows if int(row["plan_id"]) == first]
-    covers_all = any(row["lo"] is None for row in full) and any(row["hi"] is None for row in full)
-    return covers_all and all(row["status"] == "done" for row in full)

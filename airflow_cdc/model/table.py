@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Column", "TableId", "TableSchema", "quote_identifier"]
 
@@ -101,3 +103,7 @@ class TableSchema:
     @property
     def key_columns(self) -> tuple[Column, ...]:
         return tuple(self.column(name) for name in self.key)
+
+    def key_of(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The key values of a row (a row image or a read row)."""
+        return tuple(row[name] for name in self.key)

@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_cdc import errors
+from airflow_cdc.config import JobFile
 from airflow_cdc.errors import CdcError, ConfigurationError
+from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_cdc.config import _JobFile
 
 __all__ = ["JobFileSparkOperator", "job_failure"]
 
@@ -25,18 +28,15 @@ __all__ = ["JobFileSparkOperator", "job_failure"]
 def job_failure(job_file: Path) -> CdcError | None:
     """The error a job left next to its job file (``spark._entry.report_failure``), as the
     same airflow-cdc error class, or None."""
-    import airflow_cdc.errors as errors
-    from airflow_cdc.config import _JobFile
-
     try:
-        text = _JobFile.failure_path(job_file).read_text(encoding="utf-8").strip()
+        text = JobFile.failure_path(job_file).read_text(encoding="utf-8").strip()
     except OSError:
         return None
     name, _, message = text.partition(": ")
     kind = getattr(errors, name, None)
-    if isinstance(kind, type) and issubclass(kind, errors.CdcError):
+    if isinstance(kind, type) and issubclass(kind, CdcError):
         return kind(message)
-    return errors.CdcError(text)
+    return CdcError(text)
 
 
 class JobFileSparkOperator(SparkSubmitOperator):
@@ -75,10 +75,8 @@ class JobFileSparkOperator(SparkSubmitOperator):
     def prepare_submit(self) -> Path:
         raise NotImplementedError
 
-    def _submit_job_file(self, spec: _JobFile, *, prefix: str, filename: str) -> Path:
+    def _submit_job_file(self, spec: JobFile, *, prefix: str, filename: str) -> Path:
         """Write ``spec`` and point ``application_args``, binary and env at it."""
-        from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
-
         self._cleanup()
         self._job_dir = tempfile.mkdtemp(prefix=prefix)  # mode 0700
         path = spec.write(Path(self._job_dir) / filename)
@@ -93,9 +91,6 @@ class JobFileSparkOperator(SparkSubmitOperator):
     def _connection_names_binary(self) -> bool:
         """Whether the Spark connection chooses the binary (extra ``spark-binary``): then the
         cluster's ``spark-submit`` on PATH is meant, not the one of the local pyspark."""
-        from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
         try:
             extra = BaseHook.get_connection(self._conn_id).extra_dejson
         except AirflowNotFoundException:

@@ -1,90 +1,23 @@
-"""Coercion of rendered template values.
-
-Templated fields render to strings unless the DAG sets ``render_template_as_native_obj``;
-"{{ params.tables }}" then arrives as ``"['shop.orders']"``. These helpers accept both the
-native value and its text form, so an operator works in either kind of DAG, and they raise
-:class:`ConfigurationError` naming the field, because a wrong param is a user's typo to fix.
-"""
+"""What the operators make of their rendered params: the table selection and the lake
+(``rendered`` coerces the values themselves)."""
 
 from __future__ import annotations
 
-import ast
-import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from airflow_cdc.config import SinkConfig, SourceConfig
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.hooks import CdcLakeHook
+from airflow_cdc.metadata.codec import table_to_text
+from airflow_cdc.model import TableId, TableSelection
+from airflow_cdc.rendered import as_str_list
 
-if TYPE_CHECKING:
-    from airflow_cdc.config import SinkConfig
-    from airflow_cdc.model import TableId, TableSelection
-
-__all__ = [
-    "as_mapping",
-    "as_positive_int",
-    "as_str_list",
-    "check_sink",
-    "lake_sink",
-    "parse_literal",
-    "selected_tables",
-    "table_selection",
-]
-
-
-def parse_literal(text: str) -> Any:
-    """JSON, else a Python literal (what Jinja renders a list or dict to), else the text."""
-    stripped = text.strip()
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(stripped)
-    except (ValueError, SyntaxError):
-        return text
-
-
-def as_positive_int(name: str, value: Any, *, zero: bool = False) -> int:
-    """A positive whole number (or 0 with ``zero=True``) from an int or its decimal text."""
-    if isinstance(value, str):
-        value = parse_literal(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
-        wanted = "0 or a positive whole number" if zero else "a positive whole number"
-        raise ConfigurationError(f"{name} must be {wanted}, got {value!r}")
-    return value
-
-
-def as_str_list(name: str, value: Any) -> list[str]:
-    """A list of non-empty strings from a list, its JSON/literal text, or comma-separated text."""
-    if isinstance(value, str):
-        parsed = parse_literal(value)
-        value = parsed if isinstance(parsed, list | tuple) else value.split(",")
-    if not isinstance(value, list | tuple):
-        raise ConfigurationError(f"{name} must be a list of strings, got {value!r}")
-    result: list[str] = []
-    for item in value:
-        if not isinstance(item, str):
-            raise ConfigurationError(f"{name} must be a list of strings, got item {item!r}")
-        if item.strip():
-            result.append(item.strip())
-    return result
-
-
-def as_mapping(name: str, value: Any) -> dict[str, Any]:
-    """A dict from a dict, its JSON/literal text, or ``None``/empty text (an empty dict)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return {}
-    if isinstance(value, str):
-        value = parse_literal(value)
-    if not isinstance(value, dict):
-        raise ConfigurationError(f"{name} must be a mapping, got {value!r}")
-    return {str(k): v for k, v in value.items()}
+__all__ = ["check_sink", "lake_sink", "resolved_tables", "selected_tables", "table_selection"]
 
 
 def table_selection(include: Any, exclude: Any = None, *, name: str = "tables") -> TableSelection:
     """Rendered ``tables`` (and ``exclude_tables``) as a selection: names and patterns
     (``model.selection``); a wrong entry is named with the accepted forms."""
-    from airflow_cdc.model import TableSelection
-
     entries = as_str_list(name, include)
     if not entries:
         raise ConfigurationError(
@@ -108,6 +41,23 @@ def selected_tables(tables: list[TableId], selection: TableSelection) -> list[Ta
     return tables
 
 
+def resolved_tables(source: SourceConfig, selection: TableSelection) -> tuple[str, ...]:
+    """The tables the selection picks, as the metadata DB writes them; only a selection with
+    patterns reads the server's catalog."""
+    # Heavy imports (pymysql, pyarrow) stay in the functions: the DAG processor imports
+    # this module at every parse, and only a running task needs them.
+    from airflow_cdc.source.catalog import resolve_selection
+    from airflow_cdc.source.connection import on_server
+
+    if selection.is_exact:
+        tables = selection.exact_tables()
+    else:
+        tables = on_server(
+            source, lambda conn: resolve_selection(conn, selection), what="listing tables"
+        )
+    return tuple(table_to_text(t) for t in selected_tables(tables, selection))
+
+
 def lake_sink(
     sink_path: Any, *, lake_conn_id: str, staging_path: Any = None, check: bool = False
 ) -> SinkConfig:
@@ -115,8 +65,6 @@ def lake_sink(
     the connection is not defined) and ``staging_path``; with ``check``, refused unless it
     takes a write (:func:`~airflow_cdc.sinks.write_check.check_writable`), so a wrong path,
     bucket or key fails before any Spark job starts."""
-    from airflow_cdc.config import SinkConfig
-    from airflow_cdc.hooks import CdcLakeHook
     from airflow_cdc.sinks.storage import is_local_uri
 
     root = str(sink_path or "").strip()

@@ -11,24 +11,22 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
+from airflow.sdk import conf as airflow_conf
 
+from airflow_cdc.config import ChunkingConfig, SourceConfig
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.operators._params import (
-    as_mapping,
-    as_positive_int,
-    as_str_list,
-    lake_sink,
-    parse_literal,
-    selected_tables,
-    table_selection,
-)
+from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+from airflow_cdc.model import TableId, TablePlan, TableSchema, TableSelection
+from airflow_cdc.operators._params import lake_sink, selected_tables, table_selection
+from airflow_cdc.planning.key_range import key_range_from_json
+from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
+from airflow_cdc.rendered import as_mapping, as_positive_int, as_str_list, parse_literal
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_cdc.config import ChunkingConfig
     from airflow_cdc.metadata.records import PlanRecord
-    from airflow_cdc.model import TableId, TableSelection
+    from airflow_cdc.source.server import ServerInfo
 
 __all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "check_known_params", "unit_handles"]
 
@@ -156,8 +154,6 @@ class PlanSnapshotOperator(BaseOperator):
 
     def chunk_key_map(self, selection: TableSelection) -> dict[TableId, tuple[str, ...]]:
         """The rendered ``chunk_keys`` keyed by TableId; every table must be selected."""
-        from airflow_cdc.model import TableId
-
         result: dict[TableId, tuple[str, ...]] = {}
         for name, columns in as_mapping("chunk_keys", self.chunk_keys).items():
             try:
@@ -179,16 +175,6 @@ class PlanSnapshotOperator(BaseOperator):
 
     # -- execution -----------------------------------------------------------------------
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        from airflow.sdk import conf
-
-        from airflow_cdc.config import ChunkingConfig
-        from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
-        from airflow_cdc.metadata import MetadataStore
-        from airflow_cdc.planning.key_range import key_range_from_json
-        from airflow_cdc.planning.planner import plan_tables
-        from airflow_cdc.source import catalog, server, validation
-        from airflow_cdc.source.connection import connect
-
         check_known_params(context)
         # Everything that can be checked before the source is contacted is checked here.
         selection = self.selection()
@@ -207,11 +193,42 @@ class PlanSnapshotOperator(BaseOperator):
             staging_path=self.staging_path,
             check=True,
         )
-        max_units = conf.getint("core", "max_map_length", fallback=1024)
+        max_units = airflow_conf.getint("core", "max_map_length", fallback=1024)
         chunking = ChunkingConfig(chunk_rows=chunk_rows, max_units=max_units)
 
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
+        tables, plans = self._plan_on_source(source, selection, keys, chunking, ranged=ranged)
+        record = self._store_plan(metadata_url, context, tables, plans)
+
+        self._log_plans(plans, chunk_rows)
+        handles = unit_handles(record, chunking)
+        self.log.info(
+            "Plan %d stored: %d chunk(s) of %d table(s) in %d work unit(s), one mapped task each",
+            record.plan_id,
+            len(record.chunks),
+            len(plans),
+            len(handles),
+        )
+        context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
+        return handles
+
+    def _plan_on_source(
+        self,
+        source: SourceConfig,
+        selection: TableSelection,
+        keys: dict[TableId, tuple[str, ...]],
+        chunking: ChunkingConfig,
+        *,
+        ranged: bool,
+    ) -> tuple[list[TableId], list[TablePlan]]:
+        """The selected tables, validated on the server, and their chunk plans (of the
+        ``key_range`` only when ``ranged``)."""
+        # Heavy imports (pymysql, SQLAlchemy) stay in the methods: the DAG processor imports
+        # this module at every parse, and only a running task needs them.
+        from airflow_cdc.planning.planner import plan_tables
+        from airflow_cdc.source import catalog, server, validation
+        from airflow_cdc.source.connection import connect
 
         conn = connect(source)
         try:
@@ -226,15 +243,30 @@ class PlanSnapshotOperator(BaseOperator):
             validation.validate_source(conn, info, tables)
             schemas = catalog.load_table_schemas(conn, tables, keys)
             if ranged:
-                from airflow_cdc.planning.planner import plan_range
-
-                rng = key_range_from_json(schemas[0], self._key_range_data())
-                self.log.info("%s: planning the key range %s", schemas[0].table, rng.label())
-                plans = [plan_range(conn, info, schemas[0], rng, chunking)]
-            else:
-                plans = plan_tables(conn, info, schemas, chunking)
+                return tables, [self._plan_range(conn, info, schemas[0], chunking)]
+            return tables, plan_tables(conn, info, schemas, chunking)
         finally:
             conn.close()
+
+    def _plan_range(
+        self, conn: Any, info: ServerInfo, schema: TableSchema, chunking: ChunkingConfig
+    ) -> TablePlan:
+        """The plan of ``key_range`` in the one table (a backfill)."""
+        from airflow_cdc.planning.planner import plan_range
+
+        rng = key_range_from_json(schema, self._key_range_data())
+        self.log.info("%s: planning the key range %s", schema.table, rng.label())
+        return plan_range(conn, info, schema, rng, chunking)
+
+    def _store_plan(
+        self,
+        metadata_url: str,
+        context: Context,
+        tables: list[TableId],
+        plans: list[TablePlan],
+    ) -> PlanRecord:
+        """Record the plan and ask ``join_stream`` (if any) to follow its tables."""
+        from airflow_cdc.metadata import MetadataStore
 
         join_stream = str(self.join_stream or "").strip()
         with MetadataStore.connect(metadata_url) as store:
@@ -250,7 +282,9 @@ class PlanSnapshotOperator(BaseOperator):
                         table,
                         join_stream,
                     )
+        return record
 
+    def _log_plans(self, plans: list[TablePlan], chunk_rows: int) -> None:
         for plan in plans:
             self.log.info(
                 "%s %s: key (%s), %d chunk(s) of ~%d rows, ~%d rows, split %s",
@@ -262,16 +296,6 @@ class PlanSnapshotOperator(BaseOperator):
                 plan.estimated_rows,
                 plan.method,
             )
-        handles = unit_handles(record, chunking)
-        self.log.info(
-            "Plan %d stored: %d chunk(s) of %d table(s) in %d work unit(s), one mapped task each",
-            record.plan_id,
-            len(record.chunks),
-            len(plans),
-            len(handles),
-        )
-        context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
-        return handles
 
     def _resolve(self, conn: Any, selection: TableSelection) -> list[TableId]:
         """The tables the selection picks on the server, checked against the allowed set."""
@@ -320,8 +344,6 @@ def check_known_params(context: Any) -> None:
 def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str, Any]]:
     """The XCom form of a plan, one item per work unit: small, JSON-safe, no key values
     beyond the label."""
-    from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
-
     planned = [PlannedChunk.of(chunk) for chunk in record.chunks]
     return [
         {

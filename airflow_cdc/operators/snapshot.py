@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_cdc.config import ChunkJobSpec, ReadConfig
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.operators._job_file import JobFileSparkOperator
-from airflow_cdc.operators._params import as_positive_int, lake_sink
+from airflow_cdc.operators._params import lake_sink
+from airflow_cdc.rendered import as_positive_int
 from airflow_cdc.spark.environment import JOB_JVM_CONF
-
-if TYPE_CHECKING:
-    from airflow_cdc.config import ChunkJobSpec
 
 __all__ = [
     "DEFAULT_SPARK_CONF",
@@ -136,9 +136,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
 
     def build_spec(self) -> ChunkJobSpec:
         """The job spec, with the secrets resolved from the Airflow connections."""
-        from airflow_cdc.config import ChunkJobSpec, ReadConfig
-        from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
-
         read_kwargs: dict[str, Any] = {}
         if self.partition_rows is not None and self.partition_rows != "":
             read_kwargs["partition_rows"] = as_positive_int("partition_rows", self.partition_rows)

@@ -20,37 +20,27 @@ of submitting a second one.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import os
-import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-import psutil  # type: ignore[import-untyped]
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_cdc.config import STREAM_MODES, StreamJobSpec
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+from airflow_cdc.metadata.codec import table_to_text
+from airflow_cdc.model import TableId
+from airflow_cdc.operators._graceful_stop import kill_all, stop_gracefully
 from airflow_cdc.operators._job_file import JobFileSparkOperator
-from airflow_cdc.operators._params import (
-    as_positive_int,
-    as_str_list,
-    check_sink,
-    lake_sink,
-    parse_literal,
-    selected_tables,
-    table_selection,
-)
+from airflow_cdc.operators._params import check_sink, lake_sink, resolved_tables, table_selection
+from airflow_cdc.rendered import as_positive_int, as_str_list, parse_literal
+from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.spark.environment import JOB_JVM_CONF
-
-if TYPE_CHECKING:
-    from airflow_cdc.config import SourceConfig, StreamJobSpec
-    from airflow_cdc.model import TableSelection
 
 __all__ = [
     "DEFAULT_STREAM_CONF",
@@ -81,8 +71,6 @@ def stream_table_names(value: Any, exclude: Any = None) -> tuple[str, ...]:
     """The rendered ``tables`` (names and patterns) and ``exclude_tables`` in their
     canonical text: an exact name as the metadata DB writes it (backticks only where a
     name holds a dot or backtick), a pattern as given; without duplicates, in order."""
-    from airflow_cdc.metadata.codec import table_to_text
-
     selection = table_selection(value, exclude)
     _, excluded = selection.texts()
     names = [
@@ -112,7 +100,8 @@ def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
     ``<temp dir>/airflow-cdc/checkpoints/<id>`` (the id written as one path segment,
     characters outside ``[A-Za-z0-9_-]`` as ``~XX``). Losing it costs nothing: a stream
     without its checkpoint resumes from its committed position in the metadata DB."""
-    from airflow_cdc.sinks.naming import escape_segment
+    # Heavy imports (pyarrow, SQLAlchemy, pymysql) stay in the functions: the DAG processor
+    # imports this module at every parse, and only a running task needs them.
     from airflow_cdc.sinks.storage import is_local_uri
 
     segment = escape_segment(stream_id)
@@ -252,8 +241,6 @@ class StreamOperator(JobFileSparkOperator):
 
     # -- rendered values -----------------------------------------------------------------
     def mode(self) -> str:
-        from airflow_cdc.config import STREAM_MODES
-
         mode = str(self.stream_mode or "").strip()
         if mode not in STREAM_MODES:
             raise ConfigurationError(
@@ -274,9 +261,6 @@ class StreamOperator(JobFileSparkOperator):
 
     def build_spec(self) -> StreamJobSpec:
         """The job spec, with the secrets resolved from the Airflow connections."""
-        from airflow_cdc.config import StreamJobSpec
-        from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
-
         mode = self.mode()
         selection = table_selection(self.tables, self.exclude_tables)
         sink = lake_sink(
@@ -285,7 +269,7 @@ class StreamOperator(JobFileSparkOperator):
         stream_id = self.resolved_stream_id()
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
-        tables = _resolved_tables(source, selection)
+        tables = resolved_tables(source, selection)
         if not selection.is_exact:
             tables = self._snapshotted(metadata_url, tables)
         checkpoint = str(self.checkpoint_dir or "").strip() or default_checkpoint_dir(
@@ -328,7 +312,6 @@ class StreamOperator(JobFileSparkOperator):
         start. The others (created since the plan, or still being snapshotted) are left to
         the stream, which snapshots or asks for them as it finds them (``stream.discovery``)."""
         from airflow_cdc.metadata import MetadataStore
-        from airflow_cdc.model import TableId
 
         with MetadataStore.connect(metadata_url, migrate=False) as store:
             done = store.full_snapshots_done([TableId.parse(t) for t in tables])
@@ -371,79 +354,18 @@ class StreamOperator(JobFileSparkOperator):
     def on_kill(self) -> None:
         leftovers: list[Any] = []
         try:
-            leftovers = self._stop_gracefully()
+            leftovers = stop_gracefully(
+                self._hook,
+                application=str(self.application),
+                timeout=self.stop_timeout_seconds,
+                log=self.log,
+            )
         finally:
             try:
                 super().on_kill()
             finally:
-                _kill_all(leftovers)
+                kill_all(leftovers)
                 self._cleanup()
-
-    def _stop_gracefully(self) -> list[Any]:
-        """SIGTERM the job's Python driver, wait for ``spark-submit`` to exit; returns the
-        job's processes (to be killed if still alive). Nothing to do in cluster modes, where
-        ``spark-submit`` has already exited."""
-        process = self._hook._submit_sp if self._hook is not None else None
-        if process is None or process.poll() is not None:
-            return []
-        try:
-            children: list[Any] = psutil.Process(process.pid).children(recursive=True)
-        except psutil.Error:
-            return []
-        drivers = [child for child in children if self._is_driver(child)]
-        self.log.info(
-            "Stopping the stream: SIGTERM to %s, up to %.0f s to stop",
-            f"its driver (pid {', '.join(str(d.pid) for d in drivers)})"
-            if drivers
-            else f"spark-submit (pid {process.pid})",
-            self.stop_timeout_seconds,
-        )
-        for target in drivers or [psutil.Process(process.pid)]:
-            with contextlib.suppress(psutil.Error):
-                target.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + max(0.0, self.stop_timeout_seconds)
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            # Airflow may signal the whole process group, so spark-submit's JVM can exit
-            # before the Python driver has released the stream's lease: wait for it too.
-            _, alive = psutil.wait_procs(drivers, timeout=max(0.0, deadline - time.monotonic()))
-            if alive:
-                raise subprocess.TimeoutExpired(str(alive[0].pid), self.stop_timeout_seconds)
-        except subprocess.TimeoutExpired:
-            self.log.warning(
-                "The stream did not stop in %.0f s; killing it", self.stop_timeout_seconds
-            )
-        return children
-
-    def _is_driver(self, process: Any) -> bool:
-        try:
-            return str(self.application) in process.cmdline()
-        except psutil.Error:
-            return False
-
-
-def _resolved_tables(source: SourceConfig, selection: TableSelection) -> tuple[str, ...]:
-    """The tables the selection picks, as the metadata DB writes them; only a selection with
-    patterns reads the server's catalog."""
-    from airflow_cdc.metadata.codec import table_to_text
-    from airflow_cdc.source.catalog import resolve_selection
-    from airflow_cdc.source.connection import on_server
-
-    if selection.is_exact:
-        tables = selection.exact_tables()
-    else:
-        tables = on_server(
-            source, lambda conn: resolve_selection(conn, selection), what="listing tables"
-        )
-    return tuple(table_to_text(t) for t in selected_tables(tables, selection))
-
-
-def _kill_all(processes: list[Any]) -> None:
-    """SIGKILL whatever of ``processes`` still runs (the Python driver and workers outlive a
-    killed JVM otherwise, and the driver would keep renewing the stream's lease)."""
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
 
 
 def _positive_seconds(name: str, value: Any) -> float:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.operators._params import as_positive_int, parse_literal
+from airflow_cdc.rendered import as_positive_int, parse_literal
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg

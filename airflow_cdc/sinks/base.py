@@ -1,7 +1,7 @@
 """What every sink shares: the bookkeeping columns, the result of a write, the interface.
 
 A sink row holds one version of a source row plus three columns that make concurrent,
-repeated and out-of-order writes converge (design.md section 5):
+repeated and out-of-order writes converge (``sinks.last_writer_wins``):
 
 * ``_cdc_position``: the encoded binlog position of the version held
   (:meth:`airflow_cdc.model.BinlogPosition.encode`, Arrow ``decimal128(38, 0)``). A write

@@ -12,8 +12,8 @@ sink instead:
    commits the new files and the removal of the read ones in one Delta transaction.
 
 It is the same copy-on-write as delta-rs's merge (same files replaced, same conflict
-rules: the commit names its buckets, :mod:`.delta`), so the two ways give the same table;
-the sink takes this one while the input and the files to read stay small
+rules: the commit names its buckets, :mod:`.delta_commits`), so the two ways give the same
+table; the sink takes this one while the input and the files to read stay small
 (:class:`RewriteLimits`), and the merge otherwise (it streams).
 """
 
@@ -29,15 +29,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
-from airflow_cdc.sinks.base import BUCKET_COLUMN
-from airflow_cdc.sinks.delta_files import DataFile, write_data_files
+from airflow_cdc.sinks.base import BUCKET_COLUMN, ApplyResult
+from airflow_cdc.sinks.delta_commits import add_actions, commit_actions
+from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
+from airflow_cdc.sinks.delta_layout import TableLayout
 from airflow_cdc.sinks.last_writer_wins import Applied, apply_newer, rows_with_keys
 from airflow_cdc.sinks.storage import Location
 
-__all__ = ["Rewrite", "RewriteLimits", "SinkFile", "plan_rewrite", "rewrite_actions"]
+__all__ = [
+    "Rewrite",
+    "RewriteLimits",
+    "SinkFile",
+    "commit_rewrite",
+    "plan_rewrite",
+    "rewrite_actions",
+]
 
 #: Index of a row's file among the files read, beside the rows (``_cdc_`` is reserved).
 _FILE_COLUMN = "_cdc_file"
@@ -159,15 +168,39 @@ def rewrite_actions(
         return [], []
     files = write_data_files(location, applied.rows, schema, key, bucket_width)
     stamp = int(time.time() * 1000)
-    actions: list[AddAction | RemoveAction] = [
-        AddAction(f.path, f.size, {BUCKET_COLUMN: str(f.bucket)}, stamp, True, f.stats)
-        for f in files
-    ]
+    actions = add_actions(files, stamp)
     actions += [
         RemoveAction(f.path, True, stamp, f.size, {BUCKET_COLUMN: str(f.bucket)})
         for f in rewrite.replaced
     ]
     return files, actions
+
+
+def commit_rewrite(
+    dt: DeltaTable,
+    location: Location,
+    layout: TableLayout,
+    rewrite: Rewrite,
+    commit: CommitProperties,
+    *,
+    record: bool,
+) -> ApplyResult:
+    """Write and commit ``rewrite`` (its new files are deleted again when the commit
+    fails); with ``record``, an empty commit when nothing changed, for the application
+    transaction."""
+    files, actions = rewrite_actions(
+        location, rewrite, layout.change_schema, layout.key, layout.bucket_width
+    )
+    if actions or record:
+        try:
+            commit_actions(dt, actions, commit)
+        except BaseException:
+            remove_data_files(location, files)
+            raise
+        dt.update_incremental()
+    applied = rewrite.applied
+    rows_in = applied.inserted + applied.updated + applied.skipped
+    return ApplyResult(rows_in, applied.inserted, applied.updated, applied.skipped, 0, dt.version())
 
 
 def _bucket_files(dt: DeltaTable, changes: pa.Table) -> pa.Table:

@@ -1,6 +1,6 @@
 """Last writer wins: of the versions of a key, the one at the greatest binlog position stays.
 
-The one rule every writer of a sink table follows (design.md section 5): a row carries the
+The one rule every writer of a sink table follows: a row carries the
 position of the change it holds (``_cdc_position``); a version replaces the one the table
 holds only when its position is greater; a delete is a version too (a marker with
 ``_cdc_deleted``), so an older version that arrives late (a chunk read before the delete, a

@@ -13,6 +13,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.sinks.storage import Location, local_path
 
@@ -56,8 +58,6 @@ def _check_local_folder(root: str, what: str) -> None:
 
 
 def _check_store(location: Location, conn_id: str | None, what: str) -> None:
-    import pyarrow.fs as pafs
-
     filesystem, root = location.resolve()
     source = _credentials_source(location, conn_id)
     # The bucket's HEAD tells a missing bucket (some stores create one on a first write);
@@ -95,6 +95,7 @@ def _check_store(location: Location, conn_id: str | None, what: str) -> None:
 
 
 def _check_delta_rs(location: Location, source: str, what: str) -> None:
+    # Lazy: importing this module, or checking a local folder, needs no delta-rs (slow).
     from deltalake import DeltaTable
 
     try:

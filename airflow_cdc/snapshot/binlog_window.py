@@ -1,6 +1,6 @@
 """Row changes of one table between two binlog positions (the correction window).
 
-A thin wrapper over the stream's reader (``stream.binlog_reader``), so chunk jobs and the
+A thin wrapper over the stream's reader (``source.binlog_reader``), so chunk jobs and the
 stream share one notion of positions, boundaries and reconnects.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableSchema
-from airflow_cdc.stream.binlog_reader import BinlogCursor, reader_server_id
-from airflow_cdc.stream.schema_check import image_drift, way_on
+from airflow_cdc.source.binlog_reader import BinlogCursor, reader_server_id
+from airflow_cdc.source.schema_check import image_drift, way_on
 
 __all__ = ["read_window", "reader_server_id"]
 

@@ -22,61 +22,42 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
-from airflow_cdc.errors import wrapped_error
-from airflow_cdc.model import (
-    BinlogPosition,
-    Chunk,
-    ChunkRange,
-    Key,
-    TableSchema,
-    quote_identifier,
-)
+from airflow_cdc.errors import SourceError, wrapped_error
+from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, Key, TableSchema
+from airflow_cdc.planning.key_order import sort_key_for
+from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
+from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.staging import remove_staged, staging_folder
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.binlog_window import read_window
-from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.snapshot.pause import PausePoints
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
-from airflow_cdc.snapshot.types import arrow_schema, rows_to_arrow
-from airflow_cdc.snapshot.write import ChunkRows, commit_files, merge_rows, write_files
+from airflow_cdc.snapshot.runners import Runner, local_runner, with_driver_share
+from airflow_cdc.snapshot.write import ChunkRows, Written, commit_files, merge_rows, write_files
+from airflow_cdc.source.arrow_types import arrow_schema
+from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.classify import keys_in_range
+from airflow_cdc.source.connection import DbConnection, connect, connection_broke
+from airflow_cdc.source.server import ServerInfo, current_position, server_info
+from airflow_cdc.source.watermark import ConsistentReadView
 
 __all__ = [
     "ChunkFailure",
     "ChunkOutcome",
     "ChunkTask",
-    "Runner",
     "failure_reason",
-    "local_runner",
-    "partition_count",
     "snapshot_chunk",
     "snapshot_chunk_quietly",
     "snapshot_chunks_quietly",
-    "with_driver_share",
 ]
 
 log = logging.getLogger("airflow_cdc.snapshot")
-
-T = TypeVar("T")
-R = TypeVar("R")
-#: Maps a function over items, possibly in parallel elsewhere; returns results in order.
-Runner = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
-
-DEFAULT_BUCKET_WIDTH = 1 << 20
-#: A chunk with at least this many rows per core is read on every core.
-MIN_PARTITION_ROWS = 100_000
-
-
-def local_runner(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    return [fn(item) for item in items]
 
 
 @dataclass(frozen=True)
@@ -124,13 +105,10 @@ def _comparable(key: Key) -> Key:
 
 
 def _membership(
-    conn: Any, schema: TableSchema, rng: ChunkRange, keys: Sequence[Key]
+    conn: DbConnection, schema: TableSchema, rng: ChunkRange, keys: Sequence[Key]
 ) -> dict[Key, bool]:
     """Which keys lie in the chunk, decided in Python when its order equals the server's,
     by the server otherwise (non-binary collations)."""
-    from airflow_cdc.planning.key_order import sort_key_for
-    from airflow_cdc.source.classify import keys_in_range
-
     if not keys:
         return {}
     sort_key = sort_key_for(schema)
@@ -145,107 +123,6 @@ def _membership(
             pass  # a value Python cannot order like the server: ask the server
     answers = keys_in_range(conn, schema, rng, [_comparable(k) for k in keys])
     return dict(zip(keys, answers, strict=True))
-
-
-def partition_count(
-    estimated_rows: int, partition_rows: int, parallelism: int, driver_share: bool = False
-) -> int:
-    """Partitions of a chunk: at most ``partition_rows`` rows each, at least one per reader
-    for a chunk of ``MIN_PARTITION_ROWS`` a core, and whole waves of the readers so that
-    none idles through the last one. The readers: ``parallelism`` cores, plus the driver
-    with ``driver_share`` (:func:`with_driver_share`)."""
-    readers = parallelism + (1 if driver_share else 0)
-    parts = math.ceil(max(estimated_rows, 1) / partition_rows)
-    if estimated_rows >= parallelism * MIN_PARTITION_ROWS:
-        parts = max(parts, readers)
-    if parts > 1:
-        parts = math.ceil(parts / readers) * readers
-    return parts
-
-
-def with_driver_share(runner: Runner, parallelism: int = 1) -> Runner:
-    """``runner``, except that the calling process (the Spark driver) runs its share of the
-    items itself, one after another on a thread, while ``runner`` maps the others on
-    ``parallelism`` cores: the last ``ceil(n / (parallelism + 1))`` items, as one more
-    core would. A single item never leaves it.
-
-    Why: a chunk job's first Spark task waits ~2 s here for the executors' Python workers
-    to start (the JVM's first job, the worker daemon's start and fork), and the driver is
-    otherwise idle while its executors read. With the driver reading one partition
-    meanwhile, the benchmark's 1M-row chunk job went 5.5 -> 4.7 s. With a share of every
-    wave rather than one partition, no reader idles through the later waves (5M rows,
-    three alternating runs each on this noisy machine: 10.3 -> 9.7 s steady state, 13.6 ->
-    10.9 s in a fresh JVM, means)."""
-
-    def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        if len(items) <= 1:
-            return [fn(item) for item in items]
-        split = len(items) - math.ceil(len(items) / (max(1, parallelism) + 1))
-        with ThreadPoolExecutor(1, thread_name_prefix="driver-share") as pool:
-            mine = pool.submit(lambda: [fn(item) for item in items[split:]])
-            theirs = runner(fn, items[:split])
-            return [*theirs, *mine.result()]
-
-    return run
-
-
-def _partitions(
-    conn: Any,
-    info: Any,
-    schema: TableSchema,
-    rng: ChunkRange,
-    estimated_rows: int,
-    partition_rows: int,
-    parallelism: int = 1,
-    driver_share: bool = False,
-) -> list[ChunkRange]:
-    """Split a large chunk for parallel reads: integer keys evenly between the range's own
-    MIN and MAX (two index lookups), other keys by one bounded index seek per boundary.
-
-    How many: :func:`partition_count`."""
-    parts = partition_count(estimated_rows, partition_rows, parallelism, driver_share)
-    if parts <= 1:
-        return [rng]
-    if len(schema.key) == 1 and schema.key_columns[0].is_integer:
-        bounds = _even_bounds(conn, schema, rng, parts)
-    else:
-        from airflow_cdc.planning.planner import seek_boundaries
-
-        found, _ = seek_boundaries(conn, info, schema, rng, partition_rows, 4 * parts)
-        bounds = found or []
-    edges: list[Key | None] = [rng.lo, *bounds, rng.hi]
-    return [ChunkRange(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
-
-
-def _even_bounds(conn: Any, schema: TableSchema, rng: ChunkRange, parts: int) -> list[Key]:
-    from airflow_cdc.source.keyset import range_condition
-
-    condition, params = range_condition(schema.key, rng)
-    key = quote_identifier(schema.key[0])
-    with conn.cursor() as cursor:
-        cursor.execute(
-            f"SELECT MIN({key}), MAX({key}) FROM {schema.table.quoted()} WHERE {condition}",  # noqa: S608
-            params,
-        )
-        low, high = cursor.fetchone()
-    if low is None:
-        return []
-    step = max(1, math.ceil((int(high) - int(low) + 1) / parts))
-    return [(int(low) + i * step,) for i in range(1, parts) if int(low) + i * step <= int(high)]
-
-
-def _bucket_width(conn: Any, schema: TableSchema, chunks_of_table: int) -> int | None:
-    """Width of the sink's key-range buckets, so chunks of a plan commit to separate
-    partitions. Only the first writer's choice sticks (it is stored with the table)."""
-    if not schema.key_columns[0].is_integer:
-        return None
-    key = quote_identifier(schema.key[0])
-    with conn.cursor() as cursor:
-        cursor.execute(f"SELECT MIN({key}), MAX({key}) FROM {schema.table.quoted()}")  # noqa: S608
-        low, high = cursor.fetchone()
-    if low is None:
-        return DEFAULT_BUCKET_WIDTH
-    return max(1, math.ceil((int(high) - int(low) + 1) / max(1, chunks_of_table)))
 
 
 @dataclass(frozen=True)
@@ -290,9 +167,6 @@ def snapshot_chunk(
     process reads (and writes) one partition more itself (:func:`with_driver_share`)."""
     if driver_share:
         runner = with_driver_share(runner, parallelism)
-    from airflow_cdc.errors import SourceError
-    from airflow_cdc.source.connection import connect, connection_broke
-
     chunk = task.chunk
     staging = staging_folder(
         task.sink, f"chunk-{task.chunk_id}-{task.attempt}-{uuid.uuid4().hex[:8]}"
@@ -334,39 +208,81 @@ def snapshot_chunks_quietly(tasks: Sequence[ChunkTask]) -> list[ChunkOutcome | C
     return [snapshot_chunk_quietly(task) for task in tasks]
 
 
+@dataclass(frozen=True)
+class _Read:
+    """Steps 1-3: the watermarks around the chunk's partition reads and what they staged."""
+
+    low: BinlogPosition
+    high: BinlogPosition
+    results: list[PartitionResult]
+    seconds: float
+
+
 def _snapshot_on(
-    conn: Any,
+    conn: DbConnection,
     task: ChunkTask,
     staging: Location,
     runner: Runner,
     parallelism: int,
     driver_share: bool,
 ) -> ChunkOutcome:
-    from airflow_cdc.sinks.delta import DeltaSink
-    from airflow_cdc.source.catalog import load_table_schema
-    from airflow_cdc.source.server import current_position, server_info
-    from airflow_cdc.source.watermark import ConsistentReadView
-
-    chunk = task.chunk
     pause = PausePoints(task.pause_dir)
     info = server_info(conn)
-    schema = load_table_schema(conn, chunk.table, task.key)
-    target = arrow_schema(schema)
+    schema = load_table_schema(conn, task.chunk.table, task.key)
     sink = DeltaSink.of(task.sink)
     sink.ensure_table(
-        schema, target, bucket_width=_bucket_width(conn, schema, task.chunks_of_table)
+        schema,
+        arrow_schema(schema),
+        bucket_width=bucket_width(conn, schema, task.chunks_of_table),
+    )
+    pause.fail_once()  # test-only, off unless armed
+    read = _read(conn, info, task, schema, staging, runner, parallelism, driver_share, pause)
+    started = time.monotonic()
+    corrected, events = _correct(conn, task, schema, read)
+    correct_seconds = time.monotonic() - started
+    pause.reach("before_commit")
+    started = time.monotonic()
+    written = _write(conn, sink, task, schema, corrected, read.results, runner, pause)
+    write_seconds = time.monotonic() - started
+    pause.reach("after_commit")
+    return ChunkOutcome(
+        chunk_id=task.chunk_id,
+        attempt=task.attempt,
+        rows=written.live_rows,
+        partitions=len(read.results),
+        window_events=events,
+        tombstones=written.tombstones,
+        low=read.low,
+        high=read.high,
+        read_seconds=read.seconds,
+        correct_seconds=correct_seconds,
+        write_seconds=write_seconds,
+        as_files=written.as_files,
     )
 
-    pause.fail_once()  # test-only, off unless armed
+
+def _read(
+    conn: DbConnection,
+    info: ServerInfo,
+    task: ChunkTask,
+    schema: TableSchema,
+    staging: Location,
+    runner: Runner,
+    parallelism: int,
+    driver_share: bool,
+    pause: PausePoints,
+) -> _Read:
+    """Steps 1-3: the low watermark, the range read as partitions (each its own later read
+    view) into staged files, the high watermark after every read view was opened."""
     started = time.monotonic()
     with ConsistentReadView(conn, info) as view:
         low = view.low_watermark
     pause.reach("after_low_watermark")
-    ranges = _partitions(
+    ranges = chunk_partitions(
         conn,
         info,
         schema,
-        chunk.range,
+        task.chunk.range,
         task.estimated_rows,
         task.read.partition_rows,
         max(1, parallelism),
@@ -389,30 +305,40 @@ def _snapshot_on(
         )
     pause.reach("after_read")
     high = current_position(conn, info)
-    read_seconds = time.monotonic() - started
+    return _Read(low, high, results, time.monotonic() - started)
 
-    started = time.monotonic()
-    events = list(read_window(task.source, schema, low, high))
 
-    def key_of(row: Any) -> Key:
-        return tuple(row[name] for name in schema.key)
-
-    images = [image for e in events for image in (e.before, e.after) if image is not None]
-    member = _membership(conn, schema, chunk.range, list({key_of(image) for image in images}))
-    final = fold(events, key_of, member.__getitem__)
-    corrected = ChunkRows(
-        chunk.table,
-        chunk.range,
+def _correct(
+    conn: DbConnection, task: ChunkTask, schema: TableSchema, read: _Read
+) -> tuple[ChunkRows, int]:
+    """Step 4: the table's binlog changes between the watermarks folded onto the chunk's
+    rows (``correction.fold``, for the keys the chunk holds); the rows and the changes read."""
+    events = list(read_window(task.source, schema, read.low, read.high))
+    touched = {schema.key_of(i) for e in events for i in (e.before, e.after) if i is not None}
+    member = _membership(conn, schema, task.chunk.range, list(touched))
+    corrected = ChunkRows.corrected(
         schema,
-        [r.out for r in results],
-        rows_to_arrow(schema, [r for r in final.values() if not isinstance(r, Deleted)]),
-        [key for key, row in final.items() if row is DELETED],
-        high.encode(),
+        task.chunk.range,
+        [r.out for r in read.results],
+        events,
+        member.__getitem__,
+        read.high.encode(),
     )
-    correct_seconds = time.monotonic() - started
+    return corrected, len(events)
 
-    pause.reach("before_commit")
-    started = time.monotonic()
+
+def _write(
+    conn: DbConnection,
+    sink: DeltaSink,
+    task: ChunkTask,
+    schema: TableSchema,
+    corrected: ChunkRows,
+    results: list[PartitionResult],
+    runner: Runner,
+    pause: PausePoints,
+) -> Written:
+    """Step 5: new data files and one commit into a range the sink holds nothing of, else
+    a merge with delete markers (``snapshot.write``)."""
     files = write_files(sink, corrected, runner)
     pause.reach("files_written")
     written = commit_files(sink, corrected, files)
@@ -420,22 +346,7 @@ def _snapshot_on(
         written = merge_rows(
             sink,
             corrected,
-            read_staged(results, target),
-            lambda keys: _membership(conn, schema, chunk.range, keys),
+            read_staged(results, arrow_schema(schema)),
+            lambda keys: _membership(conn, schema, task.chunk.range, keys),
         )
-    write_seconds = time.monotonic() - started
-    pause.reach("after_commit")
-    return ChunkOutcome(
-        task.chunk_id,
-        task.attempt,
-        written.live_rows,
-        len(ranges),
-        len(events),
-        written.tombstones,
-        low,
-        high,
-        read_seconds,
-        correct_seconds,
-        write_seconds,
-        written.as_files,
-    )
+    return written

@@ -2,8 +2,8 @@
 
 The fast path is connectorx (binary protocol straight into Arrow; ~1.1M rows/s here against
 ~75k rows/s for pymysql, see docs/benchmarks.md); pymysql is the dependency-light fallback.
-Either way each column is selected through ``types.select_expression`` and cast with
-``types.conform``, so both give identical Arrow values.
+Either way each column is selected through ``source.arrow_types.select_expression`` and cast with
+``source.arrow_types.conform``, so both give identical Arrow values.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from airflow_cdc.errors import SourceError
 from airflow_cdc.model import ChunkRange, TableSchema
 from airflow_cdc.sinks.staging import read_arrow_file, write_arrow_file
 from airflow_cdc.sinks.storage import Location
-from airflow_cdc.snapshot.types import conform, select_expression
+from airflow_cdc.source.arrow_types import conform, select_expression
 
 __all__ = [
     "PartitionRead",
@@ -70,7 +70,7 @@ def render_literal(value: Any) -> str:
 
 def select_sql(schema: TableSchema, rng: ChunkRange, *, plain_temporal: bool = False) -> str:
     """``SELECT <columns> FROM <table> WHERE <range>`` with the boundaries inlined
-    (``plain_temporal``: see :func:`~airflow_cdc.snapshot.types.select_expression`)."""
+    (``plain_temporal``: see :func:`~airflow_cdc.source.arrow_types.select_expression`)."""
     from airflow_cdc.source.keyset import range_condition
 
     condition, params = range_condition(schema.key, rng)

@@ -1,7 +1,7 @@
 """A work unit's chunks, run by one application and recorded one by one.
 
 The driver marks each chunk running (an attempt), then runs them: a chunk large enough to
-be read in partitions (``job.partition_count``) runs in the driver with its partitions on
+be read in partitions (``planning.partitions.partition_count``) runs in the driver with its partitions on
 every core, one such chunk after another; the small ones run whole on the cores, a few
 chunks per task (``job.snapshot_chunks_quietly``: executors need no metadata DB). Each
 chunk keeps its own watermarks and record, so the stream's filter and the re-run of one
@@ -22,19 +22,17 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import ChunkRecord
 from airflow_cdc.model import TableId
 from airflow_cdc.planning.packing import CHUNK_OVERHEAD_ROWS, spread
+from airflow_cdc.planning.partitions import partition_count
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
 from airflow_cdc.snapshot.job import (
     ChunkFailure,
     ChunkOutcome,
     ChunkTask,
-    Runner,
     failure_reason,
-    local_runner,
-    partition_count,
     snapshot_chunk,
     snapshot_chunks_quietly,
-    with_driver_share,
 )
+from airflow_cdc.snapshot.runners import Runner, local_runner, with_driver_share
 
 __all__ = ["UnitOutcome", "run_chunk", "run_unit"]
 

@@ -1,6 +1,6 @@
 """Writing a corrected chunk to the sink, at the high watermark's position.
 
-Two ways, same result (design.md section 5):
+Two ways, same result (the sink keeps the last writer per key, ``sinks.last_writer_wins``):
 
 * **files** (a range the sink holds no row of, e.g. a first snapshot): the
   workers turn their staged partitions into the sink's Parquet data files in parallel,
@@ -14,14 +14,14 @@ Two ways, same result (design.md section 5):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.model import ChunkRange, Key, TableId, TableSchema
+from airflow_cdc.model import ChangeEvent, ChunkRange, Key, TableId, TableSchema
 from airflow_cdc.sinks.base import (
     DELETED_COLUMN,
     POSITION_COLUMN,
@@ -31,7 +31,8 @@ from airflow_cdc.sinks.base import (
 from airflow_cdc.sinks.delta_files import DataFile, write_data_files
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
-from airflow_cdc.snapshot.types import arrow_schema
+from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
+from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 
 __all__ = [
     "ChunkRows",
@@ -83,7 +84,7 @@ class PartitionFiles:
 
     staged: Location
     table: Location
-    #: The rows' columns (``snapshot.types.arrow_schema``) and the sink's (no bucket).
+    #: The rows' columns (``source.arrow_types.arrow_schema``) and the sink's (no bucket).
     source_schema: pa.Schema
     sink_schema: pa.Schema
     key: tuple[str, ...]
@@ -115,6 +116,29 @@ class ChunkRows:
     upserts: pa.Table  # corrected rows (source columns)
     deleted: Sequence[Key]  # keys the window deleted
     position: int
+
+    @classmethod
+    def corrected(
+        cls,
+        schema: TableSchema,
+        rng: ChunkRange,
+        staged: Sequence[Location],
+        window: Iterable[ChangeEvent],
+        in_chunk: Callable[[Key], bool],
+        position: int,
+    ) -> ChunkRows:
+        """The chunk's read rows (``staged``) and the last word of the watermarks' window
+        for each of its keys (``correction.fold``), to be written at ``position``."""
+        final = fold(window, schema.key_of, in_chunk)
+        return cls(
+            schema.table,
+            rng,
+            schema,
+            staged,
+            rows_to_arrow(schema, [r for r in final.values() if not isinstance(r, Deleted)]),
+            [key for key, row in final.items() if row is DELETED],
+            position,
+        )
 
     def replaced_keys(self) -> pa.Table:
         """The keys whose read rows the correction replaces: deleted and corrected."""

@@ -46,7 +46,7 @@ _WINDOW = 400
 _MAX_WINDOWS = 25
 #: Re-estimates of how many events to skip to reach a target.
 _MAX_SEEKS = 6
-#: Query events that open (not close) a transaction (as ``stream.mysql_source``).
+#: Query events that open (not close) a transaction (as ``source.mysql_replication``).
 _OPENERS = ("BEGIN", "XA START", "XA END")
 
 

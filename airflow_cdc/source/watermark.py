@@ -2,7 +2,7 @@
 
 The chunk SELECT runs inside the read view; the binlog window that corrects the chunk starts
 at ``low_watermark``. The watermark must be at or before every change the view does not see
-(design.md §3); starting earlier is always safe, it only costs reading. How, per flavour:
+(docs/architecture.md); starting earlier is always safe, it only costs reading. How, per flavour:
 
 **MariaDB** (and Percona Server): ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` makes the
 server record the binlog position that matches the read view exactly, readable in the session
@@ -23,6 +23,7 @@ error names the GRANT.
 
 from __future__ import annotations
 
+import enum
 from types import TracebackType
 
 import pymysql
@@ -33,13 +34,40 @@ from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
 from airflow_cdc.source.keyset import sql_identifier
 from airflow_cdc.source.server import ServerInfo, current_position
 
-__all__ = ["DEFAULT_HEARTBEAT_DATABASE", "HEARTBEAT_TABLE", "ConsistentReadView"]
+__all__ = [
+    "DEFAULT_HEARTBEAT_DATABASE",
+    "HEARTBEAT_TABLE",
+    "ConsistentReadView",
+    "Step",
+    "opening_steps",
+]
 
 HEARTBEAT_TABLE = "airflow_cdc_heartbeat"
 DEFAULT_HEARTBEAT_DATABASE = "airflow_cdc"
 
 _DENIED = {1044, 1142, 1227, 1045}
 _START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+
+
+class Step(enum.Enum):
+    """One step of opening a read view with its low watermark."""
+
+    #: MariaDB: open the view and read the binlog position the server matched to it.
+    OPEN_VIEW_AT_ITS_POSITION = "open the view at its snapshot position"
+    #: MySQL: the binlog's current end becomes the watermark.
+    READ_POSITION = "read the binlog position"
+    #: MySQL: commit a tiny write; with ordered commit, every transaction before the
+    #: position read has committed in the engine once it returns.
+    HEARTBEAT = "commit a heartbeat write"
+    OPEN_VIEW = "open the view"
+
+
+def opening_steps(is_mariadb: bool) -> tuple[Step, ...]:
+    """The rule of the module docstring: the steps, in order, that open a read view whose
+    low watermark lies at or before every change the view cannot see."""
+    if is_mariadb:
+        return (Step.OPEN_VIEW_AT_ITS_POSITION,)
+    return (Step.READ_POSITION, Step.HEARTBEAT, Step.OPEN_VIEW)
 
 
 class ConsistentReadView:
@@ -69,10 +97,15 @@ class ConsistentReadView:
 
     def __enter__(self) -> ConsistentReadView:
         fetch_all(self.conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        if self.info.is_mariadb:
-            self._low = self._open_mariadb()
-        else:
-            self._low = self._open_mysql()
+        for step in opening_steps(self.info.is_mariadb):
+            if step is Step.OPEN_VIEW_AT_ITS_POSITION:
+                self._low = self._open_mariadb()
+            elif step is Step.READ_POSITION:
+                self._low = current_position(self.conn, self.info)
+            elif step is Step.HEARTBEAT:
+                self._heartbeat()
+            else:
+                fetch_all(self.conn, _START)
         return self
 
     def __exit__(
@@ -98,12 +131,6 @@ class ConsistentReadView:
                 "([mysqld] log_bin=mysql-bin) for a consistent snapshot position"
             )
         return BinlogPosition(file, int(status["binlog_snapshot_position"]))
-
-    def _open_mysql(self) -> BinlogPosition:
-        low = current_position(self.conn, self.info)
-        self._heartbeat()
-        fetch_all(self.conn, _START)
-        return low
 
     def _heartbeat(self) -> None:
         """Commit one tiny write; see the module docstring for why it makes P0 safe."""

@@ -96,14 +96,14 @@ def report_failure(job_file: str, exc: BaseException) -> str | None:
     may not see the folder); None when ``exc`` holds none of ours. No secret is in them."""
     import os
 
-    from airflow_cdc.config import _JobFile
+    from airflow_cdc.config import JobFile
     from airflow_cdc.errors import CdcError, wrapped_error
 
     reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, CdcError) else wrapped_error(exc)
     if reason is None:
         return None
     try:
-        fd = os.open(_JobFile.failure_path(job_file), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(JobFile.failure_path(job_file), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(reason)
     except OSError:

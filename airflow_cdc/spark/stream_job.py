@@ -1,8 +1,8 @@
 """spark-submit entry of the stream: ``stream.py --job-file PATH``.
 
 A Structured Streaming query over the binlog source (``binlog_source``) whose batch
-function applies each micro-batch to the Delta tables (``stream.apply``) and records the
-committed position, lag and heartbeat in the metadata DB. The query's checkpoint makes a
+function (``stream.batch_writer``) applies each micro-batch to the Delta tables and records
+the committed position, lag and heartbeat in the metadata DB. The query's checkpoint makes a
 restart (retry, crash, SIGKILL) resume exactly where the last committed batch ended; a
 replayed batch is a no-op in Delta (application transactions).
 
@@ -39,13 +39,12 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
-from airflow_cdc.errors import CdcError, StreamLeaseError
-from airflow_cdc.model import BinlogPosition, TableId, TableSchema
+from airflow_cdc.errors import StreamLeaseError
+from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.spark._entry import (
     job_file_argument,
     report_failure,
@@ -54,322 +53,21 @@ from airflow_cdc.spark._entry import (
 )
 from airflow_cdc.spark.checkpoint import read_checkpoint, set_aside_if_stale
 from airflow_cdc.spark.environment import prefer_installed_pyspark
-from airflow_cdc.stream.lease import LeaseKeeper, process_has_exited
+from airflow_cdc.spark.snapshot_job import spark_runner
+from airflow_cdc.stream.batch_writer import LEASE_SECONDS, START_BATCH_ID, BatchWriter
+from airflow_cdc.stream.discovery import Discovery, every
+from airflow_cdc.stream.joining import joined_tables
+from airflow_cdc.stream.lease import LeaseKeeper, reclaim_dead_owner
 
-__all__ = ["main"]
+__all__ = ["main", "run_stream"]
 
 log = logging.getLogger("airflow_cdc.stream")
-
-LEASE_SECONDS = 60.0
-#: The batch id the driver's start batch is recorded with (Spark's batches count from 0).
-START_BATCH_ID = -1
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """One micro-batch as the batch function sees it: per table, the staged blocks of its
-    reduced rows (``spark.binlog_source``), the batch's bounds and what its slices counted."""
-
-    blocks: dict[TableId, list[tuple[str, int]]]  # (staged file, rows) per block
-    start: BinlogPosition | None  # None: no boundary row (an empty frame)
-    end: BinlogPosition | None
-    seen_at: float
-    tables: tuple[TableId, ...]
-    events: int = 0
-    emitted: int = 0
-    slices: int = 0
-
-
-def _batch(rows: Sequence[Any]) -> _Batch:
-    """The slices' blocks per table and the batch's bounds: the slices' first start and
-    last end (each slice's task closes with a boundary row)."""
-    from airflow_cdc.spark.binlog_source import BOUNDARY, decode_payload
-
-    blocks: dict[TableId, list[tuple[str, int]]] = {}
-    start: BinlogPosition | None = None
-    end: BinlogPosition | None = None
-    seen_at = 0.0
-    tables: tuple[TableId, ...] = ()
-    events = emitted = slices = 0
-    for kind, ref, payload in rows:  # Spark Rows or the start batch's tuples
-        if kind == BOUNDARY:
-            bounds = decode_payload(payload)
-            position = BinlogPosition.from_text(ref)
-            first = BinlogPosition.from_text(bounds["start"])
-            end = position if end is None or end < position else end
-            start = first if start is None or first < start else start
-            seen_at = max(seen_at, float(bounds["seen_at"]))
-            tables = tuple(TableId.parse(name) for name in bounds["tables"])
-            events += int(bounds.get("events", 0))
-            emitted += int(bounds.get("emitted", 0))
-            slices += 1
-            continue
-        block = decode_payload(payload)
-        blocks.setdefault(TableId.parse(ref), []).append((block["path"], block["rows"]))
-    return _Batch(blocks, start, end, seen_at, tables, events, emitted, slices)
-
-
-class _BatchWriter:
-    """The foreachBatch function, with what it needs kept between batches."""
-
-    def __init__(self, spec: StreamJobSpec, owner: str) -> None:
-        from airflow_cdc.metadata import MetadataStore
-        from airflow_cdc.sinks.delta import DeltaSink
-        from airflow_cdc.sinks.delta_rewrite import RewriteLimits
-        from airflow_cdc.sinks.staging import remove_staged
-        from airflow_cdc.snapshot.pause import PausePoints
-        from airflow_cdc.stream.staging import staging_dir
-
-        self.pause = PausePoints(spec.pause_dir)
-        self.owner = owner
-        self.spec = spec
-        self.schemas: dict[TableId, TableSchema] = {}
-        #: Per table: its schema as loaded against its Delta table's columns and key.
-        self.sink_drift: dict[TableId, Any] = {}
-        self.store = MetadataStore.connect(spec.metadata_url)
-        # Streamed: delta-rs reads the merge's source as it goes instead of holding it
-        # (driver peak 1.34 -> 0.96 GB merging 500k rows); the bucket predicate still prunes.
-        self.sink = DeltaSink.of(
-            spec.sink, streamed_exec=True, keep_open=True, rewrite=RewriteLimits()
-        )
-        #: Blocks staged by the executors; what a killed batch left is stale.
-        self.staging = staging_dir(spec.sink, spec.stream_id)
-        remove_staged(self.staging)
-        #: Merges of a batch's tables run on it (``stream.apply.apply_each``).
-        self.pool = (
-            ThreadPoolExecutor(spec.apply_parallelism, thread_name_prefix="apply")
-            if spec.apply_parallelism > 1
-            else None
-        )
-
-    def __call__(self, frame: Any, batch_id: int) -> None:
-        started = time.monotonic()
-        rows = frame.collect()  # the slices are decoded and reduced here
-        self.apply(rows, batch_id, started=started, read_seconds=time.monotonic() - started)
-
-    def apply(
-        self, rows: Sequence[Any], batch_id: int, *, started: float, read_seconds: float
-    ) -> None:
-        """Apply one batch's rows (``spark.binlog_source``) and record its progress."""
-        from airflow_cdc.sinks.staging import remove_staged
-        from airflow_cdc.stream.apply import apply_each
-
-        batch = _batch(rows)
-        joining = self._join(batch)
-        needed = sorted((t for t in batch.blocks if t in self.schemas), key=str)
-        self._check_catalog(needed)
-        self.pause.reach("stream_before_apply")
-        # Each table records the batch's end as its Delta application transaction: "holds
-        # every change up to here", so a replay of this batch, or of any batch ending
-        # before it, from whatever checkpoint (or none), is skipped.
-        version = batch.end.boundary_number() if batch.end is not None else None
-        merged = apply_each(
-            lambda table: self._merge(table, batch.blocks[table], version),
-            [(table, sum(rows for _, rows in batch.blocks[table])) for table in needed],
-            self.pool,
-            parallelism=self.spec.apply_parallelism,
-            max_rows=self.spec.max_merge_rows,
-        )
-        written = sum(applied for applied, _ in merged)
-        merges = sum(count for _, count in merged)
-        self.pause.reach("stream_after_apply")
-        if batch.end is not None:
-            if joining:
-                self.store.mark_stream_tables_joined(
-                    self.spec.stream_id, [(r.table, r.start) for r in joining], batch.end
-                )
-            lag_bytes = _lag_bytes(self.spec, batch.end)
-            self.store.record_stream_progress(
-                self.spec.stream_id,
-                committed=batch.end,
-                lag_seconds=max(0.0, time.time() - batch.seen_at) if batch.seen_at else None,
-                lag_bytes=lag_bytes,
-                batch_id=batch_id,
-                rows=written,
-                owner=self.owner,
-            )
-        remove_staged(self.staging)  # the next batch's tasks start after this function returns
-        log.info(
-            "batch %d%s from %s: %d changes, %d applied to %s in %.2f s (%d slices decoded "
-            "in %.2f s, %d merges); committed up to %s",
-            batch_id,
-            " (start batch, in the driver)" if batch_id == START_BATCH_ID else "",
-            batch.start,
-            batch.events,
-            written,
-            ", ".join(map(str, needed)) or "no table",
-            time.monotonic() - started,
-            batch.slices,
-            read_seconds,
-            merges,
-            batch.end,
-        )
-
-    def _merge(
-        self, table: TableId, blocks: list[tuple[str, int]], version: int | None
-    ) -> tuple[int, int]:
-        """Merge a table's staged blocks, at most ``max_merge_rows`` rows a merge (newest
-        row per key within each); the last merge records ``version`` as the stream's Delta
-        application transaction. A batch replayed after a crash between two merges merges
-        them all again, which changes nothing the first run wrote (last writer wins).
-        Rows and merges."""
-        from airflow_cdc.sinks.last_writer_wins import newest_per_key
-        from airflow_cdc.sinks.staging import read_arrow_file
-        from airflow_cdc.stream.staging import block_file, merge_groups
-
-        groups = merge_groups([rows for _, rows in blocks], self.spec.max_merge_rows)
-        if version is not None and len(groups) > 1:  # one merge: apply() checks it itself
-            applied = self.sink.applied_version(table, self.spec.stream_id)
-            if applied is not None and applied >= version:
-                return 0, 0  # the table holds this batch already
-        written = 0
-        for number, group in enumerate(groups, start=1):
-            rows = newest_per_key(
-                [read_arrow_file(block_file(self.spec.sink, blocks[i][0])) for i in group],
-                self.schemas[table].key,
-            )
-            record = version is not None and number == len(groups)
-            result = self.sink.apply(
-                table,
-                rows,
-                app_id=self.spec.stream_id if record else None,
-                app_version=version if record else None,
-                keys_unique=True,
-            )
-            written += 0 if result.replayed else rows.num_rows
-        return written, len(groups)
-
-    def _check_catalog(self, tables: list[TableId]) -> None:
-        """Changes the row images cannot show, for the tables whose changes this batch must
-        apply: a type or key change (MODIFY, a new primary key) keeps the column names, so
-        the catalog is compared with the schemas written with (one catalog read per such
-        table); and a schema loaded after an ALTER matches the new images, so it is compared
-        with the Delta table's own columns and key (once, when loaded: ``sink_drift``)."""
-        from airflow_cdc.errors import SchemaChangedError
-        from airflow_cdc.source.catalog import load_table_schemas
-        from airflow_cdc.source.connection import on_server
-        from airflow_cdc.stream.schema_check import catalog_drift, way_on
-
-        for table in tables:
-            drift = self.sink_drift.get(table)
-            if drift:
-                raise SchemaChangedError(
-                    f"{table} changed before the stream loaded it: {drift.describe()} (its "
-                    f"columns now against the Delta table's). Nothing of this batch was "
-                    f"applied. {way_on(table)}"
-                )
-        if not tables:
-            return
-
-        current = on_server(
-            self.spec.source,
-            lambda conn: dict(zip(tables, load_table_schemas(conn, tables), strict=True)),
-            what="checking the catalog",
-        )
-        for table in tables:
-            drift = catalog_drift(self.schemas[table], current[table])
-            if drift.retyped or drift.key is not None:
-                raise SchemaChangedError(
-                    f"{table} changed under the stream: {drift.describe()} (the catalog now "
-                    f"against the sink table's schema). Nothing of this batch was applied. "
-                    f"{way_on(table)}"
-                )
-
-    def _load_schemas(self, conn: Any, tables: Sequence[TableId]) -> None:
-        """The tables' schemas from the catalog (two queries for all), and how each differs
-        from its Delta table."""
-        from airflow_cdc.source.catalog import load_table_schemas
-
-        for table, schema in zip(tables, load_table_schemas(conn, tables), strict=True):
-            self._keep_schema(table, schema)
-
-    def _keep_schema(self, table: TableId, schema: TableSchema) -> None:
-        from airflow_cdc.stream.schema_check import Drift, sink_drift
-
-        self.schemas[table] = schema
-        if self.sink.exists(table):
-            layout = self.sink.layout(table)
-            self.sink_drift[table] = sink_drift(layout.source_columns, layout.key, schema)
-        else:
-            self.sink_drift[table] = Drift()
-
-    def _join(self, batch: _Batch) -> list[Any]:
-        """Join the tables this batch read for the first time: take them into the lease,
-        replay their changes up to the batch's start (``stream.joining``), and keep their
-        schemas so the batch applies their changes too."""
-        from airflow_cdc.source.connection import on_server
-        from airflow_cdc.stream.joining import joined_tables, new_tables, replay_tables
-
-        joined = joined_tables(self.store, self.spec.stream_id)
-        for table in list(self.schemas):
-            if table not in batch.tables:  # e.g. a batch planned before a restart
-                del self.schemas[table]
-                self.sink_drift.pop(table, None)
-        fresh = new_tables(batch.tables, joined)
-        missing = [t for t in batch.tables if t not in self.schemas]
-
-        def load(conn: Any) -> None:
-            self._load_schemas(conn, missing)
-
-        if missing:
-            on_server(self.spec.source, load, what="loading table schemas")
-        if not fresh or batch.start is None:
-            return []
-        try:
-            self.store.acquire_stream_lease(
-                self.spec.stream_id, [*joined, *fresh], self.owner, LEASE_SECONDS
-            )
-        except CdcError as exc:
-            # Another stream holds one of them: leave them out, and say so every batch.
-            log.warning("cannot join %s: %s", ", ".join(map(str, fresh)), exc)
-            for table in fresh:
-                self.schemas.pop(table, None)
-            return []
-        return replay_tables(
-            self.spec.source, self.sink, [self.schemas[t] for t in fresh], self.store, batch.start
-        )
-
-
-def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:
-    """Bytes of binlog the server has written after ``end`` (across files)."""
-    from airflow_cdc.source.binlog_index import binary_logs, range_bytes
-    from airflow_cdc.source.connection import connect
-
-    try:
-        conn = connect(spec.source)
-        try:
-            files = binary_logs(conn)
-        finally:
-            conn.close()
-    except Exception:  # lag is informative; never fail a batch for it
-        return None
-    if not files:
-        return None
-    newest, size = files[-1]
-    return range_bytes(files, end, BinlogPosition(newest, size))
-
-
-def _reclaim_dead_owner(store: Any, stream_id: str) -> None:
-    """Release a lease left by a driver of this stream that died on this host (SIGKILL, OOM),
-    so a restart need not wait for the lease to expire. Another host's lease is left alone."""
-    state = store.stream_state(stream_id)
-    if state is None or not state.lease_live() or not state.owner:
-        return
-    host, _, rest = state.owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return
-    if process_has_exited(int(pid_text)):
-        log.warning(
-            "reclaiming the lease of stream %s from dead process %s", stream_id, state.owner
-        )
-        store.release_stream_lease(stream_id, state.owner)
 
 
 class _StartBatch:
     """The driver's start batch (see the module docstring), on a thread while Spark starts."""
 
-    def __init__(self, spec: StreamJobSpec, job_file: str, writer: _BatchWriter) -> None:
+    def __init__(self, spec: StreamJobSpec, job_file: str, writer: BatchWriter) -> None:
         self._spec = spec
         self._job_file = job_file
         self._writer = writer
@@ -379,6 +77,7 @@ class _StartBatch:
         self._thread.start()
 
     def _run(self) -> None:
+        # pyspark (which binlog_source imports) only after prefer_installed_pyspark()
         from airflow_cdc.spark.binlog_source import BinlogStreamReader
 
         try:
@@ -410,12 +109,9 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     prefer_installed_pyspark()
     from pyspark.sql import SparkSession
 
-    from airflow_cdc.metadata import MetadataStore
-    from airflow_cdc.stream.joining import joined_tables
-
     store = MetadataStore.connect(spec.metadata_url)
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    _reclaim_dead_owner(store, spec.stream_id)
+    reclaim_dead_owner(store, spec.stream_id)
     tables = [TableId.parse(name) for name in spec.tables]
     joined = [t for t in joined_tables(store, spec.stream_id) if t not in tables]
     store.acquire_stream_lease(spec.stream_id, [*tables, *joined], owner, LEASE_SECONDS)
@@ -434,7 +130,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     spark: Any = None
     start_batch: _StartBatch | None = None
     try:
-        writer = _BatchWriter(spec, owner)
+        writer = BatchWriter(spec, owner)
         state = store.stream_state(spec.stream_id)
         checkpoint = set_aside_if_stale(
             read_checkpoint(spec.checkpoint_dir),
@@ -465,9 +161,6 @@ def _look_for_new_tables(spec: StreamJobSpec, spark: Any, stop: threading.Event)
     (``stream.discovery``) on the stream's executors: once now, before the query starts,
     in ``until_caught_up`` mode (so they join this run); every ``discover_seconds`` on a
     thread in ``continuous`` mode, the first pass at once."""
-    from airflow_cdc.metadata import MetadataStore
-    from airflow_cdc.spark.snapshot_job import spark_runner
-    from airflow_cdc.stream.discovery import Discovery, every
 
     if not spec.patterns:
         return
@@ -494,13 +187,14 @@ def _run_query(
     spec: StreamJobSpec,
     job_file: str,
     spark: Any,
-    writer: _BatchWriter,
+    writer: BatchWriter,
     start_batch: _StartBatch | None,
     keeper: Any,
     began: float,
 ) -> int:
     """Start the Structured Streaming query (after the start batch, if any) and wait until
     it stops."""
+    # pyspark (which binlog_source imports) only after prefer_installed_pyspark()
     from airflow_cdc.spark.binlog_source import SCHEMA, SOURCE_NAME, BinlogDataSource
 
     stopping = threading.Event()

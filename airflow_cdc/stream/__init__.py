@@ -2,11 +2,13 @@
 
 Modules (imported on their own so that pure ones stay light):
 
-* ``binlog_reader``: ``BinlogCursor`` / ``read_changes``: row changes of a set of tables
-  between two positions, transaction boundaries, reconnects, purged-start detection;
-* ``events`` / ``mysql_source``: the event source it reads (mysql-replication adapter);
-* ``reduce``: ``reduce_to_latest``: the newest version per key of a batch;
-* ``emit_filter``: ``EmitFilter``: Flink CDC's ``shouldEmit`` against chunk watermarks.
+* ``emit_filter``: ``EmitFilter``: Flink CDC's ``shouldEmit`` against chunk watermarks;
+* ``reduce`` / ``apply``: a slice reduced to the newest row per key, a batch applied;
+* ``joining`` / ``discovery`` / ``start``: tables joining a running stream, where it starts;
+* ``staging`` / ``lease``: blocks handed to the driver, one stream per set of tables.
+
+Reading the binlog itself is ``source.binlog_reader``'s, shared with the snapshot's
+correction window.
 """
 
 __all__: list[str] = []

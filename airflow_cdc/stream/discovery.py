@@ -34,7 +34,7 @@ from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FullSnapshot
 from airflow_cdc.model import TableId, TableSelection
-from airflow_cdc.snapshot.job import Runner
+from airflow_cdc.snapshot.runners import Runner
 
 if TYPE_CHECKING:
     from airflow_cdc.model import TablePlan

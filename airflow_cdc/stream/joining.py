@@ -147,10 +147,10 @@ def _replay(
 ) -> tuple[dict[TableId, int], dict[TableId, int]]:
     """The tables' changes in ``(floor, until]`` through their emit filter into the sink, in
     slices of ``slice_size`` changes; changes read and rows written per table."""
+    from airflow_cdc.source.binlog_reader import read_changes
+    from airflow_cdc.source.schema_check import screen_events
     from airflow_cdc.stream.apply import apply_batch
-    from airflow_cdc.stream.binlog_reader import read_changes
     from airflow_cdc.stream.emit_filter import EmitFilter
-    from airflow_cdc.stream.schema_check import screen_events
 
     emit = EmitFilter(marks, schemas)
     changes: dict[TableId, int] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 
 from airflow_cdc.errors import CdcError, StreamLeaseError
 
-__all__ = ["LeaseKeeper", "process_has_exited"]
+__all__ = ["LeaseKeeper", "process_has_exited", "reclaim_dead_owner"]
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +106,20 @@ def process_has_exited(pid: int) -> bool:
     except FileNotFoundError:  # gone meanwhile; without /proc (not Linux) kill() is the answer
         return os.path.isdir("/proc")
     return state in ("Z", "X")
+
+
+def reclaim_dead_owner(store: Any, stream_id: str) -> None:
+    """Release a lease left by a driver of this stream that died on this host (SIGKILL, OOM),
+    so a restart need not wait for the lease to expire. Another host's lease is left alone."""
+    state = store.stream_state(stream_id)
+    if state is None or not state.lease_live() or not state.owner:
+        return
+    host, _, rest = state.owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return
+    if process_has_exited(int(pid_text)):
+        log.warning(
+            "reclaiming the lease of stream %s from dead process %s", stream_id, state.owner
+        )
+        store.release_stream_lease(stream_id, state.owner)

@@ -19,7 +19,7 @@ from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.spark.binlog_source import BinlogStreamReader
 from airflow_cdc.spark.checkpoint import read_checkpoint
-from airflow_cdc.spark.stream_job import START_BATCH_ID
+from airflow_cdc.stream.batch_writer import START_BATCH_ID
 from airflow_cdc.stream.joining import joined_tables
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import server_position, source_config, stream_spec

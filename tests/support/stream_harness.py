@@ -35,7 +35,7 @@ class InProcessStream:
         """``resume``: continue where that (closed) stream's last committed batch ended, as
         a restart from Spark's checkpoint does."""
         from airflow_cdc.spark.binlog_source import BinlogStreamReader
-        from airflow_cdc.spark.stream_job import _BatchWriter
+        from airflow_cdc.stream.batch_writer import BatchWriter
 
         job_file = spec.write(workdir / f"stream-{spec.stream_id}.json")
         self.spec = spec
@@ -45,7 +45,7 @@ class InProcessStream:
             spec.stream_id, [TableId.parse(t) for t in spec.tables], requested_by="test"
         )
         self.reader = BinlogStreamReader({"job_file": str(job_file)})
-        self.writer = _BatchWriter(spec, self.OWNER)
+        self.writer = BatchWriter(spec, self.OWNER)
         self.offset: dict[str, Any] = (
             self.reader.initialOffset() if resume is None else resume.offset
         )

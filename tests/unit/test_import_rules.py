@@ -1,58 +1,142 @@
-"""The tree shows the architecture: only the Airflow face imports airflow, only spark/
-imports pyspark, model/ imports nothing of the package but itself."""
+"""The tree shows the architecture (docs/architecture.md, "Layers").
+
+* Packages are layered: each may import only the packages before it in :data:`ORDER` (its
+  own modules aside), so no two packages import each other, at module level or inside a
+  function. A top-level module (``config.py``) counts as a package of its own.
+* Only the Airflow face imports airflow; only ``spark/`` imports pyspark.
+* No private name (``_x``, or a ``_module``) is imported from another package.
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_cdc"
-AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers"}
+
+#: Lowest first: value types; plain-Python rules and adapters of the source, sink and
+#: metadata DB; the phases built on them; the Spark adapter; the Airflow face; tools.
+ORDER = (
+    "model",
+    "errors",
+    "config",
+    "rendered",
+    "configured",
+    "source",
+    "sinks",
+    "metadata",
+    "planning",
+    "snapshot",
+    "stream",
+    "spark",
+    "hooks",
+    "sensors",
+    "operators",
+    "provider_info",
+    "cli",
+    "devtools",
+)
+AIRFLOW_FACE = {"hooks", "operators", "sensors"}
 
 
-def imported_modules(path: Path) -> set[str]:
-    names: set[str] = set()
+def imports(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """Each absolute import of ``path``: the module and the names taken from it."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            for alias in node.names:
+                yield alias.name, []
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+            yield node.module, [alias.name for alias in node.names]
 
 
-def layer_of(path: Path) -> str:
-    relative = path.relative_to(PACKAGE)
-    return relative.parts[0] if len(relative.parts) > 1 else ""
+def package_of(root: Path, path: Path) -> str:
+    relative = path.relative_to(root)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-def test_import_rules() -> None:
-    violations = []
-    files = sorted(PACKAGE.rglob("*.py"))
-    assert len(files) > 20
-    for path in files:
-        if "migrations" in path.parts:
+def violations(root: Path, package: str = "airflow_cdc") -> list[str]:
+    """Every broken rule of the module docstring in the package at ``root``."""
+    found = []
+    rank = {name: i for i, name in enumerate(ORDER)}
+    for path in sorted(root.rglob("*.py")):
+        if "migrations" in path.parts or (path.name == "__init__.py" and path.parent == root):
             continue
-        layer = layer_of(path)
-        for module in imported_modules(path):
-            root = module.split(".")[0]
-            if root == "airflow" and layer not in AIRFLOW_FACE:
-                violations.append(
-                    f"{path.relative_to(PACKAGE)} imports {module} (only {sorted(AIRFLOW_FACE)} may)"
-                )
-            if root == "pyspark" and layer != "spark":
-                violations.append(f"{path.relative_to(PACKAGE)} imports {module} (only spark/ may)")
-            if (
-                layer == "model"
-                and root == "airflow_cdc"
-                and not module.startswith("airflow_cdc.model")
-            ):
-                violations.append(
-                    f"{path.relative_to(PACKAGE)} imports {module} (model/ is self-contained)"
-                )
-    assert violations == []
+        own = package_of(root, path)
+        where = path.relative_to(root)
+        if own not in rank:
+            found.append(f"{where}: package {own!r} has no place in ORDER")
+            continue
+        for module, names in imports(path):
+            parts = module.split(".")
+            if parts[0] == "airflow" and own not in AIRFLOW_FACE:
+                found.append(f"{where} imports {module} (only {sorted(AIRFLOW_FACE)} may)")
+            if parts[0] == "pyspark" and own != "spark":
+                found.append(f"{where} imports {module} (only spark/ may)")
+            if parts[0] != package or len(parts) < 2 or parts[1] == own:
+                continue
+            other = parts[1]
+            if other not in rank:
+                found.append(f"{where} imports {module}: {other!r} has no place in ORDER")
+            elif rank[other] > rank[own]:
+                found.append(f"{where} imports {module}: {other}/ is above {own}/")
+            private = [p for p in parts[1:] if p.startswith("_") and not p.startswith("__")]
+            private += [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                found.append(f"{where} imports private {', '.join(private)} of {other}/")
+    return found
 
 
-def test_rule_checker_sees_violations(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("import airflow.sdk\nfrom pyspark.sql import SparkSession\n")
-    assert imported_modules(bad) == {"airflow.sdk", "pyspark.sql"}
+def test_the_package_keeps_its_layers() -> None:
+    assert len(list(PACKAGE.rglob("*.py"))) > 20
+    assert violations(PACKAGE) == []
+
+
+def plant(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "airflow_cdc" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "airflow_cdc"
+
+
+def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
+    root = plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "model/__init__.py": "from airflow_cdc.source import catalog\n",  # upward
+            "source/catalog.py": (
+                "def f():\n"
+                "    from airflow_cdc.stream.apply import x\n"  # upward, inside a function
+                "    from airflow_cdc.config import _Private\n"  # private name
+                "    import airflow.sdk\n"  # airflow outside its face
+                "    from pyspark.sql import SparkSession\n"  # pyspark outside spark/
+            ),
+            "stream/apply.py": "from airflow_cdc.snapshot._job import y\n",  # private module
+            "gadgets/x.py": "",  # a package the order does not know
+        },
+    )
+    found = violations(root)
+    assert any("model/__init__.py imports airflow_cdc.source" in v for v in found)
+    assert any("source/catalog.py imports airflow_cdc.stream.apply" in v for v in found)
+    assert any("private _Private of config/" in v for v in found)
+    assert any("imports airflow.sdk" in v for v in found)
+    assert any("imports pyspark.sql" in v for v in found)
+    assert any("private _job of snapshot/" in v for v in found)
+    assert any("'gadgets' has no place" in v for v in found)
+    assert len(found) == 7
+
+
+def test_a_clean_tree_passes(tmp_path: Path) -> None:
+    root = plant(
+        tmp_path,
+        {
+            "model/keys.py": "",
+            "source/catalog.py": "from airflow_cdc.model import keys\nimport pyarrow\n",
+            "stream/apply.py": "from airflow_cdc.source.catalog import load\n",
+            "spark/job.py": "import pyspark\nfrom airflow_cdc.stream import apply\n",
+            "operators/op.py": "import airflow.sdk\nfrom airflow_cdc.spark import job\n",
+        },
+    )
+    assert violations(root) == []

@@ -1,4 +1,4 @@
-"""How many partitions a chunk is read in (``snapshot.job.partition_count``)."""
+"""How many partitions a chunk is read in (``planning.partitions.partition_count``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_cdc.snapshot.job import MIN_PARTITION_ROWS, partition_count
+from airflow_cdc.planning.partitions import MIN_PARTITION_ROWS, partition_count
 
 
 @given(
@@ -40,7 +40,7 @@ def test_the_driver_share_keeps_order_and_runs_a_cores_share_itself(
 ) -> None:
     import threading
 
-    from airflow_cdc.snapshot.job import with_driver_share
+    from airflow_cdc.snapshot.runners import with_driver_share
 
     elsewhere: list[int] = []
 

@@ -103,7 +103,7 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
     from airflow_cdc.sinks.delta import DeltaSink
     from airflow_cdc.sinks.staging import read_arrow_file
     from airflow_cdc.sinks.storage import Location
-    from airflow_cdc.snapshot.types import arrow_schema
+    from airflow_cdc.source.arrow_types import arrow_schema
     from airflow_cdc.stream.staging import write_block
 
     rng = random.Random(7)

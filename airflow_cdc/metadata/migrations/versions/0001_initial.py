@@ -20,6 +20,13 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _create_plans()
+    _create_plan_tables()
+    _create_chunks()
+    _create_stream_state()
+
+
+def _create_plans() -> None:
     op.create_table(
         "cdc_plans",
         sa.Column("plan_id", sa.Integer, autoincrement=True, nullable=False),
@@ -32,6 +39,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("plan_id", name="pk_cdc_plans"),
         sqlite_autoincrement=True,
     )
+
+
+def _create_plan_tables() -> None:
     op.create_table(
         "cdc_plan_tables",
         sa.Column("plan_id", sa.Integer, nullable=False),
@@ -46,6 +56,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("plan_id", "table_name", name="pk_cdc_plan_tables"),
     )
     op.create_index("ix_cdc_plan_tables_table_name", "cdc_plan_tables", ["table_name"])
+
+
+def _create_chunks() -> None:
     op.create_table(
         "cdc_chunks",
         sa.Column("chunk_id", sa.Integer, autoincrement=True, nullable=False),
@@ -84,6 +97,9 @@ def upgrade() -> None:
         ),
         sqlite_autoincrement=True,
     )
+
+
+def _create_stream_state() -> None:
     op.create_table(
         "cdc_stream_state",
         sa.Column("stream_id", sa.String(200), nullable=False),

@@ -1,12 +1,12 @@
 """The binlog event source over mysql-replication (the only module that imports it).
 
-Choices that matter (see ``/work/shared/stack-notes.md``, binlog section):
+Choices that matter (each found against the library and a real server):
 
 * file/position dump with ``is_mariadb=False`` also against MariaDB: with ``is_mariadb=True``
   the library ignores ``log_file``/``log_pos`` and reads from the first binlog;
 * the library silently reconnects on errors 2006/2013 at the end of the last event it read,
   which may lie inside a transaction. Its connections are therefore made from a subclass that
-  turns a lost connection into :class:`~airflow_cdc.stream.events.ConnectionLost`, so the
+  turns a lost connection into :class:`~airflow_cdc.source.binlog_events.ConnectionLost`, so the
   cursor decides where to resume (a transaction boundary) and how often to retry;
 * ``packet.log_pos`` is the END offset of an event, and ``stream.log_file`` follows rotations;
 * ``freeze_schema=True``: a table map is parsed once per table id instead of once per
@@ -17,7 +17,7 @@ Choices that matter (see ``/work/shared/stack-notes.md``, binlog section):
 * before-images (UPDATE, DELETE) are decoded for their key columns only: the consumers need
   nothing else from them (the key to find or move the row), and decoding values is the
   bulk of the cost. The other columns are skipped by their stored size and come out as
-  ``None``, so an image still names every column (``stream.schema_check`` compares names).
+  ``None``, so an image still names every column (``source.schema_check`` compares names).
   This reaches into the library's row reader (pinned version), see :func:`_keyed_image`.
 """
 
@@ -27,12 +27,27 @@ import contextlib
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+# At module level: this module is itself imported only when a binlog reader starts.
 import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.bitmap import BitCount, BitGet
+from pymysqlreplication.event import QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import RowsEvent as LibraryRowsEvent
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChangeKind, TableId, TableSchema
+
+# Used through their modules, so a test's stand-in (connect, decode_image) is the one called.
+from airflow_cdc.source import connection, row_decoder
+from airflow_cdc.source.binlog_events import (
+    Boundary,
+    ConnectionLost,
+    DumpRefused,
+    RawEvent,
+    RowsEvent,
+)
 from airflow_cdc.source.connection import LOST_CONNECTION_CODES
-from airflow_cdc.stream.events import Boundary, ConnectionLost, DumpRefused, RawEvent, RowsEvent
 
 __all__ = ["binary_logs", "mysql_event_source"]
 
@@ -67,11 +82,9 @@ class _Connection(pymysql.connections.Connection):  # type: ignore[misc]
 
 def binary_logs(cfg: SourceConfig) -> list[str]:
     """The binlog files the server still has (``SHOW BINARY LOGS``), oldest first."""
-    from airflow_cdc.source.connection import connect, fetch_all
-
-    conn = connect(cfg)
+    conn = connection.connect(cfg)
     try:
-        return [str(row[0]) for row in fetch_all(conn, "SHOW BINARY LOGS")]
+        return [str(row[0]) for row in connection.fetch_all(conn, "SHOW BINARY LOGS")]
     finally:
         conn.close()
 
@@ -79,7 +92,7 @@ def binary_logs(cfg: SourceConfig) -> list[str]:
 def mysql_event_source(
     cfg: SourceConfig, schemas: Mapping[TableId, TableSchema], *, fast_decode: bool = True
 ) -> Callable[..., Generator[RawEvent, None, None]]:
-    """An :class:`~airflow_cdc.stream.events.EventSource` for the tables of ``schemas`` on
+    """An :class:`~airflow_cdc.source.binlog_events.EventSource` for the tables of ``schemas`` on
     ``cfg``'s server (their keys are the columns decoded in before-images).
     ``fast_decode=False`` decodes every event with the library (for comparison)."""
     keys = {table: frozenset(schema.key) for table, schema in schemas.items()}
@@ -103,11 +116,33 @@ def _events(
     blocking: bool,
     fast_decode: bool = True,
 ) -> Generator[RawEvent, None, None]:
-    # Imported here: the library is heavy and only binlog readers need it.
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    """The cursor's events from ``start``: boundaries and the rows of ``tables`` (their
+    key columns), until a non-blocking read reaches the end; the reader closes with it."""
+    stream = _open_stream(cfg, tables, start, server_id=server_id, blocking=blocking)
+    #: Per table id: the fast decoder plan of its table map, or None (the library's path).
+    plans: dict[int, Any] = {}
+    try:
+        while True:
+            event = _next_event(stream)
+            if event is None:
+                return
+            raw = _raw_event(stream, event, tables, plans, fast_decode=fast_decode)
+            if raw is not None:
+                yield raw
+    finally:
+        with contextlib.suppress(Exception):  # a broken connection may fail to close
+            stream.close()
 
+
+def _open_stream(
+    cfg: SourceConfig,
+    tables: Mapping[TableId, frozenset[str]],
+    start: BinlogPosition,
+    *,
+    server_id: int,
+    blocking: bool,
+) -> Any:
+    """The library's reader from ``start``, for the events the cursor needs of ``tables``."""
     settings: dict[str, Any] = {
         "host": cfg.host,
         "port": cfg.port,
@@ -117,7 +152,7 @@ def _events(
     }
     if blocking:
         settings["read_timeout"] = _READ_TIMEOUT_SECONDS
-    stream = BinLogStreamReader(
+    return BinLogStreamReader(
         connection_settings=settings,
         server_id=server_id,
         log_file=start.file,
@@ -141,67 +176,77 @@ def _events(
         enable_logging=False,
         freeze_schema=True,
     )
-    #: Per table id: the fast decoder plan of its table map, or None (the library's path).
-    plans: dict[int, Any] = {}
+
+
+def _next_event(stream: Any) -> Any:
+    """The reader's next event (None: a non-blocking read reached the end), a lost
+    connection raised as :class:`ConnectionLost` and a refused dump as :class:`DumpRefused`."""
     try:
-        while True:
-            try:
-                event = stream.fetchone()
-            except ConnectionLost:
-                raise
-            except (pymysql.err.OperationalError, pymysql.err.InternalError) as exc:
-                code = _error_code(exc)
-                if code == _DUMP_REFUSED:
-                    raise DumpRefused(str(exc)) from exc
-                if code in LOST_CONNECTION_CODES:
-                    raise ConnectionLost(str(exc)) from exc
-                raise
-            except (pymysql.err.InterfaceError, ConnectionError) as exc:
-                raise ConnectionLost(str(exc)) from exc
-            if event is None:
-                return
-            if isinstance(event, RotateEvent):
-                stream.table_map.clear()  # ids restart with the server, in a new file
-                plans.clear()
-                yield Boundary(BinlogPosition(event.next_binlog, event.position))
-                continue
-            end = BinlogPosition(stream.log_file, event.packet.log_pos)
-            if isinstance(event, XidEvent | XAPrepareEvent):
-                yield Boundary(end)
-            elif isinstance(event, QueryEvent):
-                if not event.query.lstrip().upper().startswith(_OPENERS):
-                    yield Boundary(end)
-            else:
-                table = TableId(event.schema, event.table)
-                if table not in tables:
-                    continue  # only_schemas x only_tables lets other pairs through
-                rows: list[tuple[dict[str, Any] | None, dict[str, Any] | None]]
-                update = isinstance(event, UpdateRowsEvent)
-                fast = (
-                    _fast_rows(event, plans, tables[table], update=update) if fast_decode else None
-                )
-                if fast is not None:
-                    kind = (
-                        ChangeKind.INSERT
-                        if isinstance(event, WriteRowsEvent)
-                        else ChangeKind.UPDATE
-                        if update
-                        else ChangeKind.DELETE
-                    )
-                    rows = fast
-                elif isinstance(event, WriteRowsEvent):
-                    kind = ChangeKind.INSERT
-                    rows = [(None, _image(r["values"], r["none_sources"])) for r in event.rows]
-                elif isinstance(event, DeleteRowsEvent):
-                    kind = ChangeKind.DELETE
-                    rows = _keyed_rows(event, tables[table], update=False)
-                else:
-                    kind = ChangeKind.UPDATE
-                    rows = _keyed_rows(event, tables[table], update=True)
-                yield RowsEvent(table, kind, end, rows)
-    finally:
-        with contextlib.suppress(Exception):  # a broken connection may fail to close
-            stream.close()
+        return stream.fetchone()
+    except ConnectionLost:
+        raise
+    except (pymysql.err.OperationalError, pymysql.err.InternalError) as exc:
+        code = _error_code(exc)
+        if code == _DUMP_REFUSED:
+            raise DumpRefused(str(exc)) from exc
+        if code in LOST_CONNECTION_CODES:
+            raise ConnectionLost(str(exc)) from exc
+        raise
+    except (pymysql.err.InterfaceError, ConnectionError) as exc:
+        raise ConnectionLost(str(exc)) from exc
+
+
+def _raw_event(
+    stream: Any,
+    event: Any,
+    tables: Mapping[TableId, frozenset[str]],
+    plans: dict[int, Any],
+    *,
+    fast_decode: bool,
+) -> RawEvent | None:
+    """What the cursor sees of one library event: a boundary, rows, or None (a query that
+    opens a transaction, or rows of a table not asked for)."""
+    if isinstance(event, RotateEvent):
+        stream.table_map.clear()  # ids restart with the server, in a new file
+        plans.clear()
+        return Boundary(BinlogPosition(event.next_binlog, event.position))
+    end = BinlogPosition(stream.log_file, event.packet.log_pos)
+    if isinstance(event, XidEvent | XAPrepareEvent):
+        return Boundary(end)
+    if isinstance(event, QueryEvent):
+        if event.query.lstrip().upper().startswith(_OPENERS):
+            return None
+        return Boundary(end)
+    table = TableId(event.schema, event.table)
+    if table not in tables:
+        return None  # only_schemas x only_tables lets other pairs through
+    kind, rows = _decoded_rows(event, plans, tables[table], fast_decode=fast_decode)
+    return RowsEvent(table, kind, end, rows)
+
+
+def _decoded_rows(
+    event: Any, plans: dict[int, Any], key: frozenset[str], *, fast_decode: bool
+) -> tuple[ChangeKind, list[tuple[dict[str, Any] | None, dict[str, Any] | None]]]:
+    """A row event's kind and ``(before, after)`` images: by the fast decoder when it
+    takes the event, else by the library (before-images decoded for ``key`` only)."""
+    update = isinstance(event, UpdateRowsEvent)
+    fast = _fast_rows(event, plans, key, update=update) if fast_decode else None
+    if fast is not None:
+        kind = (
+            ChangeKind.INSERT
+            if isinstance(event, WriteRowsEvent)
+            else ChangeKind.UPDATE
+            if update
+            else ChangeKind.DELETE
+        )
+        return kind, fast
+    if isinstance(event, WriteRowsEvent):
+        return ChangeKind.INSERT, [
+            (None, _image(r["values"], r["none_sources"])) for r in event.rows
+        ]
+    if isinstance(event, DeleteRowsEvent):
+        return ChangeKind.DELETE, _keyed_rows(event, key, update=False)
+    return ChangeKind.UPDATE, _keyed_rows(event, key, update=True)
 
 
 #: Stored sizes of fixed-size column types in row images (``FIELD_TYPE`` codes): TINY,
@@ -252,8 +297,6 @@ def _keyed_image(event: Any, present: bytes, key: frozenset[str]) -> dict[str, A
     Mirrors the library's ``RowsEvent._read_column_data`` (null bitmap over the present
     columns, then each present non-null value in column order) and decodes a key column
     with its own private value reader, so key values are exactly what it would give."""
-    from pymysqlreplication.bitmap import BitCount, BitGet
-
     packet = event.packet
     nulls = packet.read((BitCount(present) + 7) // 8)
     read_value = event._RowsEvent__read_values_name  # private: pinned library version
@@ -302,17 +345,13 @@ def _keyed_rows(
 def _fast_rows(
     event: Any, plans: dict[int, Any], key: frozenset[str], *, update: bool
 ) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
-    """The event's rows by ``stream.row_decoder`` (before-images: the key only), or None
+    """The event's rows by ``source.row_decoder`` (before-images: the key only), or None
     when its table has a type the decoder leaves to the library, or not every column is
     in the images."""
-    from pymysqlreplication.bitmap import BitCount
-    from pymysqlreplication.row_event import RowsEvent as LibraryRowsEvent
-    from pymysqlreplication.row_event import WriteRowsEvent
-
-    from airflow_cdc.stream.row_decoder import decode_image, plan_for
-
     if event.table_id not in plans:
-        plans[event.table_id] = plan_for(event.columns, LibraryRowsEvent.charset_to_encoding)
+        plans[event.table_id] = row_decoder.plan_for(
+            event.columns, LibraryRowsEvent.charset_to_encoding
+        )
     plan = plans[event.table_id]
     count = len(event.columns)
     if plan is None or not event.complete or BitCount(event.columns_present_bitmap) != count:
@@ -325,12 +364,12 @@ def _fast_rows(
     insert = isinstance(event, WriteRowsEvent)
     while pos < len(buf):
         if insert:
-            after, pos = decode_image(plan, buf, pos)
+            after, pos = row_decoder.decode_image(plan, buf, pos)
             rows.append((None, after))
             continue
-        before, pos = decode_image(plan, buf, pos, key)
+        before, pos = row_decoder.decode_image(plan, buf, pos, key)
         if update:
-            after, pos = decode_image(plan, buf, pos)
+            after, pos = row_decoder.decode_image(plan, buf, pos)
             rows.append((before, after))
         else:
             rows.append((before, None))

@@ -10,8 +10,14 @@ import pytest
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PositionPurgedError, SourceError
 from airflow_cdc.model import BinlogPosition, ChangeKind, Column, TableId, TableSchema
-from airflow_cdc.stream.binlog_reader import BinlogCursor, ReconnectPolicy, reader_server_id
-from airflow_cdc.stream.events import Boundary, ConnectionLost, DumpRefused, RawEvent, RowsEvent
+from airflow_cdc.source.binlog_events import (
+    Boundary,
+    ConnectionLost,
+    DumpRefused,
+    RawEvent,
+    RowsEvent,
+)
+from airflow_cdc.source.binlog_reader import BinlogCursor, ReconnectPolicy, reader_server_id
 
 CFG = SourceConfig(host="db.example", server_id_base=1000)
 T = TableId("shop", "orders")

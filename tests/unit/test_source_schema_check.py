@@ -16,7 +16,7 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
-from airflow_cdc.stream.schema_check import (
+from airflow_cdc.source.schema_check import (
     catalog_drift,
     image_drift,
     screen_events,

@@ -37,8 +37,8 @@ from airflow_cdc.model import (
     TableSchema,
     binlog_file_number,
 )
-from airflow_cdc.snapshot.types import python_value
-from airflow_cdc.stream.events import Boundary, ConnectionLost, DumpRefused, EventSource
+from airflow_cdc.source.arrow_types import python_value
+from airflow_cdc.source.binlog_events import Boundary, ConnectionLost, DumpRefused, EventSource
 
 __all__ = [
     "STREAM_PURGED_ADVICE",
@@ -125,7 +125,7 @@ class BinlogCursor:
         self._blocking = not stop_when_idle
         self._policy = reconnect or ReconnectPolicy()
         if source is None:
-            from airflow_cdc.stream.mysql_source import mysql_event_source
+            from airflow_cdc.source.mysql_replication import mysql_event_source
 
             source = mysql_event_source(cfg, self._schemas)
         self._source = source
@@ -212,7 +212,7 @@ class BinlogCursor:
                 events.close()
 
     def _server_binary_logs(self) -> Sequence[str]:
-        from airflow_cdc.stream.mysql_source import binary_logs
+        from airflow_cdc.source.mysql_replication import binary_logs
 
         return binary_logs(self._cfg)
 
@@ -266,7 +266,7 @@ def _convert(schema: TableSchema, values: Mapping[str, Any] | None) -> Row | Non
     The image has the columns the table had when the change was written (the event's own
     column names, ``binlog_row_metadata=FULL``), which after an ALTER TABLE are not the
     schema's: columns the schema knows are converted, others kept as decoded, and the
-    consumer decides (``stream.schema_check``)."""
+    consumer decides (``source.schema_check``)."""
     if values is None:
         return None
     unnamed = [name for name in values if str(name).startswith("UNKNOWN_COL")]

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import Column
-from airflow_cdc.snapshot.types import arrow_type, mysql_json_text, python_value
+from airflow_cdc.source.arrow_types import arrow_type, mysql_json_text, python_value
 
 
 def col(data_type: str, column_type: str | None = None, **kwargs: object) -> Column:

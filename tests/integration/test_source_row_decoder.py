@@ -1,4 +1,4 @@
-"""The fast row decoder (``stream.row_decoder``) gives exactly the library's values.
+"""The fast row decoder (``source.row_decoder``) gives exactly the library's values.
 
 Real binlog events of a table holding every type the decoder handles, at their limits and
 NULL, inserted, updated (every column) and deleted, are read twice: once through the fast
@@ -16,11 +16,11 @@ import pytest
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.source import row_decoder
+from airflow_cdc.source.binlog_events import RowsEvent
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
-from airflow_cdc.stream import row_decoder
-from airflow_cdc.stream.events import RowsEvent
-from airflow_cdc.stream.mysql_source import mysql_event_source
+from airflow_cdc.source.mysql_replication import mysql_event_source
 from tests.support.pipeline import server_position
 
 pytestmark = pytest.mark.integration

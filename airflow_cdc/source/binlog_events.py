@@ -1,7 +1,7 @@
-"""What a binlog event source hands to :class:`~airflow_cdc.stream.binlog_reader.BinlogCursor`.
+"""What a binlog event source hands to :class:`~airflow_cdc.source.binlog_reader.BinlogCursor`.
 
 The cursor (positions, transaction boundaries, reconnects, row conversion) is kept apart from
-the library that speaks the replication protocol (``stream.mysql_source``), so its rules can
+the library that speaks the replication protocol (``source.mysql_replication``), so its rules can
 be tested with scripted event sequences, including a connection lost in mid-transaction.
 """
 
@@ -28,7 +28,7 @@ class RowsEvent:
     """One row event of a watched table: its end position and its raw row images.
 
     ``rows`` holds ``(before, after)`` per row, as decoded by the library (not yet
-    converted with ``snapshot.types.python_value``); the cursor numbers them.
+    converted with ``source.arrow_types.python_value``); the cursor numbers them.
     """
 
     table: TableId

@@ -1,0 +1,151 @@
+"""What the snapshot's chunks tell the stream: watermarks, floors and full snapshots.
+
+All of it comes from the chunks of a table's most recent *full* plan (one whose chunks
+cover every key) and of every plan after it (backfills of key ranges), read in one query
+for any number of tables (:func:`chunks_since_full_plans`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, RowMapping
+
+from airflow_cdc.errors import MetadataError
+from airflow_cdc.metadata import codec
+from airflow_cdc.metadata.coverage import PlanChunk, merge_plans
+from airflow_cdc.metadata.engine import mask_url, with_retry
+from airflow_cdc.metadata.plans import read_label
+from airflow_cdc.metadata.records import ChunkStatus, FullSnapshot
+from airflow_cdc.metadata.schema import chunks as t_chunks
+from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId
+
+__all__ = [
+    "chunks_since_full_plans",
+    "full_snapshot",
+    "full_snapshots_done",
+    "stream_floor",
+    "tables_watermarks",
+]
+
+Watermarks = list[tuple[ChunkRange, BinlogPosition]]
+
+
+def tables_watermarks(
+    engine: Engine, sort_keys: Mapping[TableId, Callable[[Key], Any] | None]
+) -> dict[TableId, Watermarks]:
+    """``(range, high watermark)`` of each table's done chunks, never overlapping, merged
+    with the table's sort key (see ``MetadataStore.table_watermarks``)."""
+    chunks = chunks_since_full_plans(engine, list(sort_keys))
+    url = mask_url(engine.url)
+    return {
+        table: _watermarks(table, rows, sort_keys[table], url) for table, rows in chunks.items()
+    }
+
+
+def stream_floor(engine: Engine, table: TableId) -> BinlogPosition | None:
+    """The oldest high watermark of the table's done chunks since its latest full plan."""
+    highs = [
+        codec.decode_position(row["high_watermark"])
+        for row in chunks_since_full_plans(engine, [table])[table]
+        if row["status"] == "done"
+    ]
+    known = [high for high in highs if high is not None]
+    return min(known) if known else None
+
+
+def full_snapshots_done(engine: Engine, tables: Sequence[TableId]) -> set[TableId]:
+    """Those of ``tables`` whose most recent full plan has every chunk done."""
+    rows = chunks_since_full_plans(engine, tables)
+    return {table for table in tables if _full_plan_done(rows.get(table, []))}
+
+
+def full_snapshot(engine: Engine, table: TableId) -> FullSnapshot | None:
+    """The table's most recent full plan: its id, label and chunks' statuses."""
+    rows = chunks_since_full_plans(engine, [table])[table]
+    if not rows:
+        return None
+    plan_id = min(int(row["plan_id"]) for row in rows)
+    statuses = tuple(
+        cast(ChunkStatus, str(row["status"])) for row in rows if int(row["plan_id"]) == plan_id
+    )
+    return FullSnapshot(plan_id, read_label(engine, plan_id), statuses)
+
+
+def chunks_since_full_plans(
+    engine: Engine, tables: Sequence[TableId]
+) -> dict[TableId, list[RowMapping]]:
+    """Chunks of each table's most recent full plan and of every plan after it (newest plan
+    first, then chunk number), in one query for all; every table is a key."""
+    names = {codec.table_to_text(table): table for table in tables}
+    if not names:
+        return {}
+
+    def read(connection: Connection) -> list[RowMapping]:
+        chunk, full, open_end = t_chunks, t_chunks.alias("full"), t_chunks.alias("open_end")
+        has_open_end = (
+            sa.select(open_end.c.plan_id)
+            .where(
+                open_end.c.plan_id == full.c.plan_id,
+                open_end.c.table_name == full.c.table_name,
+                open_end.c.hi.is_(None),
+            )
+            .exists()
+        )
+        latest_full = (
+            sa.select(sa.func.max(full.c.plan_id))
+            .where(full.c.table_name == chunk.c.table_name, full.c.lo.is_(None), has_open_end)
+            .scalar_subquery()
+        )
+        query = (
+            sa.select(
+                chunk.c.table_name,
+                chunk.c.plan_id,
+                chunk.c.lo,
+                chunk.c.hi,
+                chunk.c.status,
+                chunk.c.high_watermark,
+            )
+            .where(
+                chunk.c.table_name.in_(list(names)),
+                chunk.c.plan_id >= sa.func.coalesce(latest_full, 0),
+            )
+            .order_by(chunk.c.table_name, chunk.c.plan_id.desc(), chunk.c.chunk_no)
+        )
+        return list(connection.execute(query).mappings())
+
+    rows = with_retry(engine, read, write=False, what="reading watermarks from")
+    found: dict[TableId, list[RowMapping]] = {table: [] for table in names.values()}
+    for row in rows:
+        found[names[row["table_name"]]].append(row)
+    return found
+
+
+def _watermarks(
+    table: TableId,
+    rows: Sequence[RowMapping],
+    sort_key: Callable[[Key], Any] | None,
+    url: str,
+) -> Watermarks:
+    plans: dict[int, list[PlanChunk]] = {}
+    for row in rows:
+        high = codec.decode_position(row["high_watermark"])
+        done = row["status"] == "done"
+        if done and high is None:
+            raise MetadataError(f"done chunk of {table} has no high watermark in {url}")
+        rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
+        plans.setdefault(int(row["plan_id"]), []).append(PlanChunk(rng, high if done else None))
+    return merge_plans(list(plans.values()), sort_key)
+
+
+def _full_plan_done(rows: Sequence[RowMapping]) -> bool:
+    """Whether the oldest plan of ``rows`` (a table's most recent full plan and those after
+    it) covers every key and has every chunk done."""
+    if not rows:
+        return False
+    first = min(int(row["plan_id"]) for row in rows)
+    full = [row for row in rows if int(row["plan_id"]) == first]
+    covers_all = any(row["lo"] is None for row in full) and any(row["hi"] is None for row in full)
+    return covers_all and all(row["status"] == "done" for row in full)

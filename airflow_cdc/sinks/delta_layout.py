@@ -1,0 +1,237 @@
+"""The layout of a Delta sink table: its columns, key and bucket width, kept in the table.
+
+The key columns and the bucket width are stored in the table's configuration
+(``airflow_cdc.key``, ``airflow_cdc.bucket_width``) so that every writer, in any process,
+computes the same buckets without being told. A table is created once with the layout a
+source table asks for; a later writer checks that the stored one still matches.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
+from deltalake.schema import Schema as DeltaSchema
+
+from airflow_cdc.errors import SinkError
+from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.sinks.base import (
+    BUCKET_COLUMN,
+    CDC_PREFIX,
+    DELETED_COLUMN,
+    POSITION_COLUMN,
+    POSITION_TYPE,
+    check_column_names,
+)
+from airflow_cdc.sinks.buckets import check_bucket_width
+from airflow_cdc.sinks.naming import quote_column
+
+__all__ = [
+    "CONFIG_BUCKET_WIDTH",
+    "CONFIG_KEY",
+    "STATS_COLUMNS",
+    "PlannedTable",
+    "TableLayout",
+    "check_same_layout",
+    "create_table",
+    "layout_of",
+    "planned_table",
+]
+
+log = logging.getLogger(__name__)
+
+CONFIG_KEY = "airflow_cdc.key"
+CONFIG_BUCKET_WIDTH = "airflow_cdc.bucket_width"
+#: Delta table property listing the columns whose min/max statistics writers collect.
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What a writer must know about a sink table, read from the table itself."""
+
+    key: tuple[str, ...]
+    bucket_width: int | None
+    #: Arrow schema of the Delta table, ``_cdc_bucket`` included.
+    schema: pa.Schema
+
+    @property
+    def change_schema(self) -> pa.Schema:
+        """The columns :meth:`DeltaSink.apply` takes: everything but the bucket."""
+        return pa.schema([f for f in self.schema if f.name != BUCKET_COLUMN])
+
+    @property
+    def source_columns(self) -> list[str]:
+        return [name for name in self.schema.names if not name.startswith(CDC_PREFIX)]
+
+
+def layout_of(dt: DeltaTable, table: TableId) -> TableLayout:
+    """The layout stored in ``dt``; an error when it is no sink table."""
+    config = dt.metadata().configuration
+    raw_key = config.get(CONFIG_KEY)
+    if raw_key is None:
+        raise SinkError(
+            f"the Delta table at {dt.table_uri} is not an airflow-cdc sink table of {table} "
+            f"(no {CONFIG_KEY} in its configuration): move it away or choose another sink root"
+        )
+    width = config.get(CONFIG_BUCKET_WIDTH)
+    return TableLayout(
+        key=tuple(json.loads(raw_key)),
+        bucket_width=int(width) if width else None,
+        schema=pa.schema(dt.schema().to_arrow()),
+    )
+
+
+@dataclass(frozen=True)
+class PlannedTable:
+    """The sink table a source table asks for: its Delta schema and configuration."""
+
+    schema: pa.Schema
+    configuration: dict[str, str]
+
+
+def planned_table(
+    schema: TableSchema, arrow_schema: pa.Schema, bucket_width: int | None
+) -> PlannedTable:
+    """Check the source table's columns and key, and plan its sink table. ``bucket_width``
+    applies only when the first key column is an integer; other tables keep every row in
+    bucket 0."""
+    table = schema.table
+    check_column_names(table, arrow_schema.names)
+    folded = [name.lower() for name in arrow_schema.names]
+    if len(set(folded)) != len(folded):
+        raise SinkError(f"{table} has columns whose names differ only in case: {folded}")
+    missing = [name for name in schema.key if name not in arrow_schema.names]
+    if not schema.key or missing:
+        raise SinkError(f"key columns {missing or '(none)'} of {table} are not in its schema")
+    first = schema.key_columns[0]
+    width = bucket_width if first.is_integer else None
+    if bucket_width is not None and width is None:
+        log.info("%s: key %r is not an integer; every row goes to bucket 0", table, first.name)
+    if width is not None:
+        check_bucket_width(width, arrow_schema.field(first.name).type, first.name)
+    wanted = _delta_arrow_schema(table, arrow_schema)
+    config = {
+        CONFIG_KEY: json.dumps(list(schema.key)),
+        STATS_COLUMNS: _stats_columns(wanted),
+    }
+    if width is not None:
+        config[CONFIG_BUCKET_WIDTH] = str(width)
+    return PlannedTable(wanted, config)
+
+
+def create_table(
+    uri: str, table: TableId, planned: PlannedTable, storage_options: dict[str, str] | None
+) -> bool:
+    """Create the sink table at ``uri``: True, or False when another writer created it
+    first (the caller then checks that one's layout)."""
+    try:
+        DeltaTable.create(
+            uri,
+            planned.schema,
+            mode="error",
+            partition_by=[BUCKET_COLUMN],
+            name=str(table),
+            description=f"airflow-cdc sink of {table}",
+            configuration=planned.configuration,
+            storage_options=storage_options,
+            raise_if_key_not_exists=False,
+        )
+    except DeltaError:
+        if not DeltaTable.is_deltatable(uri, storage_options):
+            raise
+        log.info("%s was created concurrently; checking its layout", table)
+        return False
+    log.info("created sink table %s at %s", table, uri)
+    return True
+
+
+def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTable) -> None:
+    """Refuse an existing sink table whose columns or key differ from the planned ones."""
+    wanted, config = planned.schema, planned.configuration
+    problems = _schema_changes(pa.schema(existing.schema().to_arrow()), wanted)
+    stored = existing.metadata().configuration
+    if stored.get(CONFIG_KEY) != config[CONFIG_KEY]:
+        problems.append(f"key {stored.get(CONFIG_KEY)} -> {config[CONFIG_KEY]}")
+    if stored.get(CONFIG_BUCKET_WIDTH) != config.get(CONFIG_BUCKET_WIDTH):
+        # Writers may derive a width from data that has moved since; the first one sticks
+        # and every writer reads it from the table, so this is no error.
+        log.info(
+            "%s keeps its bucket width %s (asked for %s)",
+            table,
+            stored.get(CONFIG_BUCKET_WIDTH),
+            config.get(CONFIG_BUCKET_WIDTH),
+        )
+    if problems:
+        raise SinkError(
+            f"the sink table of {table} at {existing.table_uri} differs from the source: "
+            + "; ".join(problems)
+            + ". Schema evolution is not supported yet: re-snapshot the table into a new "
+            "sink root (or move the old table away)"
+        )
+
+
+def _schema_changes(have: pa.Schema, wanted: pa.Schema) -> list[str]:
+    problems: list[str] = []
+    have_types = {f.name: f.type for f in have}
+    want_types = {f.name: f.type for f in wanted}
+    added = [n for n in want_types if n not in have_types]
+    dropped = [n for n in have_types if n not in want_types]
+    changed = [
+        f"{n}: {have_types[n]} -> {want_types[n]}"
+        for n in want_types
+        if n in have_types and have_types[n] != want_types[n]
+    ]
+    if added:
+        problems.append(f"new columns {added}")
+    if dropped:
+        problems.append(f"columns gone from the source {dropped}")
+    if changed:
+        problems.append(f"changed types {changed}")
+    if not problems and have.names != wanted.names:
+        problems.append(f"column order {have.names} -> {wanted.names}")
+    return problems
+
+
+def _delta_arrow_schema(table: TableId, arrow_schema: pa.Schema) -> pa.Schema:
+    """The table schema as Delta stores it (every column nullable: delete markers carry
+    only the key), round-tripped through Delta's types so it compares with a stored one."""
+    fields = [pa.field(f.name, f.type, nullable=True) for f in arrow_schema]
+    fields += [
+        pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=True),
+        pa.field(DELETED_COLUMN, pa.bool_(), nullable=True),
+        pa.field(BUCKET_COLUMN, pa.int64(), nullable=True),
+    ]
+    for f in arrow_schema:
+        if pa.types.is_uint64(f.type):
+            raise SinkError(
+                f"column {f.name!r} of {table} is uint64, which Delta cannot hold (it has no "
+                "unsigned types): map BIGINT UNSIGNED to decimal128(20, 0)"
+            )
+    try:
+        delta = DeltaSchema.from_arrow(pa.schema(fields))
+    except Exception as exc:
+        raise SinkError(f"{table}: a column type has no Delta equivalent: {exc}") from exc
+    return pa.schema(delta.to_arrow())
+
+
+def _stats_columns(schema: pa.Schema) -> str:
+    """Columns that may carry file statistics: all but decimals wider than 18 digits.
+
+    delta-rs 1.6 writes min/max statistics of such decimals clamped to 2**63 - 1 (seen
+    with 1.6.6: a ``decimal(38, 0)`` of 10**22 is logged as 9223372036854775807). Readers
+    and delta-rs's own merge then skip files by those wrong bounds: a MERGE on a
+    ``decimal(20, 0)`` key (BIGINT UNSIGNED) above 2**63 inserted a second row for an
+    existing key, and a filter on ``_cdc_position`` dropped rows. Without statistics
+    for these columns every file is read, which is correct. The partition column needs none.
+    """
+    names = [
+        f.name
+        for f in schema
+        if f.name != BUCKET_COLUMN and not (pa.types.is_decimal(f.type) and f.type.precision > 18)
+    ]
+    return ",".join(quote_column(name) for name in names)

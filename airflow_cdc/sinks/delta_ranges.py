@@ -1,0 +1,80 @@
+"""A key range of a sink table: the rows that may lie in it, and the commit of data files
+into a range that holds none (:meth:`DeltaSink.commit_new_range`).
+
+A blind append would not see a writer that put rows into the range since the emptiness
+check; the commit names the buckets it writes (:mod:`.delta_commits`), so delta-rs fails it
+when a concurrent commit wrote one of them, and the caller's retry checks the range again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, TypeGuard
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from airflow_cdc.model import ChunkRange
+from airflow_cdc.sinks.base import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.buckets import bucket_of
+from airflow_cdc.sinks.delta_commits import add_actions, commit_actions, commit_properties
+from airflow_cdc.sinks.delta_files import DataFile
+from airflow_cdc.sinks.delta_layout import TableLayout
+
+__all__ = ["commit_files", "range_rows"]
+
+
+def range_rows(dt: DeltaTable, layout: TableLayout, rng: ChunkRange, below: int | None) -> pa.Table:
+    """Key columns, ``_cdc_position`` and ``_cdc_deleted`` of the rows that may lie in
+    ``rng`` (and hold a position less than ``below``, unless None). A superset: only an
+    integer first key column is filtered, by its bounds and by the buckets they fall in."""
+    first = layout.key[0]
+    first_type = layout.schema.field(first).type
+    condition = (
+        pc.field(POSITION_COLUMN) < pa.scalar(below, POSITION_TYPE)
+        if below is not None
+        else pc.scalar(True)
+    )
+    pruning: list[tuple[str, str, Any]] = []
+    if _is_integer_like(first_type):
+        if rng.lo is not None and _is_int(rng.lo[0]):
+            lo = rng.lo[0]
+            if (bound := _bound(lo, first_type)) is not None:
+                condition = condition & (pc.field(first) >= bound)
+            if layout.bucket_width is not None:
+                pruning.append((BUCKET_COLUMN, ">=", bucket_of(lo, layout.bucket_width)))
+        if rng.hi is not None and _is_int(rng.hi[0]):
+            hi = rng.hi[0]
+            if (bound := _bound(hi, first_type)) is not None:
+                condition = condition & (pc.field(first) <= bound)
+            if layout.bucket_width is not None:
+                pruning.append((BUCKET_COLUMN, "<=", bucket_of(hi, layout.bucket_width)))
+    dataset = dt.to_pyarrow_dataset(file_pruning_predicate=pruning or None)
+    columns = [*layout.key, POSITION_COLUMN, DELETED_COLUMN]
+    return dataset.to_table(columns=columns, filter=condition)
+
+
+def commit_files(dt: DeltaTable, files: Sequence[DataFile]) -> None:
+    """Append ``files`` to ``dt`` in one commit that names their buckets."""
+    buckets = sorted({f.bucket for f in files})
+    adds = add_actions(files, int(time.time() * 1000))
+    commit_actions(dt, adds, commit_properties(buckets, dt.version()))
+
+
+def _is_integer_like(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(kind) or (pa.types.is_decimal(kind) and kind.scale == 0))
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bound(value: int, kind: pa.DataType) -> pa.Scalar | None:
+    """``value`` as a scalar of the column's type, or None when the type cannot hold it
+    (then the filter is left out: the result only has to be a superset)."""
+    try:
+        return pa.scalar(value, kind)
+    except (pa.ArrowInvalid, OverflowError):
+        return None

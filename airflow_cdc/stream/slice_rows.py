@@ -1,0 +1,126 @@
+"""A batch's slices: what the driver plans for each (:class:`SlicePlan`), the rows each
+slice task hands back, and the batch they make (:class:`SliceBatch`).
+
+Each slice task (``spark.binlog_source``'s ``read``, on an executor) yields one ``block`` row
+per staged file of a table's reduced rows (``ref``: the table; ``payload``: the file and its
+row count) and closes with one ``boundary`` row (``ref``: the slice's end; ``payload``: its
+start, the tables read and counts). The driver's batch function (``stream.batch_writer``)
+turns them back into one :class:`SliceBatch`.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
+
+__all__ = [
+    "BLOCK",
+    "BOUNDARY",
+    "Offset",
+    "SliceBatch",
+    "SlicePlan",
+    "block_payload",
+    "boundary_payload",
+    "decode_payload",
+    "slice_batch",
+]
+
+#: ``kind`` of the row that closes a slice; its ``ref`` is the slice's end offset.
+BOUNDARY = ""
+#: ``kind`` of a row holding one table's reduced rows of a slice; ``ref`` names the table.
+BLOCK = "rows"
+
+
+def decode_payload(payload: bytes) -> Any:
+    return pickle.loads(payload)
+
+
+def boundary_payload(
+    start: BinlogPosition, seen_at: float, tables: list[str], events: int = 0, emitted: int = 0
+) -> bytes:
+    """The closing row's payload: where the slice started, when the batch's end was the
+    server's newest position, the tables it read, its changes read and kept."""
+    return pickle.dumps(
+        {
+            "start": start.to_text(),
+            "seen_at": seen_at,
+            "tables": tables,
+            "events": events,
+            "emitted": emitted,
+        }
+    )
+
+
+def block_payload(path: str, rows: int) -> bytes:
+    """A ``block`` row's payload: the staged file and its row count."""
+    return pickle.dumps({"path": path, "rows": rows})
+
+
+@dataclass(frozen=True)
+class SliceBatch:
+    """One micro-batch as the batch function sees it: per table, the staged blocks of its
+    reduced rows (``spark.binlog_source``), the batch's bounds and what its slices counted."""
+
+    blocks: dict[TableId, list[tuple[str, int]]]  # (staged file, rows) per block
+    start: BinlogPosition | None  # None: no boundary row (an empty frame)
+    end: BinlogPosition | None
+    seen_at: float
+    tables: tuple[TableId, ...]
+    events: int = 0
+    emitted: int = 0
+    slices: int = 0
+
+
+def slice_batch(rows: Sequence[Any]) -> SliceBatch:
+    """The slices' blocks per table and the batch's bounds: the slices' first start and
+    last end (each slice's task closes with a boundary row)."""
+    blocks: dict[TableId, list[tuple[str, int]]] = {}
+    start: BinlogPosition | None = None
+    end: BinlogPosition | None = None
+    seen_at = 0.0
+    tables: tuple[TableId, ...] = ()
+    events = emitted = slices = 0
+    for kind, ref, payload in rows:  # Spark Rows or the start batch's tuples
+        if kind == BOUNDARY:
+            bounds = decode_payload(payload)
+            position = BinlogPosition.from_text(ref)
+            first = BinlogPosition.from_text(bounds["start"])
+            end = position if end is None or end < position else end
+            start = first if start is None or first < start else start
+            seen_at = max(seen_at, float(bounds["seen_at"]))
+            tables = tuple(TableId.parse(name) for name in bounds["tables"])
+            events += int(bounds.get("events", 0))
+            emitted += int(bounds.get("emitted", 0))
+            slices += 1
+            continue
+        block = decode_payload(payload)
+        blocks.setdefault(TableId.parse(ref), []).append((block["path"], block["rows"]))
+    return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices)
+
+
+@dataclass(frozen=True)
+class Offset:
+    """A batch boundary: a position at a transaction boundary, and when it was the server's
+    newest (``seen_at``, for the lag figure; 0 when unknown)."""
+
+    position: BinlogPosition
+    seen_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    """One slice ``(start, end]`` of a batch: the tables to read in it, their schemas and
+    their chunks' high watermarks (as the driver read them when planning the batch)."""
+
+    start: BinlogPosition
+    end: Offset
+    schemas: dict[str, TableSchema]
+    watermarks: dict[str, list[tuple[ChunkRange, BinlogPosition]]]
+
+    @property
+    def tables(self) -> list[str]:
+        return list(self.schemas)
