@@ -26,13 +26,10 @@ def with_driver_share(runner: Runner, parallelism: int = 1) -> Runner:
     ``parallelism`` cores: the last ``ceil(n / (parallelism + 1))`` items, as one more
     core would. A single item never leaves it.
 
-    Why: a chunk job's first Spark task waits ~2 s here for the executors' Python workers
-    to start (the JVM's first job, the worker daemon's start and fork), and the driver is
-    otherwise idle while its executors read. With the driver reading one partition
-    meanwhile, the benchmark's 1M-row chunk job went 5.5 -> 4.7 s. With a share of every
-    wave rather than one partition, no reader idles through the later waves (5M rows,
-    three alternating runs each on this noisy machine: 10.3 -> 9.7 s steady state, 13.6 ->
-    10.9 s in a fresh JVM, means)."""
+    Why: a chunk job's first Spark task waits seconds for the executors' Python workers to
+    start (the JVM's first job, the worker daemon's start and fork) while the driver would
+    idle; and with a share of every wave rather than of the first, no reader idles through
+    the later waves (figures: docs/benchmarks.md)."""
 
     def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         if len(items) <= 1:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +32,11 @@ from airflow_cdc.sinks.delta_files import DataFile, write_data_files
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
+from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
+
+if TYPE_CHECKING:  # the workers that write partition files need no Delta table
+    from airflow_cdc.sinks.delta import DeltaSink
 
 __all__ = [
     "ChunkRows",
@@ -170,9 +174,7 @@ def _corrections(rows: ChunkRows) -> pa.Table:
     )
 
 
-def write_files(
-    sink: Any, rows: ChunkRows, runner: Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
-) -> list[DataFile]:
+def write_files(sink: DeltaSink, rows: ChunkRows, runner: Runner) -> list[DataFile]:
     """The files way, first half: the partitions' files (by the workers) and the
     corrections' file, not committed yet."""
     layout = sink.layout(rows.table)
@@ -198,7 +200,7 @@ def write_files(
     return files
 
 
-def commit_files(sink: Any, rows: ChunkRows, files: Sequence[DataFile]) -> Written | None:
+def commit_files(sink: DeltaSink, rows: ChunkRows, files: Sequence[DataFile]) -> Written | None:
     """The files way, second half: one commit; None (the files deleted, nothing written)
     when the sink holds rows of the range by now."""
     if not sink.commit_new_range(rows.table, files, rows.range):
@@ -209,7 +211,7 @@ def commit_files(sink: Any, rows: ChunkRows, files: Sequence[DataFile]) -> Writt
 
 
 def merge_rows(
-    sink: Any,
+    sink: DeltaSink,
     rows: ChunkRows,
     staged_rows: pa.Table,
     in_range: Callable[[list[Key]], dict[Key, bool]],

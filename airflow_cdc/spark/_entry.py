@@ -78,7 +78,7 @@ def _pass_batches(batches: Any) -> Any:
 def start_sql_python_workers(spark: Any) -> None:
     """:func:`start_python_workers` for SQL tasks (a Python data source's reads): those
     run on workers of their own daemon, which a warm-up RDD job does not start, so a tiny
-    ``mapInArrow`` job does (the stream's batch 0: 5.5 -> 0.7 s on an idle stream)."""
+    ``mapInArrow`` job does, or the stream's first batch would wait for them."""
 
     def run() -> None:
         try:

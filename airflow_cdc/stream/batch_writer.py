@@ -66,8 +66,8 @@ class BatchWriter:
         #: Per table: its schema as loaded against its Delta table's columns and key.
         self.sink_drift: dict[TableId, Drift] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
-        # Streamed: delta-rs reads the merge's source as it goes instead of holding it
-        # (driver peak 1.34 -> 0.96 GB merging 500k rows); the bucket predicate still prunes.
+        # Streamed: delta-rs reads the merge's source as it goes instead of holding it (a
+        # lower driver peak); the bucket predicate still prunes.
         self.sink = DeltaSink.of(
             spec.sink, streamed_exec=True, keep_open=True, rewrite=RewriteLimits()
         )

@@ -17,9 +17,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from airflow_cdc.errors import CdcError, StreamLeaseError
+
+if TYPE_CHECKING:
+    from airflow_cdc.metadata import MetadataStore
 
 __all__ = ["LeaseKeeper", "process_has_exited", "reclaim_dead_owner"]
 
@@ -32,7 +35,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        store: Any,
+        store: MetadataStore,
         stream_id: str,
         owner: str,
         ttl: float,
@@ -108,7 +111,7 @@ def process_has_exited(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def reclaim_dead_owner(store: Any, stream_id: str) -> None:
+def reclaim_dead_owner(store: MetadataStore, stream_id: str) -> None:
     """Release a lease left by a driver of this stream that died on this host (SIGKILL, OOM),
     so a restart need not wait for the lease to expire. Another host's lease is left alone."""
     state = store.stream_state(stream_id)
