@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 
-from airflow_cdc.model import ChunkRange, Key, TableSchema, quote_identifier
+from airflow_cdc.model import ChunkRange, Key, TableSchema
 from airflow_cdc.planning.planner import seek_boundaries
 from airflow_cdc.planning.splitter import even_ranges
 from airflow_cdc.source.connection import DbConnection, fetch_one
-from airflow_cdc.source.keyset import range_condition
+from airflow_cdc.source.keyset import range_condition, sql_identifier
 from airflow_cdc.source.server import ServerInfo
 
 __all__ = [
@@ -33,7 +33,7 @@ def partition_count(
     """Partitions of a chunk: at most ``partition_rows`` rows each, at least one per reader
     for a chunk of ``MIN_PARTITION_ROWS`` a core, and whole waves of the readers so that
     none idles through the last one. The readers: ``parallelism`` cores, plus the driver
-    with ``driver_share`` (:func:`with_driver_share`)."""
+    with ``driver_share`` (``snapshot.runners.with_driver_share``)."""
     readers = parallelism + (1 if driver_share else 0)
     parts = math.ceil(max(estimated_rows, 1) / partition_rows)
     if estimated_rows >= parallelism * MIN_PARTITION_ROWS:
@@ -71,18 +71,12 @@ def chunk_partitions(
 
 def _even_bounds(conn: DbConnection, schema: TableSchema, rng: ChunkRange, parts: int) -> list[Key]:
     """Boundaries of ``parts`` equal key spans between the range's own MIN and MAX."""
-    condition, params = range_condition(schema.key, rng)
-    key = quote_identifier(schema.key[0])
-    row = fetch_one(
-        conn,
-        f"SELECT MIN({key}), MAX({key}) FROM {schema.table.quoted()} WHERE {condition}",  # noqa: S608
-        params,
-    )
-    if row is None or row[0] is None:
+    span = _integer_key_span(conn, schema, rng)
+    if span is None:
         return []
-    low, high = int(row[0]), int(row[1])
+    low, high = span
     step = max(1, math.ceil((high - low + 1) / parts))
-    return [rng.lo for rng in even_ranges(low, high, step)[1:] if rng.lo is not None]
+    return [piece.lo for piece in even_ranges(low, high, step)[1:] if piece.lo is not None]
 
 
 def bucket_width(conn: DbConnection, schema: TableSchema, chunks_of_table: int) -> int | None:
@@ -90,8 +84,25 @@ def bucket_width(conn: DbConnection, schema: TableSchema, chunks_of_table: int) 
     partitions. Only the first writer's choice sticks (it is stored with the table)."""
     if not schema.key_columns[0].is_integer:
         return None
-    key = quote_identifier(schema.key[0])
-    row = fetch_one(conn, f"SELECT MIN({key}), MAX({key}) FROM {schema.table.quoted()}")  # noqa: S608
-    if row is None or row[0] is None:
+    span = _integer_key_span(conn, schema, ChunkRange(None, None))
+    if span is None:
         return DEFAULT_BUCKET_WIDTH
-    return max(1, math.ceil((int(row[1]) - int(row[0]) + 1) / max(1, chunks_of_table)))
+    low, high = span
+    return max(1, math.ceil((high - low + 1) / max(1, chunks_of_table)))
+
+
+def _integer_key_span(
+    conn: DbConnection, schema: TableSchema, rng: ChunkRange
+) -> tuple[int, int] | None:
+    """MIN and MAX of the integer first key column within ``rng`` (two index lookups);
+    ``None`` when the range holds no row."""
+    key, table = sql_identifier(schema.key[0]), schema.table.quoted().replace("%", "%%")
+    condition, params = range_condition(schema.key, rng)  # ``1=1`` for the whole table
+    row = fetch_one(
+        conn,
+        f"SELECT MIN({key}), MAX({key}) FROM {table} WHERE {condition}",  # noqa: S608
+        params,
+    )
+    if row is None or row[0] is None:
+        return None
+    return int(row[0]), int(row[1])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.model import TableId
+from airflow_cdc.model import ChunkRange, TableId
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import plan, snapshot_all, stream_spec
 from tests.support.stream_harness import InProcessStream
@@ -56,3 +56,39 @@ def test_names_with_backticks_quotes_spaces_unicode_and_reserved_words(
     finally:
         stream.close()
     assert assert_replica_equals_source(mariadb, str(lake), table, ["order", "key col"]) > 400
+
+
+def test_a_percent_sign_in_names_splits_a_chunk_and_sizes_its_buckets(
+    mariadb: LocalMariaDB,
+) -> None:
+    # The MIN/MAX lookups behind a chunk's partitions and the sink's bucket width run as
+    # pymysql format strings: a ``%`` in a name must reach the server as it is.
+    from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.server import server_info
+
+    table = TableId("pct%db", "100% t")
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS `pct%db`",
+        "CREATE DATABASE `pct%db`",
+        f"CREATE TABLE {table.quoted()} (`k%ey` BIGINT PRIMARY KEY, v INT)",
+    )
+    conn = mariadb.root("pct%db")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table.quoted()} SELECT seq, seq FROM seq_1_to_1000")
+        conn.commit()
+        schema = load_table_schema(conn, table)
+        assert bucket_width(conn, schema, 4) == 250
+        parts = chunk_partitions(
+            conn, server_info(conn), schema, ChunkRange(None, None), 400_000, 100_000, 2
+        )
+        assert [(p.lo, p.hi) for p in parts] == [
+            (None, (251,)),
+            ((251,), (501,)),
+            ((501,), (751,)),
+            ((751,), None),
+        ]
+    finally:
+        conn.close()
+        mariadb.execute("DROP DATABASE IF EXISTS `pct%db`")
