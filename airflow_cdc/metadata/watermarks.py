@@ -64,13 +64,11 @@ def full_snapshots_done(engine: Engine, tables: Sequence[TableId]) -> set[TableI
 
 def full_snapshot(engine: Engine, table: TableId) -> FullSnapshot | None:
     """The table's most recent full plan: its id, label and chunks' statuses."""
-    rows = chunks_since_full_plans(engine, [table])[table]
-    if not rows:
+    plan = _full_plan(chunks_since_full_plans(engine, [table])[table])
+    if plan is None:
         return None
-    plan_id = min(int(row["plan_id"]) for row in rows)
-    statuses = tuple(
-        cast(ChunkStatus, str(row["status"])) for row in rows if int(row["plan_id"]) == plan_id
-    )
+    plan_id, rows = plan
+    statuses = tuple(cast(ChunkStatus, str(row["status"])) for row in rows)
     return FullSnapshot(plan_id, read_label(engine, plan_id), statuses)
 
 
@@ -140,12 +138,20 @@ def _watermarks(
     return merge_plans(list(plans.values()), sort_key)
 
 
-def _full_plan_done(rows: Sequence[RowMapping]) -> bool:
-    """Whether the oldest plan of ``rows`` (a table's most recent full plan and those after
-    it) covers every key and has every chunk done."""
+def _full_plan(rows: Sequence[RowMapping]) -> tuple[int, list[RowMapping]] | None:
+    """The oldest plan of ``rows`` (a table's most recent full plan and those after it): its
+    id and its chunks' rows; ``None`` without rows."""
     if not rows:
-        return False
+        return None
     first = min(int(row["plan_id"]) for row in rows)
-    full = [row for row in rows if int(row["plan_id"]) == first]
+    return first, [row for row in rows if int(row["plan_id"]) == first]
+
+
+def _full_plan_done(rows: Sequence[RowMapping]) -> bool:
+    """Whether the oldest plan of ``rows`` covers every key and has every chunk done."""
+    plan = _full_plan(rows)
+    if plan is None:
+        return False
+    full = plan[1]
     covers_all = any(row["lo"] is None for row in full) and any(row["hi"] is None for row in full)
     return covers_all and all(row["status"] == "done" for row in full)

@@ -27,6 +27,7 @@ __all__ = [
     "PlannedChunk",
     "StoredChunk",
     "WorkUnit",
+    "chunk_weight",
     "pack_chunks",
     "spread",
 ]
@@ -71,7 +72,7 @@ class PlannedChunk:
 
     @property
     def weight(self) -> int:
-        return max(0, self.estimated_rows) + CHUNK_OVERHEAD_ROWS
+        return chunk_weight(self.estimated_rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,11 @@ def pack_chunks(chunks: Sequence[PlannedChunk], unit_rows: int, max_units: int) 
         if len(units) <= max_units:
             return units
         target = math.ceil(target * _GROWTH)
+
+
+def chunk_weight(estimated_rows: int) -> int:
+    """What a chunk weighs in rows: its estimated rows and its fixed cost."""
+    return max(0, estimated_rows) + CHUNK_OVERHEAD_ROWS
 
 
 def spread(weights: Sequence[int], groups: int) -> list[list[int]]:

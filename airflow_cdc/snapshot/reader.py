@@ -2,8 +2,8 @@
 
 The fast path is connectorx (binary protocol straight into Arrow; ~1.1M rows/s here against
 ~75k rows/s for pymysql, see docs/benchmarks.md); pymysql is the dependency-light fallback.
-Either way each column is selected through ``source.arrow_types.select_expression`` and cast with
-``source.arrow_types.conform``, so both give identical Arrow values.
+Either way each column is selected through ``source.arrow_types.select_expression`` and
+cast with ``source.arrow_types.conform``, so both give identical Arrow values.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A work unit's chunks, run by one application and recorded one by one.
 
 The driver marks each chunk running (an attempt), then runs them: a chunk large enough to
-be read in partitions (``planning.partitions.partition_count``) runs in the driver with its partitions on
-every core, one such chunk after another; the small ones run whole on the cores, a few
+be read in partitions (``planning.partitions.partition_count``) runs in the driver with its
+partitions on every core, one such chunk after another; the small ones run whole on the cores, a few
 chunks per task (``job.snapshot_chunks_quietly``: executors need no metadata DB). Each
 chunk keeps its own watermarks and record, so the stream's filter and the re-run of one
 chunk do not know units exist. A chunk that fails does not stop the others; the unit then
@@ -21,7 +21,7 @@ from airflow_cdc.errors import SnapshotUnitError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import ChunkRecord
 from airflow_cdc.model import TableId
-from airflow_cdc.planning.packing import CHUNK_OVERHEAD_ROWS, spread
+from airflow_cdc.planning.packing import chunk_weight, spread
 from airflow_cdc.planning.partitions import partition_count
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
 from airflow_cdc.snapshot.job import (
@@ -114,7 +114,7 @@ def _run_small(
     if not tasks:
         return []
     workers = readers + (1 if driver_share else 0)
-    weights = [max(0, t.estimated_rows) + CHUNK_OVERHEAD_ROWS for t in tasks]
+    weights = [chunk_weight(t.estimated_rows) for t in tasks]
     groups = [[tasks[i] for i in group] for group in spread(weights, 2 * workers)]
     mapped = with_driver_share(runner, readers) if driver_share else runner
     return [result for done in mapped(snapshot_chunks_quietly, groups) for result in done]

@@ -2,7 +2,8 @@
 
 The chunk SELECT runs inside the read view; the binlog window that corrects the chunk starts
 at ``low_watermark``. The watermark must be at or before every change the view does not see
-(docs/architecture.md); starting earlier is always safe, it only costs reading. How, per flavour:
+(:func:`opening_steps` is the rule); starting earlier is always safe, it only costs reading.
+How, per flavour:
 
 **MariaDB** (and Percona Server): ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` makes the
 server record the binlog position that matches the read view exactly, readable in the session

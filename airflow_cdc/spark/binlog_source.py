@@ -86,8 +86,9 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner.stop_at_current_position()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        latest = self.planner.latest_offset(_from_spark(start))
-        return start if latest == _from_spark(start) else _to_spark(latest)
+        current = _from_spark(start)
+        latest = self.planner.latest_offset(current)
+        return start if latest == current else _to_spark(latest)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[_Range]:
         slices = self.planner.slices(_from_spark(start), _from_spark(end))

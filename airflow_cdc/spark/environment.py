@@ -21,8 +21,8 @@ log = logging.getLogger("airflow_cdc.spark")
 
 #: The jobs' driver JVM compiles with C1 only: it schedules tasks and passes file names and
 #: small results, the heavy work is in Python and Rust, and C2's compiling at start-up is
-#: what a short chunk job or a stream's hand-off waits for on a few cores. Set at submit time (``--conf``); the user's
-#: ``spark.driver.extraJavaOptions`` replaces it.
+#: what a short chunk job or a stream's hand-off waits for on a few cores. Set at submit
+#: time (``--conf``); the user's ``spark.driver.extraJavaOptions`` replaces it.
 JOB_JVM_CONF: dict[str, str] = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
@@ -88,9 +88,8 @@ def prefer_installed_pyspark() -> list[str]:
 
     Why: the zips hold no compiled bytecode, so every driver and every worker daemon
     compiled pyspark afresh from source: 1.1-1.4 s a process here, 0.2 s from the
-    package's cached bytecode. The
-    zips inside the package are the same release as the package; those of a separate Spark
-    install (another SPARK_HOME) are left alone.
+    package's cached bytecode. The zips inside the package are the same release as the
+    package; those of a separate Spark install (another SPARK_HOME) are left alone.
     """
     if "pyspark" in sys.modules:
         return []
