@@ -1,7 +1,7 @@
 """The stream job's own source reader and batch function, driven in-process without Spark.
 
 Offsets, partitions, the executor's ``read`` and the driver's ``foreachBatch`` function are
-the job's code (``spark.binlog_source``, ``spark.stream_job``); only Structured Streaming's
+the job's code (``spark.binlog_source``, ``stream.batch_writer``); only Structured Streaming's
 loop and its checkpoint are replaced by a few lines here, so a test of what a batch does
 costs no JVM. The job itself (with Spark) runs in the stream pipeline tests.
 """
