@@ -139,7 +139,8 @@ def spread(weights: Sequence[int], groups: int) -> list[list[int]]:
     loads = [0] * min(groups, len(weights))
     members: list[list[int]] = [[] for _ in loads]
     for index in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
-        lightest = min(range(len(loads)), key=lambda g: (loads[g], g))
+        # Ties go to the group with fewer items, so weightless items leave no group empty.
+        lightest = min(range(len(loads)), key=lambda g: (loads[g], len(members[g]), g))
         loads[lightest] += max(0, weights[index])
         members[lightest].append(index)
     return [sorted(group) for group in members]

@@ -93,3 +93,8 @@ def test_spread_places_every_index_once_in_at_most_the_groups(
     if weights:
         loads = [sum(weights[i] for i in group) for group in spread_out]
         assert max(loads) <= sum(weights) / len(spread_out) + max(weights)
+
+
+def test_spread_leaves_no_group_empty_with_weightless_items() -> None:
+    assert spread([0, 0], 2) == [[0], [1]]
+    assert spread([0, 0, 0], 2) == [[0, 2], [1]]
