@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PY := .venv/bin/python
-LINT_PATHS := $(wildcard airflow_cdc tests dags spark_jobs bench docker scripts)
+LINT_PATHS := $(wildcard airflow_cdc devtools tests dags spark_jobs bench docker scripts)
 PYTEST_FLAGS ?= -q -p no:cacheprovider --durations=10
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
@@ -23,17 +23,17 @@ lint: setup  ## ruff (lint + format check) and mypy --strict
 	@status=0; \
 	echo "ruff check $(LINT_PATHS)"; $(PY) -m ruff check $(LINT_PATHS) || status=1; \
 	echo "ruff format --check $(LINT_PATHS)"; $(PY) -m ruff format --check $(LINT_PATHS) || status=1; \
-	echo "mypy --strict airflow_cdc"; $(PY) -m mypy --strict airflow_cdc || status=1; \
+	echo "mypy --strict airflow_cdc devtools"; $(PY) -m mypy --strict airflow_cdc devtools || status=1; \
 	exit $$status
 
 test: lint  ## set up, lint, then run every test (PYTEST_ARGS="-k ..." to narrow)
 	$(PY) -m pytest $(PYTEST_FLAGS) $(PYTEST_ARGS)
 
 demo: setup  ## run the end-to-end demo
-	$(PY) -m airflow_cdc.devtools.demo
+	$(PY) -m devtools.demo
 
 demo-cluster: setup  ## the demo with the lake on S3 (SeaweedFS) and Spark on a standalone cluster
-	$(PY) -m airflow_cdc.devtools.demo --cluster --dir .demo-cluster
+	$(PY) -m devtools.demo --cluster --dir .demo-cluster
 
 # BENCH_ARGS="--sizes 100000,200000" for a quick check; see bench/run_all.py --help.
 bench: setup  ## run the benchmarks (~45 min): bench/results.json, docs/benchmarks.md + .png

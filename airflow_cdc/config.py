@@ -8,28 +8,34 @@ sink's storage options, all hidden from ``repr`` so they never reach a log line.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import Any, Self, TypeVar, cast, get_origin, get_type_hints
 from urllib.parse import unquote, urlsplit
 
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.probe import ProbeConfig
 
 __all__ = [
     "STREAM_MODES",
     "ChunkJobSpec",
     "ChunkingConfig",
+    "DiscoveryConfig",
     "JobFile",
     "ReadConfig",
     "SinkConfig",
     "SourceConfig",
+    "StreamBounds",
     "StreamJobSpec",
+    "from_fields",
 ]
 
 DEFAULT_CHUNK_ROWS = 1_000_000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -159,8 +165,8 @@ class JobFile:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Self:
-        raise NotImplementedError
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        return from_fields(cls, data)
 
     def write(self, path: Path) -> Path:
         """Write the spec readable by the owner only."""
@@ -195,44 +201,21 @@ class ChunkJobSpec(JobFile):
     metadata_url: str = field(repr=False)
     sink: SinkConfig
     read: ReadConfig = field(default_factory=ReadConfig)
-    #: Test-only: names of pause points at which the job waits for a release file.
-    pause_dir: str | None = None
+    #: An observer of the job's phases (tests pause there); none by default.
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def __post_init__(self) -> None:
         if not self.chunk_ids:
             raise ConfigurationError("a chunk job needs at least one chunk id")
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChunkJobSpec:
-        return cls(
-            chunk_ids=tuple(int(i) for i in data["chunk_ids"]),
-            source=SourceConfig(**data["source"]),
-            metadata_url=data["metadata_url"],
-            sink=SinkConfig(**data["sink"]),
-            read=ReadConfig(**data.get("read", {})),
-            pause_dir=data.get("pause_dir"),
-        )
 
 
 STREAM_MODES = ("continuous", "until_caught_up")
 
 
 @dataclass(frozen=True)
-class StreamJobSpec(JobFile):
-    """Everything the stream job needs; like :class:`ChunkJobSpec`, written to a 0600 file.
+class StreamBounds:
+    """How often a stream makes a micro-batch, how big one is, and what memory it takes."""
 
-    ``mode``: ``continuous`` runs until stopped; ``until_caught_up`` processes up to the
-    server's binlog position at its start, then exits. ``stream_id`` names the stream (its
-    lease, state and Delta application transactions); one stream per set of tables.
-    """
-
-    stream_id: str
-    tables: tuple[str, ...]
-    source: SourceConfig
-    metadata_url: str = field(repr=False)
-    sink: SinkConfig
-    checkpoint_dir: str
-    mode: str = "continuous"
     #: Seconds between micro-batches in continuous mode.
     trigger_seconds: float = 2.0
     #: Upper bound of binlog bytes per micro-batch (bounds memory of one batch); a single
@@ -258,42 +241,71 @@ class StreamJobSpec(JobFile):
     #: Spark starts, so the replica moves on seconds after the hand-off rather than after
     #: Spark's start-up (0: none; Spark's first batch then starts from the watermarks).
     start_batch_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.trigger_seconds) or self.trigger_seconds <= 0:
+            raise ConfigurationError(
+                f"trigger_seconds must be a positive number, got {self.trigger_seconds!r}"
+            )
+        for name in ("max_batch_bytes", "min_slice_bytes", "block_rows", "apply_parallelism"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("decode_parallelism", "start_batch_bytes"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(
+                    f"{name} must be 0 (off or automatic) or more, got {getattr(self, name)}"
+                )
+        if self.max_merge_rows < self.block_rows:
+            raise ConfigurationError(
+                "max_merge_rows at least block_rows, so a staged block fits one merge; got "
+                f"{self.max_merge_rows} and {self.block_rows}"
+            )
+
+
+@dataclass(frozen=True)
+class DiscoveryConfig:
+    """How a stream whose tables are patterns finds new tables (``stream.discovery``)."""
+
     #: The stream's table patterns (``model.selection``; empty: its tables are exact names):
-    #: a new table they match is snapshotted by the stream and joins it (``stream.discovery``).
+    #: a new table they match is snapshotted by the stream and joins it.
     patterns: tuple[str, ...] = ()
     exclude_patterns: tuple[str, ...] = ()
     #: Seconds between two looks at the catalog for new tables (with ``patterns``).
     discover_seconds: float = 30.0
     #: Rows per chunk of the snapshot of a table the stream finds.
     chunk_rows: int = DEFAULT_CHUNK_ROWS
-    #: Test-only: folder of armed pause points (see ``snapshot.pause``).
-    pause_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if self.discover_seconds <= 0 or self.chunk_rows < 1:
+        if not math.isfinite(self.discover_seconds) or self.discover_seconds <= 0:
             raise ConfigurationError(
-                "discover_seconds and chunk_rows must be positive; got "
-                f"{self.discover_seconds} and {self.chunk_rows}"
+                f"discover_seconds must be a positive number, got {self.discover_seconds!r}"
             )
-        if self.start_batch_bytes < 0:
-            raise ConfigurationError(
-                f"start_batch_bytes must be 0 (off) or more; got {self.start_batch_bytes}"
-            )
-        if self.max_batch_bytes < 1 or self.min_slice_bytes < 1 or self.decode_parallelism < 0:
-            raise ConfigurationError(
-                "max_batch_bytes and min_slice_bytes must be positive and decode_parallelism "
-                f"0 (auto) or more; got {self.max_batch_bytes}, {self.min_slice_bytes}, "
-                f"{self.decode_parallelism}"
-            )
-        if self.apply_parallelism < 1:
-            raise ConfigurationError(
-                f"apply_parallelism must be 1 or more; got {self.apply_parallelism}"
-            )
-        if self.block_rows < 1 or self.max_merge_rows < self.block_rows:
-            raise ConfigurationError(
-                "block_rows must be positive and max_merge_rows at least block_rows; got "
-                f"{self.block_rows} and {self.max_merge_rows}"
-            )
+        if self.chunk_rows < 1:
+            raise ConfigurationError(f"chunk_rows must be positive, got {self.chunk_rows}")
+
+
+@dataclass(frozen=True)
+class StreamJobSpec(JobFile):
+    """Everything the stream job needs; like :class:`ChunkJobSpec`, written to a 0600 file.
+
+    ``mode``: ``continuous`` runs until stopped; ``until_caught_up`` processes up to the
+    server's binlog position at its start, then exits. ``stream_id`` names the stream (its
+    lease, state and Delta application transactions); one stream per set of tables.
+    """
+
+    stream_id: str
+    tables: tuple[str, ...]
+    source: SourceConfig
+    metadata_url: str = field(repr=False)
+    sink: SinkConfig
+    checkpoint_dir: str
+    mode: str = "continuous"
+    bounds: StreamBounds = field(default_factory=StreamBounds)
+    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    #: An observer of each batch's apply (tests pause there); none by default.
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+
+    def __post_init__(self) -> None:
         if self.mode not in STREAM_MODES:
             raise ConfigurationError(
                 f"stream_mode must be one of {STREAM_MODES}, got {self.mode!r}"
@@ -303,18 +315,25 @@ class StreamJobSpec(JobFile):
         if not self.stream_id:
             raise ConfigurationError("stream_id is empty")
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StreamJobSpec:
-        """The spec from :meth:`to_json`'s form; a field the file lacks keeps its default
-        (a job file written by an older version)."""
-        nested: dict[str, Any] = {
-            "source": SourceConfig(**data["source"]),
-            "sink": SinkConfig(**data["sink"]),
-        }
-        for name in ("tables", "patterns", "exclude_patterns"):
-            if name in data:
-                nested[name] = tuple(data[name])
-        plain = {
-            f.name: data[f.name] for f in fields(cls) if f.name in data and f.name not in nested
-        }
-        return cls(**plain, **nested)
+
+def from_fields(kind: type[T], data: Mapping[str, Any]) -> T:
+    """The config ``kind`` from its :func:`dataclasses.asdict` form: nested configs and
+    tuples rebuilt from their field types; a field the data lacks keeps its default (a
+    file written by an older version); a field ``kind`` lacks is refused, never dropped."""
+    names = {f.name for f in fields(cast(Any, kind))}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigurationError(
+            f"{kind.__name__} has no setting {', '.join(unknown)}: written by another "
+            "version of airflow-cdc? Use the same version for the Airflow tasks and the jobs"
+        )
+    hints = get_type_hints(kind)
+    return kind(**{name: _decoded(hints[name], value) for name, value in data.items()})
+
+
+def _decoded(hint: Any, value: Any) -> Any:
+    if is_dataclass(hint) and isinstance(hint, type):
+        return from_fields(hint, value)
+    if get_origin(hint) is tuple:
+        return tuple(value)
+    return value

@@ -18,6 +18,11 @@ workers, which parse the file again):
 * ``CDC_CHUNK_RETRIES``: Airflow retries of each ``snapshot_chunk`` task (default 2), so a
   chunk that a server restart or a killed connection failed is read again without an
   operator; 0 leaves every failed chunk to be cleared by hand.
+
+Read by the chunk and stream tasks when they run (the worker's environment):
+
+* ``CDC_PROBE`` and ``CDC_PROBE_ARGUMENT``: an observer of the jobs' phases
+  (``airflow_cdc.probe``), ``module:callable`` and its argument; unset in production.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections.abc import Mapping
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TablePattern
+from airflow_cdc.probe import ProbeConfig
 
 __all__ = [
     "DEFAULT_CHUNK_RETRIES",
@@ -36,6 +42,7 @@ __all__ = [
     "DEFAULT_TABLES",
     "configured_chunk_retries",
     "configured_exclude_tables",
+    "configured_probe",
     "configured_staging_path",
     "configured_stream_id",
     "configured_tables",
@@ -117,3 +124,9 @@ def configured_chunk_retries(environ: Mapping[str, str] | None = None) -> int:
             f"CDC_CHUNK_RETRIES must be a whole number of retries (0 or more), got {text!r}"
         )
     return int(text)
+
+
+def configured_probe(environ: Mapping[str, str] | None = None) -> ProbeConfig:
+    """``CDC_PROBE`` and ``CDC_PROBE_ARGUMENT``, or no probe."""
+    env = os.environ if environ is None else environ
+    return ProbeConfig(env.get("CDC_PROBE", "").strip(), env.get("CDC_PROBE_ARGUMENT", "").strip())

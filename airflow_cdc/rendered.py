@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any
+from dataclasses import fields
+from typing import Any, TypeVar, cast, get_origin, get_type_hints
 
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["as_mapping", "as_positive_int", "as_str_list", "parse_literal"]
+__all__ = ["as_config", "as_mapping", "as_positive_int", "as_str_list", "parse_literal"]
+
+C = TypeVar("C")
 
 
 def parse_literal(text: str) -> Any:
@@ -65,3 +68,33 @@ def as_mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigurationError(f"{name} must be a mapping, got {value!r}")
     return {str(k): v for k, v in value.items()}
+
+
+def as_config(name: str, kind: type[C], value: Any) -> C:
+    """The frozen config ``kind`` (a dataclass validated in ``__post_init__``) from an
+    instance, a mapping of some of its fields (each native or rendered text; the others keep
+    their defaults), that mapping's text, or ``None`` (every default)."""
+    if isinstance(value, kind):
+        return value
+    given = as_mapping(name, value)
+    known = [f.name for f in fields(cast(Any, kind))]
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"{name} has no setting {', '.join(unknown)}; its settings are {', '.join(known)}"
+        )
+    hints = get_type_hints(kind)
+    return kind(**{k: _as_type(f"{name}.{k}", hints[k], v) for k, v in given.items()})
+
+
+def _as_type(name: str, hint: Any, value: Any) -> Any:
+    if hint is int or hint is float:
+        parsed = parse_literal(value) if isinstance(value, str) else value
+        allowed = (int, float) if hint is float else (int,)
+        if isinstance(parsed, bool) or not isinstance(parsed, allowed):
+            wanted = "a number" if hint is float else "a whole number"
+            raise ConfigurationError(f"{name} must be {wanted}, got {value!r}")
+        return hint(parsed)
+    if get_origin(hint) is tuple:
+        return tuple(as_str_list(name, value))
+    return value

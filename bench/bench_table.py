@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from devtools.local_mariadb import LocalMariaDB
 
 #: InnoDB's buffer pool of the benchmark's server: large enough for every table the run
 #: creates (the 10M-row snapshot and planning tables are about 1.5 and 0.9 GB), as a

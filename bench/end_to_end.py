@@ -79,11 +79,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table, read_pa
 from bench_table import bench_server, create_bench_table
 from read_paths import cli_read
 
-from airflow_cdc.devtools.airflow_deployment import AirflowDeployment
-from airflow_cdc.devtools.airflow_env import airflow_env
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_postgres import LocalPostgres
 from airflow_cdc.model import TableId
+from devtools.airflow_deployment import AirflowDeployment
+from devtools.airflow_env import airflow_env
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_postgres import LocalPostgres
 
 __all__ = ["default_chunk_rows", "measure_end_to_end"]
 

@@ -34,7 +34,6 @@ during both runs (a live source).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import json
 import random
@@ -62,10 +61,10 @@ from end_to_end import (  # noqa: E402
 )
 from stream import batches, commit_latencies, write_for  # noqa: E402
 
-from airflow_cdc.devtools.airflow_deployment import AirflowDeployment  # noqa: E402
-from airflow_cdc.devtools.airflow_env import airflow_env  # noqa: E402
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
 from airflow_cdc.model import TableId  # noqa: E402
+from devtools.airflow_deployment import AirflowDeployment  # noqa: E402
+from devtools.airflow_env import airflow_env  # noqa: E402
+from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 
 __all__ = ["measure_many_tables"]
 
@@ -207,6 +206,7 @@ def measure_latency(
     rate: int,
 ) -> dict[str, Any]:
     """Commit-to-visible latency at ``rate`` changes/s spread over the ``many`` tables."""
+    from airflow_cdc.config import StreamBounds
     from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.sinks.delta import DeltaSink
     from tests.support.pipeline import kill_group, spark_submit_stream, stream_spec
@@ -214,9 +214,15 @@ def measure_latency(
     workdir.mkdir(parents=True, exist_ok=True)
     names = [f"{MANY}.t{i:03d}" for i in range(tables)]
     spec = stream_spec(
-        server, names, meta, lake, workdir / "ckpt", mode="continuous", stream_id=STREAM_ID
+        server,
+        names,
+        meta,
+        lake,
+        workdir / "ckpt",
+        mode="continuous",
+        stream_id=STREAM_ID,
+        trigger_seconds=StreamBounds.trigger_seconds,  # the DAG's default
     )
-    spec = dataclasses.replace(spec, trigger_seconds=2.0)  # the DAG's default
     store = MetadataStore.connect(meta, migrate=False)
     since = dt.datetime.now(dt.UTC)
     job = spark_submit_stream(spec, workdir)

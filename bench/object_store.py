@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_seaweedfs import LocalSeaweedFS
 
 RUNS = ("warm-up", "local", "s3", "local", "s3")
 

@@ -29,8 +29,8 @@ from typing import Any
 from bench_table import bench_server
 
 from airflow_cdc.config import ChunkingConfig, SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import TableId
+from devtools.local_mariadb import LocalMariaDB
 
 DATABASE = "benchplan"
 TABLE = TableId(DATABASE, "k")

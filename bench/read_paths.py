@@ -37,8 +37,8 @@ from typing import Any
 from bench_table import bench_server, create_bench_table
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import ChunkRange, TableId
+from devtools.local_mariadb import LocalMariaDB
 
 OUT = Path(__file__).resolve().parent / "out"
 

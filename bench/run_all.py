@@ -58,7 +58,7 @@ from plan import DEFAULT_CHUNK_ROWS, measure_plan  # noqa: E402
 from report import write_report  # noqa: E402
 from spark_jdbc import spark_jdbc_to_parquet  # noqa: E402
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
+from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 
 DEFAULT_SIZES = (1_000_000, 5_000_000, 10_000_000)
 #: Backlog sizes (row changes) of the stream section: the stream decodes ~5-10k changes/s

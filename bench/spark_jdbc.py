@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
+from devtools.local_mariadb import LocalMariaDB
 
 JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")
 APP = Path(__file__).resolve().parent / "spark_jdbc_app.py"

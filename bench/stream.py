@@ -23,7 +23,6 @@ on its own database ``benchstream`` of the benchmark table's row shape, same bin
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import json
 import re
@@ -45,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table
 from bench_table import bench_server  # noqa: E402
 
 from airflow_cdc.config import SourceConfig  # noqa: E402
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
 from airflow_cdc.model import BinlogPosition  # noqa: E402
+from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 DB = "benchstream"
@@ -367,8 +366,9 @@ def measure_big_transaction(
     start = server_position(cfg)
     server.execute(f"UPDATE {DB}.t SET n = n + 1, updated = NOW(6)")
     end = server_position(cfg)
-    spec = stream_spec(server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="big")
-    spec = dataclasses.replace(spec, **settings)
+    spec = stream_spec(
+        server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="big", **settings
+    )
     started = time.perf_counter()
     job = spark_submit_stream(spec, workdir)
     peak = 0
@@ -387,8 +387,8 @@ def measure_big_transaction(
     done = batches(log)
     return {
         "transaction_rows": rows,
-        "block_rows": spec.block_rows,
-        "max_merge_rows": spec.max_merge_rows,
+        "block_rows": spec.bounds.block_rows,
+        "max_merge_rows": spec.bounds.max_merge_rows,
         "binlog_bytes": _bytes(server, start, end),
         "peak_pss_mb": round(peak / 2**20),
         "peak_pss_mb_by_role": {role: round(value / 2**20) for role, value in peaks.items()},

@@ -123,7 +123,7 @@ with DAG(
         stream_mode="{{ params.stream_mode }}",
         # A new table matching a pattern of `tables` is snapshotted by the stream with
         # chunks of this size, then joins it.
-        chunk_rows="{{ params.chunk_rows }}",
+        discovery={"chunk_rows": "{{ params.chunk_rows }}"},
         # One stream id for the pipeline (env CDC_STREAM_ID, default "mysql_cdc"): tables
         # added through mysql_cdc_backfill join this stream while it runs.
         stream_id=configured_stream_id(),

@@ -44,10 +44,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB  # noqa: E402
 from airflow_cdc.metadata import MetadataStore  # noqa: E402
 from airflow_cdc.model import TableId  # noqa: E402
 from airflow_cdc.snapshot.unit import run_chunk  # noqa: E402
+from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 from tests.support.binlog_kill import kill_busy_binlog_dump  # noqa: E402
 from tests.support.compare import assert_replica_equals_source  # noqa: E402
 from tests.support.memory import tree_pss  # noqa: E402

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_postgres import LocalPostgres
-from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
-from airflow_cdc.devtools.spark_cluster import LocalSparkCluster
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_postgres import LocalPostgres
+from devtools.local_seaweedfs import LocalSeaweedFS
+from devtools.spark_cluster import LocalSparkCluster
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,6 +16,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_cdc.config import ChunkJobSpec, ReadConfig
+from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.operators._job_file import JobFileSparkOperator
@@ -30,10 +31,10 @@ __all__ = [
     "SnapshotChunkOperator",
 ]
 
-#: The entry script, inside the installed package so it exists wherever airflow-cdc is
-#: installed (``spark_jobs/snapshot_chunk.py`` in the repository is the same thin script).
+#: The entry script, ``spark_jobs/snapshot_chunk.py``, which the wheel ships inside the
+#: package so the path exists wherever airflow-cdc is installed.
 SNAPSHOT_CHUNK_APPLICATION = str(
-    Path(__file__).resolve().parent / "spark_apps" / "snapshot_chunk.py"
+    Path(__file__).resolve().parents[1] / "spark_jobs" / "snapshot_chunk.py"
 )
 
 #: One chunk is a small job: no UI port per concurrent task, few shuffle partitions.
@@ -70,7 +71,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
     :param partition_rows: a chunk larger than this is read as several partitions in
         parallel (default: ``ReadConfig``'s). Templated.
     :param read_engine: ``"connectorx"`` (default) or ``"pymysql"``.
-    :param pause_dir: test-only; pause points of the job wait for release files there.
     :param application: entry script; default :data:`SNAPSHOT_CHUNK_APPLICATION`.
     :param spark_binary: default: the ``spark-submit`` of the installed pyspark.
     :param env_vars: merged over the variables that make that ``spark-submit`` work
@@ -86,7 +86,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         "sink_path",
         "staging_path",
         "partition_rows",
-        "pause_dir",
     )
     ui_color = "#fde8d7"
     default_application = SNAPSHOT_CHUNK_APPLICATION
@@ -104,7 +103,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         lake_conn_id: str = "cdc_lake",
         partition_rows: int | str | None = None,
         read_engine: str | None = None,
-        pause_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("map_index_template", UNIT_MAP_INDEX_TEMPLATE)
@@ -117,7 +115,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         self.lake_conn_id = lake_conn_id
         self.partition_rows = partition_rows
         self.read_engine = read_engine
-        self.pause_dir = pause_dir
 
     # -- the job file ----------------------------------------------------------------
     def chunk_ids(self) -> tuple[int, ...]:
@@ -149,7 +146,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
                 self.sink_path, lake_conn_id=self.lake_conn_id, staging_path=self.staging_path
             ),
             read=ReadConfig(**read_kwargs),
-            pause_dir=self.pause_dir or None,
+            probe=configured_probe(),
         )
 
     def prepare_submit(self) -> Path:

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -33,8 +32,6 @@ def snapshot_tasks(
         retry_delay=timedelta(seconds=30),
         # Each local chunk job is a JVM of ~400 MB: bound them per run.
         max_active_tis_per_dagrun=2,
-        # Test-only: a folder of armed pause points (unset in production).
-        pause_dir=os.environ.get("CDC_TEST_PAUSE_DIR") or None,
     ).expand(unit=plan_output)
     wait_for_chunks = ChunksCompleteSensor(
         task_id="wait_for_chunks",

@@ -21,16 +21,17 @@ of submitting a second one.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_cdc.config import STREAM_MODES, StreamJobSpec
+from airflow_cdc.config import STREAM_MODES, DiscoveryConfig, StreamBounds, StreamJobSpec
+from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.metadata.codec import table_to_text
@@ -38,7 +39,7 @@ from airflow_cdc.model import TableId
 from airflow_cdc.operators._graceful_stop import kill_all, stop_gracefully
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._params import check_sink, lake_sink, resolved_tables, table_selection
-from airflow_cdc.rendered import as_positive_int, as_str_list, parse_literal
+from airflow_cdc.rendered import as_config, as_str_list
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
@@ -52,9 +53,9 @@ __all__ = [
     "stream_table_names",
 ]
 
-#: The entry script, inside the installed package (``spark_jobs/stream.py`` in the
-#: repository is the same thin script, for running by hand).
-STREAM_APPLICATION = str(Path(__file__).resolve().parent / "spark_apps" / "stream.py")
+#: The entry script, ``spark_jobs/stream.py`` (shipped inside the package, as
+#: :data:`~airflow_cdc.operators.snapshot.SNAPSHOT_CHUNK_APPLICATION`).
+STREAM_APPLICATION = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "stream.py")
 
 #: Micro-batches are small; the Spark UI stays on (its Structured Streaming tab is the
 #: stream's monitor; Spark takes the next free port when 4040 is busy).
@@ -131,22 +132,14 @@ class StreamOperator(JobFileSparkOperator):
         stream resumes from its committed position in the metadata DB.
     :param staging_path: where the executors stage decoded blocks for the driver (default
         ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
-    :param trigger_seconds: seconds between micro-batches (continuous mode). Templated.
-    :param max_batch_bytes: upper bound of binlog bytes per micro-batch (default: the job
-        spec's). Templated.
-    :param block_rows: keys an executor reduces in memory before it stages them (bounds an
-        executor's memory; default: the job spec's). Templated.
-    :param max_merge_rows: rows per Delta merge; a bigger batch (one huge transaction) is
-        merged in several (bounds the driver's memory; default: the job spec's). Templated.
-    :param chunk_rows: rows per chunk when the stream snapshots a table its pattern finds
-        (default: the job spec's, 1,000,000). Templated.
-    :param discover_seconds: with patterns in ``tables``, seconds between two looks at the
-        catalog for new matching tables, which the stream snapshots and joins itself
-        (``stream.discovery``; default 30). Templated.
-    :param apply_parallelism: tables of a batch merged at once (default: the job spec's 4).
-        Templated.
-    :param start_batch_bytes: at a first start, binlog bytes the driver applies itself while
-        Spark starts (0: none; default: the job spec's 4 MiB). Templated.
+    :param bounds: batch size, pace and memory bounds: a
+        :class:`~airflow_cdc.config.StreamBounds`, or a mapping of some of its fields (each
+        value may be a template; ``{"max_merge_rows": "{{ params.merge_rows }}"}``); the
+        others keep their defaults. Templated.
+    :param discovery: with patterns in ``tables``, how new matching tables are found and
+        snapshotted (``discover_seconds``, ``chunk_rows``): a
+        :class:`~airflow_cdc.config.DiscoveryConfig` or a mapping of those fields; its
+        patterns are ``tables``'. Templated.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB.
     :param lake_conn_id: Airflow connection of the lake's object store (see
@@ -173,18 +166,14 @@ class StreamOperator(JobFileSparkOperator):
         "stream_id",
         "checkpoint_dir",
         "staging_path",
-        "trigger_seconds",
-        "max_batch_bytes",
-        "block_rows",
-        "max_merge_rows",
-        "apply_parallelism",
-        "start_batch_bytes",
-        "chunk_rows",
-        "discover_seconds",
+        "bounds",
+        "discovery",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "tables": "json",
         "exclude_tables": "json",
+        "bounds": "json",
+        "discovery": "json",
     }
     ui_color = "#e3f5e1"
     default_application = STREAM_APPLICATION
@@ -200,15 +189,9 @@ class StreamOperator(JobFileSparkOperator):
         stream_id: str | None = None,
         checkpoint_dir: str | None = None,
         staging_path: str | None = None,
-        trigger_seconds: float | str = 2.0,
-        max_batch_bytes: int | str | None = None,
-        block_rows: int | str | None = None,
-        max_merge_rows: int | str | None = None,
-        apply_parallelism: int | str | None = None,
-        start_batch_bytes: int | str | None = None,
         exclude_tables: list[str] | str | None = None,
-        chunk_rows: int | str | None = None,
-        discover_seconds: float | str | None = None,
+        bounds: StreamBounds | Mapping[str, Any] | str | None = None,
+        discovery: DiscoveryConfig | Mapping[str, Any] | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         lake_conn_id: str = "cdc_lake",
@@ -223,14 +206,8 @@ class StreamOperator(JobFileSparkOperator):
         self.stream_id = stream_id
         self.checkpoint_dir = checkpoint_dir
         self.staging_path = staging_path
-        self.trigger_seconds = trigger_seconds
-        self.max_batch_bytes = max_batch_bytes
-        self.block_rows = block_rows
-        self.max_merge_rows = max_merge_rows
-        self.apply_parallelism = apply_parallelism
-        self.chunk_rows = chunk_rows
-        self.discover_seconds = discover_seconds
-        self.start_batch_bytes = start_batch_bytes
+        self.bounds = bounds
+        self.discovery = discovery
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         self.lake_conn_id = lake_conn_id
@@ -275,26 +252,15 @@ class StreamOperator(JobFileSparkOperator):
         checkpoint = str(self.checkpoint_dir or "").strip() or default_checkpoint_dir(
             sink.root, stream_id
         )
-        extra: dict[str, Any] = {
-            "trigger_seconds": _positive_seconds("trigger_seconds", self.trigger_seconds)
-        }
-        if self.discover_seconds is not None and self.discover_seconds != "":
-            extra["discover_seconds"] = _positive_seconds("discover_seconds", self.discover_seconds)
+        discovery = as_config("discovery", DiscoveryConfig, self.discovery)
+        if discovery.patterns or discovery.exclude_patterns:
+            raise ConfigurationError(
+                "discovery takes no patterns: they are the patterns of tables and exclude_tables"
+            )
         if not selection.is_exact:
-            extra["patterns"], extra["exclude_patterns"] = map(tuple, selection.texts())
-        for name in (
-            "max_batch_bytes",
-            "block_rows",
-            "max_merge_rows",
-            "apply_parallelism",
-            "chunk_rows",
-        ):
-            value = getattr(self, name)
-            if value is not None and value != "":
-                extra[name] = as_positive_int(name, value)
-        if self.start_batch_bytes is not None and self.start_batch_bytes != "":
-            extra["start_batch_bytes"] = as_positive_int(
-                "start_batch_bytes", self.start_batch_bytes, zero=True
+            patterns, excluded = selection.texts()
+            discovery = replace(
+                discovery, patterns=tuple(patterns), exclude_patterns=tuple(excluded)
             )
         return StreamJobSpec(
             stream_id=stream_id,
@@ -304,7 +270,9 @@ class StreamOperator(JobFileSparkOperator):
             sink=sink,
             checkpoint_dir=checkpoint,
             mode=mode,
-            **extra,
+            bounds=as_config("bounds", StreamBounds, self.bounds),
+            discovery=discovery,
+            probe=configured_probe(),
         )
 
     def _snapshotted(self, metadata_url: str, tables: Sequence[str]) -> tuple[str, ...]:
@@ -366,13 +334,3 @@ class StreamOperator(JobFileSparkOperator):
             finally:
                 kill_all(leftovers)
                 self._cleanup()
-
-
-def _positive_seconds(name: str, value: Any) -> float:
-    parsed = parse_literal(value) if isinstance(value, str) else value
-    if isinstance(parsed, bool) or not isinstance(parsed, int | float):
-        raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
-    seconds = float(parsed)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
-    return seconds

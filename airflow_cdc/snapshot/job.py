@@ -25,18 +25,18 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import SourceError, wrapped_error
 from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, Key, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
+from airflow_cdc.probe import Probe, ProbeConfig
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.staging import remove_staged, staging_folder
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.binlog_window import read_window
-from airflow_cdc.snapshot.pause import PausePoints
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
 from airflow_cdc.snapshot.runners import Runner, local_runner, with_driver_share
 from airflow_cdc.snapshot.write import ChunkRows, Written, commit_files, merge_rows, write_files
@@ -140,7 +140,7 @@ class ChunkTask:
     source: SourceConfig
     sink: SinkConfig
     read: ReadConfig
-    pause_dir: str | None = None
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def label(self) -> str:
         return self.chunk.label()
@@ -226,7 +226,7 @@ def _snapshot_on(
     parallelism: int,
     driver_share: bool,
 ) -> ChunkOutcome:
-    pause = PausePoints(task.pause_dir)
+    probe = task.probe.load()
     info = server_info(conn)
     schema = load_table_schema(conn, task.chunk.table, task.key)
     sink = DeltaSink.of(task.sink)
@@ -235,16 +235,16 @@ def _snapshot_on(
         arrow_schema(schema),
         bucket_width=bucket_width(conn, schema, task.chunks_of_table),
     )
-    pause.fail_once()  # test-only, off unless armed
-    read = _read(conn, info, task, schema, staging, runner, parallelism, driver_share, pause)
+    probe.reach("chunk_start")
+    read = _read(conn, info, task, schema, staging, runner, parallelism, driver_share, probe)
     started = time.monotonic()
     corrected, events = _correct(conn, task, schema, read)
     correct_seconds = time.monotonic() - started
-    pause.reach("before_commit")
+    probe.reach("before_commit")
     started = time.monotonic()
-    written = _write(conn, sink, task, schema, corrected, read.results, runner, pause)
+    written = _write(conn, sink, task, schema, corrected, read.results, runner, probe)
     write_seconds = time.monotonic() - started
-    pause.reach("after_commit")
+    probe.reach("after_commit")
     return ChunkOutcome(
         chunk_id=task.chunk_id,
         attempt=task.attempt,
@@ -270,14 +270,14 @@ def _read(
     runner: Runner,
     parallelism: int,
     driver_share: bool,
-    pause: PausePoints,
+    probe: Probe,
 ) -> _Read:
     """Steps 1-3: the low watermark, the range read as partitions (each its own later read
     view) into staged files, the high watermark after every read view was opened."""
     started = time.monotonic()
     with ConsistentReadView(conn, info) as view:
         low = view.low_watermark
-    pause.reach("after_low_watermark")
+    probe.reach("after_low_watermark")
     ranges = chunk_partitions(
         conn,
         info,
@@ -303,7 +303,7 @@ def _read(
             time.monotonic() - dispatched,
             max((r.seconds for r in results), default=0.0),
         )
-    pause.reach("after_read")
+    probe.reach("after_read")
     high = current_position(conn, info)
     return _Read(low, high, results, time.monotonic() - started)
 
@@ -335,12 +335,12 @@ def _write(
     corrected: ChunkRows,
     results: list[PartitionResult],
     runner: Runner,
-    pause: PausePoints,
+    probe: Probe,
 ) -> Written:
     """Step 5: new data files and one commit into a range the sink holds nothing of, else
     a merge with delete markers (``snapshot.write``)."""
     files = write_files(sink, corrected, runner)
-    pause.reach("files_written")
+    probe.reach("files_written")
     written = commit_files(sink, corrected, files)
     if written is None:
         written = merge_rows(

@@ -151,7 +151,7 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
                 source=spec.source,
                 sink=spec.sink,
                 read=spec.read,
-                pause_dir=spec.pause_dir,
+                probe=spec.probe,
             )
         )
     return tasks

@@ -83,7 +83,7 @@ class _StartBatch:
         try:
             started = time.monotonic()
             reader = BinlogStreamReader({"job_file": self._job_file})
-            end, slices = reader.start_batch(self._spec.start_batch_bytes)
+            end, slices = reader.start_batch(self._spec.bounds.start_batch_bytes)
             rows = [row for part in slices for row in reader.read(part)]
             read_seconds = time.monotonic() - started
             self._writer.apply(rows, START_BATCH_ID, started=started, read_seconds=read_seconds)
@@ -136,7 +136,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
             read_checkpoint(spec.checkpoint_dir),
             state.committed_position if state is not None else None,
         )
-        if spec.start_batch_bytes and not checkpoint.present:
+        if spec.bounds.start_batch_bytes and not checkpoint.present:
             start_batch = _StartBatch(spec, job_file, writer)
         spark = SparkSession.builder.config(
             conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
@@ -162,7 +162,7 @@ def _look_for_new_tables(spec: StreamJobSpec, spark: Any, stop: threading.Event)
     in ``until_caught_up`` mode (so they join this run); every ``discover_seconds`` on a
     thread in ``continuous`` mode, the first pass at once."""
 
-    if not spec.patterns:
+    if not spec.discovery.patterns:
         return
     discovery = Discovery(spec)
     context = spark.sparkContext
@@ -177,7 +177,7 @@ def _look_for_new_tables(spec: StreamJobSpec, spark: Any, stop: threading.Event)
         return
     threading.Thread(
         target=every,
-        args=(spec.discover_seconds, stop.wait, one_pass),
+        args=(spec.discovery.discover_seconds, stop.wait, one_pass),
         name="new-tables",
         daemon=True,
     ).start()
@@ -222,7 +222,7 @@ def _run_query(
     if spec.mode == "until_caught_up":
         stream = stream.trigger(availableNow=True)
     else:
-        stream = stream.trigger(processingTime=f"{spec.trigger_seconds} seconds")
+        stream = stream.trigger(processingTime=f"{spec.bounds.trigger_seconds} seconds")
     query = stream.queryName(f"cdc-{spec.stream_id}").start()
     log.info(
         "stream %s started in %.1f s (Spark session and query); batches follow",

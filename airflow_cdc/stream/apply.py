@@ -25,6 +25,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
+from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, Sink
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
@@ -121,11 +122,6 @@ def changes_table(
     return pa.Table.from_arrays(columns, schema=full)
 
 
-#: Keys a slice holds in Python objects before it turns them into Arrow (~1 KB each as
-#: dicts, ~150 B as Arrow): what bounds an executor's memory on a huge transaction.
-BLOCK_ROWS = 50_000
-
-
 @dataclass(frozen=True)
 class SliceChanges:
     """One slice reduced: per table, its rows to merge in the sink layout, in blocks (one
@@ -142,7 +138,7 @@ def reduce_slice(
     schemas: Mapping[TableId, TableSchema],
     should_emit: Callable[[TableId, Key, BinlogPosition], bool],
     *,
-    block_rows: int = BLOCK_ROWS,
+    block_rows: int = StreamBounds.block_rows,
     on_block: Callable[[TableId, pa.Table], None] | None = None,
 ) -> SliceChanges:
     """The newest needed version of every key the events (in binlog order) touched, per

@@ -78,7 +78,7 @@ class BatchPlanner:
     ) -> BinlogPosition:
         """``latest``, or a transaction boundary about ``limit`` (default
         ``max_batch_bytes``) past ``start``."""
-        limit = self.spec.max_batch_bytes if limit is None else limit
+        limit = self.spec.bounds.max_batch_bytes if limit is None else limit
         if latest.file == start.file and latest.offset - start.offset <= limit:
             return latest  # the common case costs no query
         return on_server(
@@ -161,10 +161,12 @@ class BatchPlanner:
         """Load the schemas of tables read for the first time, and the positions where the
         batch is cut into slices (none for a small batch or one core): one connection."""
         missing = [t for t in tables if t not in self._schemas]
-        parallelism = self.spec.decode_parallelism or self._cores or os.cpu_count() or 1
+        parallelism = self.spec.bounds.decode_parallelism or self._cores or os.cpu_count() or 1
         span = last.offset - first.offset if last.file == first.file else None
         worth_cutting = bool(
-            tables and parallelism > 1 and (span is None or span >= 2 * self.spec.min_slice_bytes)
+            tables
+            and parallelism > 1
+            and (span is None or span >= 2 * self.spec.bounds.min_slice_bytes)
         )
         if not missing and not worth_cutting:
             return []
@@ -174,7 +176,7 @@ class BatchPlanner:
             if not worth_cutting:
                 return []
             size = range_bytes(binary_logs(conn), first, last) if span is None else span
-            parts = min(parallelism, size // self.spec.min_slice_bytes)
+            parts = min(parallelism, size // self.spec.bounds.min_slice_bytes)
             return transaction_cuts(conn, first, last, parts) if parts > 1 else []
 
         return on_server(self.spec.source, load_and_cut, what="planning the batch")

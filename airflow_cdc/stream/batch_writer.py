@@ -27,7 +27,6 @@ from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.sinks.staging import read_arrow_file, remove_staged
-from airflow_cdc.snapshot.pause import PausePoints
 from airflow_cdc.source.binlog_index import binary_logs, range_bytes
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, connect, on_server
@@ -59,7 +58,7 @@ class BatchWriter:
 
     def __init__(self, spec: StreamJobSpec, owner: str) -> None:
 
-        self.pause = PausePoints(spec.pause_dir)
+        self.probe = spec.probe.load()
         self.owner = owner
         self.spec = spec
         self.schemas: dict[TableId, TableSchema] = {}
@@ -76,8 +75,8 @@ class BatchWriter:
         remove_staged(self.staging)
         #: Merges of a batch's tables run on it (``stream.apply.apply_each``).
         self.pool = (
-            ThreadPoolExecutor(spec.apply_parallelism, thread_name_prefix="apply")
-            if spec.apply_parallelism > 1
+            ThreadPoolExecutor(spec.bounds.apply_parallelism, thread_name_prefix="apply")
+            if spec.bounds.apply_parallelism > 1
             else None
         )
 
@@ -95,7 +94,7 @@ class BatchWriter:
         joining = self._join(batch)
         needed = sorted((t for t in batch.blocks if t in self.schemas), key=str)
         self._check_catalog(needed)
-        self.pause.reach("stream_before_apply")
+        self.probe.reach("stream_before_apply")
         # Each table records the batch's end as its Delta application transaction: "holds
         # every change up to here", so a replay of this batch, or of any batch ending
         # before it, from whatever checkpoint (or none), is skipped.
@@ -104,12 +103,12 @@ class BatchWriter:
             lambda table: self._merge(table, batch.blocks[table], version),
             [(table, sum(rows for _, rows in batch.blocks[table])) for table in needed],
             self.pool,
-            parallelism=self.spec.apply_parallelism,
-            max_rows=self.spec.max_merge_rows,
+            parallelism=self.spec.bounds.apply_parallelism,
+            max_rows=self.spec.bounds.max_merge_rows,
         )
         written = sum(applied for applied, _ in merged)
         merges = sum(count for _, count in merged)
-        self.pause.reach("stream_after_apply")
+        self.probe.reach("stream_after_apply")
         if batch.end is not None:
             if joining:
                 self.store.mark_stream_tables_joined(
@@ -151,7 +150,7 @@ class BatchWriter:
         them all again, which changes nothing the first run wrote (last writer wins).
         Rows and merges."""
 
-        groups = merge_groups([rows for _, rows in blocks], self.spec.max_merge_rows)
+        groups = merge_groups([rows for _, rows in blocks], self.spec.bounds.max_merge_rows)
         if version is not None and len(groups) > 1:  # one merge: apply() checks it itself
             applied = self.sink.applied_version(table, self.spec.stream_id)
             if applied is not None and applied >= version:

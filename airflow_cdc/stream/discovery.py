@@ -64,7 +64,7 @@ def next_step(snapshot: FullSnapshot | None, stream_id: str) -> str:
 
 @dataclass
 class Discovery:
-    """The stream's search for new tables (``spec.patterns``); see the module docstring."""
+    """The stream's search for new tables (``spec.discovery.patterns``); see the module docstring."""
 
     spec: StreamJobSpec
     #: Tables logged as unusable (their key), not tried again until the stream restarts.
@@ -72,9 +72,11 @@ class Discovery:
 
     @functools.cached_property
     def selection(self) -> TableSelection | None:
-        if not self.spec.patterns:
+        if not self.spec.discovery.patterns:
             return None
-        return TableSelection.parse(self.spec.patterns, self.spec.exclude_patterns)
+        return TableSelection.parse(
+            self.spec.discovery.patterns, self.spec.discovery.exclude_patterns
+        )
 
     def find(
         self, store: MetadataStore
@@ -146,7 +148,7 @@ class Discovery:
                     log.warning("%s matches the stream's pattern but is left out: %s", table, exc)
             if not schemas:
                 return []
-            cfg = ChunkingConfig(chunk_rows=self.spec.chunk_rows)
+            cfg = ChunkingConfig(chunk_rows=self.spec.discovery.chunk_rows)
             return plan_tables(conn, info, schemas, cfg)
 
         plans = on_server(self.spec.source, plan, what="planning new tables")
@@ -160,7 +162,7 @@ class Discovery:
         log.info(
             "new table(s) matching %s: %s; snapshotting them (plan %d, %d chunk(s)); each "
             "joins the stream once its snapshot is done",
-            ", ".join(self.spec.patterns),
+            ", ".join(self.spec.discovery.patterns),
             ", ".join(map(str, planned)),
             record.plan_id,
             len(record.chunks),
@@ -177,7 +179,7 @@ class Discovery:
 
         chunks = [c for c in store.chunks(plan_id) if c.status != "done"]
         planned = [PlannedChunk.of(chunk) for chunk in chunks]
-        for unit in pack_chunks(planned, self.spec.chunk_rows, max(1, len(planned))):
+        for unit in pack_chunks(planned, self.spec.discovery.chunk_rows, max(1, len(planned))):
             job = ChunkJobSpec(
                 chunk_ids=unit.chunk_ids,
                 source=self.spec.source,

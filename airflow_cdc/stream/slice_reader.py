@@ -57,7 +57,7 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
             screen_events(changes, schemas, emit.should_emit),
             schemas,
             emit.should_emit,
-            block_rows=spec.block_rows,
+            block_rows=spec.bounds.block_rows,
             on_block=stage,
         )
         for table, path, count in staged:

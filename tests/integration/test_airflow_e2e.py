@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.airflow_env import airflow_env, dags_test, migrate
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.sample_data import create_sample_schema
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
+from devtools.airflow_env import airflow_env, dags_test, migrate
+from devtools.local_mariadb import LocalMariaDB
+from devtools.sample_data import create_sample_schema
 from tests.support.compare import assert_replica_equals_source
 from tests.support.secrets import CommandLineWatch, files_containing
 

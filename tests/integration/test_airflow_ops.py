@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from airflow_cdc.config import ChunkingConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.sample_data import create_sample_schema
 from airflow_cdc.model import ChunkRange, TableId
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.planner import plan_range
 from airflow_cdc.source import catalog, server
 from airflow_cdc.source.connection import connect, fetch_all
+from devtools.local_mariadb import LocalMariaDB
+from devtools.sample_data import create_sample_schema
 from tests.support.pipeline import source_config
 
 pytestmark = pytest.mark.integration

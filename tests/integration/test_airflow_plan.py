@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import ConfigurationError, TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.task_instance import RecordingTI
 
 pytestmark = pytest.mark.integration

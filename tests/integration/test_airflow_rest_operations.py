@@ -4,7 +4,7 @@ user of the UI would (``airflow api-server``, ``scheduler`` with LocalExecutor a
 random writer changing both tables throughout:
 
 1. ``mysql_cdc`` snapshots ``accounts``; one chunk is armed to fail on its first attempt
-   (``fail_once``). The sensor keeps waiting (reschedule mode) while that chunk's task
+   (``chunk_start.fail``, ``devtools.pause_points``). The sensor keeps waiting (reschedule mode) while that chunk's task
    instance is failed; clearing exactly that map index (``clearTaskInstances`` with
    ``[task_id, map_index]``, no downstream) re-runs that range only; the sensor succeeds
    and a continuous stream starts;
@@ -27,12 +27,13 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.devtools.airflow_deployment import AirflowDeployment
-from airflow_cdc.devtools.airflow_env import airflow_env
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_postgres import LocalPostgres
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
+from devtools.airflow_deployment import AirflowDeployment
+from devtools.airflow_env import airflow_env
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_postgres import LocalPostgres
+from devtools.pause_points import probe_environment
 from tests.support.compare import assert_replica_equals_source
 from tests.support.writer import RandomWriter, create_tables
 
@@ -66,14 +67,14 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
     lake, meta = tmp_path / "lake", f"sqlite:///{tmp_path / 'meta.db'}"
     pause_dir = tmp_path / "pause"
     pause_dir.mkdir()
-    (pause_dir / "fail_once.pause").touch()
+    (pause_dir / "chunk_start.fail").touch()
     base = airflow_env(
         tmp_path / "airflow",
         mariadb,
         meta,
         extra={
             "CDC_TABLES": json.dumps(configured),
-            "CDC_TEST_PAUSE_DIR": str(pause_dir),
+            **probe_environment(pause_dir),
             "CDC_CHUNK_RETRIES": "0",  # the failed chunk waits for an operator to clear it
         },
     )
@@ -113,7 +114,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
                 )
 
             af.wait_until(one_failed_while_sensor_waits, 300, "one failed chunk", 0.5)
-            assert not (pause_dir / "fail_once.pause").exists()
+            assert not (pause_dir / "chunk_start.fail").exists()
             (bad,) = failed
             assert _state(af, MAIN, main) == "running"
             cleared = af.clear_map_index(MAIN, main, "snapshot_chunk", bad["map_index"])

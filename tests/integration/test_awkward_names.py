@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import ChunkRange, TableId
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import plan, snapshot_all, stream_spec
 from tests.support.stream_harness import InProcessStream

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import (
     BinlogSettingsError,
     ConfigurationError,
@@ -31,6 +30,7 @@ from airflow_cdc.errors import (
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.operators.plan import PlanSnapshotOperator
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import stream_spec
 from tests.support.task_instance import RecordingTI
 

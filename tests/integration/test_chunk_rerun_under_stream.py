@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.snapshot.unit import run_chunk
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import job_spec, plan, snapshot_all, stream_spec
 from tests.support.stream_harness import InProcessStream

@@ -29,15 +29,15 @@ from typing import Any
 import psutil
 import pytest
 
-from airflow_cdc.devtools.airflow_deployment import AirflowDeployment
-from airflow_cdc.devtools.airflow_env import airflow_env
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_postgres import LocalPostgres
-from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
-from airflow_cdc.devtools.spark_cluster import LocalSparkCluster
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.operators.stream import STREAM_APPLICATION
+from devtools.airflow_deployment import AirflowDeployment
+from devtools.airflow_env import airflow_env
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_postgres import LocalPostgres
+from devtools.local_seaweedfs import LocalSeaweedFS
+from devtools.spark_cluster import LocalSparkCluster
 from tests.integration.test_lake_object_store import lake_objects, lake_options
 from tests.support.compare import assert_replica_equals_source
 from tests.support.secrets import CommandLineWatch, files_containing

@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
-from airflow_cdc.devtools.spark_cluster import LocalSparkCluster
 from airflow_cdc.spark.environment import JOB_JVM_CONF, spark_environment, spark_submit_binary
+from devtools.local_seaweedfs import LocalSeaweedFS
+from devtools.spark_cluster import LocalSparkCluster
 
 pytestmark = pytest.mark.integration
 

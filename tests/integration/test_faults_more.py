@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import PositionPurgedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.snapshot.unit import run_chunk
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     arm,

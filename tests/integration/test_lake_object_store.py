@@ -19,8 +19,6 @@ import pyarrow.fs as pafs
 import pytest
 from deltalake import DeltaTable
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import ChunkRange, Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
@@ -28,6 +26,8 @@ from airflow_cdc.sinks.connection import storage_options_from_connection
 from airflow_cdc.sinks.delta_files import write_data_files
 from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
 from airflow_cdc.sinks.storage import Location
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_seaweedfs import LocalSeaweedFS
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import job_spec, plan
 
@@ -90,7 +90,7 @@ def test_a_lake_that_cannot_be_written_is_refused_with_the_fix(
     elif case == "read-only key":
         conn["login"], conn["password"] = seaweedfs.read_only_keys
     elif case == "closed endpoint":
-        from airflow_cdc.devtools.local_mariadb import free_port
+        from devtools.local_mariadb import free_port
 
         conn["extra"] = {**conn["extra"], "endpoint_url": f"http://127.0.0.1:{free_port()}"}
     elif case == "missing bucket":

@@ -32,10 +32,10 @@ from typing import Any
 import pymysql
 import pytest
 
-from airflow_cdc.devtools.airflow_env import airflow_env, dags_test, migrate
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
+from devtools.airflow_env import airflow_env, dags_test, migrate
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     server_position,

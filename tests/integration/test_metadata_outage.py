@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_postgres import LocalPostgres
 from airflow_cdc.errors import CdcError
 from airflow_cdc.model import TableId
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_postgres import LocalPostgres
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import plan, snapshot_all, stream_spec
 from tests.support.stream_harness import InProcessStream

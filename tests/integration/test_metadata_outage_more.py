@@ -31,14 +31,14 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_postgres import LocalPostgres
 from airflow_cdc.errors import MetadataError, StreamLeaseError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.engine import BUSY_TIMEOUT_SECONDS
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.stream.lease import LeaseKeeper
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_postgres import LocalPostgres
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import arm, chunk_job, job_spec, plan, wait_for
 

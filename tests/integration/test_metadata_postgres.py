@@ -21,12 +21,12 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from airflow_cdc.devtools.local_postgres import LocalPostgres
 from airflow_cdc.errors import MetadataError, StreamLeaseError
 from airflow_cdc.metadata import MetadataStore, StreamState
 from airflow_cdc.metadata.migrate import HEAD_REVISION
 from airflow_cdc.metadata.schema import metadata as schema_metadata
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from devtools.local_postgres import LocalPostgres
 
 pytestmark = pytest.mark.integration
 

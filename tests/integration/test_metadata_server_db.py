@@ -11,10 +11,10 @@ from decimal import Decimal
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import MetadataStore, StreamState
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 

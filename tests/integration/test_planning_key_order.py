@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import TableId
 from airflow_cdc.planning.key_order import NotExactError, sort_key_for
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect, fetch_all
+from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 

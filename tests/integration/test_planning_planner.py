@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from airflow_cdc.config import ChunkingConfig, SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import TableId, TablePlan, TableSchema
 from airflow_cdc.planning import planner
 from airflow_cdc.planning.planner import plan_tables
@@ -17,6 +16,7 @@ from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect, fetch_one
 from airflow_cdc.source.keyset import range_condition
 from airflow_cdc.source.server import ServerInfo, server_info
+from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 

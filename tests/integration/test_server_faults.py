@@ -23,11 +23,11 @@ from typing import Any
 import pymysql
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import SourceError
 from airflow_cdc.metadata import ChunkRecord, MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.snapshot.unit import run_chunk
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.binlog_kill import kill_busy_binlog_dump
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (

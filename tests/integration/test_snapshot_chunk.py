@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import (
     arm,
     job_spec,

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableId
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
+from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 

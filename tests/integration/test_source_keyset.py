@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import ChunkRange, Key, TableId
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.classify import BATCH_KEYS, keys_in_range
 from airflow_cdc.source.connection import connect, fetch_all
 from airflow_cdc.source.keyset import key_list, range_condition
+from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 

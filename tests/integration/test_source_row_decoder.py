@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.source import row_decoder
 from airflow_cdc.source.binlog_events import RowsEvent
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.mysql_replication import mysql_event_source
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position
 
 pytestmark = pytest.mark.integration

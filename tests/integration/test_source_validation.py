@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import BinlogSettingsError, ConfigurationError, PrivilegeError, TableError
 from airflow_cdc.model import TableId
 from airflow_cdc.source.connection import connect, fetch_one
 from airflow_cdc.source.server import current_position, server_info
 from airflow_cdc.source.validation import validate_source
+from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import PrivilegeError
 from airflow_cdc.source.connection import connect, fetch_all, fetch_one
 from airflow_cdc.source.server import ServerInfo, current_position, server_info
 from airflow_cdc.source.watermark import HEARTBEAT_TABLE, ConsistentReadView
+from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     stream_spec,
@@ -43,8 +43,8 @@ BATCH_LINE = re.compile(
 
 
 def _tight(spec: Any) -> Any:
-    return dataclasses.replace(
-        spec,
+    bounds = dataclasses.replace(
+        spec.bounds,
         max_batch_bytes=256 * 1024,
         min_slice_bytes=16 * 1024,
         decode_parallelism=3,
@@ -52,6 +52,7 @@ def _tight(spec: Any) -> Any:
         max_merge_rows=500,
         start_batch_bytes=0,  # every batch a Spark batch (the start batch: test_stream_start_batch)
     )
+    return dataclasses.replace(spec, bounds=bounds)
 
 
 def _batches(caplog: pytest.LogCaptureFixture) -> list[tuple[int, int, int]]:

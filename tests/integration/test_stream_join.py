@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import plan, snapshot_all, spark_submit_stream, stream_spec
 from tests.support.writer import RandomWriter, create_tables

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.errors import PositionPurgedError, SourceError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId, TableSchema
 from airflow_cdc.source.binlog_reader import BinlogCursor, ReconnectPolicy, read_changes
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position
 
 pytestmark = pytest.mark.integration

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.spark.binlog_source import BinlogStreamReader
 from airflow_cdc.spark.checkpoint import read_checkpoint
 from airflow_cdc.stream.batch_writer import START_BATCH_ID
 from airflow_cdc.stream.joining import joined_tables
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import server_position, source_config, stream_spec
 from tests.support.stream_harness import InProcessStream
@@ -33,7 +33,7 @@ CAP = 32 * 1024
 
 def _start_batch(stream: InProcessStream) -> BinlogPosition:
     """What the job's driver does before Spark's query starts; the batch's end."""
-    end, slices = stream.reader.start_batch(stream.spec.start_batch_bytes)
+    end, slices = stream.reader.start_batch(stream.spec.bounds.start_batch_bytes)
     rows = [row for part in slices for row in stream.reader.read(part)]
     stream.writer.apply(rows, START_BATCH_ID, started=0.0, read_seconds=0.0)
     return BinlogPosition(end["file"], end["pos"])

@@ -22,13 +22,13 @@ import pymysql
 import pytest
 from deltalake import DeltaTable
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import plan, snapshot_all, source_config
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from devtools.local_mariadb import LocalMariaDB
 
 __all__ = ["kill_busy_binlog_dump"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pymysql
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
+from devtools.local_mariadb import LocalMariaDB
 
 
 def _norm(value: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.spark.environment import JOB_JVM_CONF, spark_environment, spark_submit_binary
+from devtools.local_mariadb import LocalMariaDB
+from devtools.pause_points import pause_points
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOT_SCRIPT = REPO / "spark_jobs" / "snapshot_chunk.py"
@@ -77,7 +80,7 @@ def job_spec(
         metadata_url=metadata_url,
         sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
         read=ReadConfig(partition_rows=partition_rows, engine=engine),
-        pause_dir=str(pause_dir) if pause_dir else None,
+        probe=pause_points(pause_dir) if pause_dir else ProbeConfig(),
     )
 
 
@@ -208,9 +211,13 @@ def stream_spec(
     storage_options: Mapping[str, str] | None = None,
     **settings: Any,
 ) -> Any:
-    """The stream's job spec; ``settings``: further fields (``start_batch_bytes``...)."""
-    from airflow_cdc.config import StreamJobSpec
+    """The stream's job spec; ``settings``: fields of its bounds (``start_batch_bytes``...)
+    or of its discovery (``patterns``...)."""
+    from airflow_cdc.config import DiscoveryConfig, StreamBounds, StreamJobSpec
 
+    bound_names = {f.name for f in dataclasses.fields(StreamBounds)}
+    bounds = {k: v for k, v in settings.items() if k in bound_names}
+    discovery = {k: v for k, v in settings.items() if k not in bound_names}
     return StreamJobSpec(
         stream_id=stream_id,
         tables=tuple(tables),
@@ -219,9 +226,9 @@ def stream_spec(
         sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
         checkpoint_dir=str(checkpoint),
         mode=mode,
-        trigger_seconds=1.0,
-        pause_dir=str(pause_dir) if pause_dir else None,
-        **settings,
+        bounds=StreamBounds(**{"trigger_seconds": 1.0, **bounds}),
+        discovery=DiscoveryConfig(**discovery),
+        probe=pause_points(pause_dir) if pause_dir else ProbeConfig(),
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
 from airflow_cdc.model import TableId
+from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import plan, snapshot_all
 
 ROWS = 3_000

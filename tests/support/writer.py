@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from devtools.local_mariadb import LocalMariaDB
 
 
 def create_tables(server: LocalMariaDB, db: str, accounts: int, items: int) -> None:

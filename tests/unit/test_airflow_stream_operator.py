@@ -111,7 +111,7 @@ def _env(out: Path) -> dict[str, str]:
 
 
 def test_submit_passes_only_the_job_file(fake_spark: Path, out: Path) -> None:
-    op = _operator(fake_spark, env_vars={"EXTRA": "1"}, trigger_seconds="0.5")
+    op = _operator(fake_spark, env_vars={"EXTRA": "1"}, bounds={"trigger_seconds": "0.5"})
     op.execute({})  # type: ignore[arg-type]
     argv = (out / "argv").read_text().splitlines()
     job_path = (out / "job_path").read_text().strip()
@@ -128,7 +128,7 @@ def test_submit_passes_only_the_job_file(fake_spark: Path, out: Path) -> None:
     assert spec["stream_id"] == stream_id
     assert spec["tables"] == ["shop.orders", "shop.order_items"]
     assert spec["mode"] == "continuous"
-    assert spec["trigger_seconds"] == 0.5
+    assert spec["bounds"]["trigger_seconds"] == 0.5
     assert spec["sink"]["root"] == "/data/lake"
     assert spec["checkpoint_dir"] == default_checkpoint_dir("/data/lake", stream_id)
     assert spec["source"]["password"] == PASSWORD
@@ -175,19 +175,21 @@ def test_explicit_values_and_rendered_strings(fake_spark: Path) -> None:
         stream_mode=" until_caught_up ",
         stream_id="orders-stream",
         checkpoint_dir="/ckpt/orders",
-        trigger_seconds=5,
-        max_batch_bytes="1048576",
-        block_rows="1000",
-        max_merge_rows=20_000,
+        bounds={
+            "trigger_seconds": 5,
+            "max_batch_bytes": "1048576",
+            "block_rows": "1000",
+            "max_merge_rows": 20_000,
+        },
     )
     spec = op.build_spec()
     assert spec.tables == ("shop.orders", "shop.`pay``ments`")
     assert spec.mode == "until_caught_up"
     assert spec.stream_id == "orders-stream"
     assert spec.checkpoint_dir == "/ckpt/orders"
-    assert spec.trigger_seconds == 5.0
-    assert spec.max_batch_bytes == 1048576
-    assert (spec.block_rows, spec.max_merge_rows) == (1000, 20_000)
+    assert spec.bounds.trigger_seconds == 5.0
+    assert spec.bounds.max_batch_bytes == 1048576
+    assert (spec.bounds.block_rows, spec.bounds.max_merge_rows) == (1000, 20_000)
     assert spec.sink.root == "s3://bucket/lake/"
     defaulted = _operator(fake_spark, sink_path="s3://bucket/lake/", stream_id="a:b/c").build_spec()
     # A local folder of the driver (Spark needs Hadoop's S3 client for s3://, and the
@@ -215,12 +217,18 @@ def test_stream_mode_is_validated(fake_spark: Path) -> None:
         ({"tables": ["nodot"]}, "database.table"),
         ({"tables": "[1, 2]"}, "list of strings"),
         ({"sink_path": ""}, "sink_path is empty"),
-        ({"trigger_seconds": "0"}, "trigger_seconds"),
-        ({"trigger_seconds": "soon"}, "trigger_seconds"),
-        ({"trigger_seconds": float("inf")}, "trigger_seconds"),
-        ({"max_batch_bytes": "-5"}, "max_batch_bytes"),
-        ({"block_rows": "0"}, "block_rows"),
-        ({"block_rows": 100, "max_merge_rows": 10}, "max_merge_rows at least block_rows"),
+        ({"bounds": {"trigger_seconds": "0"}}, "trigger_seconds"),
+        ({"bounds": {"trigger_seconds": "soon"}}, "trigger_seconds"),
+        ({"bounds": {"trigger_seconds": float("inf")}}, "trigger_seconds"),
+        ({"bounds": {"max_batch_bytes": "-5"}}, "max_batch_bytes"),
+        ({"bounds": {"block_rows": "0"}}, "block_rows"),
+        (
+            {"bounds": {"block_rows": 100, "max_merge_rows": 10}},
+            "max_merge_rows at least block_rows",
+        ),
+        ({"bounds": {"max_batch_mb": 5}}, "bounds has no setting max_batch_mb"),
+        ({"bounds": "[1]"}, "bounds must be a mapping"),
+        ({"discovery": {"patterns": ["a.*"]}}, "discovery takes no patterns"),
         ({"stream_id": "x" * 201}, "at most 200"),
     ],
 )
@@ -267,8 +275,8 @@ def test_template_fields_and_application() -> None:
     assert app.is_file()
     assert app.is_relative_to(Path(airflow_cdc.__file__).parent)
     assert "from airflow_cdc.spark.stream_job import main" in app.read_text()
-    repo_script = Path(__file__).resolve().parents[2] / "spark_jobs" / "stream.py"
-    assert "from airflow_cdc.spark.stream_job import main" in repo_script.read_text()
+    # One script: the package's spark_jobs is the repository's, shipped in the wheel.
+    assert app.resolve() == Path(__file__).resolve().parents[2] / "spark_jobs" / "stream.py"
 
 
 def test_default_binary_is_the_installed_pyspark(fake_spark: Path) -> None:
@@ -400,17 +408,19 @@ def test_patterns_resolve_at_start_and_travel_for_new_tables(
         fake_spark,
         tables='["shop.*"]',
         exclude_tables=["shop.audit"],
-        chunk_rows="5000",
-        discover_seconds="2.5",
+        discovery='{"chunk_rows": "5000", "discover_seconds": "2.5"}',
     )
     spec = op.build_spec()
     assert spec.tables == ("shop.a", "shop.b")  # shop.new: the stream snapshots it itself
-    assert (spec.patterns, spec.exclude_patterns) == (("shop.*",), ("shop.audit",))
-    assert (spec.chunk_rows, spec.discover_seconds) == (5000, 2.5)
+    assert (spec.discovery.patterns, spec.discovery.exclude_patterns) == (
+        ("shop.*",),
+        ("shop.audit",),
+    )
+    assert (spec.discovery.chunk_rows, spec.discovery.discover_seconds) == (5000, 2.5)
     # The default id names the patterns, so it stays as tables come and go.
     found.append(TableId("shop", "c"))
     assert (
         op.build_spec().stream_id == spec.stream_id == default_stream_id(["shop.*"], ["shop.audit"])
     )
     exact = _operator(fake_spark, tables=["shop.a"]).build_spec()
-    assert (exact.patterns, exact.exclude_patterns) == ((), ())
+    assert (exact.discovery.patterns, exact.discovery.exclude_patterns) == ((), ())

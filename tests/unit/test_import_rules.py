@@ -5,6 +5,8 @@
   function. A top-level module (``config.py``) counts as a package of its own.
 * Only the Airflow face imports airflow; only ``spark/`` imports pyspark.
 * No private name (``_x``, or a ``_module``) is imported from another package.
+* The product imports none of the repository's tools (``devtools/``: local servers, the demo,
+  the test probe) and no test code: they are not in the wheel.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "airflow_cdc"
 ORDER = (
     "model",
     "errors",
+    "probe",
     "config",
     "rendered",
     "configured",
@@ -35,8 +38,9 @@ ORDER = (
     "operators",
     "provider_info",
     "cli",
-    "devtools",
 )
+#: The repository's tools and tests: outside the wheel, so the product never imports them.
+OUTSIDE_THE_WHEEL = {"devtools", "tests"}
 AIRFLOW_FACE = {"hooks", "operators", "sensors"}
 
 
@@ -73,6 +77,8 @@ def violations(root: Path, package: str = "airflow_cdc") -> list[str]:
                 found.append(f"{where} imports {module} (only {sorted(AIRFLOW_FACE)} may)")
             if parts[0] == "pyspark" and own != "spark":
                 found.append(f"{where} imports {module} (only spark/ may)")
+            if parts[0] in OUTSIDE_THE_WHEEL:
+                found.append(f"{where} imports {module}, which is not in the wheel")
             if parts[0] != package or len(parts) < 2 or parts[1] == own:
                 continue
             other = parts[1]
@@ -112,6 +118,7 @@ def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
                 "    from airflow_cdc.config import _Private\n"  # private name
                 "    import airflow.sdk\n"  # airflow outside its face
                 "    from pyspark.sql import SparkSession\n"  # pyspark outside spark/
+                "    from devtools.pause_points import PausePoints\n"  # a repository tool
             ),
             "stream/apply.py": "from airflow_cdc.snapshot._job import y\n",  # private module
             "gadgets/x.py": "",  # a package the order does not know
@@ -125,7 +132,8 @@ def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
     assert any("imports pyspark.sql" in v for v in found)
     assert any("private _job of snapshot/" in v for v in found)
     assert any("'gadgets' has no place" in v for v in found)
-    assert len(found) == 7
+    assert any("imports devtools.pause_points, which is not in the wheel" in v for v in found)
+    assert len(found) == 8
 
 
 def test_a_clean_tree_passes(tmp_path: Path) -> None:

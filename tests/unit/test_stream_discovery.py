@@ -9,9 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_cdc.config import SinkConfig, SourceConfig, StreamJobSpec
+from airflow_cdc.config import (
+    DiscoveryConfig,
+    SinkConfig,
+    SourceConfig,
+    StreamBounds,
+    StreamJobSpec,
+)
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata.records import FullSnapshot
+from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.stream.discovery import next_step, plan_label
 
 STATUSES = st.sampled_from(["pending", "running", "done", "failed"])
@@ -54,26 +61,38 @@ def _spec(**fields: object) -> StreamJobSpec:
 
 def test_the_job_file_keeps_every_field() -> None:
     spec = _spec(
-        patterns=("shop.*",),
-        exclude_patterns=("shop.audit",),
-        discover_seconds=3.5,
-        chunk_rows=5000,
-        apply_parallelism=7,
-        max_merge_rows=90_000,
+        discovery=DiscoveryConfig(
+            patterns=("shop.*",),
+            exclude_patterns=("shop.audit",),
+            discover_seconds=3.5,
+            chunk_rows=5000,
+        ),
+        bounds=StreamBounds(apply_parallelism=7, max_merge_rows=90_000),
+        probe=ProbeConfig("tests.probe:Probe", "/pause"),
     )
     again = StreamJobSpec.from_json(json.loads(json.dumps(spec.to_json())))
     assert again == spec
     older = spec.to_json()
-    for name in ("patterns", "exclude_patterns", "discover_seconds", "apply_parallelism"):
-        del older[name]
+    del older["discovery"]
+    del older["bounds"]["apply_parallelism"]
     assert StreamJobSpec.from_json(older) == dataclasses.replace(
-        spec, patterns=(), exclude_patterns=(), discover_seconds=30.0, apply_parallelism=4
+        spec,
+        discovery=DiscoveryConfig(),
+        bounds=StreamBounds(max_merge_rows=90_000),
     )
+    newer = {**spec.to_json(), "bounds": {**spec.to_json()["bounds"], "turbo": True}}
+    with pytest.raises(ConfigurationError, match="StreamBounds has no setting turbo"):
+        StreamJobSpec.from_json(newer)
 
 
 @pytest.mark.parametrize(
-    "fields", [{"discover_seconds": 0}, {"chunk_rows": 0}, {"apply_parallelism": 0}]
+    ("kind", "fields"),
+    [
+        (DiscoveryConfig, {"discover_seconds": 0}),
+        (DiscoveryConfig, {"chunk_rows": 0}),
+        (StreamBounds, {"apply_parallelism": 0}),
+    ],
 )
-def test_bad_settings_are_refused(fields: dict[str, object]) -> None:
+def test_bad_settings_are_refused(kind: type, fields: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
-        _spec(**fields)
+        kind(**fields)

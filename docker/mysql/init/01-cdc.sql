@@ -17,7 +17,7 @@ GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc'@'%';
 GRANT SELECT ON demo.* TO 'cdc'@'%';
 GRANT CREATE, INSERT, UPDATE ON airflow_cdc.* TO 'cdc'@'%';
 
--- The sample schema (like airflow_cdc/devtools/sample_data.py, which uses MariaDB's seq_
+-- The sample schema (like devtools/sample_data.py, which uses MariaDB's seq_
 -- tables; MySQL fills the rows with a recursive CTE): an integer key and a composite string
 -- key in a case-insensitive collation.
 CREATE DATABASE demo CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.devtools.local_mariadb import free_port
+from devtools.local_mariadb import free_port
 
 __all__ = ["LocalPostgres", "postgres_bin_dir"]
 

@@ -23,11 +23,11 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from airflow_cdc.devtools.airflow_env import airflow_env, dags_test, migrate
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
-from airflow_cdc.devtools.local_seaweedfs import LocalSeaweedFS
-from airflow_cdc.devtools.sample_data import create_sample_schema
-from airflow_cdc.devtools.spark_cluster import LocalSparkCluster
+from devtools.airflow_env import airflow_env, dags_test, migrate
+from devtools.local_mariadb import LocalMariaDB
+from devtools.local_seaweedfs import LocalSeaweedFS
+from devtools.sample_data import create_sample_schema
+from devtools.spark_cluster import LocalSparkCluster
 
 TABLES = ["demo.orders", "demo.customers"]
 

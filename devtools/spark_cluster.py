@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.devtools.local_mariadb import free_port
 from airflow_cdc.spark.environment import spark_environment
+from devtools.local_mariadb import free_port
 
 __all__ = ["LocalSparkCluster"]
 

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from devtools.local_mariadb import LocalMariaDB
 
 __all__ = ["airflow_env", "dags_test", "migrate"]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _bin(name: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_cdc.devtools.local_mariadb import LocalMariaDB
+from devtools.local_mariadb import LocalMariaDB
 
 __all__ = ["create_sample_schema"]
 

@@ -3,7 +3,7 @@ scheduler`` (LocalExecutor) and ``airflow dag-processor`` on a PostgreSQL metada
 through the REST API (tests and demos).
 
 No Airflow import here: everything runs in the child processes, configured by environment
-variables on top of :func:`airflow_cdc.devtools.airflow_env.airflow_env`. Each server runs
+variables on top of :func:`devtools.airflow_env.airflow_env`. Each server runs
 in its own session (process group); :meth:`AirflowDeployment.stop` signals each group, so
 the children (the api-server's worker, the executor's task processes and their
 ``spark-submit`` JVMs) end with it.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.devtools.airflow_env import _bin
-from airflow_cdc.devtools.local_mariadb import free_port
+from devtools.airflow_env import _bin
+from devtools.local_mariadb import free_port
 
 __all__ = ["AirflowDeployment", "deployment_env"]
 
