@@ -5,6 +5,7 @@ driver first (so it can stop its query and release its lease), then kill what is
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -61,11 +62,14 @@ def stop_gracefully(hook: Any, *, application: str, timeout: float, log: _Log) -
 
 def is_driver(process: Any, application: str) -> bool:
     """Whether ``process`` runs ``application`` (PySpark's driver has it on its command
-    line); False for a process that is gone."""
+    line, as given or with links resolved: spark-submit passes the canonical path); False
+    for a process that is gone."""
+    target = os.path.realpath(application)
     try:
-        return application in process.cmdline()
+        arguments = process.cmdline()
     except psutil.Error:
         return False
+    return any(a == application or os.path.realpath(a) == target for a in arguments)
 
 
 def kill_all(processes: list[Any]) -> None:

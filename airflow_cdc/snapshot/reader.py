@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pymysql.cursors
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import SourceError
@@ -24,6 +25,8 @@ from airflow_cdc.model import ChunkRange, TableSchema
 from airflow_cdc.sinks.staging import read_arrow_file, write_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.source.arrow_types import conform, select_expression
+from airflow_cdc.source.connection import connect
+from airflow_cdc.source.keyset import range_condition
 
 __all__ = [
     "PartitionRead",
@@ -71,7 +74,6 @@ def render_literal(value: Any) -> str:
 def select_sql(schema: TableSchema, rng: ChunkRange, *, plain_temporal: bool = False) -> str:
     """``SELECT <columns> FROM <table> WHERE <range>`` with the boundaries inlined
     (``plain_temporal``: see :func:`~airflow_cdc.source.arrow_types.select_expression`)."""
-    from airflow_cdc.source.keyset import range_condition
 
     condition, params = range_condition(schema.key, rng)
     where = condition % tuple(render_literal(p) for p in params) if params else condition
@@ -157,9 +159,6 @@ def _read_connectorx(task: PartitionRead, sql: str) -> pa.Table:
 
 
 def _read_pymysql(task: PartitionRead, sql: str) -> pa.Table:
-    import pymysql.cursors
-
-    from airflow_cdc.source.connection import connect
 
     conn = connect(task.source)
     try:

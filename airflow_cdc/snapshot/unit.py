@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from airflow_cdc.config import ChunkJobSpec
 from airflow_cdc.errors import SnapshotUnitError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.metadata.records import ChunkRecord
+from airflow_cdc.metadata.records import ChunkRecord, FinishedChunk
 from airflow_cdc.model import TableId
 from airflow_cdc.planning.packing import chunk_weight, spread
 from airflow_cdc.planning.partitions import partition_count
@@ -180,7 +180,6 @@ def _record(
 ) -> list[ChunkOutcome | ChunkFailure]:
     """Step 6: the finished chunks' watermarks, rows and timings in one transaction, then
     each failed chunk's error."""
-    from airflow_cdc.metadata.records import FinishedChunk
 
     done = [r for r in results if isinstance(r, ChunkOutcome)]
     if done:

@@ -37,6 +37,7 @@ from airflow_cdc.model import (
     TableSchema,
     binlog_file_number,
 )
+from airflow_cdc.source import mysql_replication
 from airflow_cdc.source.arrow_types import python_value
 from airflow_cdc.source.binlog_events import Boundary, ConnectionLost, DumpRefused, EventSource
 
@@ -125,9 +126,7 @@ class BinlogCursor:
         self._blocking = not stop_when_idle
         self._policy = reconnect or ReconnectPolicy()
         if source is None:
-            from airflow_cdc.source.mysql_replication import mysql_event_source
-
-            source = mysql_event_source(cfg, self._schemas)
+            source = mysql_replication.mysql_event_source(cfg, self._schemas)
         self._source = source
         self._binary_logs = binary_logs or self._server_binary_logs
         self._sleep = sleep
@@ -212,9 +211,7 @@ class BinlogCursor:
                 events.close()
 
     def _server_binary_logs(self) -> Sequence[str]:
-        from airflow_cdc.source.mysql_replication import binary_logs
-
-        return binary_logs(self._cfg)
+        return mysql_replication.binary_logs(self._cfg)
 
     def _refused(self, exc: DumpRefused) -> SourceError:
         """Why the server refused the dump: a purged (or reset) binlog, or something else."""

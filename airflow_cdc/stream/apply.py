@@ -30,6 +30,7 @@ from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, Ta
 from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, Sink
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
+from airflow_cdc.stream.reduce import LatestReducer
 
 __all__ = [
     "BatchResult",
@@ -145,7 +146,6 @@ def reduce_slice(
     table of ``schemas`` (other tables' events are counted, not kept), turned into Arrow
     every ``block_rows`` keys. ``on_block`` takes each block as it is made (the result
     then holds none), so a slice's memory stays within ``block_rows`` keys."""
-    from airflow_cdc.stream.reduce import LatestReducer
 
     keys = {table: schema.key for table, schema in schemas.items()}
     reducer = LatestReducer(lambda table, row: tuple(row[name] for name in keys[table]))

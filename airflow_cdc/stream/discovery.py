@@ -30,11 +30,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, StreamJobSpec
-from airflow_cdc.errors import TableError
+from airflow_cdc.errors import SnapshotUnitError, TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FullSnapshot
 from airflow_cdc.model import TableId, TableSelection
+from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
+from airflow_cdc.planning.planner import plan_tables
 from airflow_cdc.snapshot.runners import Runner
+from airflow_cdc.snapshot.unit import run_unit
+from airflow_cdc.source.catalog import load_table_schema, resolve_selection
+from airflow_cdc.source.connection import on_server
+from airflow_cdc.source.server import server_info
 
 if TYPE_CHECKING:
     from airflow_cdc.model import TablePlan
@@ -83,8 +89,6 @@ class Discovery:
     ) -> tuple[list[tuple[TableId, FullSnapshot | None]], set[TableId]]:
         """Matching tables the stream has not joined, with their latest full plan, and the
         tables the stream has asked for."""
-        from airflow_cdc.source.catalog import resolve_selection
-        from airflow_cdc.source.connection import on_server
 
         selection = self.selection
         if selection is None:
@@ -132,10 +136,6 @@ class Discovery:
     def _plan(self, store: MetadataStore, tables: Sequence[TableId]) -> int | None:
         """Ask for the tables, plan them whole and record the plan; its id (None: no table
         could be planned)."""
-        from airflow_cdc.planning.planner import plan_tables
-        from airflow_cdc.source.catalog import load_table_schema
-        from airflow_cdc.source.connection import on_server
-        from airflow_cdc.source.server import server_info
 
         def plan(conn: DbConnection) -> list[TablePlan]:
             info = server_info(conn)
@@ -173,9 +173,6 @@ class Discovery:
         self, store: MetadataStore, plan_id: int, runner: Runner, parallelism: int
     ) -> list[TableId]:
         """Run the plan's chunks that are not done, a work unit at a time."""
-        from airflow_cdc.errors import SnapshotUnitError
-        from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
-        from airflow_cdc.snapshot.unit import run_unit
 
         chunks = [c for c in store.chunks(plan_id) if c.status != "done"]
         planned = [PlannedChunk.of(chunk) for chunk in chunks]

@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, TableId, TableSchema
+from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.sinks.base import Sink
+from airflow_cdc.source.binlog_reader import read_changes
+from airflow_cdc.source.schema_check import screen_events
+from airflow_cdc.stream.apply import apply_batch
+from airflow_cdc.stream.emit_filter import EmitFilter
 
 __all__ = [
     "JoinReplay",
@@ -88,7 +93,6 @@ def replay_tables(
     read of the binlog serves them all (300 tables joining at once read it once): from the
     oldest of their floors, where a table's changes before its own floor lie at or before
     every watermark of its chunks, so the emit filter drops them."""
-    from airflow_cdc.planning.key_order import sort_key_for
 
     floors: dict[TableId, BinlogPosition] = {}
     for schema in schemas:
@@ -147,10 +151,6 @@ def _replay(
 ) -> tuple[dict[TableId, int], dict[TableId, int]]:
     """The tables' changes in ``(floor, until]`` through their emit filter into the sink, in
     slices of ``slice_size`` changes; changes read and rows written per table."""
-    from airflow_cdc.source.binlog_reader import read_changes
-    from airflow_cdc.source.schema_check import screen_events
-    from airflow_cdc.stream.apply import apply_batch
-    from airflow_cdc.stream.emit_filter import EmitFilter
 
     emit = EmitFilter(marks, schemas)
     changes: dict[TableId, int] = {}

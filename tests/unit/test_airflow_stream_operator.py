@@ -424,3 +424,26 @@ def test_patterns_resolve_at_start_and_travel_for_new_tables(
     )
     exact = _operator(fake_spark, tables=["shop.a"]).build_spec()
     assert (exact.discovery.patterns, exact.discovery.exclude_patterns) == ((), ())
+
+
+def test_the_driver_is_found_by_its_script_through_links(tmp_path: Path) -> None:
+    """spark-submit hands the driver the script's canonical path; the operator's default
+    application is a link in a source tree (``airflow_cdc/spark_jobs``)."""
+    from airflow_cdc.operators._graceful_stop import is_driver
+
+    script = tmp_path / "jobs" / "stream.py"
+    script.parent.mkdir()
+    script.write_text("")
+    (tmp_path / "linked").symlink_to(script.parent)
+
+    class Process:
+        def __init__(self, *args: str) -> None:
+            self.args = list(args)
+
+        def cmdline(self) -> list[str]:
+            return self.args
+
+    linked = str(tmp_path / "linked" / "stream.py")
+    assert is_driver(Process("python", str(script), "--job-file", "j"), linked)
+    assert is_driver(Process("python", linked), linked)
+    assert not is_driver(Process("python", str(tmp_path / "other.py")), linked)
