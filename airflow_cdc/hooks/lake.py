@@ -42,6 +42,7 @@ class CdcLakeHook(BaseHook):
 
     def storage_options(self) -> dict[str, str]:
         """delta-rs storage options from the connection; ``{}`` when it is not defined."""
+        # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.sinks.connection import storage_options_from_connection
 
         try:

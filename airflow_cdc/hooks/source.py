@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow_cdc.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    # Imported when the task runs, not at every DAG parse.
     from airflow_cdc.config import SourceConfig
 
 __all__ = ["CdcSourceHook"]

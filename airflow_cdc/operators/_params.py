@@ -65,6 +65,7 @@ def lake_sink(
     the connection is not defined) and ``staging_path``; with ``check``, refused unless it
     takes a write (:func:`~airflow_cdc.sinks.write_check.check_writable`), so a wrong path,
     bucket or key fails before any Spark job starts."""
+    # Imported when the task runs, not at every DAG parse.
     from airflow_cdc.sinks.storage import is_local_uri
 
     root = str(sink_path or "").strip()
@@ -83,6 +84,7 @@ def lake_sink(
 
 def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:
     """The write check of the sink root and, when set apart, of the staging area."""
+    # Imported when the task runs, not at every DAG parse.
     from airflow_cdc.sinks.storage import Location
     from airflow_cdc.sinks.write_check import check_writable
 

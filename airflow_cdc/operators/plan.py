@@ -252,6 +252,7 @@ class PlanSnapshotOperator(BaseOperator):
         self, conn: Any, info: ServerInfo, schema: TableSchema, chunking: ChunkingConfig
     ) -> TablePlan:
         """The plan of ``key_range`` in the one table (a backfill)."""
+        # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.planning.planner import plan_range
 
         rng = key_range_from_json(schema, self._key_range_data())
@@ -266,6 +267,7 @@ class PlanSnapshotOperator(BaseOperator):
         plans: list[TablePlan],
     ) -> PlanRecord:
         """Record the plan and ask ``join_stream`` (if any) to follow its tables."""
+        # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.metadata import MetadataStore
 
         join_stream = str(self.join_stream or "").strip()
@@ -299,6 +301,7 @@ class PlanSnapshotOperator(BaseOperator):
 
     def _resolve(self, conn: Any, selection: TableSelection) -> list[TableId]:
         """The tables the selection picks on the server, checked against the allowed set."""
+        # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.source import catalog
 
         tables = selected_tables(catalog.resolve_selection(conn, selection), selection)

@@ -279,6 +279,7 @@ class StreamOperator(JobFileSparkOperator):
         """The pattern's tables whose full snapshot is done: the stream's own from its
         start. The others (created since the plan, or still being snapshotted) are left to
         the stream, which snapshots or asks for them as it finds them (``stream.discovery``)."""
+        # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.metadata import MetadataStore
 
         with MetadataStore.connect(metadata_url, migrate=False) as store:

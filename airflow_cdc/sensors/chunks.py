@@ -125,6 +125,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
         return as_positive_int("chunks[0]['plan_id']", chunks[0].get("plan_id"))
 
     def poke(self, context: Context) -> bool:
+        # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.hooks import CdcMetadataHook
         from airflow_cdc.metadata import MetadataStore
 
@@ -164,6 +165,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
 def table_asset_uri(sink_path: str, table: TableId) -> str:
     """``delta://<root>/<db>/<table>`` (segments escaped as in the sink); a root that is a URI
     itself (``s3://b/lake``) gives ``delta+s3://b/lake/<db>/<table>``."""
+    # Imported when the task runs, not at every DAG parse.
     from airflow_cdc.sinks.naming import escape_segment
 
     root = sink_path.rstrip("/")

@@ -94,6 +94,7 @@ def report_failure(job_file: str, exc: BaseException) -> str | None:
     also left next to the job file so the submitting task fails with the job's own error
     rather than spark-submit's exit code (best effort: in cluster deploy mode the driver
     may not see the folder); None when ``exc`` holds none of ours. No secret is in them."""
+    # Only on the failure path, after Spark has started.
     import os
 
     from airflow_cdc.config import JobFile

@@ -77,6 +77,7 @@ def chunk_context(app_name: str) -> Any:
     prefer_installed_pyspark()
     from pyspark import SparkContext
 
+    # After prefer_installed_pyspark(), like pyspark itself.
     from airflow_cdc.spark.worker_daemon import preload
 
     threading.Thread(
@@ -92,6 +93,7 @@ def chunk_context(app_name: str) -> Any:
 
 def run_unit_in(context: Any, spec: ChunkJobSpec) -> UnitOutcome:
     """``run_unit`` on ``context``'s executors, the driver reading its share."""
+    # After prefer_installed_pyspark(): the unit's imports reach pyarrow and deltalake.
     from airflow_cdc.snapshot.unit import run_unit
 
     return run_unit(

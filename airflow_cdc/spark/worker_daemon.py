@@ -58,6 +58,7 @@ def preload(names: tuple[str, ...] = PRELOADED) -> None:
 def serve(names: tuple[str, ...]) -> None:
     """Preload ``names``, then run Spark's daemon (forks a worker per Python task). The
     preload is on the path of a job's first Python task: each job preloads only its own."""
+    # The daemon imports as little as it can before it forks workers.
     from airflow_cdc.spark.environment import prefer_installed_pyspark
 
     prefer_installed_pyspark()

@@ -31,6 +31,7 @@ import pytest
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.operators._graceful_stop import is_driver
 from airflow_cdc.operators.stream import STREAM_APPLICATION
 from devtools.airflow_deployment import AirflowDeployment
 from devtools.airflow_env import airflow_env
@@ -58,11 +59,16 @@ def _tis(af: AirflowDeployment, dag_id: str, run_id: str, task_id: str) -> list[
 
 
 def _stream_drivers() -> list[psutil.Process]:
-    """The stream job's Python driver (its JVM names the script too: left alone)."""
+    """The stream job's Python driver (its JVM names the script too: left alone); found as
+    the operator finds it (spark-submit hands it the script's canonical path)."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
-        if len(cmdline) > 1 and "python" in Path(cmdline[0]).name and STREAM_APPLICATION in cmdline:
+        if (
+            len(cmdline) > 1
+            and "python" in Path(cmdline[0]).name
+            and is_driver(process, STREAM_APPLICATION)
+        ):
             found.append(process)
     return found
 
