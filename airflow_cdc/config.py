@@ -11,7 +11,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast, get_origin, get_type_hints
@@ -32,6 +32,7 @@ __all__ = [
     "StreamBounds",
     "StreamJobSpec",
     "from_fields",
+    "setting_types",
 ]
 
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -316,19 +317,30 @@ class StreamJobSpec(JobFile):
             raise ConfigurationError("stream_id is empty")
 
 
+def setting_types(kind: type, given: Iterable[str], *, what: str, fix: str) -> dict[str, Any]:
+    """The type of each field of the config ``kind``, once every ``given`` name is known to
+    be one of them: a name ``kind`` lacks is refused (``<what> has no setting <name><fix>``),
+    never dropped."""
+    names = [f.name for f in fields(cast(Any, kind))]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ConfigurationError(f"{what} has no setting {', '.join(unknown)}{fix}")
+    hints = get_type_hints(kind)
+    return {name: hints[name] for name in names}
+
+
 def from_fields(kind: type[T], data: Mapping[str, Any]) -> T:
     """The config ``kind`` from its :func:`dataclasses.asdict` form: nested configs and
     tuples rebuilt from their field types; a field the data lacks keeps its default (a
-    file written by an older version); a field ``kind`` lacks is refused, never dropped."""
-    names = {f.name for f in fields(cast(Any, kind))}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigurationError(
-            f"{kind.__name__} has no setting {', '.join(unknown)}: written by another "
-            "version of airflow-cdc? Use the same version for the Airflow tasks and the jobs"
-        )
-    hints = get_type_hints(kind)
-    return kind(**{name: _decoded(hints[name], value) for name, value in data.items()})
+    file written by an older version); a field ``kind`` lacks is refused."""
+    types = setting_types(
+        kind,
+        data,
+        what=kind.__name__,
+        fix=": written by another version of airflow-cdc? Use the same version for the "
+        "Airflow tasks and the jobs",
+    )
+    return kind(**{name: _decoded(types[name], value) for name, value in data.items()})
 
 
 def _decoded(hint: Any, value: Any) -> Any:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import fields
-from typing import Any, TypeVar, cast, get_origin, get_type_hints
+from typing import Any, TypeVar, cast, get_origin
 
+from airflow_cdc.config import setting_types
 from airflow_cdc.errors import ConfigurationError
 
 __all__ = ["as_config", "as_mapping", "as_positive_int", "as_str_list", "parse_literal"]
@@ -77,14 +78,9 @@ def as_config(name: str, kind: type[C], value: Any) -> C:
     if isinstance(value, kind):
         return value
     given = as_mapping(name, value)
-    known = [f.name for f in fields(cast(Any, kind))]
-    unknown = sorted(set(given) - set(known))
-    if unknown:
-        raise ConfigurationError(
-            f"{name} has no setting {', '.join(unknown)}; its settings are {', '.join(known)}"
-        )
-    hints = get_type_hints(kind)
-    return kind(**{k: _as_type(f"{name}.{k}", hints[k], v) for k, v in given.items()})
+    known = ", ".join(f.name for f in fields(cast(Any, kind)))
+    types = setting_types(kind, given, what=name, fix=f"; its settings are {known}")
+    return kind(**{k: _as_type(f"{name}.{k}", types[k], v) for k, v in given.items()})
 
 
 def _as_type(name: str, hint: Any, value: Any) -> Any:
