@@ -1,7 +1,8 @@
 """``airflow-cdc status``: what the snapshot and the stream are doing, from the metadata DB.
 
 Per table of the latest plan: chunks done/total, rows, failed chunks (with their error's
-first line); per stream: committed position, lag and last heartbeat, and who holds it.
+first line); per stream: committed position, lag and last heartbeat, who holds it, its
+tables (joined, waiting, dropped in the source) and its newest schema changes.
 
     airflow-cdc status --metadata-url sqlite:////var/lib/cdc/meta.db
     AIRFLOW_CONN_CDC_METADATA=postgresql://... airflow-cdc status
@@ -21,6 +22,9 @@ from airflow_cdc.errors import CdcError
 from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState
 
 __all__ = ["main", "status_report"]
+
+#: How many of a stream's newest schema changes the status shows.
+SCHEMA_CHANGES_SHOWN = 20
 
 
 def _metadata_url(given: str | None) -> str:
@@ -94,13 +98,37 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
         else round((now - _aware(heartbeat)).total_seconds(), 1),
         "running": state.lease_live(),
         "owner": state.owner,
-        # Tables asked for but not joined wait for their full snapshot.
-        "joined_tables": [],
-        "waiting_tables": [],
     }
-    for table in store.stream_tables(state.stream_id):
-        entry["joined_tables" if table.joined else "waiting_tables"].append(str(table.table))
+    entry.update(_tables_report(store, state.stream_id))
+    entry["schema_changes"] = [
+        {
+            "table": str(change.table),
+            "position": str(change.position),
+            "kind": change.kind,
+            "decision": change.decision,
+            "detail": change.detail,
+        }
+        for change in store.schema_changes(state.stream_id, limit=SCHEMA_CHANGES_SHOWN)
+    ]
     return entry
+
+
+def _tables_report(store: MetadataStore, stream_id: str) -> dict[str, Any]:
+    """The stream's tables: joined, waiting (asked for, their full snapshot not done) and
+    dropped in the source (no longer read)."""
+    report: dict[str, Any] = {"joined_tables": [], "waiting_tables": [], "dropped_tables": []}
+    for table in store.stream_tables(stream_id):
+        if table.dropped:
+            report["dropped_tables"].append(
+                {
+                    "table": str(table.table),
+                    "position": str(table.dropped_position),
+                    "reason": table.dropped_reason,
+                }
+            )
+        else:
+            report["joined_tables" if table.joined else "waiting_tables"].append(str(table.table))
+    return report
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
@@ -132,6 +160,17 @@ def _print(report: dict[str, Any]) -> None:
             print(f"  follows {', '.join(s['joined_tables'])}")
         if s["waiting_tables"]:
             print(f"  waiting to join (after their snapshot): {', '.join(s['waiting_tables'])}")
+        _print_schema_changes(s)
+
+
+def _print_schema_changes(stream: dict[str, Any]) -> None:
+    for t in stream["dropped_tables"]:
+        print(f"  DROPPED {t['table']} at {t['position']}: {t['reason'] or ''}")
+    if stream["schema_changes"]:
+        print(f"  schema changes (oldest first, the newest {SCHEMA_CHANGES_SHOWN} at most):")
+    for c in stream["schema_changes"]:
+        detail = f": {c['detail']}" if c["detail"] else ""
+        print(f"    {c['position']} {c['table']} {c['kind']} -> {c['decision']}{detail}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,8 @@ Each message names the cause and the fix. The tree::
     │   ├── PrivilegeError        a grant is missing
     │   ├── TableError            a table is missing, has no usable chunk key, ...
     │   ├── PositionPurgedError   a start position is no longer on the server
-    │   └── SchemaChangedError    a table's columns changed (ALTER TABLE) under the stream
+    │   └── SchemaChangedError    a table's schema changed (DDL) in a way not applied in place
+    │       └── SchemaChangedInWindowError  DDL between a chunk's watermarks (it reads again)
     ├── SinkError                 the sink cannot hold or take a write
     ├── MetadataError             the metadata DB is unreachable or inconsistent
     ├── SnapshotUnitError         chunks of a work unit failed (each recorded with its error)
@@ -27,6 +28,7 @@ __all__ = [
     "PositionPurgedError",
     "PrivilegeError",
     "SchemaChangedError",
+    "SchemaChangedInWindowError",
     "SinkError",
     "SnapshotUnitError",
     "SourceError",
@@ -76,7 +78,13 @@ class PositionPurgedError(SourceError):
 
 
 class SchemaChangedError(SourceError):
-    """A change to apply was written with other columns than the sink table holds."""
+    """A table's schema changed (a DDL statement, or changes written with other columns
+    than the sink table holds) in a way the stream does not apply in place."""
+
+
+class SchemaChangedInWindowError(SchemaChangedError):
+    """A DDL statement of a chunk's table lies between the chunk's watermarks: the rows it
+    read may predate it, so the chunk reads again (a new low watermark after it)."""
 
 
 class SinkError(CdcError):

@@ -20,6 +20,7 @@ __all__ = [
     "PlanProgress",
     "PlanRecord",
     "PlanStatus",
+    "SchemaChangeRecord",
     "StreamState",
     "StreamTable",
     "TableProgress",
@@ -173,6 +174,8 @@ class StreamTable:
     ``joined_position`` is ``None`` while the table waits for its full snapshot; after the
     join it is the position from which the stream reads the table in every micro-batch,
     ``caught_up_from`` where the join's replay started (``None``: nothing to replay).
+    ``dropped_position``: where the table was dropped (or renamed away) in the source; the
+    stream reads it no more, whether it had joined or not, until it is asked for again.
     """
 
     table: TableId
@@ -181,7 +184,34 @@ class StreamTable:
     joined_at: dt.datetime | None = None
     joined_position: BinlogPosition | None = None
     caught_up_from: BinlogPosition | None = None
+    dropped_position: BinlogPosition | None = None
+    dropped_reason: str | None = None
 
     @property
     def joined(self) -> bool:
+        """Whether the stream joined the table once (see :attr:`dropped` for whether it
+        still reads it)."""
         return self.joined_position is not None
+
+    @property
+    def dropped(self) -> bool:
+        return self.dropped_position is not None
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChangeRecord:
+    """A DDL statement of a table a stream follows and what the stream did about it.
+
+    ``kind`` is a ``model.DdlKind`` value, ``decision`` the stream's (``stream.
+    schema_decisions``); ``statement`` is the DDL as the server logged it, cut to 4000
+    characters.
+    """
+
+    stream_id: str
+    table: TableId
+    position: BinlogPosition
+    kind: str
+    decision: str
+    statement: str | None
+    detail: str | None
+    recorded_at: dt.datetime

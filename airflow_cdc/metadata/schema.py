@@ -21,6 +21,7 @@ __all__ = [
     "metadata",
     "plan_tables",
     "plans",
+    "schema_changes",
     "stream_lease_lock",
     "stream_state",
     "stream_tables",
@@ -141,4 +142,25 @@ stream_tables = sa.Table(
     sa.Column("joined_at", sa.DateTime, nullable=True),
     sa.Column("joined_position", sa.Text, nullable=True),
     sa.Column("caught_up_from", sa.Text, nullable=True),
+    # Revision 0004: the table was dropped (or renamed away) in the source at this position;
+    # the stream no longer reads it until it is asked for again (``request_tables``).
+    sa.Column("dropped_position", sa.Text, nullable=True),
+    sa.Column("dropped_reason", sa.Text, nullable=True),
+)
+
+#: Revision 0004: what the stream did about each DDL statement of a table it follows, one
+#: row per (table, position, kind): ``kind`` is ``model.DdlKind``'s value, ``decision`` the
+#: stream's (``stream.schema_decisions``), ``statement`` the DDL as logged (cut to 4000
+#: characters). A replayed batch writes its row again, never a second one.
+schema_changes = sa.Table(
+    "cdc_schema_changes",
+    metadata,
+    sa.Column("stream_id", sa.String(200), primary_key=True),
+    sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), primary_key=True),
+    sa.Column("position", sa.Text, primary_key=True),
+    sa.Column("kind", sa.String(40), primary_key=True),
+    sa.Column("decision", sa.String(40), nullable=False),
+    sa.Column("statement", sa.Text, nullable=True),
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Column("recorded_at", sa.DateTime, nullable=False),
 )

@@ -3,7 +3,8 @@
 Every method is one short transaction (see :func:`engine.with_retry`), so chunk jobs in
 separate processes can update their own chunks at the same time. Methods return frozen
 records; nothing here holds a connection between calls. The class is the public face:
-the queries live in ``plans``, ``chunks``, ``watermarks``, ``stream`` and ``stream_tables``.
+the queries live in ``plans``, ``chunks``, ``watermarks``, ``stream``, ``stream_tables``
+and ``schema_changes``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy.engine import Engine
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import chunks as _chunks
 from airflow_cdc.metadata import plans as _plans
+from airflow_cdc.metadata import schema_changes as _schema_changes
 from airflow_cdc.metadata import stream as _stream
 from airflow_cdc.metadata import stream_tables as _stream_tables
 from airflow_cdc.metadata import watermarks as _watermarks
@@ -30,6 +32,7 @@ from airflow_cdc.metadata.records import (
     FullSnapshot,
     PlanProgress,
     PlanRecord,
+    SchemaChangeRecord,
     StreamState,
     StreamTable,
 )
@@ -269,11 +272,20 @@ class MetadataStore:
         return _stream.release_lease(self._engine, stream_id, owner)
 
     def request_stream_tables(
-        self, stream_id: str, tables: Sequence[TableId], *, requested_by: str | None = None
+        self,
+        stream_id: str,
+        tables: Sequence[TableId],
+        *,
+        requested_by: str | None = None,
+        rearm_dropped: bool = True,
     ) -> list[TableId]:
         """Ask the stream to follow ``tables`` (it joins each once its full snapshot is
-        done); returns the tables it did not know before."""
-        return _stream_tables.request_tables(self._engine, stream_id, tables, requested_by)
+        done); returns the tables it did not know before and, with ``rearm_dropped``, the
+        dropped ones, which it follows again (they join anew; a stream's own start-up list
+        does not bring a dropped table back)."""
+        return _stream_tables.request_tables(
+            self._engine, stream_id, tables, requested_by, rearm_dropped=rearm_dropped
+        )
 
     def stream_tables(self, stream_id: str) -> list[StreamTable]:
         """The tables the stream follows (joined) or was asked to follow (waiting)."""
@@ -288,6 +300,46 @@ class MetadataStore:
         """Record that the stream reads each table from ``position`` on (after replaying it
         from the paired position, ``None`` for no replay)."""
         _stream_tables.mark_joined(self._engine, stream_id, joined, position)
+
+    # -- schema changes (see ``metadata.schema_changes``) ----------------------------------
+
+    def record_schema_change(
+        self,
+        stream_id: str,
+        table: TableId,
+        position: BinlogPosition,
+        *,
+        kind: str,
+        decision: str,
+        statement: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Record what the stream did about a DDL statement of ``table`` at ``position``
+        (``statement`` cut to 4000 characters); recorded again, it replaces its row."""
+        _schema_changes.record_change(
+            self._engine,
+            stream_id,
+            table,
+            position,
+            kind=kind,
+            decision=decision,
+            statement=statement,
+            detail=detail,
+        )
+
+    def schema_changes(
+        self, stream_id: str, table: TableId | None = None, *, limit: int | None = None
+    ) -> list[SchemaChangeRecord]:
+        """The stream's recorded schema changes (of ``table`` only, if given) by position,
+        the newest last; with ``limit``, the newest ``limit``."""
+        return _schema_changes.read_changes(self._engine, stream_id, table, limit=limit)
+
+    def mark_stream_table_dropped(
+        self, stream_id: str, table: TableId, position: BinlogPosition, reason: str
+    ) -> None:
+        """Record that the table was dropped (or renamed away) in the source at
+        ``position``: the stream reads it no more until it is requested again."""
+        _schema_changes.mark_dropped(self._engine, stream_id, table, position, reason)
 
     def record_stream_progress(
         self,

@@ -8,7 +8,10 @@ is a row set here, not its start-up arguments, so a table can be added while it 
 2. *ready*: the table's latest full snapshot is done (every chunk has a high watermark);
 3. *joined*: the stream replays the table's binlog from the snapshot's oldest high watermark
    (the emit filter drops what the chunks hold) up to where it stands, applies it, then
-   reads the table in every micro-batch. ``joined_position`` records where.
+   reads the table in every micro-batch. ``joined_position`` records where;
+4. *dropped*: the table was dropped (or renamed away) in the source
+   (``metadata.schema_changes.mark_dropped``): the stream reads it no more, and a new
+   request arms it again (step 1).
 
 Joining is idempotent: a stream that dies half way through a join replays the same range
 again, which changes nothing in a last-writer-wins sink.
@@ -29,31 +32,52 @@ from airflow_cdc.model import BinlogPosition, TableId
 
 __all__ = ["mark_joined", "read_tables", "request_tables"]
 
+#: What a request clears on a dropped table's row: it waits for a snapshot and joins again.
+_REARMED = dict.fromkeys(
+    ("joined_at", "joined_position", "caught_up_from", "dropped_position", "dropped_reason")
+)
+
 
 def request_tables(
-    engine: Engine, stream_id: str, tables: Iterable[TableId], requested_by: str | None
+    engine: Engine,
+    stream_id: str,
+    tables: Iterable[TableId],
+    requested_by: str | None,
+    *,
+    rearm_dropped: bool = True,
 ) -> list[TableId]:
-    """Ask ``stream_id`` to follow ``tables``; returns the ones it did not know before."""
+    """Ask ``stream_id`` to follow ``tables``; returns the ones it did not know before and
+    the dropped ones, armed again (not joined, not dropped): a table dropped in the source
+    and created again joins anew once its latest full snapshot is done, so the caller
+    plans one of the new table first (discovery and a backfill do)."""
     if not stream_id:
         raise ValueError("stream_id is empty")
     names = list(dict.fromkeys(codec.table_to_text(table) for table in tables))
 
     def write(connection: Connection) -> list[TableId]:
-        known = set(
-            connection.execute(
-                sa.select(t_tables.c.table_name).where(t_tables.c.stream_id == stream_id)
-            ).scalars()
+        rows = connection.execute(
+            sa.select(t_tables.c.table_name, t_tables.c.dropped_position).where(
+                t_tables.c.stream_id == stream_id
+            )
         )
-        added = [name for name in names if name not in known]
+        known = {name: dropped for name, dropped in rows}
         now = codec.to_db_time(codec.utc_now())
+        requested = {"requested_at": now, "requested_by": requested_by}
+        added = [
+            name
+            for name in names
+            if name not in known or (rearm_dropped and known[name] is not None)
+        ]
         for name in added:
-            connection.execute(
-                sa.insert(t_tables).values(
-                    stream_id=stream_id,
-                    table_name=name,
-                    requested_at=now,
-                    requested_by=requested_by,
+            if name not in known:
+                connection.execute(
+                    sa.insert(t_tables).values(stream_id=stream_id, table_name=name, **requested)
                 )
+                continue
+            connection.execute(
+                sa.update(t_tables)
+                .where(t_tables.c.stream_id == stream_id, t_tables.c.table_name == name)
+                .values({**_REARMED, **requested})
             )
         return [codec.table_from_text(name) for name in added]
 
@@ -128,4 +152,6 @@ def _record(row: RowMapping) -> StreamTable:
         joined_at=codec.from_db_time(row["joined_at"]),
         joined_position=codec.decode_position(row["joined_position"]),
         caught_up_from=codec.decode_position(row["caught_up_from"]),
+        dropped_position=codec.decode_position(row["dropped_position"]),
+        dropped_reason=row["dropped_reason"],
     )

@@ -5,6 +5,7 @@ from airflow_cdc.model.event import ChangeEvent, ChangeKind, Row
 from airflow_cdc.model.keys import Key, KeyScalar, decode_key, encode_key, format_key
 from airflow_cdc.model.plan import SplitMethod, TablePlan
 from airflow_cdc.model.position import BinlogPosition, binlog_file_number
+from airflow_cdc.model.schema_change import DdlKind, SchemaChange, SchemaEvent
 from airflow_cdc.model.selection import TablePattern, TableSelection
 from airflow_cdc.model.table import Column, TableId, TableSchema, quote_identifier
 
@@ -15,9 +16,12 @@ __all__ = [
     "Chunk",
     "ChunkRange",
     "Column",
+    "DdlKind",
     "Key",
     "KeyScalar",
     "Row",
+    "SchemaChange",
+    "SchemaEvent",
     "SplitMethod",
     "TableId",
     "TablePattern",

@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from airflow_cdc.model.position import BinlogPosition
 from airflow_cdc.model.table import TableId
 
-__all__ = ["ChangeKind", "SchemaChange"]
+__all__ = ["DdlKind", "SchemaChange", "SchemaEvent"]
 
 
-class ChangeKind(StrEnum):
+class DdlKind(StrEnum):
     ADD_COLUMN = "add_column"
     #: A column's type, nullability, default or place (``MODIFY``, ``CHANGE`` keeping the name).
     MODIFY_COLUMN = "modify_column"
@@ -41,9 +42,30 @@ class SchemaChange:
     ``new_name``: a renamed column's new name; ``new_table``: a renamed table's new name;
     ``definition``: the column's new type as the statement wrote it (``BIGINT``)."""
 
-    kind: ChangeKind
+    kind: DdlKind
     table: TableId | None
     column: str | None = None
     new_name: str | None = None
     new_table: TableId | None = None
     definition: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaEvent:
+    """A schema change of a followed table where the binlog has it: ``position`` is the end
+    of its query event (a transaction boundary: DDL commits on its own), ``statement`` the
+    DDL as the server logged it. One statement naming several tables gives one event per
+    table, at the same position."""
+
+    position: BinlogPosition
+    change: SchemaChange
+    statement: str
+
+    def __post_init__(self) -> None:
+        if self.change.table is None:
+            raise ValueError(f"a schema event names its table: {self.change!r}")
+
+    @property
+    def table(self) -> TableId:
+        assert self.change.table is not None  # __post_init__
+        return self.change.table

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 import pyarrow as pa
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import ChunkRange, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 
 __all__ = [
     "BUCKET_COLUMN",
@@ -148,6 +148,19 @@ class Sink(Protocol):
         """Merge rows (source columns + ``_cdc_position`` + ``_cdc_deleted``, at most one per
         key) into the table; a row replaces the held one only if its position is greater.
         ``keys_unique``: the caller guarantees one row per key, so the check is skipped."""
+        ...
+
+    def truncate(
+        self,
+        table: TableId,
+        position: BinlogPosition,
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> int:
+        """A source ``TRUNCATE TABLE`` at ``position``: every live row older than it becomes
+        a delete marker at it (as a delete would leave it); newer rows and markers stay.
+        Idempotent; returns the rows turned into markers."""
         ...
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:

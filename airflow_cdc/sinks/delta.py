@@ -13,6 +13,9 @@ merge predicate names the batch's buckets as literals, which delta-rs records as
 commit's read predicate: its conflict checker then lets concurrent merges into other
 buckets commit, and retries (see :mod:`.retry`) settle merges into the same bucket.
 
+A source ``TRUNCATE TABLE`` at position P turns every live row older than P into a delete
+marker at P, in one delta-rs ``UPDATE`` (:meth:`DeltaSink.truncate`, :mod:`.delta_truncate`).
+
 A key range the table holds no row of can instead take data files written elsewhere
 (:mod:`.delta_files`) in one plain commit, :meth:`DeltaSink.commit_new_range`: no merge,
 so a chunk's executors encode its Parquet in parallel. A blind append would not see a
@@ -36,7 +39,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import ChunkRange, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, ApplyResult
 from airflow_cdc.sinks.delta_changes import Batch
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
@@ -54,6 +57,7 @@ from airflow_cdc.sinks.delta_merge import merge
 from airflow_cdc.sinks.delta_open_tables import OpenTables
 from airflow_cdc.sinks.delta_ranges import commit_files, range_rows
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits, commit_rewrite, plan_rewrite
+from airflow_cdc.sinks.delta_truncate import truncate_older
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
@@ -171,9 +175,7 @@ class DeltaSink:
         With ``app_id``/``app_version`` the commit records a Delta application transaction
         and a batch whose version the table already holds for that app is skipped whole.
         """
-        if (app_id is None) != (app_version is None):
-            raise SinkError("give app_id and app_version together (or neither)")
-        app = None if app_id is None or app_version is None else Transaction(app_id, app_version)
+        app = _app_transaction(app_id, app_version)
         dt = self._tables.take(table)
         layout = layout_of(dt, table)
         if isinstance(changes, pa.RecordBatchReader):
@@ -213,6 +215,41 @@ class DeltaSink:
             record = batch.app is not None
             return commit_rewrite(dt, location, batch.layout, rewrite, commit, record=record)
         return merge(dt, batch, commit, streamed_exec=self.streamed_exec)
+
+    def truncate(
+        self,
+        table: TableId,
+        position: BinlogPosition,
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> int:
+        """Apply a source ``TRUNCATE TABLE`` at ``position``: every live row older than it
+        becomes a delete marker at it (key kept, other source columns null), in one commit
+        that names the buckets it rewrites; rows at or after ``position`` and existing
+        markers stay. Returns the rows turned into markers (0 for a repeated truncate).
+
+        Retries commit conflicts like :meth:`apply`. With ``app_id``/``app_version`` the
+        commit records that application transaction, and a truncate whose version the
+        table already holds for that app is skipped (0)."""
+        app = _app_transaction(app_id, app_version)
+        encoded = position.encode()
+        dt = self._tables.take(table)
+        layout = layout_of(dt, table)
+        fresh = [dt]
+        latest = [dt]
+
+        def attempt() -> int:
+            latest[0] = fresh.pop() if fresh else self._open(table)
+            if app is not None and self._tables.holds(latest[0], table, app):
+                return 0
+            return truncate_older(latest[0], layout, encoded, app)
+
+        marked, _ = retry_conflicts(attempt, f"truncate {table} at {position}", self.retry)
+        self._tables.keep(table, latest[0])
+        if app is not None:
+            self._tables.record(table, app)
+        return marked
 
     def commit_new_range(self, table: TableId, files: Sequence[DataFile], rng: ChunkRange) -> bool:
         """Commit ``files`` (the rows of ``rng``, one per key, written by
@@ -273,3 +310,10 @@ class DeltaSink:
         """Every row with the ``_cdc_`` columns, delete markers included."""
         dataset: pads.Dataset = self._open(table).to_pyarrow_dataset()
         return dataset.to_table()
+
+
+def _app_transaction(app_id: str | None, app_version: int | None) -> Transaction | None:
+    """The writer's application transaction, if it gave one (both parts or neither)."""
+    if (app_id is None) != (app_version is None):
+        raise SinkError("give app_id and app_version together (or neither)")
+    return None if app_id is None or app_version is None else Transaction(app_id, app_version)

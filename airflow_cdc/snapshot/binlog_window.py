@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.errors import SchemaChangedError
-from airflow_cdc.model import BinlogPosition, ChangeEvent, TableSchema
+from airflow_cdc.errors import SchemaChangedError, SchemaChangedInWindowError
+from airflow_cdc.model import BinlogPosition, ChangeEvent, SchemaEvent, TableSchema
 from airflow_cdc.source.binlog_reader import BinlogCursor, reader_server_id
 from airflow_cdc.source.schema_check import image_drift, way_on
 
@@ -26,7 +26,9 @@ def read_window(
     high: BinlogPosition,
 ) -> Iterator[ChangeEvent]:
     """Yield the row changes of ``schema.table`` with ``low < position <= high``, in binlog
-    order, each with a unique position (event end offset + row number).
+    order, each with a unique position (event end offset + row number). A DDL statement of
+    the table in the window raises :class:`SchemaChangedInWindowError` (even one that
+    changes no column, as a TRUNCATE: the rows read may predate it).
 
     ``low`` must be a transaction boundary (watermarks are), so every row event is preceded
     by its table-map event in what is read.
@@ -34,6 +36,12 @@ def read_window(
     # For a chunk the fix of a purged position is simpler than for the stream.
     cursor = BinlogCursor(cfg, {schema.table: schema}, low, high, purged_advice=_CHUNK_ADVICE)
     for event in cursor:
+        if isinstance(event, SchemaEvent):
+            raise SchemaChangedInWindowError(
+                f"{schema.table} changed while its chunk was read: "
+                f"{event.statement.strip()!r} at {event.position}, between the chunk's "
+                f"watermarks {low} and {high}. {_CHUNK_ADVICE}"
+            )
         for image in (event.before, event.after):
             drift = image_drift(schema, image) if image is not None else None
             if drift:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
-from airflow_cdc.errors import SourceError, wrapped_error
+from airflow_cdc.errors import SchemaChangedInWindowError, SourceError, wrapped_error
 from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, Key, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
@@ -58,6 +58,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("airflow_cdc.snapshot")
+
+#: How often a chunk reads again when a DDL statement of its table lands in its window.
+WINDOW_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def snapshot_chunk(
     try:
         conn = connect(task.source)
         try:
-            return _snapshot_on(conn, task, staging, runner, parallelism, driver_share)
+            return _snapshot_reading_again(conn, task, staging, runner, parallelism, driver_share)
         except Exception as exc:
             if not connection_broke(exc):
                 raise
@@ -206,6 +209,26 @@ def snapshot_chunks_quietly(tasks: Sequence[ChunkTask]) -> list[ChunkOutcome | C
     """:func:`snapshot_chunk_quietly` of each task, one after another: one Spark task's
     share of a unit's small chunks (``snapshot.unit``)."""
     return [snapshot_chunk_quietly(task) for task in tasks]
+
+
+def _snapshot_reading_again(
+    conn: DbConnection,
+    task: ChunkTask,
+    staging: Location,
+    runner: Runner,
+    parallelism: int,
+    driver_share: bool,
+) -> ChunkOutcome:
+    """The chunk, read again (up to :data:`WINDOW_RETRIES` times) while a DDL statement of
+    its table lies between its watermarks: each read takes a new low watermark, after it."""
+    for attempt in range(WINDOW_RETRIES + 1):
+        try:
+            return _snapshot_on(conn, task, staging, runner, parallelism, driver_share)
+        except SchemaChangedInWindowError as exc:
+            if attempt == WINDOW_RETRIES:
+                raise
+            log.warning("%s: %s (reading it again)", task.label(), exc)
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
-from airflow_cdc.model import BinlogPosition, ChangeKind, TableId
+from airflow_cdc.model import BinlogPosition, ChangeKind, SchemaChange, TableId
 
 __all__ = [
     "Boundary",
@@ -40,9 +40,14 @@ class RowsEvent:
 @dataclass(frozen=True, slots=True)
 class Boundary:
     """A place where no transaction is open: the end of a commit (XID or ``COMMIT``/DDL
-    query event) or the start of the next file after a rotation. Resuming there is safe."""
+    query event) or the start of the next file after a rotation. Resuming there is safe.
+
+    The end of a DDL statement carries what it does to the watched tables (``changes``,
+    read by ``source.ddl``) and its text (``statement``)."""
 
     position: BinlogPosition
+    changes: tuple[SchemaChange, ...] = ()
+    statement: str = ""
 
 
 RawEvent: TypeAlias = RowsEvent | Boundary

@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PositionPurgedError, SourceError
@@ -33,23 +33,34 @@ from airflow_cdc.model import (
     BinlogPosition,
     ChangeEvent,
     Row,
+    SchemaEvent,
     TableId,
     TableSchema,
     binlog_file_number,
 )
 from airflow_cdc.source import mysql_replication
 from airflow_cdc.source.arrow_types import python_value
-from airflow_cdc.source.binlog_events import Boundary, ConnectionLost, DumpRefused, EventSource
+from airflow_cdc.source.binlog_events import (
+    Boundary,
+    ConnectionLost,
+    DumpRefused,
+    EventSource,
+    RowsEvent,
+)
 
 __all__ = [
     "STREAM_PURGED_ADVICE",
     "BinlogCursor",
+    "BinlogItem",
     "ReconnectPolicy",
     "read_changes",
     "reader_server_id",
 ]
 
 log = logging.getLogger(__name__)
+
+#: What a reader yields: a row change, or a schema change of a table it reads.
+BinlogItem: TypeAlias = ChangeEvent | SchemaEvent
 
 #: What to do when the stream's start is purged (the default advice of :class:`BinlogCursor`).
 STREAM_PURGED_ADVICE = (
@@ -92,7 +103,9 @@ class ReconnectPolicy:
 
 
 class BinlogCursor:
-    """An iterable over the row changes of ``schemas``' tables with ``start < p <= end``.
+    """An iterable over the row changes of ``schemas``' tables with ``start < p <= end``,
+    and the schema changes DDL statements make to them (:class:`SchemaEvent`, at the end of
+    their statement, after every change before it and before every change after it).
 
     ``end=None`` reads without an upper bound. ``stop_when_idle=True`` ends the iteration
     at the current end of the binlog (non-blocking dump); ``False`` waits for new events
@@ -150,7 +163,7 @@ class BinlogCursor:
         """Position of the last change yielded, or None."""
         return self._last
 
-    def __iter__(self) -> Iterator[ChangeEvent]:
+    def __iter__(self) -> Iterator[BinlogItem]:
         if self._end is not None and self._end <= self._start:
             return
         failures = 0
@@ -162,27 +175,16 @@ class BinlogCursor:
                         if self._end is not None and raw.position > self._end:
                             return
                         if raw.position > self._boundary:
+                            for change in raw.changes:
+                                yield SchemaEvent(raw.position, change, raw.statement)
                             self._boundary, failures = raw.position, 0
                         if self._end is not None and self._boundary >= self._end:
                             return
                         continue
                     if self._end is not None and raw.end > self._end:
                         return
-                    schema = self._schemas[raw.table]
-                    for row_no, (before, after) in enumerate(raw.rows):
-                        position = raw.end.at_row(row_no)
-                        if position <= self._start or (
-                            self._last is not None and position <= self._last
-                        ):
-                            continue  # read again after a reconnect: already yielded
-                        event = ChangeEvent(
-                            raw.table,
-                            raw.kind,
-                            position,
-                            _convert(schema, before),
-                            _convert(schema, after),
-                        )
-                        self._last, failures = position, 0
+                    for event in self._changes(raw):
+                        self._last, failures = event.position, 0
                         yield event
                 return  # the current end of the binlog (non-blocking dump)
             except ConnectionLost as exc:
@@ -209,6 +211,17 @@ class BinlogCursor:
                 raise self._refused(exc) from exc
             finally:
                 events.close()
+
+    def _changes(self, raw: RowsEvent) -> Iterator[ChangeEvent]:
+        """The row changes of one row event not yielded yet (a reconnect reads it again)."""
+        schema = self._schemas[raw.table]
+        for row_no, (before, after) in enumerate(raw.rows):
+            position = raw.end.at_row(row_no)
+            if position <= self._start or (self._last is not None and position <= self._last):
+                continue
+            yield ChangeEvent(
+                raw.table, raw.kind, position, _convert(schema, before), _convert(schema, after)
+            )
 
     def _server_binary_logs(self) -> Sequence[str]:
         return mysql_replication.binary_logs(self._cfg)
@@ -249,9 +262,10 @@ def read_changes(
     *,
     server_id: int | None = None,
     stop_when_idle: bool = True,
-) -> Iterator[ChangeEvent]:
-    """All row changes of ``schemas``' tables with ``start < position <= end``, in binlog
-    order (see :class:`BinlogCursor`, which also tells the last transaction boundary)."""
+) -> Iterator[BinlogItem]:
+    """All row changes of ``schemas``' tables with ``start < position <= end`` and their
+    schema changes, in binlog order (see :class:`BinlogCursor`, which also tells the last
+    transaction boundary)."""
     return iter(
         BinlogCursor(cfg, schemas, start, end, server_id=server_id, stop_when_idle=stop_when_idle)
     )

@@ -15,8 +15,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from airflow_cdc.model import TableId
-from airflow_cdc.model.schema_change import ChangeKind, SchemaChange
+from airflow_cdc.model import DdlKind, SchemaChange, TableId
 
 __all__ = ["schema_changes"]
 
@@ -35,64 +34,60 @@ def schema_changes(sql: str, default_database: str) -> tuple[SchemaChange, ...]:
     try:
         statement = sqlglot.parse_one(sql, dialect=_DIALECT)
     except SqlglotError:
-        return (SchemaChange(ChangeKind.UNKNOWN, _first_table(sql, default_database)),)
+        return (SchemaChange(DdlKind.UNKNOWN, _first_table(sql, default_database)),)
     if isinstance(statement, exp.TruncateTable):
         tables = statement.expressions
-        return tuple(SchemaChange(ChangeKind.TRUNCATE, _table(t, default_database)) for t in tables)
+        return tuple(SchemaChange(DdlKind.TRUNCATE, _table(t, default_database)) for t in tables)
     if isinstance(statement, exp.Drop):
         if str(statement.args.get("kind", "")).upper() != "TABLE":
             return ()
         tables = statement.args.get("tables") or []
-        return tuple(
-            SchemaChange(ChangeKind.DROP_TABLE, _table(t, default_database)) for t in tables
-        )
+        return tuple(SchemaChange(DdlKind.DROP_TABLE, _table(t, default_database)) for t in tables)
     if isinstance(statement, exp.Create):
         if str(statement.args.get("kind", "")).upper() != "TABLE":
             return ()
         table = statement.find(exp.Table)
-        return (SchemaChange(ChangeKind.CREATE_TABLE, _table(table, default_database)),)
+        return (SchemaChange(DdlKind.CREATE_TABLE, _table(table, default_database)),)
     if isinstance(statement, exp.Alter) and str(statement.args.get("kind", "")).upper() == "TABLE":
         return _alter(statement, default_database)
     if isinstance(statement, exp.Command) and statement.name.upper() == "RENAME":
         return _renames(statement.expression.name, default_database)
-    return (SchemaChange(ChangeKind.UNKNOWN, _first_table(sql, default_database)),)
+    return (SchemaChange(DdlKind.UNKNOWN, _first_table(sql, default_database)),)
 
 
 def _alter(statement: exp.Alter, database: str) -> tuple[SchemaChange, ...]:
     table = _table(statement.this, database)
     actions = statement.args.get("actions") or []
     if not actions:
-        return (SchemaChange(ChangeKind.TABLE_OPTIONS, table),)
+        return (SchemaChange(DdlKind.TABLE_OPTIONS, table),)
     return tuple(_action(action, table, database) for action in actions)
 
 
 def _action(action: exp.Expression, table: TableId, database: str) -> SchemaChange:
     if isinstance(action, exp.ColumnDef):
-        return SchemaChange(ChangeKind.ADD_COLUMN, table, action.name, definition=_type(action))
+        return SchemaChange(DdlKind.ADD_COLUMN, table, action.name, definition=_type(action))
     if isinstance(action, exp.ModifyColumn):
         column = action.this
         old = action.args.get("rename_from")
         if old is not None and old.name != column.name:
             return SchemaChange(
-                ChangeKind.RENAME_COLUMN, table, old.name, column.name, definition=_type(column)
+                DdlKind.RENAME_COLUMN, table, old.name, column.name, definition=_type(column)
             )
-        return SchemaChange(ChangeKind.MODIFY_COLUMN, table, column.name, definition=_type(column))
+        return SchemaChange(DdlKind.MODIFY_COLUMN, table, column.name, definition=_type(column))
     if isinstance(action, exp.RenameColumn):
-        return SchemaChange(
-            ChangeKind.RENAME_COLUMN, table, action.this.name, action.args["to"].name
-        )
+        return SchemaChange(DdlKind.RENAME_COLUMN, table, action.this.name, action.args["to"].name)
     if isinstance(action, exp.Drop) and str(action.args.get("kind", "")).upper() == "COLUMN":
         (column,) = action.args.get("tables") or [None]
-        return SchemaChange(ChangeKind.DROP_COLUMN, table, column.name if column else None)
+        return SchemaChange(DdlKind.DROP_COLUMN, table, column.name if column else None)
     if isinstance(action, exp.AlterRename):
-        return SchemaChange(ChangeKind.RENAME_TABLE, table, new_table=_table(action.this, database))
+        return SchemaChange(DdlKind.RENAME_TABLE, table, new_table=_table(action.this, database))
     if isinstance(action, exp.AlterColumn):
-        return SchemaChange(ChangeKind.COLUMN_DEFAULT, table, action.name)
+        return SchemaChange(DdlKind.COLUMN_DEFAULT, table, action.name)
     if isinstance(action, exp.DropPrimaryKey) or action.find(exp.PrimaryKey) is not None:
-        return SchemaChange(ChangeKind.PRIMARY_KEY, table)
+        return SchemaChange(DdlKind.PRIMARY_KEY, table)
     if isinstance(action, exp.AddConstraint | exp.Drop):
-        return SchemaChange(ChangeKind.TABLE_OPTIONS, table)
-    return SchemaChange(ChangeKind.UNKNOWN, table)
+        return SchemaChange(DdlKind.TABLE_OPTIONS, table)
+    return SchemaChange(DdlKind.UNKNOWN, table)
 
 
 def _renames(text: str, database: str) -> tuple[SchemaChange, ...]:
@@ -100,14 +95,14 @@ def _renames(text: str, database: str) -> tuple[SchemaChange, ...]:
     tokens = _DIALECT.tokenize(text)
     words = [t.text for t in tokens]
     if not words or words[0].upper() != "TABLE":
-        return (SchemaChange(ChangeKind.UNKNOWN, None),)
+        return (SchemaChange(DdlKind.UNKNOWN, None),)
     changes = []
     for pair in _split(words[1:], ","):
         parts = _split(pair, "TO")
         if len(parts) != 2:
-            return (SchemaChange(ChangeKind.UNKNOWN, None),)
+            return (SchemaChange(DdlKind.UNKNOWN, None),)
         old, new = (_name(p, database) for p in parts)
-        changes.append(SchemaChange(ChangeKind.RENAME_TABLE, old, new_table=new))
+        changes.append(SchemaChange(DdlKind.RENAME_TABLE, old, new_table=new))
     return tuple(changes)
 
 

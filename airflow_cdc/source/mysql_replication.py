@@ -24,6 +24,7 @@ Choices that matter (each found against the library and a real server):
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
@@ -48,8 +49,12 @@ from airflow_cdc.source.binlog_events import (
     RowsEvent,
 )
 from airflow_cdc.source.connection import LOST_CONNECTION_CODES
+from airflow_cdc.source.ddl import schema_changes
+from airflow_cdc.source.stored_sizes import stored_size
 
 __all__ = ["binary_logs", "mysql_event_source"]
+
+log = logging.getLogger(__name__)
 
 _DUMP_REFUSED = 1236
 #: Query events that open (not close) a transaction: resuming after them is not safe.
@@ -216,12 +221,26 @@ def _raw_event(
     if isinstance(event, QueryEvent):
         if event.query.lstrip().upper().startswith(_OPENERS):
             return None
-        return Boundary(end)
+        return _query_boundary(event, end, tables)
     table = TableId(event.schema, event.table)
     if table not in tables:
         return None  # only_schemas x only_tables lets other pairs through
     kind, rows = _decoded_rows(event, plans, tables[table], fast_decode=fast_decode)
     return RowsEvent(table, kind, end, rows)
+
+
+def _query_boundary(
+    event: Any, end: BinlogPosition, tables: Mapping[TableId, frozenset[str]]
+) -> Boundary:
+    """The end of a ``COMMIT`` or DDL query event; a DDL's changes to the watched tables
+    ride along. DDL naming no table the parser can find is logged: row images with other
+    columns still stop the stream (``source.schema_check``)."""
+    schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
+    changes = schema_changes(event.query, schema)
+    if any(change.table is None for change in changes):
+        log.warning("binlog DDL at %s names no table the parser finds: %r", end, event.query)
+    kept = tuple(change for change in changes if change.table in tables)
+    return Boundary(end, kept, event.query if kept else "")
 
 
 def _decoded_rows(
@@ -249,48 +268,6 @@ def _decoded_rows(
     return ChangeKind.UPDATE, _keyed_rows(event, key, update=True)
 
 
-#: Stored sizes of fixed-size column types in row images (``FIELD_TYPE`` codes): TINY,
-#: SHORT, LONG, FLOAT, DOUBLE, TIMESTAMP, LONGLONG, INT24, DATE, TIME, DATETIME, YEAR.
-_FIXED_SIZES = {1: 1, 2: 2, 3: 4, 4: 4, 5: 8, 7: 4, 8: 8, 9: 3, 10: 3, 11: 3, 12: 8, 13: 1}
-#: TIMESTAMP2, DATETIME2, TIME2: their whole-second bytes (fractional bytes come on top).
-_TEMPORAL2_SIZES = {17: 4, 18: 5, 19: 3}
-_VARCHAR, _BIT, _NEWDECIMAL, _ENUM, _SET, _STRING = 15, 16, 246, 247, 248, 254
-#: BLOB, JSON, GEOMETRY: a little-endian length of ``length_size`` bytes, then the data.
-_LENGTH_PREFIXED = frozenset({245, 252, 255})
-_DECIMAL_DIGIT_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
-
-
-def _stored_size(column: Any, packet: Any) -> int | None:
-    """Bytes a non-null value of ``column`` takes in a row image, reading a length prefix
-    from ``packet`` when the type has one; None for a type this does not know (it is then
-    decoded by the library as usual)."""
-    kind = column.type
-    size = _FIXED_SIZES.get(kind)
-    if size is not None:
-        return size
-    size = _TEMPORAL2_SIZES.get(kind)
-    if size is not None:
-        return size + (int(column.fsp) + 1) // 2
-    if kind == _NEWDECIMAL:
-        whole = int(column.precision) - int(column.decimals)
-        scale = int(column.decimals)
-        return (
-            (whole // 9) * 4
-            + _DECIMAL_DIGIT_BYTES[whole % 9]
-            + (scale // 9) * 4
-            + _DECIMAL_DIGIT_BYTES[scale % 9]
-        )
-    if kind in (_VARCHAR, _STRING):
-        return int(packet.read_uint_by_size(2 if column.max_length > 255 else 1))
-    if kind in _LENGTH_PREFIXED:
-        return int(packet.read_uint_by_size(column.length_size))
-    if kind in (_ENUM, _SET):
-        return int(column.size)
-    if kind == _BIT:
-        return int(column.bytes)
-    return None
-
-
 def _keyed_image(event: Any, present: bytes, key: frozenset[str]) -> dict[str, Any]:
     """One row image with only the ``key`` columns decoded (the rest ``None``).
 
@@ -312,7 +289,7 @@ def _keyed_image(event: Any, present: bytes, key: frozenset[str]) -> dict[str, A
         elif event._is_null(nulls, null_index):
             values[name] = None
         else:
-            size = _stored_size(column, packet)
+            size = stored_size(column, packet)
             if size is None:
                 read_value(column, nulls, null_index, False, present, column.unsigned, i)
             else:

@@ -111,10 +111,12 @@ def screen_events(
     events: Iterable[ChangeEvent],
     schemas: Mapping[TableId, TableSchema],
     should_emit: Callable[[TableId, Key, BinlogPosition], bool],
+    on_drift: Callable[[ChangeEvent, Drift], None] | None = None,
 ) -> Iterator[ChangeEvent]:
     """The events to apply, lazily: drifted ones that a chunk holds are left out; one that
-    must be applied raises :class:`SchemaChangedError`. Events of tables without a schema
-    pass. (Images of one table share a few column layouts: each is compared once.)"""
+    must be applied raises :class:`SchemaChangedError`, or with ``on_drift`` is handed to it
+    and left out. Events of tables without a schema pass. (Images of one table share a few
+    column layouts: each is compared once.)"""
     layouts: dict[tuple[TableId, tuple[str, ...]], Drift] = {}
     for event in events:
         schema = schemas.get(event.table)
@@ -136,6 +138,9 @@ def screen_events(
             yield event
             continue
         if not needed(event, schema, should_emit):
+            continue
+        if on_drift is not None:
+            on_drift(event, drift)
             continue
         raise SchemaChangedError(
             f"{event.table} changed under the stream: the change at {event.position} has "

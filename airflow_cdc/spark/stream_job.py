@@ -115,8 +115,11 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     tables = [TableId.parse(name) for name in spec.tables]
     joined = [t for t in joined_tables(store, spec.stream_id) if t not in tables]
     store.acquire_stream_lease(spec.stream_id, [*tables, *joined], owner, LEASE_SECONDS)
-    # The spec's tables are the stream's own: each joins at the first batch that can read it.
-    store.request_stream_tables(spec.stream_id, tables, requested_by="stream job")
+    # The spec's tables are the stream's own: each joins at the first batch that can read it
+    # (one dropped in the source stays dropped: a backfill or a pattern brings it back).
+    store.request_stream_tables(
+        spec.stream_id, tables, requested_by="stream job", rearm_dropped=False
+    )
     stop = threading.Event()
     keeper = LeaseKeeper(store, spec.stream_id, owner, LEASE_SECONDS)
     renewer = threading.Thread(

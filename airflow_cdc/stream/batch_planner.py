@@ -39,6 +39,9 @@ from airflow_cdc.stream.start import start_position
 
 __all__ = ["BatchPlanner"]
 
+#: How many of the newest recorded schema changes a batch looks at.
+SCHEMA_CHANGES_SEEN = 200
+
 
 class BatchPlanner:
     """The driver's side of the stream's source; ``cores``: the executors' (slices per batch
@@ -54,6 +57,8 @@ class BatchPlanner:
         #: The schemas of the tables read, loaded when a table is first read and kept: row
         #: images are screened against them, so an ALTER under the stream is noticed.
         self._schemas: dict[TableId, TableSchema] = {}
+        #: The schema changes recorded so far (``_forget_changed_schemas``).
+        self._changes_seen: set[tuple[TableId, BinlogPosition]] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the source for the executors' reads: no DB engine travels.
@@ -147,6 +152,7 @@ class BatchPlanner:
         for table in list(self._schemas):
             if table not in tables:
                 del self._schemas[table]
+        self._forget_changed_schemas(store)
         cuts = self._load_and_cut(tables, start.position, end.position)
         schemas = {table_to_text(t): self._schemas[t] for t in tables}
         marks = store.tables_watermarks({t: sort_key_for(self._schemas[t]) for t in tables})
@@ -154,6 +160,15 @@ class BatchPlanner:
         edges = [start.position, *cuts]
         ends = [*(Offset(cut) for cut in cuts), end]
         return [SlicePlan(a, b, schemas, watermarks) for a, b in zip(edges, ends, strict=True)]
+
+    def _forget_changed_schemas(self, store: MetadataStore) -> None:
+        """Load again the tables whose schema changed since the last batch: the batch
+        function took their changes in order and may have read their columns again."""
+        for change in store.schema_changes(self.spec.stream_id, limit=SCHEMA_CHANGES_SEEN):
+            seen = (change.table, change.position)
+            if seen not in self._changes_seen:
+                self._changes_seen.add(seen)
+                self._schemas.pop(change.table, None)
 
     def _load_and_cut(
         self, tables: list[TableId], first: BinlogPosition, last: BinlogPosition

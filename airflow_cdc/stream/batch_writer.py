@@ -32,7 +32,8 @@ from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, connect, on_server
 from airflow_cdc.source.schema_check import Drift, catalog_drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
-from airflow_cdc.stream.joining import JoinReplay, joined_tables, new_tables, replay_tables
+from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
+from airflow_cdc.stream.joining import JoinReplay, new_tables, replay_tables
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 from airflow_cdc.stream.staging import block_file, merge_groups, staging_dir
 
@@ -92,9 +93,12 @@ class BatchWriter:
 
         batch = slice_batch(rows)
         joining = self._join(batch)
-        needed = sorted((t for t in batch.blocks if t in self.schemas), key=str)
+        needed = sorted(
+            (t for t in batch.blocks if t in self.schemas and t not in batch.aside), key=str
+        )
         self._check_catalog(needed)
         self.probe.reach("stream_before_apply")
+        in_order = self._apply_in_order(batch)
         # Each table records the batch's end as its Delta application transaction: "holds
         # every change up to here", so a replay of this batch, or of any batch ending
         # before it, from whatever checkpoint (or none), is skipped.
@@ -106,7 +110,7 @@ class BatchWriter:
             parallelism=self.spec.bounds.apply_parallelism,
             max_rows=self.spec.bounds.max_merge_rows,
         )
-        written = sum(applied for applied, _ in merged)
+        written = sum(applied for applied, _ in merged) + in_order
         merges = sum(count for _, count in merged)
         self.probe.reach("stream_after_apply")
         if batch.end is not None:
@@ -172,6 +176,41 @@ class BatchWriter:
             written += 0 if result.replayed else rows.num_rows
         return written, len(groups)
 
+    def _apply_in_order(self, batch: SliceBatch) -> int:
+        """The tables a slice set aside (a schema change in the batch), each applied in
+        binlog order in the driver (``stream.ddl_apply``); rows written."""
+        tables = sorted((t for t in batch.aside if t in self.schemas), key=str)
+        if not tables or batch.start is None or batch.end is None:
+            return 0
+        context = self._in_order()
+        written = 0
+        for table in tables:
+            log.info("%s is applied in binlog order: %s", table, batch.aside[table].reason)
+            result = apply_in_order(context, self.schemas[table], batch.start, batch.end)
+            written += result.rows_written
+            if result.schema is None:
+                del self.schemas[table]
+                self.sink_drift.pop(table, None)
+            elif result.schema != self.schemas[table]:
+                self._keep_schema(table, result.schema)
+        return written
+
+    def _in_order(self) -> InOrder:
+        return InOrder(
+            self.spec.stream_id, self.spec.source, self.sink, self.store, self._reload_schema
+        )
+
+    def _dropped(self) -> set[TableId]:
+        return {e.table for e in self.store.stream_tables(self.spec.stream_id) if e.dropped}
+
+    def _reload_schema(self, table: TableId) -> TableSchema:
+        (schema,) = on_server(
+            self.spec.source,
+            lambda conn: load_table_schemas(conn, [table]),
+            what=f"reading the columns of {table} again",
+        )
+        return schema
+
     def _check_catalog(self, tables: list[TableId]) -> None:
         """Changes the row images cannot show, for the tables whose changes this batch must
         apply: a type or key change (MODIFY, a new primary key) keeps the column names, so
@@ -225,13 +264,17 @@ class BatchWriter:
         replay their changes up to the batch's start (``stream.joining``), and keep their
         schemas so the batch applies their changes too."""
 
-        joined = joined_tables(self.store, self.spec.stream_id)
+        entries = self.store.stream_tables(self.spec.stream_id)
+        joined = [entry.table for entry in entries if entry.joined and not entry.dropped]
+        # A batch planned before a table was dropped (a replay) still names it: leave it.
+        dropped = {e.table for e in entries if e.dropped}
+        reading = [t for t in batch.tables if t not in dropped]
         for table in list(self.schemas):
-            if table not in batch.tables:  # e.g. a batch planned before a restart
+            if table not in reading:  # e.g. a batch planned before a restart
                 del self.schemas[table]
                 self.sink_drift.pop(table, None)
-        fresh = new_tables(batch.tables, joined)
-        missing = [t for t in batch.tables if t not in self.schemas]
+        fresh = new_tables(reading, joined)
+        missing = [t for t in reading if t not in self.schemas]
 
         def load(conn: DbConnection) -> None:
             self._load_schemas(conn, missing)
@@ -250,9 +293,11 @@ class BatchWriter:
             for table in fresh:
                 self.schemas.pop(table, None)
             return []
-        return replay_tables(
-            self.spec.source, self.sink, [self.schemas[t] for t in fresh], self.store, batch.start
-        )
+        replays = replay_tables(self._in_order(), [self.schemas[t] for t in fresh], batch.start)
+        for table in fresh:  # a table dropped in its replay is read no further
+            if table in self._dropped():
+                self.schemas.pop(table, None)
+        return replays
 
 
 def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:

@@ -18,6 +18,10 @@ What a pass does with each matching table, by its most recent full plan:
   it died): run that plan's chunks again (each run is idempotent);
 * unfinished and made by someone else (a backfill, another stream): wait for it.
 
+A table the stream stopped following because it was dropped (``StreamTable.dropped``) and
+that matches again was created again: its plans are the old table's, so it counts as never
+planned.
+
 A table whose key cannot be used (no primary key, say) is logged once and left out.
 """
 
@@ -99,13 +103,16 @@ class Discovery:
             what="listing the tables the stream's pattern selects",
         )
         entries = store.stream_tables(self.spec.stream_id)
-        joined = {entry.table for entry in entries if entry.joined}
+        joined = {entry.table for entry in entries if entry.joined and not entry.dropped}
+        # A dropped table found again was created again: not followed, and its latest full
+        # plan holds the old table's rows, so it is planned anew like a table never seen.
+        dropped = {entry.table for entry in entries if entry.dropped}
         found = [
-            (table, store.full_snapshot(table))
+            (table, None if table in dropped else store.full_snapshot(table))
             for table in matched
             if table not in joined and table not in self.refused
         ]
-        return found, {entry.table for entry in entries}
+        return found, {entry.table for entry in entries if not entry.dropped}
 
     def run_once(self, store: MetadataStore, runner: Runner, parallelism: int) -> list[TableId]:
         """One pass: snapshot what needs it, ask for what a backfill snapshotted; returns
@@ -134,7 +141,7 @@ class Discovery:
         return snapshotted
 
     def _plan(self, store: MetadataStore, tables: Sequence[TableId]) -> int | None:
-        """Ask for the tables, plan them whole and record the plan; its id (None: no table
+        """Plan the tables whole, record the plan and ask for them; its id (None: no table
         could be planned)."""
 
         def plan(conn: DbConnection) -> list[TablePlan]:
@@ -155,10 +162,12 @@ class Discovery:
         if not plans:
             return None
         planned = [p.table for p in plans]
+        # The plan first: a dropped table asked for again joins once its latest full plan
+        # is done, which must not be the old table's (a driver dying in between).
+        record = store.create_plan(plan_label(self.spec.stream_id), plans)
         store.request_stream_tables(
             self.spec.stream_id, planned, requested_by="the stream's pattern"
         )
-        record = store.create_plan(plan_label(self.spec.stream_id), plans)
         log.info(
             "new table(s) matching %s: %s; snapshotting them (plan %d, %d chunk(s)); each "
             "joins the stream once its snapshot is done",

@@ -21,15 +21,24 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_cdc.config import SourceConfig
+from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, TableId, TableSchema
+from airflow_cdc.metadata.records import StreamTable
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChangeEvent,
+    ChunkRange,
+    SchemaEvent,
+    TableId,
+    TableSchema,
+)
 from airflow_cdc.planning.key_order import sort_key_for
-from airflow_cdc.sinks.base import Sink
 from airflow_cdc.source.binlog_reader import read_changes
-from airflow_cdc.source.schema_check import screen_events
+from airflow_cdc.source.schema_check import screen_events, way_on
 from airflow_cdc.stream.apply import apply_batch
+from airflow_cdc.stream.ddl_apply import InOrder, carry_out
 from airflow_cdc.stream.emit_filter import EmitFilter
+from airflow_cdc.stream.schema_decisions import Decision
 
 __all__ = [
     "JoinReplay",
@@ -47,23 +56,28 @@ REPLAY_SLICE = 50_000
 
 
 def joined_tables(store: MetadataStore, stream_id: str) -> list[TableId]:
-    """The tables the stream reads in every batch."""
-    return [entry.table for entry in store.stream_tables(stream_id) if entry.joined]
+    """The tables the stream reads in every batch (a dropped table no more)."""
+    return [entry.table for entry in _followed(store, stream_id) if entry.joined]
 
 
 def tables_waiting_to_join(store: MetadataStore, stream_id: str) -> list[TableId]:
     """Tables asked for, not joined yet, whose full snapshot is done: they join at the next
     batch."""
-    waiting = [entry.table for entry in store.stream_tables(stream_id) if not entry.joined]
+    waiting = [entry.table for entry in _followed(store, stream_id) if not entry.joined]
     done = store.full_snapshots_done(waiting)
     return [table for table in waiting if table in done]
 
 
 def tables_to_read(store: MetadataStore, stream_id: str) -> list[TableId]:
     """What the next batch reads: the joined tables and those ready to join."""
-    entries = store.stream_tables(stream_id)
+    entries = _followed(store, stream_id)
     done = store.full_snapshots_done([entry.table for entry in entries if not entry.joined])
     return [entry.table for entry in entries if entry.joined or entry.table in done]
+
+
+def _followed(store: MetadataStore, stream_id: str) -> list[StreamTable]:
+    """The stream's tables but the dropped ones (gone from the source: nothing to read)."""
+    return [entry for entry in store.stream_tables(stream_id) if not entry.dropped]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +93,8 @@ class JoinReplay:
 
 
 def replay_tables(
-    source: SourceConfig,
-    sink: Sink,
+    context: InOrder,
     schemas: Sequence[TableSchema],
-    store: MetadataStore,
     until: BinlogPosition,
     *,
     server_id: int | None = None,
@@ -92,8 +104,11 @@ def replay_tables(
     after the oldest high watermark of its snapshot, filtered by its chunks' watermarks. One
     read of the binlog serves them all (300 tables joining at once read it once): from the
     oldest of their floors, where a table's changes before its own floor lie at or before
-    every watermark of its chunks, so the emit filter drops them."""
+    every watermark of its chunks, so the emit filter drops them. A schema change of a
+    table in the replay is decided and carried out at its position (``stream.ddl_apply``).
+    ``context``: the stream, its source, sink and metadata DB."""
 
+    store = context.store
     floors: dict[TableId, BinlogPosition] = {}
     for schema in schemas:
         floor = store.stream_floor(schema.table)
@@ -107,7 +122,7 @@ def replay_tables(
         marks = store.tables_watermarks({t: sort_key_for(s) for t, s in replaying.items()})
         started = time.monotonic()
         changes, written = _replay(
-            source, sink, replaying, marks, min(floors.values()), until, server_id, slice_size
+            context, replaying, marks, min(floors.values()), until, server_id, slice_size
         )
         seconds = time.monotonic() - started
     replays = []
@@ -140,8 +155,7 @@ def replay_tables(
 
 
 def _replay(
-    source: SourceConfig,
-    sink: Sink,
+    context: InOrder,
     schemas: dict[TableId, TableSchema],
     marks: Mapping[TableId, list[tuple[ChunkRange, BinlogPosition]]],
     floor: BinlogPosition,
@@ -150,24 +164,33 @@ def _replay(
     slice_size: int,
 ) -> tuple[dict[TableId, int], dict[TableId, int]]:
     """The tables' changes in ``(floor, until]`` through their emit filter into the sink, in
-    slices of ``slice_size`` changes; changes read and rows written per table."""
+    slices of ``slice_size`` changes, and their schema changes carried out in order; changes
+    read and rows written per table (a table dropped on the way is read no further)."""
 
     emit = EmitFilter(marks, schemas)
     changes: dict[TableId, int] = {}
     written: dict[TableId, int] = {}
     pending: list[ChangeEvent] = []
+    gone: set[TableId] = set()
 
     def flush() -> None:
         if pending:
             events = screen_events(pending, schemas, emit.should_emit)
-            result = apply_batch(sink, schemas, events, emit.should_emit)
+            result = apply_batch(context.sink, schemas, events, emit.should_emit)
             for table, rows in result.rows_per_table.items():
                 written[table] = written.get(table, 0) + rows
             pending.clear()
 
     names = ", ".join(map(str, schemas))
     log.info("%s join the stream: replaying their binlog changes in (%s, %s]", names, floor, until)
-    for event in read_changes(source, schemas, floor, until, server_id=server_id):
+    for event in read_changes(context.source, schemas, floor, until, server_id=server_id):
+        if event.table in gone:
+            continue
+        if isinstance(event, SchemaEvent):
+            flush()
+            if _carry_out(context, event.table, event, marks[event.table]) is Decision.DROP:
+                gone.add(event.table)
+            continue
         pending.append(event)
         changes[event.table] = changes.get(event.table, 0) + 1
         if len(pending) >= slice_size:
@@ -175,6 +198,23 @@ def _replay(
             log.info("replayed %d changes up to %s", sum(changes.values()), event.position)
     flush()
     return changes, written
+
+
+def _carry_out(
+    context: InOrder,
+    table: TableId,
+    event: SchemaEvent,
+    marks: list[tuple[ChunkRange, BinlogPosition]],
+) -> Decision:
+    """A joining table's schema change. It lies after the table's oldest watermark, so no
+    snapshot can hold it for the whole table: ``RELOAD`` does not come up here."""
+    decision = carry_out(context, table, event, [high for _, high in marks])
+    if decision is Decision.RELOAD:
+        raise SchemaChangedError(
+            f"{table}: {event.statement.strip()!r} at {event.position} lies in the replay "
+            f"of its join, which reads its changes with one set of columns. {way_on(table)}"
+        )
+    return decision
 
 
 def new_tables(read: Sequence[TableId], joined: Sequence[TableId]) -> list[TableId]:

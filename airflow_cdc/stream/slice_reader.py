@@ -4,28 +4,33 @@ with (``source.schema_check``), keeps only the changes the sink still needs (the
 against the chunks' high watermarks, ``stream.emit_filter``) and reduces them to the newest
 row per key (``stream.apply.reduce_slice``). The reduced rows go to staged Arrow files,
 ``block_rows`` keys each (``stream.staging``); the slice yields their names and closes with
-its boundary (``stream.slice_rows``).
+its boundary (``stream.slice_rows``). A table whose schema changes in the slice (a DDL
+statement, or images with other columns) is set aside: the slice yields why instead of its
+rows, and the driver applies its part of the batch in order (``stream.ddl_apply``).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.metadata.codec import table_to_text
-from airflow_cdc.model import TableId
-from airflow_cdc.source.binlog_reader import read_changes
-from airflow_cdc.source.schema_check import screen_events
+from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId
+from airflow_cdc.source.binlog_reader import BinlogItem, read_changes
+from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.slice_rows import (
+    ASIDE,
     BLOCK,
     BOUNDARY,
+    Aside,
     SlicePlan,
+    aside_payload,
     block_payload,
     boundary_payload,
 )
@@ -53,15 +58,23 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
         def stage(table: TableId, rows: pa.Table) -> None:
             staged.append((table, write_block(folder, rows), rows.num_rows))
 
+        aside: dict[TableId, Aside] = {}
+
+        def drifted(event: ChangeEvent, drift: Drift) -> None:
+            aside.setdefault(event.table, Aside(event.position, drift.describe()))
+
         reduced = reduce_slice(
-            screen_events(changes, schemas, emit.should_emit),
+            screen_events(_set_aside(changes, aside), schemas, emit.should_emit, drifted),
             schemas,
             emit.should_emit,
             block_rows=spec.bounds.block_rows,
             on_block=stage,
         )
         for table, path, count in staged:
-            yield (BLOCK, table_to_text(table), block_payload(path, count))
+            if table not in aside:  # a table set aside is applied in order by the driver
+                yield (BLOCK, table_to_text(table), block_payload(path, count))
+        for table, reason in aside.items():
+            yield (ASIDE, table_to_text(table), aside_payload(reason))
         events, emitted = reduced.events, reduced.emitted
         # Executors' Python workers have no logging set up: stderr reaches the job's log.
         print(
@@ -75,3 +88,14 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
         end.to_text(),
         boundary_payload(start, plan.end.seen_at, plan.tables, events, emitted),
     )
+
+
+def _set_aside(items: Iterable[BinlogItem], aside: dict[TableId, Aside]) -> Iterator[ChangeEvent]:
+    """The row changes of the tables not set aside: a schema change sets its table aside
+    from there on (so does a drifted image, which ``screen_events`` hands to the caller)."""
+    for item in items:
+        if isinstance(item, SchemaEvent):
+            aside.setdefault(item.table, Aside(item.position, item.statement.strip()))
+            continue
+        if item.table not in aside:
+            yield item

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 
 __all__ = [
+    "ASIDE",
     "BLOCK",
     "BOUNDARY",
+    "Aside",
     "Offset",
     "SliceBatch",
     "SlicePlan",
+    "aside_payload",
     "block_payload",
     "boundary_payload",
     "decode_payload",
@@ -33,6 +36,10 @@ __all__ = [
 BOUNDARY = ""
 #: ``kind`` of a row holding one table's reduced rows of a slice; ``ref`` names the table.
 BLOCK = "rows"
+#: ``kind`` of a row setting a table aside: the slice met a schema change of it (a DDL
+#: statement, or row images with other columns), so the driver applies the table's part of
+#: the batch in binlog order (``stream.ddl_apply``); ``ref`` names the table.
+ASIDE = "aside"
 
 
 def decode_payload(payload: bytes) -> Any:
@@ -55,6 +62,18 @@ def boundary_payload(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Aside:
+    """Why a slice set a table aside: where, and what it met."""
+
+    position: BinlogPosition
+    reason: str
+
+
+def aside_payload(aside: Aside) -> bytes:
+    return pickle.dumps({"position": aside.position.to_text(), "reason": aside.reason})
+
+
 def block_payload(path: str, rows: int) -> bytes:
     """A ``block`` row's payload: the staged file and its row count."""
     return pickle.dumps({"path": path, "rows": rows})
@@ -73,6 +92,8 @@ class SliceBatch:
     events: int = 0
     emitted: int = 0
     slices: int = 0
+    #: Tables a slice set aside (``ASIDE``), with the first reason in binlog order.
+    aside: dict[TableId, Aside] = field(default_factory=dict)
 
 
 def slice_batch(rows: Sequence[Any]) -> SliceBatch:
@@ -84,6 +105,7 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
     seen_at = 0.0
     tables: tuple[TableId, ...] = ()
     events = emitted = slices = 0
+    aside: dict[TableId, Aside] = {}
     for kind, ref, payload in rows:  # Spark Rows or the start batch's tuples
         if kind == BOUNDARY:
             bounds = decode_payload(payload)
@@ -97,9 +119,16 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
             emitted += int(bounds.get("emitted", 0))
             slices += 1
             continue
+        if kind == ASIDE:
+            found = decode_payload(payload)
+            reason = Aside(BinlogPosition.from_text(found["position"]), found["reason"])
+            table = TableId.parse(ref)
+            if table not in aside or reason.position < aside[table].position:
+                aside[table] = reason
+            continue
         block = decode_payload(payload)
         blocks.setdefault(TableId.parse(ref), []).append((block["path"], block["rows"]))
-    return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices)
+    return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices, aside)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,10 @@ class InProcessStream:
         self.store = MetadataStore.connect(spec.metadata_url)
         self.store.acquire_stream_lease(spec.stream_id, list(spec.tables), self.OWNER, 600)
         self.store.request_stream_tables(
-            spec.stream_id, [TableId.parse(t) for t in spec.tables], requested_by="test"
+            spec.stream_id,
+            [TableId.parse(t) for t in spec.tables],
+            requested_by="test",
+            rearm_dropped=False,  # as the stream job starts
         )
         self.reader = BinlogStreamReader({"job_file": str(job_file)})
         self.writer = BatchWriter(spec, self.OWNER)
@@ -50,10 +53,21 @@ class InProcessStream:
             self.reader.initialOffset() if resume is None else resume.offset
         )
         self.batch_id = 0 if resume is None else resume.batch_id
+        self.previous: dict[str, Any] | None = None
 
     def run_batch(self) -> None:
         """One micro-batch; on an exception the offset stays (Spark would replay it)."""
         end = self.reader.latestOffset(self.offset, None)  # type: ignore[arg-type]
+        self._run(end)
+
+    def replay_last_batch(self) -> None:
+        """The last batch again, as Spark runs it after a crash before its commit."""
+        assert self.previous is not None, "no batch ran yet"
+        end, self.offset = self.offset, self.previous
+        self.batch_id -= 1
+        self._run(end)
+
+    def _run(self, end: dict[str, Any]) -> None:
         rows = [
             row
             for partition in self.reader.partitions(self.offset, end)
@@ -61,7 +75,7 @@ class InProcessStream:
         ]
         self.writer(_Frame(rows), self.batch_id)
         self.batch_id += 1
-        self.offset = end
+        self.previous, self.offset = self.offset, end
 
     def run_until_caught_up(self, limit: int = 200) -> None:
         """Batches until the offset reaches the server's position when this is called."""

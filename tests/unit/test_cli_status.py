@@ -36,6 +36,20 @@ def url(tmp_path: Path) -> str:
     store.record_stream_progress(
         "s1", committed=high, lag_seconds=1.5, lag_bytes=42, batch_id=0, rows=3
     )
+    gone = TableId("shop", "gone")
+    store.request_stream_tables("s1", [TableId("shop", "orders"), gone])
+    store.mark_stream_tables_joined("s1", [(TableId("shop", "orders"), None), (gone, None)], high)
+    dropped_at = BinlogPosition("b.000001", 950)
+    store.record_schema_change(
+        "s1",
+        gone,
+        dropped_at,
+        kind="drop_table",
+        decision="drop",
+        statement="DROP TABLE shop.gone",
+        detail="the replica is kept as it was and marked dropped",
+    )
+    store.mark_stream_table_dropped("s1", gone, dropped_at, "DROP TABLE shop.gone")
     return url
 
 
@@ -55,6 +69,20 @@ def test_status_json(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert stream["committed_position"] == "b.000001:900"
     assert stream["lag_bytes"] == 42
     assert stream["running"] is True
+    assert stream["joined_tables"] == ["shop.orders"]
+    assert stream["waiting_tables"] == []
+    assert stream["dropped_tables"] == [
+        {"table": "shop.gone", "position": "b.000001:950", "reason": "DROP TABLE shop.gone"}
+    ]
+    assert stream["schema_changes"] == [
+        {
+            "table": "shop.gone",
+            "position": "b.000001:950",
+            "kind": "drop_table",
+            "decision": "drop",
+            "detail": "the replica is kept as it was and marked dropped",
+        }
+    ]
 
 
 def test_status_text_through_the_console_script(url: str) -> None:
@@ -66,6 +94,25 @@ def test_status_text_through_the_console_script(url: str) -> None:
     assert "1/2" in out
     assert "FAILED shop.orders #1" in out
     assert "stream s1 (running): committed b.000001:900, lag 42 bytes" in out
+    assert "  follows shop.orders\n" in out
+    assert "DROPPED shop.gone at b.000001:950: DROP TABLE shop.gone" in out
+    assert "b.000001:950 shop.gone drop_table -> drop: the replica is kept" in out
+
+
+def test_status_shows_the_newest_schema_changes(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = MetadataStore.connect(url)
+    table = TableId("shop", "orders")
+    for offset in range(1000, 1025):
+        store.record_schema_change(
+            "s1", table, BinlogPosition("b.000002", offset), kind="truncate", decision="truncate"
+        )
+    assert main(["status", "--metadata-url", url, "--json"]) == 0
+    (stream,) = json.loads(capsys.readouterr().out)["streams"]
+    positions = [change["position"] for change in stream["schema_changes"]]
+    assert positions == [f"b.000002:{offset}" for offset in range(1005, 1025)]
+    assert stream["schema_changes"][0]["detail"] is None
 
 
 def test_status_with_a_wrong_url_names_the_connection(

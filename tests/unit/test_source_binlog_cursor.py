@@ -9,7 +9,16 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PositionPurgedError, SourceError
-from airflow_cdc.model import BinlogPosition, ChangeKind, Column, TableId, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChangeKind,
+    Column,
+    DdlKind,
+    SchemaChange,
+    SchemaEvent,
+    TableId,
+    TableSchema,
+)
 from airflow_cdc.source.binlog_events import (
     Boundary,
     ConnectionLost,
@@ -206,3 +215,38 @@ def test_server_ids_lie_above_the_base() -> None:
     assert all(1001 <= i < 1000 + 2**20 for i in drawn)
     assert len(drawn) > 190
     assert BinlogCursor(CFG, {T: SCHEMA}, START, server_id=77, source=Server()).server_id == 77
+
+
+TRUNCATE = SchemaChange(DdlKind.TRUNCATE, T)
+
+
+class DdlServer(Server):
+    """BINLOG with a TRUNCATE of the table ending at 380 (in place of a commit)."""
+
+    def _serve(self, start: BinlogPosition) -> Generator[RawEvent, None, None]:
+        for event in super()._serve(start):
+            if isinstance(event, Boundary) and event.position == pos(1, 380):
+                event = Boundary(event.position, (TRUNCATE,), "TRUNCATE TABLE orders")
+            yield event
+
+
+def test_a_schema_change_comes_between_the_changes_before_and_after_it() -> None:
+    items = list(cursor(DdlServer()))
+    order = [i.change.kind if isinstance(i, SchemaEvent) else i.after["id"] for i in items]
+    assert order == [1, 2, 3, 4, 5, 6, DdlKind.TRUNCATE, 7]
+    (ddl,) = [i for i in items if isinstance(i, SchemaEvent)]
+    assert ddl == SchemaEvent(pos(1, 380), TRUNCATE, "TRUNCATE TABLE orders")
+
+
+@pytest.mark.parametrize("after", [1, 4, 5, 6])
+def test_a_reconnect_never_repeats_or_loses_a_schema_change(after: int) -> None:
+    items = list(cursor(DdlServer(breaks=[after])))
+    assert [i for i in items if isinstance(i, SchemaEvent)] == [
+        SchemaEvent(pos(1, 380), TRUNCATE, "TRUNCATE TABLE orders")
+    ]
+
+
+def test_a_schema_change_at_the_start_is_not_read_and_at_the_end_is() -> None:
+    assert not any(isinstance(i, SchemaEvent) for i in cursor(DdlServer(), start=pos(1, 380)))
+    last = list(cursor(DdlServer(), end=pos(1, 380)))[-1]
+    assert isinstance(last, SchemaEvent)

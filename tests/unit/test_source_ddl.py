@@ -6,12 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_cdc.model import TableId
-from airflow_cdc.model.schema_change import ChangeKind, SchemaChange
+from airflow_cdc.model import DdlKind, SchemaChange, TableId
 from airflow_cdc.source.ddl import schema_changes
 
 T = TableId("db", "t")
-K = ChangeKind
+K = DdlKind
 
 CORPUS = [
     ("ALTER TABLE t ADD COLUMN note VARCHAR(20) NULL AFTER id", [(K.ADD_COLUMN, "note", None)]),
@@ -101,3 +100,33 @@ def test_any_quoted_names_come_back_as_written(
     assert (renamed.table, renamed.column, renamed.new_name) == (TableId(database, table), old, new)
     (truncated,) = schema_changes(f"TRUNCATE TABLE {target}", "d")
     assert truncated == SchemaChange(K.TRUNCATE, TableId(database, table))
+
+
+def test_a_query_event_carries_the_changes_of_watched_tables_only() -> None:
+    """The event source keeps what a DDL does to the tables it reads (and DDL it cannot
+    read that runs in one of their databases); other statements are plain boundaries."""
+    from types import SimpleNamespace
+
+    from airflow_cdc.model import BinlogPosition
+    from airflow_cdc.source.mysql_replication import _query_boundary
+
+    watched = {TableId("shop", "orders"): frozenset({"id"})}
+    end = BinlogPosition("b.000001", 400)
+
+    def boundary(query: str, schema: bytes = b"shop") -> tuple[object, ...]:
+        found = _query_boundary(SimpleNamespace(schema=schema, query=query), end, watched)
+        assert found.position == end
+        return tuple(found.changes)
+
+    assert boundary("TRUNCATE orders") == (
+        SchemaChange(DdlKind.TRUNCATE, TableId("shop", "orders")),
+    )
+    assert boundary("TRUNCATE orders", b"other") == ()
+    assert boundary("DROP TABLE shop.orders, shop.items") == (
+        SchemaChange(DdlKind.DROP_TABLE, TableId("shop", "orders")),
+    )
+    assert boundary("COMMIT") == ()
+    assert boundary("ALTER TABLE items ADD COLUMN c INT") == ()
+    assert boundary("ALTER TABLE orders FORCE") == (
+        SchemaChange(DdlKind.UNKNOWN, TableId("shop", "orders")),
+    )

@@ -136,11 +136,14 @@ def test_no_replay_when_the_snapshot_is_not_older_than_the_stream(store: Metadat
         def __getattr__(self, name: str) -> object:
             raise AssertionError(f"the replay touched {name}")
 
+    from airflow_cdc.stream.ddl_apply import InOrder
+
+    context = InOrder("s", Unreachable(), Unreachable(), store, Unreachable())  # type: ignore[arg-type]
     for until in (pos(50), pos(40)):
-        (result,) = replay_tables(Unreachable(), Unreachable(), [schema], store, until)  # type: ignore[arg-type]
+        (result,) = replay_tables(context, [schema], until)
         assert result.start is None
         assert result.changes == 0
     # Never snapshotted: nothing to replay from either.
     other = TableSchema(ITEMS, schema.columns, ("id",))
-    replays = replay_tables(Unreachable(), Unreachable(), [schema, other], store, pos(40))  # type: ignore[arg-type]
+    replays = replay_tables(context, [schema, other], pos(40))
     assert [r.start for r in replays] == [None, None]

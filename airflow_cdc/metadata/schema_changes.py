@@ -1,0 +1,154 @@
+"""What happened to the tables a stream follows (``cdc_schema_changes``) and which of them
+were dropped (``cdc_stream_tables.dropped_*``).
+
+The stream records a row for each DDL statement of a followed table before it carries out
+its decision, so ``airflow-cdc status`` can say why a replica was truncated, stopped
+following its table, or stopped the stream. A replayed batch meets the same statements
+again: each write is keyed by (stream, table, position, kind) and overwrites, never adds.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, RowMapping
+
+from airflow_cdc.metadata import codec
+from airflow_cdc.metadata.engine import with_retry
+from airflow_cdc.metadata.records import SchemaChangeRecord
+from airflow_cdc.metadata.schema import schema_changes as t_changes
+from airflow_cdc.metadata.schema import stream_tables as t_tables
+from airflow_cdc.model import BinlogPosition, TableId
+
+__all__ = [
+    "MAX_STATEMENT_CHARS",
+    "cut_statement",
+    "mark_dropped",
+    "read_changes",
+    "record_change",
+]
+
+#: A statement longer than this (a CREATE TABLE of hundreds of columns) is cut: the start
+#: says what it did.
+MAX_STATEMENT_CHARS = 4000
+_CUT_MARK = " [...]"
+
+
+def cut_statement(statement: str | None) -> str | None:
+    """At most :data:`MAX_STATEMENT_CHARS` characters, the start kept."""
+    if statement is None or len(statement) <= MAX_STATEMENT_CHARS:
+        return statement
+    return statement[: MAX_STATEMENT_CHARS - len(_CUT_MARK)] + _CUT_MARK
+
+
+def record_change(
+    engine: Engine,
+    stream_id: str,
+    table: TableId,
+    position: BinlogPosition,
+    *,
+    kind: str,
+    decision: str,
+    statement: str | None = None,
+    detail: str | None = None,
+) -> None:
+    """Record what ``stream_id`` did about a DDL statement of ``table`` at ``position``;
+    the same (table, position, kind) recorded again (a replayed batch) replaces its row."""
+    if not stream_id:
+        raise ValueError("stream_id is empty")
+    key = {
+        "stream_id": stream_id,
+        "table_name": codec.table_to_text(table),
+        "position": codec.encode_position(position),
+        "kind": kind,
+    }
+    values = {
+        "decision": decision,
+        "statement": cut_statement(statement),
+        "detail": detail,
+        "recorded_at": codec.to_db_time(codec.utc_now()),
+    }
+
+    def write(connection: Connection) -> None:
+        updated = connection.execute(
+            sa.update(t_changes)
+            .where(*(t_changes.c[name] == value for name, value in key.items()))
+            .values(values)
+        ).rowcount
+        if not updated:
+            connection.execute(sa.insert(t_changes).values(**key, **values))
+
+    with_retry(engine, write, write=True, what="recording a schema change in")
+
+
+def read_changes(
+    engine: Engine, stream_id: str, table: TableId | None = None, *, limit: int | None = None
+) -> list[SchemaChangeRecord]:
+    """The schema changes ``stream_id`` recorded (of ``table`` only, if given) by position,
+    the newest last; with ``limit``, the newest ``limit`` of them.
+
+    Positions are stored as text that does not sort in their order, so the rows are ordered
+    here: DDL is rare, a stream's rows are few.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit is negative: {limit}")
+
+    def read(connection: Connection) -> list[RowMapping]:
+        query = sa.select(t_changes).where(t_changes.c.stream_id == stream_id)
+        if table is not None:
+            query = query.where(t_changes.c.table_name == codec.table_to_text(table))
+        return list(connection.execute(query).mappings())
+
+    rows = with_retry(engine, read, write=False, what="reading schema changes from")
+    records = sorted(
+        (_record(row) for row in rows), key=lambda r: (r.position, str(r.table), r.kind)
+    )
+    if limit is not None:
+        records = records[len(records) - limit :] if limit else []
+    return records
+
+
+def mark_dropped(
+    engine: Engine, stream_id: str, table: TableId, position: BinlogPosition, reason: str
+) -> None:
+    """Record that ``table`` was dropped (or renamed away) at ``position``: ``stream_id``
+    reads it no more. The row is kept (and made if missing) so the status shows it, and
+    so a request for the table arms it again (``stream_tables.request_tables``)."""
+    if not stream_id:
+        raise ValueError("stream_id is empty")
+    name = codec.table_to_text(table)
+    values = {"dropped_position": codec.encode_position(position), "dropped_reason": reason}
+
+    def write(connection: Connection) -> None:
+        updated = connection.execute(
+            sa.update(t_tables)
+            .where(t_tables.c.stream_id == stream_id, t_tables.c.table_name == name)
+            .values(values)
+        ).rowcount
+        if not updated:
+            connection.execute(
+                sa.insert(t_tables).values(
+                    stream_id=stream_id,
+                    table_name=name,
+                    requested_at=codec.to_db_time(codec.utc_now()),
+                    **values,
+                )
+            )
+
+    with_retry(engine, write, write=True, what="recording a dropped table in")
+
+
+def _record(row: RowMapping) -> SchemaChangeRecord:
+    position = codec.decode_position(row["position"])
+    recorded_at = codec.from_db_time(row["recorded_at"])
+    assert position is not None  # NOT NULL columns
+    assert recorded_at is not None
+    return SchemaChangeRecord(
+        stream_id=row["stream_id"],
+        table=codec.table_from_text(row["table_name"]),
+        position=position,
+        kind=row["kind"],
+        decision=row["decision"],
+        statement=row["statement"],
+        detail=row["detail"],
+        recorded_at=recorded_at,
+    )

@@ -1,0 +1,38 @@
+"""``stream.slice_rows``: the rows slice tasks hand the driver, back into one batch."""
+
+from __future__ import annotations
+
+from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.stream.slice_rows import (
+    ASIDE,
+    BLOCK,
+    BOUNDARY,
+    Aside,
+    aside_payload,
+    block_payload,
+    boundary_payload,
+    slice_batch,
+)
+
+A, B = TableId("db", "a"), TableId("db", "b")
+
+
+def pos(offset: int) -> BinlogPosition:
+    return BinlogPosition("b.000001", offset)
+
+
+def test_a_table_set_aside_keeps_the_first_reason_in_binlog_order() -> None:
+    """Slices come back in any order; the earliest schema change of a table is the one the
+    driver names, and the blocks of every table are kept as they came."""
+    rows = [
+        (ASIDE, str(A), aside_payload(Aside(pos(900), "columns no longer there ['v']"))),
+        (BLOCK, str(A), block_payload("a-1.arrow", 3)),
+        (BLOCK, str(B), block_payload("b-1.arrow", 2)),
+        (BOUNDARY, pos(1000).to_text(), boundary_payload(pos(500), 1.0, [str(A), str(B)])),
+        (ASIDE, str(A), aside_payload(Aside(pos(400), "TRUNCATE TABLE a"))),
+        (BOUNDARY, pos(500).to_text(), boundary_payload(pos(100), 1.0, [str(A), str(B)])),
+    ]
+    batch = slice_batch(rows)
+    assert batch.aside == {A: Aside(pos(400), "TRUNCATE TABLE a")}
+    assert batch.blocks == {A: [("a-1.arrow", 3)], B: [("b-1.arrow", 2)]}
+    assert (batch.start, batch.end, batch.slices) == (pos(100), pos(1000), 2)
