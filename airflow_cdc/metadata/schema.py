@@ -157,7 +157,7 @@ schema_changes = sa.Table(
     metadata,
     sa.Column("stream_id", sa.String(200), primary_key=True),
     sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), primary_key=True),
-    sa.Column("position", sa.Text, primary_key=True),
+    sa.Column("position", sa.String(160), primary_key=True),  # bounded: a key (MySQL)
     sa.Column("kind", sa.String(40), primary_key=True),
     sa.Column("decision", sa.String(40), nullable=False),
     sa.Column("statement", sa.Text, nullable=True),

@@ -66,3 +66,20 @@ def test_wrong_password_is_not_echoed(mariadb: LocalMariaDB) -> None:
         MetadataStore.connect(url)
     assert "Wr0ng-Secret" not in str(caught.value)
     assert "***" in str(caught.value)
+
+
+def test_schema_changes_and_dropped_tables_on_a_server_db(server_url: str) -> None:
+    """Their keys hold positions: bounded columns, which a MySQL-family server can index."""
+    store = MetadataStore.connect(server_url)
+    table = TableId("shop", "orders")
+    at = BinlogPosition("mysql-bin.000042", 1234)
+    for _ in range(2):  # a replayed batch records again
+        store.record_schema_change(
+            "s", table, at, kind="drop_table", decision="drop", statement="DROP TABLE orders"
+        )
+    store.mark_stream_table_dropped("s", table, at, "drops the table")
+    (change,) = store.schema_changes("s")
+    assert (change.table, change.position, change.decision) == (table, at, "drop")
+    (entry,) = store.stream_tables("s")
+    assert entry.dropped
+    store.close()

@@ -24,7 +24,7 @@ def upgrade() -> None:
         "cdc_schema_changes",
         sa.Column("stream_id", sa.String(200), nullable=False),
         sa.Column("table_name", sa.String(300), nullable=False),
-        sa.Column("position", sa.Text, nullable=False),
+        sa.Column("position", sa.String(160), nullable=False),  # in the key: bounded (MySQL)
         sa.Column("kind", sa.String(40), nullable=False),
         sa.Column("decision", sa.String(40), nullable=False),
         sa.Column("statement", sa.Text, nullable=True),
