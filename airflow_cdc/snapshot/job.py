@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
@@ -177,7 +177,9 @@ def snapshot_chunk(
     try:
         conn = connect(task.source)
         try:
-            return _snapshot_reading_again(conn, task, staging, runner, parallelism, driver_share)
+            return _reading_again(
+                task, lambda: _snapshot_on(conn, task, staging, runner, parallelism, driver_share)
+            )
         except Exception as exc:
             if not connection_broke(exc):
                 raise
@@ -211,19 +213,13 @@ def snapshot_chunks_quietly(tasks: Sequence[ChunkTask]) -> list[ChunkOutcome | C
     return [snapshot_chunk_quietly(task) for task in tasks]
 
 
-def _snapshot_reading_again(
-    conn: DbConnection,
-    task: ChunkTask,
-    staging: Location,
-    runner: Runner,
-    parallelism: int,
-    driver_share: bool,
-) -> ChunkOutcome:
-    """The chunk, read again (up to :data:`WINDOW_RETRIES` times) while a DDL statement of
-    its table lies between its watermarks: each read takes a new low watermark, after it."""
+def _reading_again(task: ChunkTask, snapshot: Callable[[], ChunkOutcome]) -> ChunkOutcome:
+    """``snapshot()`` again (up to :data:`WINDOW_RETRIES` times) while a DDL statement of
+    the chunk's table lies between its watermarks: each read takes a new low watermark,
+    after it."""
     for attempt in range(WINDOW_RETRIES + 1):
         try:
-            return _snapshot_on(conn, task, staging, runner, parallelism, driver_share)
+            return snapshot()
         except SchemaChangedInWindowError as exc:
             if attempt == WINDOW_RETRIES:
                 raise

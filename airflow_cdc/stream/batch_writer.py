@@ -33,7 +33,7 @@ from airflow_cdc.source.connection import DbConnection, connect, on_server
 from airflow_cdc.source.schema_check import Drift, catalog_drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
-from airflow_cdc.stream.joining import JoinReplay, new_tables, replay_tables
+from airflow_cdc.stream.joining import JoinReplay, joined_tables, new_tables, replay_tables
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 from airflow_cdc.stream.staging import block_file, merge_groups, staging_dir
 
@@ -264,10 +264,9 @@ class BatchWriter:
         replay their changes up to the batch's start (``stream.joining``), and keep their
         schemas so the batch applies their changes too."""
 
-        entries = self.store.stream_tables(self.spec.stream_id)
-        joined = [entry.table for entry in entries if entry.joined and not entry.dropped]
+        joined = joined_tables(self.store, self.spec.stream_id)
         # A batch planned before a table was dropped (a replay) still names it: leave it.
-        dropped = {e.table for e in entries if e.dropped}
+        dropped = self._dropped()
         reading = [t for t in batch.tables if t not in dropped]
         for table in list(self.schemas):
             if table not in reading:  # e.g. a batch planned before a restart
@@ -294,8 +293,9 @@ class BatchWriter:
                 self.schemas.pop(table, None)
             return []
         replays = replay_tables(self._in_order(), [self.schemas[t] for t in fresh], batch.start)
+        dropped = self._dropped()
         for table in fresh:  # a table dropped in its replay is read no further
-            if table in self._dropped():
+            if table in dropped:
                 self.schemas.pop(table, None)
         return replays
 

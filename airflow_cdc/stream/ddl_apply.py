@@ -52,13 +52,12 @@ class InOrder:
 
 @dataclass(frozen=True)
 class InOrderResult:
-    """The table's schema from here on (None: it was dropped) and what was done."""
+    """The table's schema from here on (None: it was dropped) and the rows written (each
+    decision is recorded in the metadata DB)."""
 
     table: TableId
     schema: TableSchema | None
-    changes: int
     rows_written: int
-    decisions: tuple[tuple[SchemaEvent, Decision], ...]
 
 
 def apply_in_order(
@@ -71,18 +70,14 @@ def apply_in_order(
     change at its position. Raises :class:`SchemaChangedError` on ``STOP``. (No merge
     records the batch as an application transaction: the batch's merges are several, and
     replaying them changes nothing.)"""
-    table = schema.table
-    changes = written = 0
-    decisions: list[tuple[SchemaEvent, Decision]] = []
+    written = 0
     position: BinlogPosition | None = start
     current: TableSchema | None = schema
     while position is not None and current is not None:
         run = _Run(context, current)
         position, current = run.read(position, end)
-        changes += run.changes
         written += run.written
-        decisions += run.decisions
-    return InOrderResult(table, current, changes, written, tuple(decisions))
+    return InOrderResult(schema.table, current, written)
 
 
 class _Run:
@@ -95,8 +90,7 @@ class _Run:
         self.highs = [high for _, high in marks]
         self.emit = EmitFilter({schema.table: marks}, {schema.table: schema})
         self.pending: list[ChangeEvent] = []
-        self.changes = self.written = 0
-        self.decisions: list[tuple[SchemaEvent, Decision]] = []
+        self.written = 0
 
     def read(
         self, start: BinlogPosition, end: BinlogPosition
@@ -107,12 +101,11 @@ class _Run:
         for item in read_changes(self.context.source, {table: self.schema}, start, end):
             if isinstance(item, ChangeEvent):
                 self.pending.append(item)
-                self.changes += 1
                 if len(self.pending) >= MERGE_EVERY:
                     self._merge()
                 continue
             self._merge()
-            decision = self._decide(item)
+            decision = carry_out(self.context, table, item, self.highs)
             if decision is Decision.DROP:
                 return None, None
             if decision is Decision.RELOAD:
@@ -128,11 +121,6 @@ class _Run:
         result = apply_batch(self.context.sink, schemas, events, self.emit.should_emit)
         self.written += result.rows_written
         self.pending.clear()
-
-    def _decide(self, event: SchemaEvent) -> Decision:
-        decision = carry_out(self.context, self.schema.table, event, self.highs)
-        self.decisions.append((event, decision))
-        return decision
 
 
 def carry_out(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import tempfile
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,28 @@ def test_only_the_buckets_holding_older_rows_are_rewritten_and_named(sink: Delta
     }
 
 
+def _truncate_racing(
+    sink: DeltaSink, position: BinlogPosition, race: Callable[[], object], marked: int
+) -> int:
+    """Truncate with ``race()`` run once between the truncate's first scan and its commit;
+    checks it marked ``marked`` rows and gives how many scans it took."""
+    scans = 0
+    real = delta_truncate.older_live_rows
+
+    def racing(table: Any, at_position: int) -> delta_truncate.OlderRows:
+        nonlocal scans
+        scans += 1
+        found = real(table, at_position)
+        if scans == 1:
+            race()
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(delta_truncate, "older_live_rows", racing)
+        assert sink.truncate(T, position) == marked
+    return scans
+
+
 def test_a_writer_committing_into_a_rewritten_bucket_makes_the_truncate_retry(
     sink: DeltaSink,
 ) -> None:
@@ -200,20 +223,9 @@ def test_a_writer_committing_into_a_rewritten_bucket_makes_the_truncate_retry(
     bucket's application transaction fails one commit; the retry reads again."""
     sink.apply(T, changes([(1, 10, False), (2, 10, False)]))
     other = DeltaSink(sink.root)
-    scans = 0
-    real = delta_truncate.older_live_rows
-
-    def racing(table: Any, position: int) -> delta_truncate.OlderRows:
-        nonlocal scans
-        scans += 1
-        found = real(table, position)
-        if scans == 1:
-            other.apply(T, changes([(1, 60, False), (3, 40, False)]))
-        return found
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(delta_truncate, "older_live_rows", racing)
-        assert sink.truncate(T, at(50)) == 2
+    scans = _truncate_racing(
+        sink, at(50), lambda: other.apply(T, changes([(1, 60, False), (3, 40, False)])), 2
+    )
     assert scans == 2
     assert state(sink) == {1: (60, False, "1@60"), 2: (50, True, None), 3: (50, True, None)}
 
@@ -233,21 +245,11 @@ def test_files_appended_into_a_rewritten_bucket_make_the_truncate_retry(
     files = write_data_files(
         sink.table_location(T), changes([(3, 40, False)]), layout.change_schema, layout.key, 10
     )
-    scans = 0
-    real = delta_truncate.older_live_rows
 
-    def racing(table: Any, position: int) -> delta_truncate.OlderRows:
-        nonlocal scans
-        scans += 1
-        found = real(table, position)
-        if scans == 1:
-            assert DeltaSink(sink.root).commit_new_range(T, files, ChunkRange((2,), (9,)))
-        return found
+    def append() -> None:
+        assert DeltaSink(sink.root).commit_new_range(T, files, ChunkRange((2,), (9,)))
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(delta_truncate, "older_live_rows", racing)
-        assert sink.truncate(T, at(50)) == 2
-    assert scans == 2
+    assert _truncate_racing(sink, at(50), append, 2) == 2
     assert state(sink) == {1: (50, True, None), 3: (50, True, None)}
 
 
