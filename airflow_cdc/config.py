@@ -27,6 +27,7 @@ __all__ = [
     "DiscoveryConfig",
     "JobFile",
     "ReadConfig",
+    "SchemaChangeConfig",
     "SinkConfig",
     "SourceConfig",
     "StreamBounds",
@@ -122,8 +123,15 @@ class ReadConfig:
     partition_rows: int = 250_000
     #: "connectorx" (fast, Arrow) or "pymysql" (pure Python, slow; a fallback).
     engine: str = "connectorx"
+    #: How long a chunk waits for the Delta table's columns to become the source's (the
+    #: stream carries a change of columns over when it reaches it) before it fails.
+    columns_wait_seconds: float = 600.0
 
     def __post_init__(self) -> None:
+        if self.columns_wait_seconds < 0:
+            raise ConfigurationError(
+                f"columns_wait_seconds must not be negative, got {self.columns_wait_seconds!r}"
+            )
         if self.partition_rows <= 0:
             raise ConfigurationError(
                 f"partition_rows must be positive, got {self.partition_rows!r}"
@@ -285,6 +293,28 @@ class DiscoveryConfig:
             raise ConfigurationError(f"chunk_rows must be positive, got {self.chunk_rows}")
 
 
+DROPPED_COLUMN_MODES = ("keep", "remove")
+
+
+@dataclass(frozen=True)
+class SchemaChangeConfig:
+    """What the stream does with the source's column changes (``stream.schema_evolution``).
+
+    ``dropped_columns``: after ``DROP COLUMN``, ``keep`` leaves the column in the Delta
+    table (older rows keep their values, versions written after the drop hold NULL; no
+    rewrite, and readers' queries naming it keep working); ``remove`` rewrites the table
+    without it."""
+
+    dropped_columns: str = "keep"
+
+    def __post_init__(self) -> None:
+        if self.dropped_columns not in DROPPED_COLUMN_MODES:
+            raise ConfigurationError(
+                f"dropped_columns must be one of {DROPPED_COLUMN_MODES}, got "
+                f"{self.dropped_columns!r}"
+            )
+
+
 @dataclass(frozen=True)
 class StreamJobSpec(JobFile):
     """Everything the stream job needs; like :class:`ChunkJobSpec`, written to a 0600 file.
@@ -303,6 +333,7 @@ class StreamJobSpec(JobFile):
     mode: str = "continuous"
     bounds: StreamBounds = field(default_factory=StreamBounds)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    schema_changes: SchemaChangeConfig = field(default_factory=SchemaChangeConfig)
     #: An observer of each batch's apply (tests pause there); none by default.
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 

@@ -13,6 +13,8 @@ Each message names the cause and the fix. The tree::
     │   └── SchemaChangedError    a table's schema changed (DDL) in a way not applied in place
     │       └── SchemaChangedInWindowError  DDL between a chunk's watermarks (it reads again)
     ├── SinkError                 the sink cannot hold or take a write
+    │   ├── SinkColumnsChangedError  the table's columns are not the ones the writer read
+    │   └── TableEvolvingError    the stream is changing the table's columns (writers wait)
     ├── MetadataError             the metadata DB is unreachable or inconsistent
     ├── SnapshotUnitError         chunks of a work unit failed (each recorded with its error)
     └── StreamLeaseError          another stream runs (or ran) on these tables; lease lost
@@ -29,12 +31,14 @@ __all__ = [
     "PrivilegeError",
     "SchemaChangedError",
     "SchemaChangedInWindowError",
+    "SinkColumnsChangedError",
     "SinkError",
     "SnapshotUnitError",
     "SourceError",
     "SourceUnreachableError",
     "StreamLeaseError",
     "TableError",
+    "TableEvolvingError",
     "wrapped_error",
 ]
 
@@ -89,6 +93,17 @@ class SchemaChangedInWindowError(SchemaChangedError):
 
 class SinkError(CdcError):
     """The sink cannot hold a value or take a write."""
+
+
+class SinkColumnsChangedError(SinkError):
+    """A sink table's columns are not the ones a writer's rows have: the source's columns
+    changed and the stream has not carried the change over yet, or carried it over while
+    the writer read with the old ones. A chunk reads its rows again once they agree."""
+
+
+class TableEvolvingError(SinkError):
+    """The stream is changing a sink table's columns: writers wait for it (retried like a
+    commit conflict)."""
 
 
 class MetadataError(CdcError):

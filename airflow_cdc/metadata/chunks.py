@@ -21,6 +21,7 @@ from airflow_cdc.metadata.records import ChunkRecord, ChunkStatus, FinishedChunk
 from airflow_cdc.metadata.schema import chunks as t_chunks
 from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.metadata.schema import plans as t_plans
+from airflow_cdc.metadata.schema_history import write_schema
 from airflow_cdc.model import ChunkRange
 
 __all__ = [
@@ -69,7 +70,8 @@ def start_chunks(engine: Engine, chunk_ids: Sequence[int]) -> list[int]:
 
 def finish_chunks(engine: Engine, finished: Sequence[FinishedChunk]) -> None:
     """Mark each chunk done with its watermarks, in one transaction; a plan whose chunks
-    are then all done is marked done too."""
+    are then all done is marked done too. The columns a chunk read with go into the
+    schema history at its high watermark."""
     for chunk in finished:
         if chunk.high < chunk.low:
             raise ValueError(f"high watermark {chunk.high} lies before low watermark {chunk.low}")
@@ -80,6 +82,8 @@ def finish_chunks(engine: Engine, finished: Sequence[FinishedChunk]) -> None:
     def write(connection: Connection) -> None:
         for chunk in finished:
             _finish_one(connection, chunk, now)
+            if chunk.schema is not None:
+                write_schema(connection, chunk.high, chunk.schema)
 
     what = "finishing a chunk in" if len(finished) == 1 else "finishing chunks in"
     with_retry(engine, write, write=True, what=what)

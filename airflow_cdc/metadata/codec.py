@@ -11,9 +11,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, fields
 
 from airflow_cdc.errors import MetadataError
-from airflow_cdc.model import BinlogPosition, Key, TableId, decode_key, encode_key
+from airflow_cdc.model import (
+    BinlogPosition,
+    Column,
+    Key,
+    TableId,
+    TableSchema,
+    decode_key,
+    encode_key,
+)
 
 __all__ = [
     "decode_key_text",
@@ -24,6 +33,8 @@ __all__ = [
     "names_from_text",
     "names_to_text",
     "position_sort_text",
+    "schema_from_text",
+    "schema_to_text",
     "table_from_text",
     "table_to_text",
     "to_db_time",
@@ -69,6 +80,33 @@ def names_from_text(text: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise MetadataError(f"expected a JSON list of names in the metadata DB, got {text!r}")
     return value
+
+
+def schema_to_text(schema: TableSchema | None) -> str | None:
+    """A table's columns and key as JSON (each column by its fields' names)."""
+    if schema is None:
+        return None
+    return json.dumps(
+        {
+            "table": table_to_text(schema.table),
+            "columns": [asdict(column) for column in schema.columns],
+            "key": list(schema.key),
+        }
+    )
+
+
+def schema_from_text(text: str | None) -> TableSchema | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+        known = {f.name for f in fields(Column)}
+        columns = tuple(
+            Column(**{k: v for k, v in column.items() if k in known}) for column in value["columns"]
+        )
+        return TableSchema(table_from_text(value["table"]), columns, tuple(value["key"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MetadataError(f"unreadable table schema in the metadata DB: {text[:200]!r}") from exc
 
 
 def encode_position(position: BinlogPosition | None) -> str | None:

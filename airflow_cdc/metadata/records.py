@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Literal
 
-from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId
+from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId, TableSchema
 
 __all__ = [
     "ChunkRecord",
@@ -64,7 +64,8 @@ class ChunkRecord:
 
 @dataclass(frozen=True, slots=True)
 class FinishedChunk:
-    """What a chunk's snapshot recorded: its watermarks, live rows and timings."""
+    """What a chunk's snapshot recorded: its watermarks, live rows and timings, and the
+    columns it read with (the table's at its high watermark: the schema history)."""
 
     chunk_id: int
     low: BinlogPosition
@@ -73,6 +74,7 @@ class FinishedChunk:
     read_seconds: float | None = None
     correct_seconds: float | None = None
     write_seconds: float | None = None
+    schema: TableSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)

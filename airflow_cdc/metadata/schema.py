@@ -164,3 +164,18 @@ schema_changes = sa.Table(
     sa.Column("detail", sa.Text, nullable=True),
     sa.Column("recorded_at", sa.DateTime, nullable=False),
 )
+
+#: Revision 0005: the schema history, one row per (table, position): the source table's
+#: columns and key from ``position`` on. Each chunk records the columns it read with at its
+#: high watermark, and the stream each change of columns it carries out at its position, so
+#: a batch (replayed or not, by a stream restarted behind an ``ALTER`` or not) reads each
+#: table with the columns its changes were written with, whatever the catalog says by then.
+schema_history = sa.Table(
+    "cdc_schema_history",
+    metadata,
+    sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), primary_key=True),
+    sa.Column("position", sa.String(160), primary_key=True),  # bounded: a key (MySQL)
+    sa.Column("position_sort", sa.String(40), nullable=False),  # codec.position_sort_text
+    sa.Column("table_schema", sa.Text, nullable=False),  # codec.schema_to_text
+    sa.Column("recorded_at", sa.DateTime, nullable=False),
+)

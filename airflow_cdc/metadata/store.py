@@ -20,6 +20,7 @@ from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import chunks as _chunks
 from airflow_cdc.metadata import plans as _plans
 from airflow_cdc.metadata import schema_changes as _schema_changes
+from airflow_cdc.metadata import schema_history as _schema_history
 from airflow_cdc.metadata import stream as _stream
 from airflow_cdc.metadata import stream_tables as _stream_tables
 from airflow_cdc.metadata import watermarks as _watermarks
@@ -36,7 +37,8 @@ from airflow_cdc.metadata.records import (
     StreamState,
     StreamTable,
 )
-from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId, TablePlan
+from airflow_cdc.metadata.schema_history import History
+from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId, TablePlan, TableSchema
 
 __all__ = ["MAX_ERROR_CHARS", "MetadataStore", "truncate_error"]
 
@@ -333,6 +335,19 @@ class MetadataStore:
         """The stream's recorded schema changes (of ``table`` only, if given) by position,
         the newest last; with ``limit``, the newest ``limit``."""
         return _schema_changes.read_changes(self._engine, stream_id, table, limit=limit)
+
+    def record_table_schema(self, position: BinlogPosition, schema: TableSchema) -> None:
+        """``schema`` is its table's from ``position`` on (the schema history,
+        ``metadata.schema_history``)."""
+        _schema_history.record_schema(self._engine, position, schema)
+
+    def schema_history(self, tables: Sequence[TableId]) -> History:
+        """The recorded columns of ``tables`` by position, oldest first."""
+        return _schema_history.read_history(self._engine, tables)
+
+    def schema_history_stamp(self) -> tuple[int, object]:
+        """Changes whenever a row of the schema history is recorded."""
+        return _schema_history.history_stamp(self._engine)
 
     def mark_stream_table_dropped(
         self, stream_id: str, table: TableId, position: BinlogPosition, reason: str

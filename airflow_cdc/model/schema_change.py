@@ -40,7 +40,9 @@ class DdlKind(StrEnum):
 class SchemaChange:
     """One change to ``table``. ``column``: the column changed (its old name for a rename);
     ``new_name``: a renamed column's new name; ``new_table``: a renamed table's new name;
-    ``definition``: the column's new type as the statement wrote it (``BIGINT``)."""
+    ``definition``: the column's new type as the statement wrote it (``BIGINT``);
+    ``default``: an added column's ``DEFAULT`` expression as SQL (``5``, ``'a'``,
+    ``CURRENT_TIMESTAMP()``), None without a ``DEFAULT`` clause."""
 
     kind: DdlKind
     table: TableId | None
@@ -48,6 +50,7 @@ class SchemaChange:
     new_name: str | None = None
     new_table: TableId | None = None
     definition: str | None = None
+    default: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,13 @@ from typing import Any, ClassVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_cdc.config import STREAM_MODES, DiscoveryConfig, StreamBounds, StreamJobSpec
+from airflow_cdc.config import (
+    STREAM_MODES,
+    DiscoveryConfig,
+    SchemaChangeConfig,
+    StreamBounds,
+    StreamJobSpec,
+)
 from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
@@ -140,6 +146,10 @@ class StreamOperator(JobFileSparkOperator):
         snapshotted (``discover_seconds``, ``chunk_rows``): a
         :class:`~airflow_cdc.config.DiscoveryConfig` or a mapping of those fields; its
         patterns are ``tables``'. Templated.
+    :param schema_changes: what the stream does with the source's column changes
+        (``dropped_columns``: ``keep`` or ``remove``): a
+        :class:`~airflow_cdc.config.SchemaChangeConfig` or a mapping of its fields.
+        Templated.
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB.
     :param lake_conn_id: Airflow connection of the lake's object store (see
@@ -168,12 +178,14 @@ class StreamOperator(JobFileSparkOperator):
         "staging_path",
         "bounds",
         "discovery",
+        "schema_changes",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "tables": "json",
         "exclude_tables": "json",
         "bounds": "json",
         "discovery": "json",
+        "schema_changes": "json",
     }
     ui_color = "#e3f5e1"
     default_application = STREAM_APPLICATION
@@ -192,6 +204,7 @@ class StreamOperator(JobFileSparkOperator):
         exclude_tables: list[str] | str | None = None,
         bounds: StreamBounds | Mapping[str, Any] | str | None = None,
         discovery: DiscoveryConfig | Mapping[str, Any] | str | None = None,
+        schema_changes: SchemaChangeConfig | Mapping[str, Any] | str | None = None,
         source_conn_id: str = "cdc_source",
         metadata_conn_id: str = "cdc_metadata",
         lake_conn_id: str = "cdc_lake",
@@ -208,6 +221,7 @@ class StreamOperator(JobFileSparkOperator):
         self.staging_path = staging_path
         self.bounds = bounds
         self.discovery = discovery
+        self.schema_changes = schema_changes
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         self.lake_conn_id = lake_conn_id
@@ -272,6 +286,7 @@ class StreamOperator(JobFileSparkOperator):
             mode=mode,
             bounds=as_config("bounds", StreamBounds, self.bounds),
             discovery=discovery,
+            schema_changes=as_config("schema_changes", SchemaChangeConfig, self.schema_changes),
             probe=configured_probe(),
         )
 

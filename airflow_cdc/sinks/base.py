@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
+
+if TYPE_CHECKING:  # it imports this module's column names
+    from airflow_cdc.sinks.columns_change import ColumnsChange
 
 __all__ = [
     "BUCKET_COLUMN",
@@ -161,6 +164,12 @@ class Sink(Protocol):
         """A source ``TRUNCATE TABLE`` at ``position``: every live row older than it becomes
         a delete marker at it (as a delete would leave it); newer rows and markers stay.
         Idempotent; returns the rows turned into markers."""
+        ...
+
+    def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
+        """Change the table's columns as the source's changed at ``change.position``
+        (``sinks.columns_change``; ``ordinal``: the change's place among its statement's
+        changes of the table). Idempotent: False when the table held the change."""
         ...
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:

@@ -38,10 +38,12 @@ from deltalake import DeltaTable, Transaction
 from deltalake.exceptions import TableNotFoundError
 
 from airflow_cdc.config import SinkConfig
-from airflow_cdc.errors import SinkError
+from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, ApplyResult
+from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta_changes import Batch
+from airflow_cdc.sinks.delta_evolve import evolve_table
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
 from airflow_cdc.sinks.delta_layout import (
     CONFIG_BUCKET_WIDTH,
@@ -49,9 +51,11 @@ from airflow_cdc.sinks.delta_layout import (
     STATS_COLUMNS,
     TableLayout,
     check_same_layout,
+    column_differences,
     create_table,
     layout_of,
     planned_table,
+    writable_layout,
 )
 from airflow_cdc.sinks.delta_merge import merge
 from airflow_cdc.sinks.delta_open_tables import OpenTables
@@ -177,22 +181,25 @@ class DeltaSink:
         """
         app = _app_transaction(app_id, app_version)
         dt = self._tables.take(table)
-        layout = layout_of(dt, table)
         if isinstance(changes, pa.RecordBatchReader):
             changes = changes.read_all()
-        batch = Batch.of(table, layout, changes, app, check_keys=not keys_unique)
         location = self.table_location(table)
         # The first attempt writes into the version just opened (an open replays the log);
-        # a retry after a commit conflict opens the table again.
+        # a retry after a commit conflict opens the table again, and shapes the changes
+        # again if its columns changed meanwhile (a widened type; else it refuses them).
         fresh = [dt]
         latest = [dt]
+        prepared: list[Batch] = []
 
         def attempt() -> ApplyResult:
             latest[0] = fresh.pop() if fresh else self._open(table)
-            return self._write(latest[0], batch, location)
+            layout = writable_layout(latest[0], table)
+            if not prepared or prepared[0].layout != layout:
+                prepared[:] = [Batch.of(table, layout, changes, app, check_keys=not keys_unique)]
+            return self._write(latest[0], prepared[0], location)
 
         result, attempts = retry_conflicts(
-            attempt, f"apply {batch.rows_in} rows to {table}", self.retry
+            attempt, f"apply {changes.num_rows} rows to {table}", self.retry
         )
         self._tables.keep(table, latest[0])
         if app is not None:
@@ -235,7 +242,6 @@ class DeltaSink:
         app = _app_transaction(app_id, app_version)
         encoded = position.encode()
         dt = self._tables.take(table)
-        layout = layout_of(dt, table)
         fresh = [dt]
         latest = [dt]
 
@@ -243,7 +249,7 @@ class DeltaSink:
             latest[0] = fresh.pop() if fresh else self._open(table)
             if app is not None and self._tables.holds(latest[0], table, app):
                 return 0
-            return truncate_older(latest[0], layout, encoded, app)
+            return truncate_older(latest[0], writable_layout(latest[0], table), encoded, app)
 
         marked, _ = retry_conflicts(attempt, f"truncate {table} at {position}", self.retry)
         self._tables.keep(table, latest[0])
@@ -251,15 +257,29 @@ class DeltaSink:
             self._tables.record(table, app)
         return marked
 
-    def commit_new_range(self, table: TableId, files: Sequence[DataFile], rng: ChunkRange) -> bool:
+    def commit_new_range(
+        self,
+        table: TableId,
+        files: Sequence[DataFile],
+        rng: ChunkRange,
+        written_with: TableLayout,
+    ) -> bool:
         """Commit ``files`` (the rows of ``rng``, one per key, written by
-        :func:`~airflow_cdc.sinks.delta_files.write_data_files`) as one append, if the table
-        holds no row that may lie in ``rng``. False, committing nothing, when it may: the
-        caller then merges the rows. See the module docstring for concurrent writers."""
+        :func:`~airflow_cdc.sinks.delta_files.write_data_files` with the columns of
+        ``written_with``) as one append, if the table holds no row that may lie in ``rng``.
+        False, committing nothing, when it may: the caller then merges the rows. See the
+        module docstring for concurrent writers. :class:`SinkColumnsChangedError` when
+        the table's columns changed since."""
 
         def attempt() -> bool:
             current = self._open(table)
-            if self._range_rows(current, layout_of(current, table), rng, below=None).num_rows:
+            layout = writable_layout(current, table)
+            if layout.change_schema != written_with.change_schema:
+                raise SinkColumnsChangedError(
+                    f"the columns of {table}'s Delta table changed while {rng.label()} was "
+                    f"written: {'; '.join(column_differences(layout, written_with.schema))}"
+                )
+            if self._range_rows(current, layout, rng, below=None).num_rows:
                 return False
             commit_files(current, files)
             return True
@@ -271,6 +291,19 @@ class DeltaSink:
     def remove_files(self, table: TableId, files: Sequence[DataFile]) -> None:
         """Delete written data files that were not committed."""
         remove_data_files(self.table_location(table), files)
+
+    def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
+        """Change the table's columns as the source's changed at ``change.position``
+        (:mod:`.delta_evolve`; ``ordinal``: the change's place among its statement's
+        changes of the table). Idempotent: False when the table held the change."""
+        return evolve_table(
+            lambda: self._open(table),
+            self.table_location(table),
+            table,
+            change,
+            self.retry,
+            ordinal,
+        )
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, Transaction
 
-from airflow_cdc.errors import SinkError
+from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.base import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.buckets import bucket_values
@@ -57,18 +57,25 @@ class Batch:
 def prepare_changes(
     table: TableId, layout: TableLayout, changes: pa.Table, *, check_keys: bool = True
 ) -> pa.Table:
-    """Check the batch and give it the table's column order and types plus the bucket."""
+    """Check the batch and give it the table's column order and types plus the bucket (a
+    column the table keeps after the source dropped it is NULL where the batch lacks it)."""
     target = layout.change_schema
     names = set(changes.column_names)
+    if len(names) != changes.num_columns:
+        raise SinkError(f"changes for {table} repeat a column name: {changes.column_names}")
+    for name in layout.dropped_columns:
+        if name not in names:
+            changes = changes.append_column(
+                target.field(name), pa.nulls(changes.num_rows, target.field(name).type)
+            )
+            names.add(name)
     missing = [n for n in target.names if n not in names]
     extra = [n for n in changes.column_names if n not in target.names]
     if missing or extra:
-        raise SinkError(
+        raise SinkColumnsChangedError(
             f"changes for {table} do not match the sink table: missing {missing}, "
             f"unexpected {extra} (the sink computes {BUCKET_COLUMN} itself)"
         )
-    if len(names) != changes.num_columns:
-        raise SinkError(f"changes for {table} repeat a column name: {changes.column_names}")
     try:
         source = changes.select(target.names).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:

@@ -106,11 +106,17 @@ def write_data_files(
     schema: pa.Schema,
     key: tuple[str, ...],
     bucket_width: int | None,
+    absent: Sequence[str] = (),
 ) -> list[DataFile]:
     """Write ``rows`` (``schema``: the table's columns but the bucket, in its order and
-    types) into the table at ``table``: one Parquet file per bucket."""
+    types) into the table at ``table``: one Parquet file per bucket. Columns named in
+    ``absent`` (the table keeps them after the source dropped them) are NULL where the rows
+    lack them."""
     if rows.num_rows == 0:
         return []
+    for name in absent:
+        if name not in rows.column_names:
+            rows = rows.append_column(name, pa.nulls(rows.num_rows, schema.field(name).type))
     rows = rows.select(schema.names).cast(schema)
     filesystem, root = table.resolve()
     files: list[DataFile] = []

@@ -4,6 +4,11 @@ The key columns and the bucket width are stored in the table's configuration
 (``airflow_cdc.key``, ``airflow_cdc.bucket_width``) so that every writer, in any process,
 computes the same buckets without being told. A table is created once with the layout a
 source table asks for; a later writer checks that the stored one still matches.
+
+The stream changes a table's columns as the source's change (:mod:`.delta_evolve`); two
+more entries tell writers about that: ``airflow_cdc.dropped_columns``, the columns the
+table keeps after the source dropped them (a writer without them is valid), and
+``airflow_cdc.evolving``, set while the columns are being changed (writers wait).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 from deltalake.schema import Schema as DeltaSchema
 
-from airflow_cdc.errors import SinkError
+from airflow_cdc.errors import SinkColumnsChangedError, SinkError, TableEvolvingError
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks.base import (
     BUCKET_COLUMN,
@@ -32,20 +37,28 @@ from airflow_cdc.sinks.naming import quote_column
 
 __all__ = [
     "CONFIG_BUCKET_WIDTH",
+    "CONFIG_DROPPED",
+    "CONFIG_EVOLVING",
     "CONFIG_KEY",
     "STATS_COLUMNS",
     "PlannedTable",
     "TableLayout",
     "check_same_layout",
+    "column_differences",
     "create_table",
+    "delta_fields",
     "layout_of",
     "planned_table",
+    "stats_columns",
+    "writable_layout",
 ]
 
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = "airflow_cdc.key"
 CONFIG_BUCKET_WIDTH = "airflow_cdc.bucket_width"
+CONFIG_DROPPED = "airflow_cdc.dropped_columns"
+CONFIG_EVOLVING = "airflow_cdc.evolving"
 #: Delta table property listing the columns whose min/max statistics writers collect.
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 
@@ -58,6 +71,10 @@ class TableLayout:
     bucket_width: int | None
     #: Arrow schema of the Delta table, ``_cdc_bucket`` included.
     schema: pa.Schema
+    #: Columns kept after the source dropped them: writers may leave them out (NULL).
+    dropped_columns: tuple[str, ...] = ()
+    #: What the stream is changing the columns for, while it does (writers wait).
+    evolving: str | None = None
 
     @property
     def change_schema(self) -> pa.Schema:
@@ -67,6 +84,15 @@ class TableLayout:
     @property
     def source_columns(self) -> list[str]:
         return [name for name in self.schema.names if not name.startswith(CDC_PREFIX)]
+
+    @property
+    def source_fields(self) -> list[pa.Field]:
+        return [f for f in self.schema if not f.name.startswith(CDC_PREFIX)]
+
+    @property
+    def live_columns(self) -> list[str]:
+        """The source columns the source still has (the dropped ones kept left out)."""
+        return [n for n in self.source_columns if n not in self.dropped_columns]
 
 
 def layout_of(dt: DeltaTable, table: TableId) -> TableLayout:
@@ -83,7 +109,20 @@ def layout_of(dt: DeltaTable, table: TableId) -> TableLayout:
         key=tuple(json.loads(raw_key)),
         bucket_width=int(width) if width else None,
         schema=pa.schema(dt.schema().to_arrow()),
+        dropped_columns=tuple(json.loads(config.get(CONFIG_DROPPED) or "[]")),
+        evolving=config.get(CONFIG_EVOLVING) or None,
     )
+
+
+def writable_layout(dt: DeltaTable, table: TableId) -> TableLayout:
+    """:func:`layout_of` for a writer: :class:`TableEvolvingError` (a writer retries it
+    like a commit conflict, ``sinks.retry``) while the stream changes the table's columns."""
+    layout = layout_of(dt, table)
+    if layout.evolving is not None:
+        raise TableEvolvingError(
+            f"the stream is changing the columns of {table}'s Delta table ({layout.evolving})"
+        )
+    return layout
 
 
 @dataclass(frozen=True)
@@ -117,7 +156,7 @@ def planned_table(
     wanted = _delta_arrow_schema(table, arrow_schema)
     config = {
         CONFIG_KEY: json.dumps(list(schema.key)),
-        STATS_COLUMNS: _stats_columns(wanted),
+        STATS_COLUMNS: stats_columns(wanted),
     }
     if width is not None:
         config[CONFIG_BUCKET_WIDTH] = str(width)
@@ -151,12 +190,19 @@ def create_table(
 
 
 def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTable) -> None:
-    """Refuse an existing sink table whose columns or key differ from the planned ones."""
-    wanted, config = planned.schema, planned.configuration
-    problems = _schema_changes(pa.schema(existing.schema().to_arrow()), wanted)
+    """Refuse an existing sink table whose key differs from the planned one
+    (:class:`SinkError`) or whose columns do (:class:`SinkColumnsChangedError`: the
+    source's columns changed and the stream has not changed the table's yet, or has
+    changed them past what the writer read)."""
+    config = planned.configuration
     stored = existing.metadata().configuration
     if stored.get(CONFIG_KEY) != config[CONFIG_KEY]:
-        problems.append(f"key {stored.get(CONFIG_KEY)} -> {config[CONFIG_KEY]}")
+        raise SinkError(
+            f"the sink table of {table} at {existing.table_uri} has the key "
+            f"{stored.get(CONFIG_KEY)}, the source {config[CONFIG_KEY]}: a new primary key "
+            "needs the table snapshotted again into a replacement (mysql_cdc_backfill with "
+            "replace)"
+        )
     if stored.get(CONFIG_BUCKET_WIDTH) != config.get(CONFIG_BUCKET_WIDTH):
         # Writers may derive a width from data that has moved since; the first one sticks
         # and every writer reads it from the table, so this is no error.
@@ -166,19 +212,27 @@ def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTabl
             stored.get(CONFIG_BUCKET_WIDTH),
             config.get(CONFIG_BUCKET_WIDTH),
         )
+    layout = layout_of(existing, table)
+    if layout.evolving is not None:
+        raise SinkColumnsChangedError(
+            f"the stream is changing the columns of the sink table of {table} ({layout.evolving})"
+        )
+    problems = column_differences(layout, planned.schema)
     if problems:
-        raise SinkError(
-            f"the sink table of {table} at {existing.table_uri} differs from the source: "
-            + "; ".join(problems)
-            + ". Schema evolution is not supported yet: re-snapshot the table into a new "
-            "sink root (or move the old table away)"
+        raise SinkColumnsChangedError(
+            f"the sink table of {table} at {existing.table_uri} has other columns than the "
+            f"source: {'; '.join(problems)}"
         )
 
 
-def _schema_changes(have: pa.Schema, wanted: pa.Schema) -> list[str]:
+def column_differences(layout: TableLayout, wanted: pa.Schema) -> list[str]:
+    """How the table's live columns differ from ``wanted`` (a writer's, as Delta holds
+    them, ``_cdc_`` columns included or not); the order of columns does not count."""
+    have_types = {f.name: f.type for f in layout.source_fields}
+    for name in layout.dropped_columns:
+        have_types.pop(name, None)
+    want_types = {f.name: f.type for f in wanted if not f.name.startswith(CDC_PREFIX)}
     problems: list[str] = []
-    have_types = {f.name: f.type for f in have}
-    want_types = {f.name: f.type for f in wanted}
     added = [n for n in want_types if n not in have_types]
     dropped = [n for n in have_types if n not in want_types]
     changed = [
@@ -192,9 +246,17 @@ def _schema_changes(have: pa.Schema, wanted: pa.Schema) -> list[str]:
         problems.append(f"columns gone from the source {dropped}")
     if changed:
         problems.append(f"changed types {changed}")
-    if not problems and have.names != wanted.names:
-        problems.append(f"column order {have.names} -> {wanted.names}")
     return problems
+
+
+def delta_fields(table: TableId, fields: list[pa.Field]) -> list[pa.Field]:
+    """Source columns as Delta holds them (every column nullable, types round-tripped
+    through Delta's), so they compare with a stored table's."""
+    return [
+        f
+        for f in _delta_arrow_schema(table, pa.schema(fields))
+        if f.name in {g.name for g in fields}
+    ]
 
 
 def _delta_arrow_schema(table: TableId, arrow_schema: pa.Schema) -> pa.Schema:
@@ -219,7 +281,7 @@ def _delta_arrow_schema(table: TableId, arrow_schema: pa.Schema) -> pa.Schema:
     return pa.schema(delta.to_arrow())
 
 
-def _stats_columns(schema: pa.Schema) -> str:
+def stats_columns(schema: pa.Schema) -> str:
     """Columns that may carry file statistics: all but decimals wider than 18 digits.
 
     delta-rs 1.6 writes min/max statistics of such decimals clamped to 2**63 - 1 (seen

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from airflow_cdc.errors import SinkError
+from airflow_cdc.errors import SinkError, TableEvolvingError
 
 __all__ = ["RetryPolicy", "is_commit_conflict", "retry_conflicts"]
 
@@ -37,8 +37,9 @@ _CONFLICT_FRAGMENTS = (
 
 
 def is_commit_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` is a lost commit race that a re-run of the write resolves."""
-    if isinstance(exc, CommitFailedError):
+    """Whether ``exc`` is a lost commit race that a re-run of the write resolves (or a
+    table whose columns the stream is changing: a re-run after it is done)."""
+    if isinstance(exc, CommitFailedError | TableEvolvingError):
         return True
     if isinstance(exc, DeltaError):
         text = str(exc).lower()
@@ -71,10 +72,17 @@ def retry_conflicts(
         attempt += 1
         try:
             return action(), attempt
-        except (CommitFailedError, DeltaError) as exc:
+        except (CommitFailedError, DeltaError, TableEvolvingError) as exc:
             if not is_commit_conflict(exc):
                 raise
             elapsed = clock() - start
+            if elapsed >= policy.deadline and isinstance(exc, TableEvolvingError):
+                raise SinkError(
+                    f"{what}: waited {elapsed:.0f} s for the stream to finish changing the "
+                    f"table's columns ({exc}). A change stays marked until the stream carries "
+                    "it out (it may be rewriting a large table, or stopped: airflow-cdc status "
+                    "tells); re-run the task once it has (the write is idempotent)"
+                ) from exc
             if elapsed >= policy.deadline:
                 raise SinkError(
                     f"{what}: still losing commit races after {attempt} attempts in "

@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
@@ -37,6 +37,7 @@ from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.staging import remove_staged, staging_folder
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.binlog_window import read_window
+from airflow_cdc.snapshot.read_again import reading_again
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
 from airflow_cdc.snapshot.runners import Runner, local_runner, with_driver_share
 from airflow_cdc.snapshot.write import ChunkRows, Written, commit_files, merge_rows, write_files
@@ -59,9 +60,6 @@ __all__ = [
 
 log = logging.getLogger("airflow_cdc.snapshot")
 
-#: How often a chunk reads again when a DDL statement of its table lands in its window.
-WINDOW_RETRIES = 3
-
 
 @dataclass(frozen=True)
 class ChunkOutcome:
@@ -78,6 +76,8 @@ class ChunkOutcome:
     write_seconds: float
     #: Written as new data files committed at once, rather than merged (``snapshot.write``).
     as_files: bool = False
+    #: The columns the chunk read with: the table's between its watermarks.
+    schema: TableSchema | None = None
 
     def summary(self) -> str:
         rate = self.rows / self.read_seconds if self.read_seconds > 0 else 0.0
@@ -177,8 +177,10 @@ def snapshot_chunk(
     try:
         conn = connect(task.source)
         try:
-            return _reading_again(
-                task, lambda: _snapshot_on(conn, task, staging, runner, parallelism, driver_share)
+            return reading_again(
+                task.label(),
+                task.read,
+                lambda: _snapshot_on(conn, task, staging, runner, parallelism, driver_share),
             )
         except Exception as exc:
             if not connection_broke(exc):
@@ -211,20 +213,6 @@ def snapshot_chunks_quietly(tasks: Sequence[ChunkTask]) -> list[ChunkOutcome | C
     """:func:`snapshot_chunk_quietly` of each task, one after another: one Spark task's
     share of a unit's small chunks (``snapshot.unit``)."""
     return [snapshot_chunk_quietly(task) for task in tasks]
-
-
-def _reading_again(task: ChunkTask, snapshot: Callable[[], ChunkOutcome]) -> ChunkOutcome:
-    """``snapshot()`` again (up to :data:`WINDOW_RETRIES` times) while a DDL statement of
-    the chunk's table lies between its watermarks: each read takes a new low watermark,
-    after it."""
-    for attempt in range(WINDOW_RETRIES + 1):
-        try:
-            return snapshot()
-        except SchemaChangedInWindowError as exc:
-            if attempt == WINDOW_RETRIES:
-                raise
-            log.warning("%s: %s (reading it again)", task.label(), exc)
-    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -277,6 +265,7 @@ def _snapshot_on(
         correct_seconds=correct_seconds,
         write_seconds=write_seconds,
         as_files=written.as_files,
+        schema=schema,
     )
 
 
@@ -296,6 +285,13 @@ def _read(
     started = time.monotonic()
     with ConsistentReadView(conn, info) as view:
         low = view.low_watermark
+    if load_table_schema(conn, task.chunk.table, task.key) != schema:
+        # Changed between the catalog read and the watermark: outside the window the
+        # correction reads, so it would not be seen there.
+        raise SchemaChangedInWindowError(
+            f"{task.chunk.table} changed while its chunk started (the catalog's columns "
+            f"before the low watermark {low} differ from those after it)"
+        )
     probe.reach("after_low_watermark")
     ranges = chunk_partitions(
         conn,

@@ -193,6 +193,7 @@ def _record(
                     o.read_seconds,
                     o.correct_seconds,
                     o.write_seconds,
+                    o.schema,
                 )
                 for o in done
             ]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.model import ChangeEvent, ChunkRange, Key, TableId, TableSchema
 from airflow_cdc.sinks.base import (
     DELETED_COLUMN,
@@ -37,8 +38,10 @@ from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 
 if TYPE_CHECKING:  # the workers that write partition files need no Delta table
     from airflow_cdc.sinks.delta import DeltaSink
+    from airflow_cdc.sinks.delta_layout import TableLayout
 
 __all__ = [
+    "ChunkFiles",
     "ChunkRows",
     "PartitionFiles",
     "Written",
@@ -96,6 +99,8 @@ class PartitionFiles:
     position: int
     #: Keys whose rows the correction writes instead.
     replaced: pa.Table
+    #: Columns the table keeps after the source dropped them (NULL in these files).
+    absent: tuple[str, ...] = ()
 
 
 def write_partition_files(task: PartitionFiles) -> list[DataFile]:
@@ -106,6 +111,7 @@ def write_partition_files(task: PartitionFiles) -> list[DataFile]:
         task.sink_schema,
         task.key,
         task.bucket_width,
+        task.absent,
     )
 
 
@@ -167,6 +173,15 @@ class Written:
     as_files: bool
 
 
+@dataclass(frozen=True)
+class ChunkFiles:
+    """The files way's data files, not committed yet, and the table layout they were
+    written for."""
+
+    layout: TableLayout
+    files: list[DataFile]
+
+
 def _corrections(rows: ChunkRows) -> pa.Table:
     target = arrow_schema(rows.schema)
     return pa.concat_tables(
@@ -174,7 +189,7 @@ def _corrections(rows: ChunkRows) -> pa.Table:
     )
 
 
-def write_files(sink: DeltaSink, rows: ChunkRows, runner: Runner) -> list[DataFile]:
+def write_files(sink: DeltaSink, rows: ChunkRows, runner: Runner) -> ChunkFiles:
     """The files way, first half: the partitions' files (by the workers) and the
     corrections' file, not committed yet."""
     layout = sink.layout(rows.table)
@@ -190,20 +205,33 @@ def write_files(sink: DeltaSink, rows: ChunkRows, runner: Runner) -> list[DataFi
             layout.bucket_width,
             rows.position,
             replaced,
+            layout.dropped_columns,
         )
         for path in rows.staged
     ]
     files: list[DataFile] = [f for written in runner(write_partition_files, tasks) for f in written]
     files += write_data_files(
-        table, _corrections(rows), layout.change_schema, layout.key, layout.bucket_width
+        table,
+        _corrections(rows),
+        layout.change_schema,
+        layout.key,
+        layout.bucket_width,
+        layout.dropped_columns,
     )
-    return files
+    return ChunkFiles(layout, files)
 
 
-def commit_files(sink: DeltaSink, rows: ChunkRows, files: Sequence[DataFile]) -> Written | None:
+def commit_files(sink: DeltaSink, rows: ChunkRows, written: ChunkFiles) -> Written | None:
     """The files way, second half: one commit; None (the files deleted, nothing written)
-    when the sink holds rows of the range by now."""
-    if not sink.commit_new_range(rows.table, files, rows.range):
+    when the sink holds rows of the range by now. The files are deleted too when the
+    table's columns changed since they were written (:class:`SinkColumnsChangedError`)."""
+    files = written.files
+    try:
+        committed = sink.commit_new_range(rows.table, files, rows.range, written.layout)
+    except SinkColumnsChangedError:
+        sink.remove_files(rows.table, files)
+        raise
+    if not committed:
         sink.remove_files(rows.table, files)
         return None
     total = sum(f.rows for f in files)

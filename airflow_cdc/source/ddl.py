@@ -65,7 +65,13 @@ def _alter(statement: exp.Alter, database: str) -> tuple[SchemaChange, ...]:
 
 def _action(action: exp.Expression, table: TableId, database: str) -> SchemaChange:
     if isinstance(action, exp.ColumnDef):
-        return SchemaChange(DdlKind.ADD_COLUMN, table, action.name, definition=_type(action))
+        return SchemaChange(
+            DdlKind.ADD_COLUMN,
+            table,
+            action.name,
+            definition=_type(action),
+            default=_default(action),
+        )
     if isinstance(action, exp.ModifyColumn):
         column = action.this
         old = action.args.get("rename_from")
@@ -148,6 +154,13 @@ def _table(node: exp.Expression | None, database: str) -> TableId:
     if not isinstance(node, exp.Table):
         raise ValueError(f"not a table: {node!r}")
     return TableId(node.db or database, node.name)
+
+
+def _default(column: exp.Expression) -> str | None:
+    for constraint in column.args.get("constraints") or []:
+        if isinstance(constraint.kind, exp.DefaultColumnConstraint):
+            return str(constraint.kind.this.sql(dialect=_DIALECT))
+    return None
 
 
 def _type(column: exp.Expression) -> str | None:

@@ -12,10 +12,10 @@ renamed column would turn into NULLs, an added one would vanish. The rule:
 * a drifted change that would have to be applied stops the stream with
   :class:`~airflow_cdc.errors.SchemaChangedError`, naming the columns and the way on.
 
-A type change under the same column names (``MODIFY``) is not visible in the images; the
-stream job compares the catalog with its schemas for that (:func:`catalog_drift`). And a
-stream that (re)starts after an ALTER loads today's columns, which its images then match:
-it compares them with the Delta table's own columns and key (:func:`sink_drift`).
+A type change under the same column names (``MODIFY``) is not visible in the images: the
+stream sees it as the DDL statement at its position (``stream.ddl_apply``). And a stream
+that (re)starts after an ALTER loads today's columns, which its images then match: it
+compares them with the Delta table's own columns and key (:func:`sink_drift`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, TableId, TableSc
 
 __all__ = [
     "Drift",
-    "catalog_drift",
     "image_drift",
     "needed",
     "screen_events",
@@ -43,11 +42,10 @@ class Drift:
 
     added: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
-    retyped: tuple[str, ...] = ()  # "name: old -> new"
     key: tuple[str, ...] | None = None  # the new key, when it changed
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.dropped or self.retyped or self.key is not None)
+        return bool(self.added or self.dropped or self.key is not None)
 
     def describe(self) -> str:
         parts = []
@@ -55,8 +53,6 @@ class Drift:
             parts.append(f"new columns {list(self.added)}")
         if self.dropped:
             parts.append(f"columns no longer there {list(self.dropped)}")
-        if self.retyped:
-            parts.append(f"changed types {list(self.retyped)}")
         if self.key is not None:
             parts.append(f"a new key {list(self.key)}")
         return "; ".join(parts) or "no change"
@@ -68,23 +64,6 @@ def image_drift(schema: TableSchema, image: Mapping[str, object]) -> Drift:
     return Drift(
         added=tuple(name for name in image if name not in names),
         dropped=tuple(name for name in names if name not in image),
-    )
-
-
-def catalog_drift(sink: TableSchema, current: TableSchema) -> Drift:
-    """The table as the catalog has it now against the schema the stream writes with."""
-    before = {c.name: c for c in sink.columns}
-    after = {c.name: c for c in current.columns}
-    retyped = tuple(
-        f"{name}: {before[name].column_type} -> {after[name].column_type}"
-        for name in after
-        if name in before and before[name].column_type != after[name].column_type
-    )
-    return Drift(
-        added=tuple(name for name in after if name not in before),
-        dropped=tuple(name for name in before if name not in after),
-        retyped=retyped,
-        key=current.key if current.key != sink.key else None,
     )
 
 

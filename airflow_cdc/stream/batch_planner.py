@@ -34,13 +34,11 @@ from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.server import current_position, server_info
 from airflow_cdc.stream.joining import joined_tables, tables_to_read, tables_waiting_to_join
+from airflow_cdc.stream.known_columns import KnownColumns
 from airflow_cdc.stream.slice_rows import Offset, SlicePlan
 from airflow_cdc.stream.start import start_position
 
 __all__ = ["BatchPlanner"]
-
-#: How many of the newest recorded schema changes a batch looks at.
-SCHEMA_CHANGES_SEEN = 200
 
 
 class BatchPlanner:
@@ -54,11 +52,11 @@ class BatchPlanner:
         self._initial = initial
         self._target: BinlogPosition | None = None
         self._metadata: MetadataStore | None = None
-        #: The schemas of the tables read, loaded when a table is first read and kept: row
-        #: images are screened against them, so an ALTER under the stream is noticed.
-        self._schemas: dict[TableId, TableSchema] = {}
-        #: The schema changes recorded so far (``_forget_changed_schemas``).
-        self._changes_seen: set[tuple[TableId, BinlogPosition]] = set()
+        #: The columns each table is read with (row images are screened against them, so an
+        #: ALTER under the stream is noticed): the schema history's at the batch's start,
+        #: else the catalog's, loaded when a table is first read and kept.
+        self._known = KnownColumns()
+        self._catalog: dict[TableId, TableSchema] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the source for the executors' reads: no DB engine travels.
@@ -149,33 +147,31 @@ class BatchPlanner:
         """The batch ``(start, end]`` cut for the executors (see the module docstring)."""
         store = self._store()
         tables = tables_to_read(store, self.spec.stream_id)
-        for table in list(self._schemas):
+        for table in list(self._catalog):
             if table not in tables:
-                del self._schemas[table]
-        self._forget_changed_schemas(store)
-        cuts = self._load_and_cut(tables, start.position, end.position)
-        schemas = {table_to_text(t): self._schemas[t] for t in tables}
-        marks = store.tables_watermarks({t: sort_key_for(self._schemas[t]) for t in tables})
+                del self._catalog[table]
+        known = self._known.at(store, tables, start.position)
+        unknown = [t for t in tables if t not in known]
+        cuts = self._load_and_cut(tables, unknown, start.position, end.position)
+        columns = {t: known.get(t) or self._catalog[t] for t in tables}
+        schemas = {table_to_text(t): columns[t] for t in tables}
+        marks = store.tables_watermarks({t: sort_key_for(columns[t]) for t in tables})
         watermarks = {table_to_text(t): marks[t] for t in tables}
         edges = [start.position, *cuts]
         ends = [*(Offset(cut) for cut in cuts), end]
         return [SlicePlan(a, b, schemas, watermarks) for a, b in zip(edges, ends, strict=True)]
 
-    def _forget_changed_schemas(self, store: MetadataStore) -> None:
-        """Load again the tables whose schema changed since the last batch: the batch
-        function took their changes in order and may have read their columns again."""
-        for change in store.schema_changes(self.spec.stream_id, limit=SCHEMA_CHANGES_SEEN):
-            seen = (change.table, change.position)
-            if seen not in self._changes_seen:
-                self._changes_seen.add(seen)
-                self._schemas.pop(change.table, None)
-
     def _load_and_cut(
-        self, tables: list[TableId], first: BinlogPosition, last: BinlogPosition
+        self,
+        tables: list[TableId],
+        unknown: list[TableId],
+        first: BinlogPosition,
+        last: BinlogPosition,
     ) -> list[BinlogPosition]:
-        """Load the schemas of tables read for the first time, and the positions where the
-        batch is cut into slices (none for a small batch or one core): one connection."""
-        missing = [t for t in tables if t not in self._schemas]
+        """Load the catalog's columns of the ``unknown`` tables read for the first time, and
+        the positions where the batch of ``tables`` is cut into slices (none for a small
+        batch or one core): one connection."""
+        missing = [t for t in unknown if t not in self._catalog]
         parallelism = self.spec.bounds.decode_parallelism or self._cores or os.cpu_count() or 1
         span = last.offset - first.offset if last.file == first.file else None
         worth_cutting = bool(
@@ -187,7 +183,7 @@ class BatchPlanner:
             return []
 
         def load_and_cut(conn: DbConnection) -> list[BinlogPosition]:
-            self._schemas.update(zip(missing, load_table_schemas(conn, missing), strict=True))
+            self._catalog.update(zip(missing, load_table_schemas(conn, missing), strict=True))
             if not worth_cutting:
                 return []
             size = range_bytes(binary_logs(conn), first, last) if span is None else span

@@ -30,10 +30,11 @@ from airflow_cdc.sinks.staging import read_arrow_file, remove_staged
 from airflow_cdc.source.binlog_index import binary_logs, range_bytes
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, connect, on_server
-from airflow_cdc.source.schema_check import Drift, catalog_drift, sink_drift, way_on
+from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
 from airflow_cdc.stream.joining import JoinReplay, joined_tables, new_tables, replay_tables
+from airflow_cdc.stream.known_columns import KnownColumns
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 from airflow_cdc.stream.staging import block_file, merge_groups, staging_dir
 
@@ -62,7 +63,10 @@ class BatchWriter:
         self.probe = spec.probe.load()
         self.owner = owner
         self.spec = spec
+        #: The columns each table is read with: the schema history's at the batch's start
+        #: (``stream.known_columns``), else the catalog's.
         self.schemas: dict[TableId, TableSchema] = {}
+        self._known = KnownColumns()
         #: Per table: its schema as loaded against its Delta table's columns and key.
         self.sink_drift: dict[TableId, Drift] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
@@ -197,7 +201,12 @@ class BatchWriter:
 
     def _in_order(self) -> InOrder:
         return InOrder(
-            self.spec.stream_id, self.spec.source, self.sink, self.store, self._reload_schema
+            self.spec.stream_id,
+            self.spec.source,
+            self.sink,
+            self.store,
+            self._reload_schema,
+            self.spec.schema_changes,
         )
 
     def _dropped(self) -> set[TableId]:
@@ -212,11 +221,12 @@ class BatchWriter:
         return schema
 
     def _check_catalog(self, tables: list[TableId]) -> None:
-        """Changes the row images cannot show, for the tables whose changes this batch must
-        apply: a type or key change (MODIFY, a new primary key) keeps the column names, so
-        the catalog is compared with the schemas written with (one catalog read per such
-        table); and a schema loaded after an ALTER matches the new images, so it is compared
-        with the Delta table's own columns and key (once, when loaded: ``sink_drift``)."""
+        """A schema loaded after an ALTER the stream did not see (it loaded the table after
+        it: a restart, a join) matches the new images but not the Delta table: it is
+        compared with the Delta table's own columns and key once, when loaded
+        (``sink_drift``). (Every ALTER the stream reads is carried out at its position,
+        ``stream.ddl_apply``, so the catalog, which may be ahead of the batch, is not
+        compared here.)"""
 
         for table in tables:
             drift = self.sink_drift.get(table)
@@ -225,22 +235,6 @@ class BatchWriter:
                     f"{table} changed before the stream loaded it: {drift.describe()} (its "
                     f"columns now against the Delta table's). Nothing of this batch was "
                     f"applied. {way_on(table)}"
-                )
-        if not tables:
-            return
-
-        current = on_server(
-            self.spec.source,
-            lambda conn: dict(zip(tables, load_table_schemas(conn, tables), strict=True)),
-            what="checking the catalog",
-        )
-        for table in tables:
-            drift = catalog_drift(self.schemas[table], current[table])
-            if drift.retyped or drift.key is not None:
-                raise SchemaChangedError(
-                    f"{table} changed under the stream: {drift.describe()} (the catalog now "
-                    f"against the sink table's schema). Nothing of this batch was applied. "
-                    f"{way_on(table)}"
                 )
 
     def _load_schemas(self, conn: DbConnection, tables: Sequence[TableId]) -> None:
@@ -255,7 +249,7 @@ class BatchWriter:
         self.schemas[table] = schema
         if self.sink.exists(table):
             layout = self.sink.layout(table)
-            self.sink_drift[table] = sink_drift(layout.source_columns, layout.key, schema)
+            self.sink_drift[table] = sink_drift(layout.live_columns, layout.key, schema)
         else:
             self.sink_drift[table] = Drift()
 
@@ -272,6 +266,10 @@ class BatchWriter:
             if table not in reading:  # e.g. a batch planned before a restart
                 del self.schemas[table]
                 self.sink_drift.pop(table, None)
+        if batch.start is not None:
+            for table, schema in self._known.at(self.store, reading, batch.start).items():
+                if self.schemas.get(table) != schema:
+                    self._keep_schema(table, schema)
         fresh = new_tables(reading, joined)
         missing = [t for t in reading if t not in self.schemas]
 
@@ -294,9 +292,11 @@ class BatchWriter:
             return []
         replays = replay_tables(self._in_order(), [self.schemas[t] for t in fresh], batch.start)
         dropped = self._dropped()
-        for table in fresh:  # a table dropped in its replay is read no further
-            if table in dropped:
-                self.schemas.pop(table, None)
+        for replay in replays:
+            if replay.table in dropped:  # a table dropped in its replay is read no further
+                self.schemas.pop(replay.table, None)
+            elif replay.schema is not None:  # its columns changed in the replay
+                self._keep_schema(replay.table, replay.schema)
         return replays
 
 

@@ -21,24 +21,22 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import StreamTable
+from airflow_cdc.metadata.schema_history import schemas_at
 from airflow_cdc.model import (
     BinlogPosition,
     ChangeEvent,
     ChunkRange,
-    SchemaEvent,
     TableId,
     TableSchema,
 )
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog_reader import read_changes
-from airflow_cdc.source.schema_check import screen_events, way_on
+from airflow_cdc.source.schema_check import screen_events
 from airflow_cdc.stream.apply import apply_batch
-from airflow_cdc.stream.ddl_apply import InOrder, carry_out
+from airflow_cdc.stream.ddl_apply import InOrder, Statement, carry_out, statements
 from airflow_cdc.stream.emit_filter import EmitFilter
-from airflow_cdc.stream.schema_decisions import Decision
 
 __all__ = [
     "JoinReplay",
@@ -90,6 +88,8 @@ class JoinReplay:
     changes: int = 0
     rows_written: int = 0
     seconds: float = 0.0
+    #: The table's columns after the replay (a change of columns in it), else None.
+    schema: TableSchema | None = None
 
 
 def replay_tables(
@@ -114,7 +114,12 @@ def replay_tables(
         floor = store.stream_floor(schema.table)
         if floor is not None and floor < until:
             floors[schema.table] = floor
-    replaying = {s.table: s for s in schemas if s.table in floors}
+    history = store.schema_history(list(floors))
+    replaying = {  # each read with its columns at its floor (the schema history's, if any)
+        s.table: schemas_at({s.table: history.get(s.table, [])}, floors[s.table]).get(s.table, s)
+        for s in schemas
+        if s.table in floors
+    }
     changes: dict[TableId, int] = {}
     written: dict[TableId, int] = {}
     seconds = 0.0
@@ -125,33 +130,41 @@ def replay_tables(
             context, replaying, marks, min(floors.values()), until, server_id, slice_size
         )
         seconds = time.monotonic() - started
-    replays = []
-    for schema in schemas:
-        table = schema.table
-        if table not in floors:
-            log.info(
-                "%s joined the stream at %s: its snapshot's watermarks lie ahead, nothing to "
-                "replay",
-                table,
-                until,
-            )
-            replays.append(JoinReplay(table, None, until))
-            continue
+    return [
+        _joined(schema, replaying, floors, until, (changes, written), seconds) for schema in schemas
+    ]
+
+
+def _joined(
+    schema: TableSchema,
+    replayed: Mapping[TableId, TableSchema],
+    floors: Mapping[TableId, BinlogPosition],
+    until: BinlogPosition,
+    counts: tuple[dict[TableId, int], dict[TableId, int]],
+    seconds: float,
+) -> JoinReplay:
+    """What joining ``schema.table`` replayed, logged."""
+    table = schema.table
+    if table not in floors:
         log.info(
-            "%s joined the stream at %s: replayed %d changes (%d rows written) from %s in %.1f s",
+            "%s joined the stream at %s: its snapshot's watermarks lie ahead, nothing to replay",
             table,
             until,
-            changes.get(table, 0),
-            written.get(table, 0),
-            floors[table],
-            seconds,
         )
-        replays.append(
-            JoinReplay(
-                table, floors[table], until, changes.get(table, 0), written.get(table, 0), seconds
-            )
-        )
-    return replays
+        return JoinReplay(table, None, until)
+    changes, written = (count.get(table, 0) for count in counts)
+    log.info(
+        "%s joined the stream at %s: replayed %d changes (%d rows written) from %s in %.1f s",
+        table,
+        until,
+        changes,
+        written,
+        floors[table],
+        seconds,
+    )
+    after = replayed.get(table, schema)
+    changed = after if after != schema else None
+    return JoinReplay(table, floors[table], until, changes, written, seconds, schema=changed)
 
 
 def _replay(
@@ -165,13 +178,36 @@ def _replay(
 ) -> tuple[dict[TableId, int], dict[TableId, int]]:
     """The tables' changes in ``(floor, until]`` through their emit filter into the sink, in
     slices of ``slice_size`` changes, and their schema changes carried out in order; changes
-    read and rows written per table (a table dropped on the way is read no further)."""
+    read and rows written per table. A table dropped on the way is read no further; a
+    table whose columns changed is read on with its new ones (``schemas`` is updated), the
+    binlog from the change on again (a change of columns is one table's ALTER)."""
 
-    emit = EmitFilter(marks, schemas)
     changes: dict[TableId, int] = {}
     written: dict[TableId, int] = {}
+    start: BinlogPosition | None = floor
+    names = ", ".join(map(str, schemas))
+    log.info("%s join the stream: replaying their binlog changes in (%s, %s]", names, floor, until)
+    while start is not None:
+        start = _replay_pass(
+            context, schemas, marks, (start, until), server_id, slice_size, (changes, written)
+        )
+    return changes, written
+
+
+def _replay_pass(
+    context: InOrder,
+    schemas: dict[TableId, TableSchema],
+    marks: Mapping[TableId, list[tuple[ChunkRange, BinlogPosition]]],
+    span: tuple[BinlogPosition, BinlogPosition],
+    server_id: int | None,
+    slice_size: int,
+    counts: tuple[dict[TableId, int], dict[TableId, int]],
+) -> BinlogPosition | None:
+    """One read of ``span`` under ``schemas``: None when it reached the end, else the
+    position of a change of columns to read on from."""
+    changes, written = counts
+    emit = EmitFilter(marks, schemas)
     pending: list[ChangeEvent] = []
-    gone: set[TableId] = set()
 
     def flush() -> None:
         if pending:
@@ -181,15 +217,20 @@ def _replay(
                 written[table] = written.get(table, 0) + rows
             pending.clear()
 
-    names = ", ".join(map(str, schemas))
-    log.info("%s join the stream: replaying their binlog changes in (%s, %s]", names, floor, until)
-    for event in read_changes(context.source, schemas, floor, until, server_id=server_id):
-        if event.table in gone:
+    items = read_changes(context.source, dict(schemas), *span, server_id=server_id)
+    for event in statements(items):
+        if event.table not in schemas:
             continue
-        if isinstance(event, SchemaEvent):
+        if isinstance(event, Statement):
             flush()
-            if _carry_out(context, event.table, event, marks[event.table]) is Decision.DROP:
-                gone.add(event.table)
+            before = schemas[event.table]
+            highs = [high for _, high in marks[event.table]]
+            carried = carry_out(context, before, event, highs)
+            if carried.schema is None:
+                del schemas[event.table]
+            elif carried.schema != before:
+                schemas[event.table] = carried.schema
+                return event.position
             continue
         pending.append(event)
         changes[event.table] = changes.get(event.table, 0) + 1
@@ -197,24 +238,7 @@ def _replay(
             flush()
             log.info("replayed %d changes up to %s", sum(changes.values()), event.position)
     flush()
-    return changes, written
-
-
-def _carry_out(
-    context: InOrder,
-    table: TableId,
-    event: SchemaEvent,
-    marks: list[tuple[ChunkRange, BinlogPosition]],
-) -> Decision:
-    """A joining table's schema change. It lies after the table's oldest watermark, so no
-    snapshot can hold it for the whole table: ``RELOAD`` does not come up here."""
-    decision = carry_out(context, table, event, [high for _, high in marks])
-    if decision is Decision.RELOAD:
-        raise SchemaChangedError(
-            f"{table}: {event.statement.strip()!r} at {event.position} lies in the replay "
-            f"of its join, which reads its changes with one set of columns. {way_on(table)}"
-        )
-    return decision
+    return None
 
 
 def new_tables(read: Sequence[TableId], joined: Sequence[TableId]) -> list[TableId]:

@@ -17,9 +17,14 @@ change                        ``p`` after the chunks    before every chunk
 ============================  ========================  ============================
 ``TRUNCATE``                  ``TRUNCATE``              ``TRUNCATE`` (changes nothing)
 ``DROP TABLE``, ``RENAME``    ``DROP``                  ``NOTHING`` (a newer table)
-column changes, key, unknown  ``STOP``                  ``RELOAD``
+column changes, unknown       ``EVOLVE``                ``RELOAD``
+primary key                   ``STOP``                  ``RELOAD``
 options, defaults, CREATE     ``NOTHING``               ``NOTHING``
 ============================  ========================  ============================
+
+``EVOLVE`` changes the replica's columns in place where ``stream.schema_evolution`` can
+do it exactly (an added column, a widened type, a rename, a drop; unreadable DDL that
+changed no column); where it cannot, the change stops the stream like ``STOP``.
 
 ``TRUNCATE`` turns every row older than ``p`` into a delete marker at ``p``: exact whatever
 the chunks (a chunk read after ``p`` holds rows at a later position, which it leaves). A
@@ -33,7 +38,15 @@ from enum import StrEnum
 
 from airflow_cdc.model import BinlogPosition, DdlKind, SchemaChange
 
-__all__ = ["DECISIONS", "Coverage", "Decision", "coverage", "decide", "explain"]
+__all__ = [
+    "DECISIONS",
+    "Coverage",
+    "Decision",
+    "coverage",
+    "decide",
+    "explain",
+    "statement_decision",
+]
 
 
 class Coverage(StrEnum):
@@ -51,11 +64,21 @@ class Decision(StrEnum):
     TRUNCATE = "truncate"  # every row older than the change becomes a delete marker
     DROP = "drop"  # the replica is kept as it was, marked dropped; its changes stop
     RELOAD = "reload"  # the snapshot holds the change: take the table's columns again
+    EVOLVE = "evolve"  # the replica's columns change in place (stream.schema_evolution)
     STOP = "stop"  # the stream stops and names the change and the way on
 
 
 _UNCHANGED_ROWS = frozenset({DdlKind.TABLE_OPTIONS, DdlKind.COLUMN_DEFAULT, DdlKind.CREATE_TABLE})
 _GONE = frozenset({DdlKind.DROP_TABLE, DdlKind.RENAME_TABLE})
+_IN_PLACE = frozenset(
+    {
+        DdlKind.ADD_COLUMN,
+        DdlKind.MODIFY_COLUMN,
+        DdlKind.RENAME_COLUMN,
+        DdlKind.DROP_COLUMN,
+        DdlKind.UNKNOWN,
+    }
+)
 
 
 def decide(kind: DdlKind, where: Coverage) -> Decision:
@@ -66,7 +89,29 @@ def decide(kind: DdlKind, where: Coverage) -> Decision:
         return Decision.TRUNCATE
     if kind in _GONE:
         return Decision.NOTHING if where is Coverage.BEFORE else Decision.DROP
-    return Decision.RELOAD if where is Coverage.BEFORE else Decision.STOP
+    if where is Coverage.BEFORE:
+        return Decision.RELOAD
+    return Decision.EVOLVE if kind in _IN_PLACE else Decision.STOP
+
+
+#: Which decision a statement of several changes of one table takes (the first that one of
+#: them takes): a stop stops whatever else the statement does; a table renamed away is no
+#: longer followed; a newer snapshot holds every change; a truncate stands alone.
+_PRECEDENCE = (
+    Decision.STOP,
+    Decision.DROP,
+    Decision.RELOAD,
+    Decision.TRUNCATE,
+    Decision.EVOLVE,
+    Decision.NOTHING,
+)
+
+
+def statement_decision(decisions: Sequence[Decision]) -> Decision:
+    """The decision of one statement's changes of a table, from each change's."""
+    if not decisions:
+        raise ValueError("a statement changes something")
+    return next(d for d in _PRECEDENCE if d in decisions)
 
 
 #: Every change kind with its decision after, across and before the chunks.
@@ -98,6 +143,7 @@ def explain(change: SchemaChange, decision: Decision) -> str:
         Decision.TRUNCATE: f"{what}: every row before it becomes a delete marker",
         Decision.DROP: f"{what}: the replica is kept as it was and marked dropped",
         Decision.RELOAD: f"{what}: the table's snapshot is newer, its columns are read again",
+        Decision.EVOLVE: f"{what}: applied to the replica in place",
         Decision.STOP: f"{what}: not applied in place yet",
     }[decision]
 

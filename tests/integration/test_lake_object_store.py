@@ -157,7 +157,7 @@ def _chunk_writer(root: str, options: dict[str, str], chunk: int, go: Event, out
             sink.table_location(TABLE), rows, layout.change_schema, layout.key, WIDTH
         )
         how = "files"
-        if not sink.commit_new_range(TABLE, files, rng):
+        if not sink.commit_new_range(TABLE, files, rng, layout):
             sink.remove_files(TABLE, files)
             sink.apply(TABLE, rows, keys_unique=True)
             how = "merge"

@@ -73,13 +73,18 @@ def job_spec(
     partition_rows: int = 250_000,
     engine: str = "connectorx",
     storage_options: Mapping[str, str] | None = None,
+    columns_wait_seconds: float = 600.0,
 ) -> ChunkJobSpec:
     return ChunkJobSpec(
         chunk_ids=(chunk_id,),
         source=source_config(server),
         metadata_url=metadata_url,
         sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
-        read=ReadConfig(partition_rows=partition_rows, engine=engine),
+        read=ReadConfig(
+            partition_rows=partition_rows,
+            engine=engine,
+            columns_wait_seconds=columns_wait_seconds,
+        ),
         probe=pause_points(pause_dir) if pause_dir else ProbeConfig(),
     )
 

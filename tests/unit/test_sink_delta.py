@@ -431,7 +431,9 @@ def test_files_commit_into_an_empty_range_with_key_statistics(sink: DeltaSink) -
         sink, schema.table, [(5, 7, False, "a"), (150, 7, False, "b"), (99, 7, True, None)]
     )
     assert sorted(f.bucket for f in files) == [0, 1]  # one file per bucket
-    assert sink.commit_new_range(schema.table, files, ChunkRange(None, (200,)))
+    assert sink.commit_new_range(
+        schema.table, files, ChunkRange(None, (200,)), sink.layout(schema.table)
+    )
     assert state(sink, schema.table) == {
         5: (7, False, "a"),
         150: (7, False, "b"),
@@ -446,7 +448,9 @@ def test_files_commit_into_an_empty_range_with_key_statistics(sink: DeltaSink) -
     ]
     # The range holds rows now: a second set of files is refused, and nothing is committed.
     again = _files(sink, schema.table, [(5, 9, False, "c")])
-    assert not sink.commit_new_range(schema.table, again, ChunkRange((0,), (100,)))
+    assert not sink.commit_new_range(
+        schema.table, again, ChunkRange((0,), (100,)), sink.layout(schema.table)
+    )
     sink.remove_files(schema.table, again)
     assert state(sink, schema.table)[5] == (7, False, "a")
     assert not any(
@@ -477,7 +481,9 @@ def test_a_writer_that_gets_into_the_range_first_makes_the_files_commit_back_off
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DeltaSink, "_range_rows", staticmethod(racing))
-        assert not sink.commit_new_range(schema.table, files, ChunkRange(None, (100,)))
+        assert not sink.commit_new_range(
+            schema.table, files, ChunkRange(None, (100,)), sink.layout(schema.table)
+        )
     assert checks == 2  # the conflict made it check again
     assert state(sink, schema.table) == {5: (9, False, "stream")}
     # The caller then merges the rows: last writer wins, one row per key.
@@ -491,7 +497,9 @@ def test_a_files_commit_makes_a_racing_merge_retry_onto_its_rows(sink: DeltaSink
     sink.ensure_table(schema, arrow, bucket_width=100)
     stale = DeltaTable(sink.table_uri(schema.table))  # a merge that read before the commit
     files = _files(sink, schema.table, [(5, 7, False, "snapshot")])
-    assert sink.commit_new_range(schema.table, files, ChunkRange(None, (100,)))
+    assert sink.commit_new_range(
+        schema.table, files, ChunkRange(None, (100,)), sink.layout(schema.table)
+    )
     with pytest.raises(Exception, match="concurrent"):
         stale.merge(
             changes([(5, 9, False, "stream")]).append_column(

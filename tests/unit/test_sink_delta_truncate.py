@@ -247,7 +247,7 @@ def test_files_appended_into_a_rewritten_bucket_make_the_truncate_retry(
     )
 
     def append() -> None:
-        assert DeltaSink(sink.root).commit_new_range(T, files, ChunkRange((2,), (9,)))
+        assert DeltaSink(sink.root).commit_new_range(T, files, ChunkRange((2,), (9,)), layout)
 
     assert _truncate_racing(sink, at(50), append, 2) == 2
     assert state(sink) == {1: (50, True, None), 3: (50, True, None)}

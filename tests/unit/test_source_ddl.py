@@ -50,6 +50,23 @@ def test_types_travel_with_added_and_modified_columns() -> None:
     assert (added.definition, modified.definition) == ("DECIMAL(14, 4)", "VARCHAR(200)")
 
 
+@pytest.mark.parametrize(
+    ("clause", "default"),
+    [
+        ("", None),
+        ("NOT NULL DEFAULT 5", "5"),
+        ("DEFAULT 'a''b'", "'a''b'"),
+        ("DEFAULT NULL", "NULL"),
+        ("DEFAULT -1.50", "-1.50"),
+        ("DEFAULT CURRENT_TIMESTAMP", "CURRENT_TIMESTAMP()"),
+    ],
+)
+def test_an_added_columns_default_travels_as_sql(clause: str, default: str | None) -> None:
+    """The rows before an ``ADD COLUMN`` hold its default (``source.column_defaults``)."""
+    (added,) = schema_changes(f"ALTER TABLE t ADD c DATETIME {clause}", "db")
+    assert added.default == default
+
+
 def test_table_renames_and_several_tables() -> None:
     assert schema_changes("RENAME TABLE a TO b, x.c TO y.`d e`", "db") == (
         SchemaChange(K.RENAME_TABLE, TableId("db", "a"), new_table=TableId("db", "b")),

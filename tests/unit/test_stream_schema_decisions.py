@@ -16,6 +16,7 @@ from airflow_cdc.stream.schema_decisions import (
     coverage,
     decide,
     explain,
+    statement_decision,
 )
 
 T = TableId("db", "t")
@@ -93,3 +94,38 @@ def test_the_user_guide_table_is_the_modules() -> None:
     )
     expected = {kind.value: tuple(d.value for d in DECISIONS[kind]) for kind in DdlKind}
     assert rows == expected
+
+
+@given(kinds)
+def test_column_changes_are_tried_in_place_a_new_key_stops(kind: DdlKind) -> None:
+    """After the chunks, a change of columns is carried over in place (``EVOLVE``, which
+    turns into a stop where ``stream.schema_evolution`` cannot make it exact); a new
+    primary key always needs the table read again."""
+    in_place = {
+        DdlKind.ADD_COLUMN,
+        DdlKind.MODIFY_COLUMN,
+        DdlKind.RENAME_COLUMN,
+        DdlKind.DROP_COLUMN,
+        DdlKind.UNKNOWN,
+    }
+    decision = decide(kind, Coverage.AFTER)
+    assert (decision is Decision.EVOLVE) == (kind in in_place)
+    assert (decision is Decision.STOP) == (kind is DdlKind.PRIMARY_KEY)
+
+
+@given(st.lists(kinds, min_size=1, max_size=4), st.sampled_from(list(Coverage)))
+def test_a_statement_takes_the_strongest_of_its_changes_decisions(
+    statement: list[DdlKind], where: Coverage
+) -> None:
+    """``ALTER TABLE t ADD a, ADD PRIMARY KEY (...)``: one decision for the statement, one
+    of its changes' own; a stop stops it whatever the rest does, and it evolves in place
+    only when each change evolves or changes nothing."""
+    own = [decide(kind, where) for kind in statement]
+    decision = statement_decision(own)
+    assert decision in own
+    if Decision.STOP in own:
+        assert decision is Decision.STOP
+    if decision is Decision.EVOLVE:
+        assert set(own) <= {Decision.EVOLVE, Decision.NOTHING}
+    if set(own) == {Decision.NOTHING}:
+        assert decision is Decision.NOTHING

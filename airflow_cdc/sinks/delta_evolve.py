@@ -1,0 +1,191 @@
+"""A sink table's columns changed in Delta as the source's changed (``DeltaSink.evolve``).
+
+Three commits, each idempotent:
+
+1. **mark** the table evolving (``airflow_cdc.evolving``): a writer that read the table
+   before fails its commit (delta-rs refuses a commit after a concurrent change of the
+   table's metadata) and one that reads it after waits (``writable_layout``), so no write
+   lands between the read of the files below and their replacement (a plain overwrite would
+   not notice one);
+2. **change**: where stored rows change (:meth:`ColumnsChange.rewrites`) every data file is
+   read, conformed (:func:`conform_rows`) and written anew, and the new files replace the
+   old ones in one overwrite that carries the new schema; otherwise the table gains the new
+   columns (delta-rs ``add_columns``) or only its properties change. The commit records
+   the change as the application transaction ``airflow-cdc.columns`` (its statement's
+   position and its place among the statement's tables' changes), so a change the table
+   holds is never done twice (a replayed batch, a crash after it);
+3. **finish**: the dropped columns kept, the statistics columns, the mark cleared.
+
+delta-rs 1.6 has neither type widening nor renames in place (column mapping), hence the
+rewrite. Readers see the old columns up to the change's version and the new ones from it;
+time travel keeps the old.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.schema import Field as DeltaField
+from deltalake.schema import Schema as DeltaSchema
+
+from airflow_cdc.model import TableId
+from airflow_cdc.sinks.base import BUCKET_COLUMN
+from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
+from airflow_cdc.sinks.delta_commits import add_actions
+from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
+from airflow_cdc.sinks.delta_layout import (
+    CONFIG_DROPPED,
+    CONFIG_EVOLVING,
+    STATS_COLUMNS,
+    TableLayout,
+    delta_fields,
+    layout_of,
+    stats_columns,
+)
+from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.storage import Location
+
+__all__ = ["COLUMNS_APP", "change_version", "evolve_table"]
+
+log = logging.getLogger(__name__)
+
+#: The application transaction whose version is the last column change a table holds.
+COLUMNS_APP = "airflow-cdc.columns"
+#: Changes of one statement to one table (``change_version``'s ordinal below this).
+_PER_STATEMENT = 100
+#: Data files read and written at once by a rewrite (pyarrow releases the GIL).
+_REWRITE_THREADS = 4
+
+
+def change_version(change: ColumnsChange, ordinal: int = 0) -> int:
+    """The application-transaction version of ``change`` (``ordinal``: its place among its
+    statement's changes of the table): the same order as the binlog's."""
+    if not 0 <= ordinal < _PER_STATEMENT:
+        raise ValueError(f"ordinal {ordinal} out of range")
+    return change.position.boundary_number() * _PER_STATEMENT + ordinal
+
+
+def evolve_table(
+    open_table: Callable[[], DeltaTable],
+    location: Location,
+    table: TableId,
+    change: ColumnsChange,
+    retry: RetryPolicy,
+    ordinal: int = 0,
+) -> bool:
+    """Carry ``change`` out in the Delta table ``open_table`` opens (see the module
+    docstring); False when the table held it already."""
+    version = change_version(change, ordinal)
+    if _holds(open_table(), version):
+        _finish(open_table, table, retry)  # a crash may have left the mark
+        return False
+    what = f"{table}: columns changed at {change.position}"
+    retry_conflicts(lambda: _mark(open_table(), table, change), f"{what} (marking)", retry)
+    retry_conflicts(lambda: _change(open_table(), location, table, change, version), what, retry)
+    _finish(open_table, table, retry)
+    log.info("%s", what)
+    return True
+
+
+def _holds(dt: DeltaTable, version: int) -> bool:
+    held = dt.transaction_version(COLUMNS_APP)
+    return held is not None and int(held) >= version
+
+
+def _mark(dt: DeltaTable, table: TableId, change: ColumnsChange) -> None:
+    """Step 1; the mark also holds the columns kept as dropped after the change, for step
+    3 (which a crash may leave to a replay, when the table no longer tells them)."""
+    layout = layout_of(dt, table)
+    _, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
+    mark = {"position": change.position.to_text(), "since": time.time(), "dropped": dropped}
+    dt.alter.set_table_properties({CONFIG_EVOLVING: json.dumps(mark)}, raise_if_not_exists=False)
+
+
+def _change(
+    dt: DeltaTable, location: Location, table: TableId, change: ColumnsChange, version: int
+) -> None:
+    """Step 2 on ``dt`` (nothing when the table holds the change)."""
+    if _holds(dt, version):
+        return
+    layout = layout_of(dt, table)
+    fields, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
+    fields = delta_fields(table, fields)
+    commit = CommitProperties(app_transactions=[Transaction(COLUMNS_APP, version)])
+    if change.rewrites(layout.dropped_columns):
+        _rewrite(dt, location, layout, change, fields, commit)
+    elif change.added:
+        new = [f for f in fields if f.name not in layout.source_columns]
+        dt.alter.add_columns(
+            [DeltaField.from_arrow(pa.field(f.name, f.type)) for f in new],
+            commit_properties=commit,
+        )
+    else:  # a dropped column kept: only the properties change
+        dt.alter.set_table_properties(
+            {CONFIG_DROPPED: json.dumps(dropped)},
+            raise_if_not_exists=False,
+            commit_properties=commit,
+        )
+
+
+def _rewrite(
+    dt: DeltaTable,
+    location: Location,
+    layout: TableLayout,
+    change: ColumnsChange,
+    fields: list[pa.Field],
+    commit: CommitProperties,
+) -> None:
+    """Every data file read, conformed and written anew; one overwrite commit with the new
+    schema replaces them (the new files are deleted again when it fails)."""
+    before = layout.change_schema
+    cdc = [f for f in before if f.name not in layout.source_columns]
+    after = pa.schema(fields + cdc)
+    paths = [unquote(str(p)) for p in pa.table(dt.get_add_actions(flatten=True)).column("path")]
+    filesystem, root = location.resolve()
+
+    def rewrite_file(path: str) -> list[DataFile]:
+        rows = pq.read_table(f"{root}/{path}", filesystem=filesystem)
+        conformed = conform_rows(rows, before, change, after)
+        return write_data_files(location, conformed, after, layout.key, layout.bucket_width)
+
+    with ThreadPoolExecutor(_REWRITE_THREADS, thread_name_prefix="evolve") as pool:
+        files = [f for written in pool.map(rewrite_file, paths) for f in written]
+    bucket = pa.field(BUCKET_COLUMN, pa.int64())
+    try:
+        dt.create_write_transaction(
+            list(add_actions(files, int(time.time() * 1000))),
+            mode="overwrite",
+            schema=DeltaSchema.from_arrow(after.append(bucket)),
+            partition_by=[BUCKET_COLUMN],
+            commit_properties=commit,
+        )
+    except BaseException:
+        remove_data_files(location, files)
+        raise
+    log.info("rewrote %d data files of %s into %d", len(paths), dt.table_uri, len(files))
+
+
+def _finish(open_table: Callable[[], DeltaTable], table: TableId, retry: RetryPolicy) -> None:
+    """Step 3: the table's properties as its columns now are, the mark cleared."""
+
+    def finish() -> None:
+        dt = open_table()
+        layout = layout_of(dt, table)
+        if layout.evolving is None:
+            return
+        properties = {
+            STATS_COLUMNS: stats_columns(layout.schema),
+            CONFIG_DROPPED: json.dumps(json.loads(layout.evolving)["dropped"]),
+            CONFIG_EVOLVING: "",
+        }
+        dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+
+    retry_conflicts(finish, f"{table}: finishing a change of columns", retry)

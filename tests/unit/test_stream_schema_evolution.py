@@ -1,0 +1,259 @@
+"""``stream.schema_evolution``: column changes carried over to the replica in place (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_cdc.model import BinlogPosition, Column, DdlKind, SchemaChange, TableId, TableSchema
+from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.stream.schema_evolution import (
+    AddColumn,
+    ChangeColumn,
+    DropColumn,
+    Evolution,
+    NotInPlace,
+    evolve,
+    evolve_statement,
+    widens,
+)
+
+T = TableId("db", "t")
+
+
+def col(name: str, column_type: str, *, nullable: bool = True) -> Column:
+    data_type = column_type.split("(")[0].split()[0]
+    precision = scale = None
+    if data_type == "decimal":
+        precision, scale = (int(p) for p in column_type[8:-1].split(","))
+    return Column(name, data_type, column_type, nullable, precision, scale)
+
+
+BEFORE = TableSchema(
+    T,
+    (
+        col("id", "int(11)", nullable=False),
+        col("n", "int(11)"),
+        col("s", "varchar(10)"),
+        col("d", "decimal(10,2)"),
+        col("f", "float"),
+    ),
+    ("id",),
+)
+
+
+def catalog(*changes: tuple[str, Column | None]) -> TableSchema:
+    """BEFORE with columns replaced (None: removed) or added."""
+    columns = {c.name: c for c in BEFORE.columns}
+    for name, column in changes:
+        if column is None:
+            columns.pop(name)
+        else:
+            columns[name] = column
+    return dataclasses.replace(BEFORE, columns=tuple(columns.values()))
+
+
+def change(kind: DdlKind, column: str, **fields: str) -> SchemaChange:
+    return SchemaChange(kind, T, column, **fields)  # type: ignore[arg-type]
+
+
+def test_an_added_nullable_column_is_null_in_older_rows() -> None:
+    c = col("c", "varchar(20)")
+    found = evolve(
+        BEFORE, change(DdlKind.ADD_COLUMN, "c", definition="VARCHAR(20)"), catalog(("c", c))
+    )
+    assert found == Evolution(
+        dataclasses.replace(BEFORE, columns=(*BEFORE.columns, c)), (AddColumn(c, None),)
+    )
+
+
+def test_an_added_column_with_a_constant_default_fills_older_rows() -> None:
+    c = col("c", "decimal(6,1)", nullable=False)
+    found = evolve(
+        BEFORE,
+        change(DdlKind.ADD_COLUMN, "c", definition="DECIMAL(6, 1)", default="2.5"),
+        catalog(("c", c)),
+    )
+    assert isinstance(found, Evolution)
+    assert found.steps == (AddColumn(c, Decimal("2.5")),)
+
+
+@pytest.mark.parametrize(
+    ("statement", "catalog_now"),
+    [
+        # The server computes the default: the rows must be read.
+        (
+            change(DdlKind.ADD_COLUMN, "c", definition="DATETIME", default="CURRENT_TIMESTAMP()"),
+            catalog(("c", col("c", "datetime"))),
+        ),
+        # The catalog moved on: c is BIGINT by a later ALTER.
+        (change(DdlKind.ADD_COLUMN, "c", definition="INT"), catalog(("c", col("c", "bigint(20)")))),
+        # ... or c is gone again.
+        (change(DdlKind.ADD_COLUMN, "c", definition="INT"), BEFORE),
+        (change(DdlKind.ADD_COLUMN, "n", definition="INT"), BEFORE),  # there already
+        (change(DdlKind.MODIFY_COLUMN, "n", definition="BIGINT"), BEFORE),  # moved on
+        (change(DdlKind.MODIFY_COLUMN, "s", definition="INT"), catalog(("s", col("s", "int(11)")))),
+        (
+            change(DdlKind.MODIFY_COLUMN, "n", definition="SMALLINT"),
+            catalog(("n", col("n", "smallint(6)"))),
+        ),
+        (
+            change(DdlKind.MODIFY_COLUMN, "d", definition="DECIMAL(12, 1)"),
+            catalog(("d", col("d", "decimal(12,1)"))),
+        ),
+        (
+            change(DdlKind.RENAME_COLUMN, "id", new_name="key"),
+            catalog(("id", None), ("key", BEFORE.column("id"))),
+        ),
+        (change(DdlKind.DROP_COLUMN, "id"), catalog(("id", None))),
+        (SchemaChange(DdlKind.PRIMARY_KEY, T), BEFORE),
+        (SchemaChange(DdlKind.UNKNOWN, T), catalog(("n", col("n", "bigint(20)")))),
+    ],
+)
+def test_what_cannot_be_made_exact_is_not_in_place(
+    statement: SchemaChange, catalog_now: TableSchema
+) -> None:
+    assert isinstance(evolve(BEFORE, statement, catalog_now), NotInPlace)
+
+
+@pytest.mark.parametrize(
+    ("column", "definition", "new_type", "to"),
+    [
+        ("n", "BIGINT", "bigint(20)", pa.int64()),
+        ("s", "VARCHAR(200)", "varchar(200)", None),  # the same Arrow type: nothing to write
+        ("d", "DECIMAL(14, 4)", "decimal(14,4)", pa.decimal128(14, 4)),
+        ("f", "DOUBLE", "double", pa.float64()),
+        ("n", "INT", "int(11)", None),  # e.g. NULL -> NOT NULL
+    ],
+)
+def test_a_widening_modify_retypes_the_column(
+    column: str, definition: str, new_type: str, to: pa.DataType | None
+) -> None:
+    new = col(column, new_type)
+    found = evolve(
+        BEFORE, change(DdlKind.MODIFY_COLUMN, column, definition=definition), catalog((column, new))
+    )
+    assert isinstance(found, Evolution)
+    assert found.schema.column(column) == new
+    assert found.steps == ((ChangeColumn(column, column, to),) if to is not None else ())
+
+
+def test_a_rename_keeps_the_values_under_the_new_name() -> None:
+    renamed = dataclasses.replace(BEFORE.column("s"), name="label")
+    found = evolve(
+        BEFORE,
+        change(DdlKind.RENAME_COLUMN, "s", new_name="label"),
+        catalog(("s", None), ("label", renamed)),
+    )
+    assert isinstance(found, Evolution)
+    assert [c.name for c in found.schema.columns] == ["id", "n", "label", "d", "f"]
+    assert found.steps == (ChangeColumn("s", "label", None),)
+
+
+def test_a_change_that_renames_and_widens_does_both() -> None:
+    wide = col("total", "bigint(20)")
+    found = evolve(
+        BEFORE,
+        change(DdlKind.RENAME_COLUMN, "n", new_name="total", definition="BIGINT"),
+        catalog(("n", None), ("total", wide)),
+    )
+    assert isinstance(found, Evolution)
+    assert found.steps == (ChangeColumn("n", "total", pa.int64()),)
+
+
+def test_a_dropped_column_leaves_the_schema() -> None:
+    found = evolve(BEFORE, change(DdlKind.DROP_COLUMN, "d"), catalog(("d", None)))
+    assert isinstance(found, Evolution)
+    assert [c.name for c in found.schema.columns] == ["id", "n", "s", "f"]
+    assert found.steps == (DropColumn("d"),)
+
+
+def test_unreadable_ddl_that_changed_no_column_changes_nothing() -> None:
+    assert evolve(BEFORE, SchemaChange(DdlKind.UNKNOWN, T), BEFORE) == Evolution(BEFORE, ())
+
+
+NUMERIC = st.sampled_from(
+    [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()]
+    + [pa.decimal128(p, s) for p in (3, 10, 14, 20, 38) for s in (0, 2, 4) if s <= p]
+)
+
+
+def _values(kind: pa.DataType) -> st.SearchStrategy[object]:
+    if pa.types.is_integer(kind):
+        bits = kind.bit_width - 1
+        return st.integers(-(2**bits), 2**bits - 1)
+    if pa.types.is_floating(kind):
+        return st.floats(width=kind.bit_width, allow_nan=False)
+    digits = kind.precision - kind.scale
+    return st.decimals(
+        min_value=-(10**digits) + 1,
+        max_value=10**digits - 1,
+        places=kind.scale,
+        allow_nan=False,
+        allow_infinity=False,
+    )
+
+
+@settings(deadline=None)
+@given(st.data(), NUMERIC, NUMERIC)
+def test_a_widening_keeps_every_value(
+    data: st.DataObject, old: pa.DataType, new: pa.DataType
+) -> None:
+    """Whatever ``widens`` accepts, every value of the old type casts to the new one and
+    back unchanged (the rewrite's safe cast cannot fail)."""
+    if not widens(old, new):
+        return
+    values = data.draw(st.lists(_values(old), max_size=20))
+    column = pa.array(values, old)
+    wider = column.cast(new, safe=True)
+    assert wider.cast(old, safe=True).equals(column)
+
+
+AT = BinlogPosition("mysql-bin.000004", 900)
+
+
+def test_a_statements_changes_make_one_evolution_and_one_sink_change() -> None:
+    """``ALTER TABLE t CHANGE n total BIGINT, ADD c INT DEFAULT 3, DROP d``: each change
+    checked against the columns the previous ones left, one change for the sink."""
+    wide, c = col("total", "bigint(20)"), col("c", "int(11)")
+    catalog_now = catalog(("n", None), ("total", wide), ("d", None), ("c", c))
+    found = evolve_statement(
+        BEFORE,
+        [
+            change(DdlKind.RENAME_COLUMN, "n", new_name="total", definition="BIGINT"),
+            change(DdlKind.ADD_COLUMN, "c", definition="INT", default="3"),
+            change(DdlKind.DROP_COLUMN, "d"),
+        ],
+        catalog_now,
+    )
+    assert isinstance(found, Evolution)
+    assert [x.name for x in found.schema.columns] == ["id", "total", "s", "f", "c"]
+    sink = found.sink_change(AT, keep_dropped=True)
+    assert sink == ColumnsChange(
+        AT,
+        added=(AddedColumn(pa.field("c", pa.int32()), 3),),
+        renamed=(("n", "total"),),
+        retyped=(("total", pa.int64()),),
+        dropped=("d",),
+        keep_dropped=True,
+    )
+    assert Evolution(BEFORE, ()).sink_change(AT, keep_dropped=True) is None
+    # One change that cannot be made exact makes the statement so.
+    assert isinstance(
+        evolve_statement(
+            BEFORE, [change(DdlKind.DROP_COLUMN, "d"), change(DdlKind.DROP_COLUMN, "id")], BEFORE
+        ),
+        NotInPlace,
+    )
+
+
+def test_renames_one_after_another_reach_the_sink_as_one() -> None:
+    steps = (ChangeColumn("n", "m", None), ChangeColumn("m", "k", pa.int64()))
+    sink = Evolution(BEFORE, steps).sink_change(AT, keep_dropped=False)
+    assert sink is not None
+    assert (sink.renamed, sink.retyped) == ((("n", "k"),), (("k", pa.int64()),))
