@@ -44,9 +44,19 @@ def status_report(url: str) -> dict[str, Any]:
     plan = store.latest_plan()
     if plan is not None:
         report.update(_plan_report(store, plan))
+    report["unfinished_plans"] = [
+        {"plan_id": plan_id, "label": label, **_chunk_counts(store, plan_id)}
+        for plan_id, label in store.unfinished_plans()
+        if plan is None or plan_id != plan.plan_id
+    ]
     now = dt.datetime.now(dt.UTC)
     report["streams"] = [_stream_report(store, state, now) for state in store.stream_states()]
     return report
+
+
+def _chunk_counts(store: MetadataStore, plan_id: int) -> dict[str, int]:
+    progress = store.progress(plan_id)
+    return {"chunks_done": progress.done, "chunks_total": progress.total}
 
 
 def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
@@ -148,6 +158,9 @@ def _print(report: dict[str, Any]) -> None:
             print(f"  {t['table']:<32} {chunks:>11} {t['failed']:>6} {rows:>14}")
         for c in report["failed_chunks"]:
             print(f"  FAILED {c['label']} (attempts {c['attempts']}): {c['error']}")
+    for p in report["unfinished_plans"]:
+        done = f"{p['chunks_done']}/{p['chunks_total']} chunks done"
+        print(f"unfinished plan {p['plan_id']} ({p['label']}): {done}")
     if not report["streams"]:
         print("no stream yet")
     for s in report["streams"]:

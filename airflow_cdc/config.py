@@ -294,25 +294,33 @@ class DiscoveryConfig:
 
 
 DROPPED_COLUMN_MODES = ("keep", "remove")
+NOT_IN_PLACE_MODES = ("replace", "stop")
 
 
 @dataclass(frozen=True)
 class SchemaChangeConfig:
-    """What the stream does with the source's column changes (``stream.schema_evolution``).
+    """What the stream does with the source's schema changes (``stream.schema_decisions``).
 
     ``dropped_columns``: after ``DROP COLUMN``, ``keep`` leaves the column in the Delta
     table (older rows keep their values, versions written after the drop hold NULL; no
     rewrite, and readers' queries naming it keep working); ``remove`` rewrites the table
-    without it."""
+    without it. ``not_in_place``: a change that cannot be carried over in place (a new
+    primary key, a narrowing or another type): ``replace`` snapshots the table again into a
+    replacement Delta table while the stream goes on with the others; ``stop`` stops the
+    stream, naming the change and the way on."""
 
     dropped_columns: str = "keep"
+    not_in_place: str = "replace"
 
     def __post_init__(self) -> None:
-        if self.dropped_columns not in DROPPED_COLUMN_MODES:
-            raise ConfigurationError(
-                f"dropped_columns must be one of {DROPPED_COLUMN_MODES}, got "
-                f"{self.dropped_columns!r}"
-            )
+        for name, modes in (
+            ("dropped_columns", DROPPED_COLUMN_MODES),
+            ("not_in_place", NOT_IN_PLACE_MODES),
+        ):
+            if getattr(self, name) not in modes:
+                raise ConfigurationError(
+                    f"{name} must be one of {modes}, got {getattr(self, name)!r}"
+                )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,14 @@ from typing import Any, TypeVar, cast, get_origin
 from airflow_cdc.config import setting_types
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["as_config", "as_mapping", "as_positive_int", "as_str_list", "parse_literal"]
+__all__ = [
+    "as_bool",
+    "as_config",
+    "as_mapping",
+    "as_positive_int",
+    "as_str_list",
+    "parse_literal",
+]
 
 C = TypeVar("C")
 
@@ -42,6 +49,17 @@ def as_positive_int(name: str, value: Any, *, zero: bool = False) -> int:
         wanted = "0 or a positive whole number" if zero else "a positive whole number"
         raise ConfigurationError(f"{name} must be {wanted}, got {value!r}")
     return value
+
+
+def as_bool(name: str, value: Any) -> bool:
+    """A flag from a bool or its text (``True``/``true``/``False``/``false``; ``None`` or
+    empty text: false)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "false", "", "none"):
+        return text == "true"
+    raise ConfigurationError(f"{name} must be true or false, got {value!r}")
 
 
 def as_str_list(name: str, value: Any) -> list[str]:

@@ -14,10 +14,14 @@ The running stream needs no restart: it re-reads the chunk watermarks every micr
 uses the new chunks for the backfilled range (the older plan's chunks elsewhere). A table
 newly added to the configured set, which the stream does not follow yet, is snapshotted
 whole here and then joins the running stream (``mysql_cdc``'s, env ``CDC_STREAM_ID``): the
-stream replays its changes since the snapshot and reads it from then on. Nothing
+stream replays its changes since the snapshot and reads it from then on. With
+``replace``, the table's Delta table is created again, empty, with the table's columns and
+key now, before its chunks run (``airflow_cdc.snapshot.replacement``); the stream stops
+applying the table's changes until the snapshot is done, then joins it anew. Nothing
 typed into the form reaches SQL except as a query parameter. E.g.::
 
     airflow dags test mysql_cdc_backfill -c '{"table": "shop.orders", "lo": [1000], "hi": [2000]}'
+    airflow dags test mysql_cdc_backfill -c '{"table": "shop.orders", "replace": true}'
 """
 
 from __future__ import annotations
@@ -89,6 +93,18 @@ with DAG(
             minLength=1,
             description="Root folder or URI of the Delta tables (<root>/<database>/<table>)",
         ),
+        "replace": Param(
+            False,
+            type="boolean",
+            title="Replace the Delta table",
+            description=(
+                "Snapshot the whole table into a replacement Delta table, created again "
+                "with the table's columns and key now (time travel keeps the old one): the "
+                "way on after a change the stream does not carry over in place. The stream "
+                "stops applying the table's changes until this snapshot is done, then "
+                "replays them. No key range."
+            ),
+        ),
     },
 ) as dag:
     plan = PlanSnapshotOperator(
@@ -102,6 +118,7 @@ with DAG(
         chunk_rows="{{ params.chunk_rows }}",
         # A table the stream does not follow yet joins it once this snapshot is done.
         join_stream=configured_stream_id(),
+        replace="{{ params.replace }}",
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
         plan.output, sink_path="{{ params.sink_path }}", staging_path=configured_staging_path()

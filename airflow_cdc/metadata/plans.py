@@ -77,6 +77,16 @@ def latest_plan_id(engine: Engine) -> int | None:
     return with_retry(engine, read, write=False, what="reading plans from")
 
 
+def unfinished_plans(engine: Engine) -> list[tuple[int, str]]:
+    """Id and label of every plan whose chunks are not all done, oldest first."""
+
+    def read(connection: Connection) -> list[tuple[int, str]]:
+        query = sa.select(t_plans.c.plan_id, t_plans.c.label).where(t_plans.c.status != "done")
+        return [(int(row[0]), str(row[1])) for row in connection.execute(query)]
+
+    return sorted(with_retry(engine, read, write=False, what="reading plans from"))
+
+
 def read_label(engine: Engine, plan_id: int) -> str:
     def read(connection: Connection) -> str:
         label = connection.execute(

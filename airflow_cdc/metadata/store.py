@@ -125,6 +125,10 @@ class MetadataStore:
         plan_id = _plans.latest_plan_id(self._engine)
         return None if plan_id is None else self.plan(plan_id)
 
+    def unfinished_plans(self) -> list[tuple[int, str]]:
+        """Id and label of every plan not done (pending, running or failed chunks)."""
+        return _plans.unfinished_plans(self._engine)
+
     def plan_label(self, plan_id: int) -> str:
         return _plans.read_label(self._engine, plan_id)
 
@@ -242,10 +246,6 @@ class MetadataStore:
         """Every stream's lease and progress, by stream id."""
         return _stream.read_states(self._engine)
 
-    def get_stream_state(self, stream_id: str) -> StreamState | None:
-        """Same as :meth:`stream_state`."""
-        return _stream.read_state(self._engine, stream_id)
-
     def put_stream_state(self, state: StreamState) -> None:
         """Insert or replace the stream's row (all fields as given; tests and repairs)."""
         _stream.put_state(self._engine, state)
@@ -288,6 +288,13 @@ class MetadataStore:
         return _stream_tables.request_tables(
             self._engine, stream_id, tables, requested_by, rearm_dropped=rearm_dropped
         )
+
+    def unjoin_stream_tables(
+        self, stream_id: str, tables: Sequence[TableId], requested_by: str
+    ) -> None:
+        """The stream stops reading ``tables`` until their latest full snapshot is done, and
+        then joins them anew (a replacement of their Delta tables)."""
+        _stream_tables.unjoin_tables(self._engine, stream_id, tables, requested_by)
 
     def stream_tables(self, stream_id: str) -> list[StreamTable]:
         """The tables the stream follows (joined) or was asked to follow (waiting)."""

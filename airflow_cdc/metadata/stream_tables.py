@@ -84,6 +84,24 @@ def request_tables(
     return with_retry(engine, write, write=True, what="asking the stream for tables in")
 
 
+def unjoin_tables(
+    engine: Engine, stream_id: str, tables: Iterable[TableId], requested_by: str
+) -> None:
+    """``stream_id`` stops reading ``tables`` (asked for again, not joined): each joins anew
+    once its latest full snapshot is done (a replacement's)."""
+    request_tables(engine, stream_id, tables, requested_by)
+    names = [codec.table_to_text(table) for table in tables]
+
+    def write(connection: Connection) -> None:
+        connection.execute(
+            sa.update(t_tables)
+            .where(t_tables.c.stream_id == stream_id, t_tables.c.table_name.in_(names))
+            .values({**_REARMED, "requested_by": requested_by})
+        )
+
+    with_retry(engine, write, write=True, what="asking the stream to join tables anew in")
+
+
 def read_tables(engine: Engine, stream_id: str) -> list[StreamTable]:
     """Every table ``stream_id`` follows or was asked to follow, by name."""
 

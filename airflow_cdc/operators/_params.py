@@ -12,7 +12,14 @@ from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import TableId, TableSelection
 from airflow_cdc.rendered import as_str_list
 
-__all__ = ["check_sink", "lake_sink", "resolved_tables", "selected_tables", "table_selection"]
+__all__ = [
+    "check_known_params",
+    "check_sink",
+    "lake_sink",
+    "resolved_tables",
+    "selected_tables",
+    "table_selection",
+]
 
 
 def table_selection(include: Any, exclude: Any = None, *, name: str = "tables") -> TableSelection:
@@ -94,4 +101,20 @@ def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:
             Location(sink.staging_path, sink.storage_options),
             conn_id=lake_conn_id,
             what="staging_path",
+        )
+
+
+def check_known_params(context: Any) -> None:
+    """Refuse a run whose conf names a param the DAG does not have (a typo such as
+    ``chunk_row`` would otherwise be ignored silently and the default used). The DAG's
+    declared params, not ``context["params"]``: Airflow merges the conf into those."""
+    params = getattr(context.get("dag"), "params", None)
+    conf = getattr(context.get("dag_run"), "conf", None)
+    if not conf or params is None:
+        return
+    unknown = sorted(str(key) for key in conf if key not in params)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown param(s) {unknown} in the run's conf; this DAG's params are "
+            f"{sorted(params)} (a typo?)"
         )

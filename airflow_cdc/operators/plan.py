@@ -13,14 +13,25 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk import conf as airflow_conf
 
-from airflow_cdc.config import ChunkingConfig, SourceConfig
+from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.model import TableId, TablePlan, TableSchema, TableSelection
-from airflow_cdc.operators._params import lake_sink, selected_tables, table_selection
+from airflow_cdc.operators._params import (
+    check_known_params,
+    lake_sink,
+    selected_tables,
+    table_selection,
+)
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
-from airflow_cdc.rendered import as_mapping, as_positive_int, as_str_list, parse_literal
+from airflow_cdc.rendered import (
+    as_bool,
+    as_mapping,
+    as_positive_int,
+    as_str_list,
+    parse_literal,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -28,7 +39,7 @@ if TYPE_CHECKING:
     from airflow_cdc.metadata.records import PlanRecord
     from airflow_cdc.source.server import ServerInfo
 
-__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "check_known_params", "unit_handles"]
+__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "unit_handles"]
 
 #: XCom key under which the plan operator also pushes the plan id.
 PLAN_ID_XCOM_KEY = "plan_id"
@@ -60,6 +71,11 @@ class PlanSnapshotOperator(BaseOperator):
         new to it joins the running stream once this snapshot is done (no restart; see
         ``airflow_cdc.stream.joining``); a table it already follows is left as it is.
         Templated; ``None``: ask no stream (the stream's own table list covers it).
+    :param replace: snapshot the tables whole into replacement Delta tables (each created
+        again, empty, with the table's columns and key now; ``snapshot.replacement``): the
+        way on after a change the stream cannot carry over in place. ``join_stream`` stops
+        reading them until this snapshot is done, then joins them anew. No ``key_range``.
+        Templated (a rendered ``"True"``/``"False"`` is accepted).
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB (SQLAlchemy URL).
     :param lake_conn_id: Airflow connection of the lake's object store (``aws``: login =
@@ -82,6 +98,7 @@ class PlanSnapshotOperator(BaseOperator):
         "key_range",
         "allowed_tables",
         "join_stream",
+        "replace",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         "chunk_keys": "json",
@@ -102,6 +119,7 @@ class PlanSnapshotOperator(BaseOperator):
         key_range: dict[str, Any] | str | None = None,
         allowed_tables: list[str] | str | None = None,
         join_stream: str | None = None,
+        replace: bool | str = False,
         staging_path: str | None = None,
         exclude_tables: list[str] | str | None = None,
         source_conn_id: str = "cdc_source",
@@ -120,6 +138,7 @@ class PlanSnapshotOperator(BaseOperator):
         self.key_range = key_range
         self.allowed_tables = allowed_tables
         self.join_stream = join_stream
+        self.replace = replace
         self.source_conn_id = source_conn_id
         self.metadata_conn_id = metadata_conn_id
         if isinstance(chunk_rows, int):  # a literal is checked when the DAG is parsed
@@ -187,7 +206,13 @@ class PlanSnapshotOperator(BaseOperator):
             )
         keys = self.chunk_key_map(selection)
         chunk_rows = as_positive_int("chunk_rows", self.chunk_rows)
-        lake_sink(
+        replace = as_bool("replace", self.replace)
+        if replace and ranged:
+            raise ConfigurationError(
+                "replace snapshots whole tables into replacement Delta tables: leave the key "
+                "range empty"
+            )
+        sink = lake_sink(
             self.sink_path,
             lake_conn_id=self.lake_conn_id,
             staging_path=self.staging_path,
@@ -200,6 +225,8 @@ class PlanSnapshotOperator(BaseOperator):
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
         tables, plans = self._plan_on_source(source, selection, keys, chunking, ranged=ranged)
         record = self._store_plan(metadata_url, context, tables, plans)
+        if replace:
+            self._replace(source, metadata_url, sink, record, context)
 
         self._log_plans(plans, chunk_rows)
         handles = unit_handles(record, chunking)
@@ -286,6 +313,29 @@ class PlanSnapshotOperator(BaseOperator):
                     )
         return record
 
+    def _replace(
+        self,
+        source: SourceConfig,
+        metadata_url: str,
+        sink: SinkConfig,
+        record: PlanRecord,
+        context: Context,
+    ) -> None:
+        """Replace the planned tables' Delta tables by empty ones (``replace``)."""
+        # Imported when the task runs, not at every DAG parse.
+        from airflow_cdc.snapshot.replacement import replace_tables
+
+        stream_id = str(self.join_stream or "").strip() or None
+        reason = f"{self.dag_id}/{context['run_id']}: replaced"
+        for table in replace_tables(
+            source, metadata_url, sink, record.plan_id, stream_id=stream_id, reason=reason
+        ):
+            self.log.info(
+                "%s: its Delta table is replaced by this plan's snapshot%s",
+                table,
+                f"; stream {stream_id} joins it anew when it is done" if stream_id else "",
+            )
+
     def _log_plans(self, plans: list[TablePlan], chunk_rows: int) -> None:
         for plan in plans:
             self.log.info(
@@ -326,22 +376,6 @@ class PlanSnapshotOperator(BaseOperator):
                 if isinstance(text, str) and text.strip().startswith("["):
                     value[side] = parse_literal(text)  # a rendered list
         return value
-
-
-def check_known_params(context: Any) -> None:
-    """Refuse a run whose conf names a param the DAG does not have (a typo such as
-    ``chunk_row`` would otherwise be ignored silently and the default used). The DAG's
-    declared params, not ``context["params"]``: Airflow merges the conf into those."""
-    params = getattr(context.get("dag"), "params", None)
-    conf = getattr(context.get("dag_run"), "conf", None)
-    if not conf or params is None:
-        return
-    unknown = sorted(str(key) for key in conf if key not in params)
-    if unknown:
-        raise ConfigurationError(
-            f"unknown param(s) {unknown} in the run's conf; this DAG's params are "
-            f"{sorted(params)} (a typo?)"
-        )
 
 
 def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str, Any]]:

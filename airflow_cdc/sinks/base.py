@@ -172,6 +172,18 @@ class Sink(Protocol):
         changes of the table). Idempotent: False when the table held the change."""
         ...
 
+    def replace_table(
+        self,
+        schema: TableSchema,
+        arrow_schema: pa.Schema,
+        *,
+        bucket_width: int | None,
+        replaced_for: str,
+    ) -> bool:
+        """Create the table again, empty, with ``schema``'s columns and key, for
+        ``replaced_for`` (a plan that snapshots it again); False when it was already."""
+        ...
+
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last ``app_version`` that :meth:`apply` recorded for ``app_id``, if any."""
         ...

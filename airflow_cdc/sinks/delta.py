@@ -43,7 +43,7 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, ApplyResult
 from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta_changes import Batch
-from airflow_cdc.sinks.delta_evolve import evolve_table
+from airflow_cdc.sinks.delta_evolve import evolve_table, replace_table
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
 from airflow_cdc.sinks.delta_layout import (
     CONFIG_BUCKET_WIDTH,
@@ -303,6 +303,28 @@ class DeltaSink:
             change,
             self.retry,
             ordinal,
+        )
+
+    def replace_table(
+        self,
+        schema: TableSchema,
+        arrow_schema: pa.Schema,
+        *,
+        bucket_width: int | None,
+        replaced_for: str,
+    ) -> bool:
+        """Create the table again, empty, with ``schema``'s columns and key (Delta's CREATE
+        OR REPLACE; :mod:`.delta_evolve`), for ``replaced_for`` (a plan that snapshots it
+        again): False when it was replaced for it already."""
+        table = schema.table
+        return replace_table(
+            lambda: self._open(table),
+            self.table_uri(table),
+            table,
+            planned_table(schema, arrow_schema, bucket_width),
+            replaced_for,
+            self.storage_options,
+            self.retry,
         )
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:

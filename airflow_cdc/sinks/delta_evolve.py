@@ -44,7 +44,9 @@ from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_dat
 from airflow_cdc.sinks.delta_layout import (
     CONFIG_DROPPED,
     CONFIG_EVOLVING,
+    CONFIG_REPLACED,
     STATS_COLUMNS,
+    PlannedTable,
     TableLayout,
     delta_fields,
     layout_of,
@@ -53,7 +55,7 @@ from airflow_cdc.sinks.delta_layout import (
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
 
-__all__ = ["COLUMNS_APP", "change_version", "evolve_table"]
+__all__ = ["COLUMNS_APP", "change_version", "evolve_table", "replace_table"]
 
 log = logging.getLogger(__name__)
 
@@ -189,3 +191,48 @@ def _finish(open_table: Callable[[], DeltaTable], table: TableId, retry: RetryPo
         dt.alter.set_table_properties(properties, raise_if_not_exists=False)
 
     retry_conflicts(finish, f"{table}: finishing a change of columns", retry)
+
+
+def replace_table(
+    open_table: Callable[[], DeltaTable],
+    uri: str,
+    table: TableId,
+    planned: PlannedTable,
+    replaced_for: str,
+    storage_options: dict[str, str] | None,
+    retry: RetryPolicy,
+) -> bool:
+    """The table created again, empty, with ``planned``'s columns, key and buckets: Delta's
+    CREATE OR REPLACE, one commit (time travel keeps the old table), after the same mark as
+    a change of columns (a concurrent append would otherwise survive it). ``replaced_for``
+    (a plan) is recorded in the table: False when it was replaced for it already."""
+    config = dict(planned.configuration)
+    config[CONFIG_REPLACED] = replaced_for
+    if DeltaTable.is_deltatable(uri, storage_options):
+        if open_table().metadata().configuration.get(CONFIG_REPLACED) == replaced_for:
+            return False
+        mark = json.dumps({"replacing": replaced_for, "since": time.time(), "dropped": []})
+        retry_conflicts(
+            lambda: open_table().alter.set_table_properties(
+                {CONFIG_EVOLVING: mark}, raise_if_not_exists=False
+            ),
+            f"{table}: replacing its Delta table (marking)",
+            retry,
+        )
+    retry_conflicts(
+        lambda: DeltaTable.create(
+            uri,
+            planned.schema,
+            mode="overwrite",
+            partition_by=[BUCKET_COLUMN],
+            name=str(table),
+            description=f"airflow-cdc sink of {table}",
+            configuration=config,
+            storage_options=storage_options,
+            raise_if_key_not_exists=False,
+        ),
+        f"{table}: replacing its Delta table",
+        retry,
+    )
+    log.info("%s: Delta table replaced by an empty one (%s)", table, replaced_for)
+    return True

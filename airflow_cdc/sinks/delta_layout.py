@@ -40,6 +40,7 @@ __all__ = [
     "CONFIG_DROPPED",
     "CONFIG_EVOLVING",
     "CONFIG_KEY",
+    "CONFIG_REPLACED",
     "STATS_COLUMNS",
     "PlannedTable",
     "TableLayout",
@@ -59,6 +60,8 @@ CONFIG_KEY = "airflow_cdc.key"
 CONFIG_BUCKET_WIDTH = "airflow_cdc.bucket_width"
 CONFIG_DROPPED = "airflow_cdc.dropped_columns"
 CONFIG_EVOLVING = "airflow_cdc.evolving"
+#: What a replaced table was replaced for (a plan that snapshots it again).
+CONFIG_REPLACED = "airflow_cdc.replaced_for"
 #: Delta table property listing the columns whose min/max statistics writers collect.
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 

@@ -36,8 +36,8 @@ WINDOW_RETRIES = 3
 COLUMNS_POLL_SECONDS = 5.0
 _COLUMNS_ADVICE = (
     "Is the stream running? If no stream follows the table yet (its first snapshot), its "
-    "columns changed during the snapshot: move its Delta table away and snapshot it again "
-    "in full (mysql_cdc_backfill, no key range)"
+    "columns changed during the snapshot: snapshot it again into a replacement Delta table "
+    "(mysql_cdc_backfill with replace)"
 )
 
 

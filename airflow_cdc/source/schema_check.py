@@ -80,9 +80,9 @@ def sink_drift(columns: Sequence[str], key: Sequence[str], schema: TableSchema) 
 
 def way_on(table: TableId) -> str:
     return (
-        f"Way on: move the Delta table of {table} away (its columns are the old ones), "
-        f"backfill {table} in full (mysql_cdc_backfill, no key range), then clear the stream "
-        "task: it skips the changes that snapshot holds and goes on with the new columns"
+        f"Way on: trigger mysql_cdc_backfill for {table} with replace (it snapshots the table "
+        "into a replacement Delta table with its columns now; the stream leaves the table "
+        "until that is done, then joins it anew), then clear the stream task"
     )
 
 

@@ -58,6 +58,7 @@ from airflow_cdc.stream.batch_writer import LEASE_SECONDS, START_BATCH_ID, Batch
 from airflow_cdc.stream.discovery import Discovery, every
 from airflow_cdc.stream.joining import joined_tables
 from airflow_cdc.stream.lease import LeaseKeeper, reclaim_dead_owner
+from airflow_cdc.stream.own_plans import run_own_plans
 
 __all__ = ["main", "run_stream"]
 
@@ -146,7 +147,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         ).getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         start_sql_python_workers(spark)
-        _look_for_new_tables(spec, spark, stop)
+        _snapshotter(spec, spark, stop)
         return _run_query(spec, job_file, spark, writer, start_batch, keeper, began)
     finally:
         stop.set()
@@ -159,21 +160,23 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
                 spark.stop()
 
 
-def _look_for_new_tables(spec: StreamJobSpec, spark: Any, stop: threading.Event) -> None:
-    """With table patterns, snapshot the matching tables the stream does not follow
-    (``stream.discovery``) on the stream's executors: once now, before the query starts,
-    in ``until_caught_up`` mode (so they join this run); every ``discover_seconds`` on a
-    thread in ``continuous`` mode, the first pass at once."""
+def _snapshotter(spec: StreamJobSpec, spark: Any, stop: threading.Event) -> None:
+    """Snapshots the stream makes itself, on its executors: the tables its patterns select
+    that it does not follow (``stream.discovery``), and what is left of its own plans (a
+    replacement, a table read again: ``stream.own_plans``). Once now, before the query
+    starts, in ``until_caught_up`` mode (so they join this run); every
+    ``discover_seconds`` on a thread in ``continuous`` mode, the first pass at once."""
 
-    if not spec.discovery.patterns:
-        return
     discovery = Discovery(spec)
     context = spark.sparkContext
     runner, cores = spark_runner(context), max(1, int(context.defaultParallelism))
     store = MetadataStore.connect(spec.metadata_url)
 
     def one_pass() -> None:
-        discovery.run_once(store, runner, cores)
+        if spec.discovery.patterns:
+            discovery.run_once(store, runner, cores)
+        else:
+            run_own_plans(spec, store, runner, cores)
 
     if spec.mode == "until_caught_up":
         one_pass()
@@ -181,7 +184,7 @@ def _look_for_new_tables(spec: StreamJobSpec, spark: Any, stop: threading.Event)
     threading.Thread(
         target=every,
         args=(spec.discovery.discover_seconds, stop.wait, one_pass),
-        name="new-tables",
+        name="snapshotter",
         daemon=True,
     ).start()
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from airflow_cdc.config import StreamJobSpec
-from airflow_cdc.errors import CdcError, SchemaChangedError
+from airflow_cdc.errors import CdcError, SchemaChangedError, SinkColumnsChangedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.sinks.delta import DeltaSink
@@ -33,7 +33,13 @@ from airflow_cdc.source.connection import DbConnection, connect, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
-from airflow_cdc.stream.joining import JoinReplay, joined_tables, new_tables, replay_tables
+from airflow_cdc.stream.joining import (
+    JoinReplay,
+    joined_tables,
+    new_tables,
+    replay_tables,
+    tables_to_read,
+)
 from airflow_cdc.stream.known_columns import KnownColumns
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 from airflow_cdc.stream.staging import block_file, merge_groups, staging_dir
@@ -118,10 +124,10 @@ class BatchWriter:
         merges = sum(count for _, count in merged)
         self.probe.reach("stream_after_apply")
         if batch.end is not None:
-            if joining:
-                self.store.mark_stream_tables_joined(
-                    self.spec.stream_id, [(r.table, r.start) for r in joining], batch.end
-                )
+            if joining:  # but a table dropped or replaced meanwhile
+                readable = self._readable()
+                joined = [(r.table, r.start) for r in joining if r.table in readable]
+                self.store.mark_stream_tables_joined(self.spec.stream_id, joined, batch.end)
             lag_bytes = _lag_bytes(self.spec, batch.end)
             self.store.record_stream_progress(
                 self.spec.stream_id,
@@ -158,6 +164,19 @@ class BatchWriter:
         them all again, which changes nothing the first run wrote (last writer wins).
         Rows and merges."""
 
+        try:
+            return self._merge_groups(table, blocks, version)
+        except SinkColumnsChangedError as exc:
+            if table in joined_tables(self.store, self.spec.stream_id):
+                raise
+            # Replaced under this batch (a backfill with replace): the table joins anew
+            # once its new snapshot is done, replaying its changes from there.
+            log.warning("%s is left out of this batch: it is being replaced (%s)", table, exc)
+            return 0, 0
+
+    def _merge_groups(
+        self, table: TableId, blocks: list[tuple[str, int]], version: int | None
+    ) -> tuple[int, int]:
         groups = merge_groups([rows for _, rows in blocks], self.spec.bounds.max_merge_rows)
         if version is not None and len(groups) > 1:  # one merge: apply() checks it itself
             applied = self.sink.applied_version(table, self.spec.stream_id)
@@ -207,10 +226,13 @@ class BatchWriter:
             self.store,
             self._reload_schema,
             self.spec.schema_changes,
+            self.spec.discovery.chunk_rows,
         )
 
-    def _dropped(self) -> set[TableId]:
-        return {e.table for e in self.store.stream_tables(self.spec.stream_id) if e.dropped}
+    def _readable(self) -> set[TableId]:
+        """The tables the stream reads now: joined, or ready to join (``stream.joining``);
+        not a dropped table, nor one being replaced."""
+        return set(tables_to_read(self.store, self.spec.stream_id))
 
     def _reload_schema(self, table: TableId) -> TableSchema:
         (schema,) = on_server(
@@ -259,9 +281,10 @@ class BatchWriter:
         schemas so the batch applies their changes too."""
 
         joined = joined_tables(self.store, self.spec.stream_id)
-        # A batch planned before a table was dropped (a replay) still names it: leave it.
-        dropped = self._dropped()
-        reading = [t for t in batch.tables if t not in dropped]
+        # A batch planned before a table was dropped or replaced (a replay) still names it:
+        # leave it (a replaced one joins anew once its snapshot is done).
+        readable = self._readable()
+        reading = [t for t in batch.tables if t in readable]
         for table in list(self.schemas):
             if table not in reading:  # e.g. a batch planned before a restart
                 del self.schemas[table]
@@ -291,13 +314,13 @@ class BatchWriter:
                 self.schemas.pop(table, None)
             return []
         replays = replay_tables(self._in_order(), [self.schemas[t] for t in fresh], batch.start)
-        dropped = self._dropped()
+        readable = self._readable()
         for replay in replays:
-            if replay.table in dropped:  # a table dropped in its replay is read no further
+            if replay.table not in readable:  # dropped or replaced in its replay
                 self.schemas.pop(replay.table, None)
             elif replay.schema is not None:  # its columns changed in the replay
                 self._keep_schema(replay.table, replay.schema)
-        return replays
+        return [replay for replay in replays if replay.table in readable]
 
 
 def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:

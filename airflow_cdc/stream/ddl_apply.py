@@ -24,17 +24,21 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from airflow_cdc.config import SchemaChangeConfig, SourceConfig
-from airflow_cdc.errors import SchemaChangedError
+from airflow_cdc.config import DEFAULT_CHUNK_ROWS, SchemaChangeConfig, SourceConfig
+from airflow_cdc.errors import SchemaChangedError, TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.schema_history import schemas_at
 from airflow_cdc.model import BinlogPosition, ChangeEvent, SchemaEvent, TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.sinks.base import Sink
+from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.source.binlog_reader import BinlogItem, read_changes
+from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import screen_events, way_on
 from airflow_cdc.stream.apply import apply_batch
 from airflow_cdc.stream.emit_filter import EmitFilter
+from airflow_cdc.stream.own_plans import own_label, plan_whole
 from airflow_cdc.stream.schema_decisions import (
     Decision,
     coverage,
@@ -71,6 +75,8 @@ class InOrder:
     store: MetadataStore
     load_schema: Callable[[TableId], TableSchema]
     schema_changes: SchemaChangeConfig = field(default_factory=SchemaChangeConfig)
+    #: Rows per chunk of the plans the stream makes (a replacement, a table read again).
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
 
 
 @dataclass(frozen=True)
@@ -223,9 +229,11 @@ def carry_out(
             schema, [e.change for e in statement.events], _catalog(context, table, position)
         )
         if isinstance(found, NotInPlace):
-            decision, reason = Decision.STOP, f" ({found.reason})"
+            decision, reason = Decision.REPLACE, f" ({found.reason})"
         else:
             evolution = found
+    if decision is Decision.REPLACE and context.schema_changes.not_in_place == "stop":
+        decision = Decision.STOP  # by setting: the operator replaces it (way_on)
     detail = _record(context, statement, decision, reason)
     log.warning("%s at %s %s", table, position, detail)
     if decision is Decision.TRUNCATE:
@@ -233,22 +241,85 @@ def carry_out(
     elif decision is Decision.DROP:
         context.store.mark_stream_table_dropped(context.stream_id, table, position, detail)
         return Carried(decision, None)
+    elif decision is Decision.REPLACE:
+        _replace(context, table, position, detail)
+        return Carried(decision, None)
     elif decision is Decision.RELOAD:
         return Carried(
             decision, _columns_from(context, position, _snapshot_columns(context, table, highs))
         )
     elif evolution is not None:
-        keep = context.schema_changes.dropped_columns == "keep"
-        change = evolution.sink_change(position, keep_dropped=keep)
-        if change is not None:
-            context.sink.evolve(table, change)
-        return Carried(decision, _columns_from(context, position, evolution.schema))
+        return Carried(decision, _evolve(context, table, position, evolution))
     elif decision is Decision.STOP:
         raise SchemaChangedError(
             f"{table} changed under the stream: {statement.text!r} at {position} {detail}. "
             f"The stream applied {table}'s changes before it and stopped. {way_on(table)}"
         )
     return Carried(decision, schema)
+
+
+def _evolve(
+    context: InOrder, table: TableId, position: BinlogPosition, evolution: Evolution
+) -> TableSchema:
+    """The replica's columns changed at ``position``; the table read again when the change
+    asks for it (a column whose value in the existing rows the server computed)."""
+    keep = context.schema_changes.dropped_columns == "keep"
+    change = evolution.sink_change(position, keep_dropped=keep)
+    if change is not None:
+        context.sink.evolve(table, change)
+    if evolution.read_again is not None:
+        label = own_label(context.stream_id, f"{table} read again after {position}")
+        _own_plan(context, table, label)
+    return _columns_from(context, position, evolution.schema)
+
+
+def _replace(context: InOrder, table: TableId, position: BinlogPosition, detail: str) -> None:
+    """The table snapshotted again into a replacement Delta table (``snapshot.replacement``),
+    by a plan the stream runs itself; it joins the stream anew once that is done."""
+    label = own_label(context.stream_id, f"{table} replaced at {position}")
+    _own_plan(context, table, label, replace=position, reason=detail)
+
+
+def _own_plan(
+    context: InOrder,
+    table: TableId,
+    label: str,
+    *,
+    replace: BinlogPosition | None = None,
+    reason: str = "",
+) -> None:
+    """A plan of ``table`` whole labelled ``label`` (the one recorded already when a replay
+    carries the change out again), which the stream's snapshotter runs; with ``replace``
+    (the change's position), the table's Delta table replaced for it, and its columns from
+    there on recorded: the catalog's, which the replacement has."""
+    store = context.store
+
+    def plan(conn: DbConnection) -> None:
+        try:
+            schema = load_table_schema(conn, table)
+        except TableError as exc:
+            raise SchemaChangedError(
+                f"{table} cannot be snapshotted again ({exc}). {way_on(table)}"
+            ) from exc
+        latest = store.full_snapshot(table)
+        if latest is not None and latest.label == label:
+            record = store.plan(latest.plan_id)
+        else:
+            record = plan_whole(conn, store, [schema], context.chunk_rows, label)
+        log.warning("%s: %s (plan %d, run by the stream)", table, label, record.plan_id)
+        if replace is not None:
+            _columns_from(context, replace, schema)
+            replace_planned(
+                conn,
+                store,
+                context.sink,
+                record,
+                {table: schema},
+                stream_id=context.stream_id,
+                reason=reason,
+            )
+
+    on_server(context.source, plan, what=f"planning {table} again")
 
 
 def _record(context: InOrder, statement: Statement, decision: Decision, reason: str) -> str:

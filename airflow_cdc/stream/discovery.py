@@ -33,21 +33,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, StreamJobSpec
-from airflow_cdc.errors import SnapshotUnitError, TableError
+from airflow_cdc.config import StreamJobSpec
+from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.metadata.records import FullSnapshot
+from airflow_cdc.metadata.records import FullSnapshot, PlanRecord
 from airflow_cdc.model import TableId, TableSelection
-from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
-from airflow_cdc.planning.planner import plan_tables
+from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.snapshot.runners import Runner
-from airflow_cdc.snapshot.unit import run_unit
 from airflow_cdc.source.catalog import load_table_schema, resolve_selection
 from airflow_cdc.source.connection import on_server
-from airflow_cdc.source.server import server_info
+from airflow_cdc.stream.own_plans import (
+    is_own,
+    own_label,
+    plan_whole,
+    run_own_plans,
+    snapshot_plan,
+)
 
 if TYPE_CHECKING:
-    from airflow_cdc.model import TablePlan
     from airflow_cdc.source.connection import DbConnection
 
 __all__ = ["Discovery", "every", "next_step", "plan_label"]
@@ -57,7 +61,7 @@ log = logging.getLogger("airflow_cdc.stream")
 
 def plan_label(stream_id: str) -> str:
     """The label of the plans a stream makes for the tables it finds."""
-    return f"stream {stream_id}: new tables"
+    return own_label(stream_id, "new tables")
 
 
 def next_step(snapshot: FullSnapshot | None, stream_id: str) -> str:
@@ -67,7 +71,7 @@ def next_step(snapshot: FullSnapshot | None, stream_id: str) -> str:
         return "plan"
     if snapshot.done:
         return "none"
-    if snapshot.failed or snapshot.label == plan_label(stream_id):
+    if snapshot.failed or is_own(snapshot.label, stream_id):
         return "rerun"
     return "wait"
 
@@ -90,13 +94,13 @@ class Discovery:
 
     def find(
         self, store: MetadataStore
-    ) -> tuple[list[tuple[TableId, FullSnapshot | None]], set[TableId]]:
-        """Matching tables the stream has not joined, with their latest full plan, and the
-        tables the stream has asked for."""
+    ) -> tuple[list[tuple[TableId, FullSnapshot | None]], set[TableId], set[TableId]]:
+        """Matching tables the stream has not joined, with their latest full plan; the
+        tables the stream has asked for; and those it stopped following as dropped."""
 
         selection = self.selection
         if selection is None:
-            return [], set()
+            return [], set(), set()
         matched = on_server(
             self.spec.source,
             lambda conn: resolve_selection(conn, selection),
@@ -112,12 +116,12 @@ class Discovery:
             for table in matched
             if table not in joined and table not in self.refused
         ]
-        return found, {entry.table for entry in entries if not entry.dropped}
+        return found, {entry.table for entry in entries if not entry.dropped}, dropped
 
     def run_once(self, store: MetadataStore, runner: Runner, parallelism: int) -> list[TableId]:
         """One pass: snapshot what needs it, ask for what a backfill snapshotted; returns
         the tables it snapshotted."""
-        found, requested = self.find(store)
+        found, requested, dropped = self.find(store)
         steps = [(t, s, next_step(s, self.spec.stream_id)) for t, s in found]
         ready = [t for t, _, step in steps if step == "none" and t not in requested]
         if ready:  # snapshotted by someone else (a backfill that asked no stream)
@@ -126,26 +130,26 @@ class Discovery:
             )
             log.info("%s match the stream's pattern: they join it", ", ".join(map(str, ready)))
         todo = [(t, s) for t, s, step in steps if step in ("plan", "rerun")]
-        if not todo:
-            return []
         fresh = [table for table, snapshot in todo if snapshot is None]
-        stale = sorted({s.plan_id for _, s in todo if s is not None})
-        snapshotted: list[TableId] = []
         if fresh:
-            planned = self._plan(store, fresh)
-            if planned is not None:
-                stale.append(planned)
-        for plan_id in stale:
-            tables = self._snapshot(store, plan_id, runner, parallelism)
-            snapshotted.extend(tables)
-        return snapshotted
+            self._plan(store, fresh, dropped)
+        # The stream's own plans (these new tables' among them) run with run_own_plans;
+        # someone else's failed plan of a matching table runs here.
+        failed = {
+            s.plan_id for _, s in todo if s is not None and not is_own(s.label, self.spec.stream_id)
+        }
+        snapshotted: list[TableId] = []
+        for plan_id in sorted(failed):
+            snapshotted += snapshot_plan(self.spec, store, plan_id, runner, parallelism)
+        return snapshotted + run_own_plans(self.spec, store, runner, parallelism)
 
-    def _plan(self, store: MetadataStore, tables: Sequence[TableId]) -> int | None:
-        """Plan the tables whole, record the plan and ask for them; its id (None: no table
-        could be planned)."""
+    def _plan(self, store: MetadataStore, tables: Sequence[TableId], dropped: set[TableId]) -> None:
+        """Plan the tables whole, record the plan and ask for them. A table found again
+        after it was dropped (created again, or another renamed to its name) gets a
+        replacement Delta table: the one kept holds the old table (``snapshot.
+        replacement``)."""
 
-        def plan(conn: DbConnection) -> list[TablePlan]:
-            info = server_info(conn)
+        def plan(conn: DbConnection) -> PlanRecord | None:
             schemas = []
             for table in tables:
                 try:
@@ -154,49 +158,32 @@ class Discovery:
                     self.refused.add(table)
                     log.warning("%s matches the stream's pattern but is left out: %s", table, exc)
             if not schemas:
-                return []
-            cfg = ChunkingConfig(chunk_rows=self.spec.discovery.chunk_rows)
-            return plan_tables(conn, info, schemas, cfg)
+                return None
+            label = plan_label(self.spec.stream_id)
+            record = plan_whole(conn, store, schemas, self.spec.discovery.chunk_rows, label)
+            again = {s.table: s for s in schemas if s.table in dropped}
+            if again:
+                sink = DeltaSink.of(self.spec.sink)
+                reason = "created again after it was dropped"
+                replace_planned(conn, store, sink, record, again, stream_id=None, reason=reason)
+            return record
 
-        plans = on_server(self.spec.source, plan, what="planning new tables")
-        if not plans:
-            return None
-        planned = [p.table for p in plans]
         # The plan first: a dropped table asked for again joins once its latest full plan
         # is done, which must not be the old table's (a driver dying in between).
-        record = store.create_plan(plan_label(self.spec.stream_id), plans)
+        record = on_server(self.spec.source, plan, what="planning new tables")
+        if record is None:
+            return
         store.request_stream_tables(
-            self.spec.stream_id, planned, requested_by="the stream's pattern"
+            self.spec.stream_id, record.tables, requested_by="the stream's pattern"
         )
         log.info(
             "new table(s) matching %s: %s; snapshotting them (plan %d, %d chunk(s)); each "
             "joins the stream once its snapshot is done",
             ", ".join(self.spec.discovery.patterns),
-            ", ".join(map(str, planned)),
+            ", ".join(map(str, record.tables)),
             record.plan_id,
             len(record.chunks),
         )
-        return record.plan_id
-
-    def _snapshot(
-        self, store: MetadataStore, plan_id: int, runner: Runner, parallelism: int
-    ) -> list[TableId]:
-        """Run the plan's chunks that are not done, a work unit at a time."""
-
-        chunks = [c for c in store.chunks(plan_id) if c.status != "done"]
-        planned = [PlannedChunk.of(chunk) for chunk in chunks]
-        for unit in pack_chunks(planned, self.spec.discovery.chunk_rows, max(1, len(planned))):
-            job = ChunkJobSpec(
-                chunk_ids=unit.chunk_ids,
-                source=self.spec.source,
-                metadata_url=self.spec.metadata_url,
-                sink=self.spec.sink,
-            )
-            try:
-                run_unit(job, runner=runner, parallelism=parallelism, driver_share=True)
-            except SnapshotUnitError as exc:
-                log.warning("snapshot of new table(s) %s: %s", unit.label(), exc)
-        return list(dict.fromkeys(c.table for c in chunks))
 
 
 def every(seconds: float, stop: Callable[[float], bool], action: Callable[[], object]) -> None:

@@ -18,13 +18,15 @@ change                        ``p`` after the chunks    before every chunk
 ``TRUNCATE``                  ``TRUNCATE``              ``TRUNCATE`` (changes nothing)
 ``DROP TABLE``, ``RENAME``    ``DROP``                  ``NOTHING`` (a newer table)
 column changes, unknown       ``EVOLVE``                ``RELOAD``
-primary key                   ``STOP``                  ``RELOAD``
+primary key                   ``REPLACE``               ``RELOAD``
 options, defaults, CREATE     ``NOTHING``               ``NOTHING``
 ============================  ========================  ============================
 
 ``EVOLVE`` changes the replica's columns in place where ``stream.schema_evolution`` can
 do it exactly (an added column, a widened type, a rename, a drop; unreadable DDL that
-changed no column); where it cannot, the change stops the stream like ``STOP``.
+changed no column); where it cannot, the table is replaced like ``REPLACE`` (or the stream
+stops, by ``SchemaChangeConfig.not_in_place``). ``REPLACE`` snapshots the table again into
+a replacement Delta table (``snapshot.replacement``) while the other tables go on.
 
 ``TRUNCATE`` turns every row older than ``p`` into a delete marker at ``p``: exact whatever
 the chunks (a chunk read after ``p`` holds rows at a later position, which it leaves). A
@@ -65,6 +67,7 @@ class Decision(StrEnum):
     DROP = "drop"  # the replica is kept as it was, marked dropped; its changes stop
     RELOAD = "reload"  # the snapshot holds the change: take the table's columns again
     EVOLVE = "evolve"  # the replica's columns change in place (stream.schema_evolution)
+    REPLACE = "replace"  # the table is snapshotted again into a replacement Delta table
     STOP = "stop"  # the stream stops and names the change and the way on
 
 
@@ -91,15 +94,17 @@ def decide(kind: DdlKind, where: Coverage) -> Decision:
         return Decision.NOTHING if where is Coverage.BEFORE else Decision.DROP
     if where is Coverage.BEFORE:
         return Decision.RELOAD
-    return Decision.EVOLVE if kind in _IN_PLACE else Decision.STOP
+    return Decision.EVOLVE if kind in _IN_PLACE else Decision.REPLACE
 
 
 #: Which decision a statement of several changes of one table takes (the first that one of
 #: them takes): a stop stops whatever else the statement does; a table renamed away is no
-#: longer followed; a newer snapshot holds every change; a truncate stands alone.
+#: longer followed; a replacement's snapshot holds every change, as a newer snapshot does;
+#: a truncate stands alone.
 _PRECEDENCE = (
     Decision.STOP,
     Decision.DROP,
+    Decision.REPLACE,
     Decision.RELOAD,
     Decision.TRUNCATE,
     Decision.EVOLVE,
@@ -144,6 +149,7 @@ def explain(change: SchemaChange, decision: Decision) -> str:
         Decision.DROP: f"{what}: the replica is kept as it was and marked dropped",
         Decision.RELOAD: f"{what}: the table's snapshot is newer, its columns are read again",
         Decision.EVOLVE: f"{what}: applied to the replica in place",
+        Decision.REPLACE: f"{what}: the table is snapshotted again into a replacement",
         Decision.STOP: f"{what}: not applied in place yet",
     }[decision]
 

@@ -6,7 +6,8 @@ the Delta table hold what the source holds, or :class:`NotInPlace` with the reas
 
 * ``ADD COLUMN c``: the Delta table gains ``c``; every row older than ``p`` gets the value
   the source gives it (NULL, or the constant default: the server adds the column without
-  row events); a default the server computes is not in place;
+  row events); a default the server computes (``CURRENT_TIMESTAMP``) leaves them NULL and
+  asks for the table's rows to be read again (``Evolution.read_again``);
 * a ``MODIFY`` that widens (``INT`` -> ``BIGINT``, ``DECIMAL(10,2)`` -> ``DECIMAL(14,4)``,
   ``FLOAT`` -> ``DOUBLE``, a longer ``VARCHAR``, more ``ENUM`` members): the Delta column
   takes the wider type, no value changes (a longer string keeps its Arrow type: nothing to
@@ -84,6 +85,9 @@ class Evolution:
 
     schema: TableSchema
     steps: tuple[SinkStep, ...]
+    #: Why the table's rows must be read again (an added column's value in them is the
+    #: server's to compute), else None.
+    read_again: str | None = None
 
     def sink_change(self, position: BinlogPosition, *, keep_dropped: bool) -> ColumnsChange | None:
         """The steps as the sink's :class:`ColumnsChange` at ``position`` (None: no step)."""
@@ -129,12 +133,14 @@ def evolve_statement(
     evolution."""
     schema = before
     steps: tuple[SinkStep, ...] = ()
+    read_again: str | None = None
     for change in changes:
         found = evolve(schema, change, catalog)
         if isinstance(found, NotInPlace):
             return found
         schema, steps = found.schema, (*steps, *found.steps)
-    return Evolution(schema, steps)
+        read_again = read_again or found.read_again
+    return Evolution(schema, steps, read_again)
 
 
 def evolve(
@@ -180,9 +186,9 @@ def _add(before: TableSchema, change: SchemaChange, catalog: TableSchema) -> Evo
     if isinstance(column, NotInPlace):
         return column
     value = existing_rows_value(column, change.default)
-    if isinstance(value, Computed):
-        return NotInPlace(f"{value.reason}: the table's rows must be read again")
     schema = dataclasses.replace(before, columns=(*before.columns, column))
+    if isinstance(value, Computed):  # NULL until the rows are read again
+        return Evolution(schema, (AddColumn(column, None),), read_again=value.reason)
     return Evolution(schema, (AddColumn(column, python_value(column, value.value)),))
 
 

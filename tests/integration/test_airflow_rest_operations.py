@@ -10,8 +10,10 @@ random writer changing both tables throughout:
    and a continuous stream starts;
 2. while it runs, ``mysql_cdc_backfill`` re-snapshots a key range of ``accounts`` (the
    stream uses the new chunks without a restart), snapshots ``items``, a table of the
-   configured set that the stream did not follow (it joins the running stream), and
-   refuses a name carrying SQL, a table the server does not have and a misspelled param;
+   configured set that the stream did not follow (it joins the running stream), then
+   replaces ``items``' Delta table (``replace``: the stream leaves it and joins it anew),
+   and refuses a name carrying SQL, a table the server does not have and a misspelled
+   param;
 3. after the writer stops and the stream catches up, both Delta tables equal the source;
    the snapshots emitted Asset events; marking the stream task success stops the Spark
    job through ``on_kill`` and gives the stream's lease back.
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
@@ -163,6 +166,18 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
                 return any(e.table == items and e.joined for e in store.stream_tables(STREAM))
 
             af.wait_until(joined, 120, f"{items} to join the stream")
+            # A backfill with replace (the UI's way on after a change the stream cannot
+            # carry over in place): the stream leaves items, its Delta table is created
+            # again and snapshotted, and items joins anew, under the writer.
+            replaced = af.trigger(BACKFILL, {**common, "table": str(items), "replace": True})
+            af.wait_until(
+                lambda: _state(af, BACKFILL, replaced) in ("success", "failed"),
+                300,
+                "the backfill with replace to finish",
+            )
+            assert _state(af, BACKFILL, replaced) == "success"
+            assert "its Delta table is replaced" in af.task_log_text(BACKFILL, replaced, "plan")
+            af.wait_until(joined, 120, f"{items} to join the stream anew")
             time.sleep(3)  # both tables streamed under writes for a while
         except BaseException:
             writer.stop()
@@ -227,12 +242,15 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
     entry = next(e for e in store.stream_tables(STREAM) if e.table == items)
     assert entry.requested_by is not None
     assert entry.requested_by.startswith(f"{BACKFILL}/")
-    # One Asset event per snapshot: accounts (full, then the range) and items.
+    # One Asset event per snapshot: accounts (full, then the range) and items (then its
+    # replacement).
     uris = [event["uri"] for event in events]
     prefix = f"delta://{lake}".replace("delta:///", "delta:/")
-    assert sorted(uris) == sorted(
-        [f"{prefix}/{db}/accounts", f"{prefix}/{db}/accounts", f"{prefix}/{db}/items"]
-    ), uris
+    assert sorted(uris) == sorted([f"{prefix}/{db}/accounts"] * 2 + [f"{prefix}/{db}/items"] * 2), (
+        uris
+    )
+    operations = [h["operation"] for h in DeltaTable(f"{lake}/{db}/items").history()]
+    assert "CREATE OR REPLACE TABLE" in operations, operations
     assert mariadb.cdc_password not in "".join(
         path.read_text(errors="replace") for path in (tmp_path / "airflow" / "logs").rglob("*.log")
     )

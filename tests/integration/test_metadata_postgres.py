@@ -328,7 +328,7 @@ def test_racing_for_the_stream_lease_exactly_one_wins(pg_url: str) -> None:
     state = StreamState("put", (ORDERS,), committed_position=pos(4))
     store.put_stream_state(state)
     store.put_stream_state(state)
-    assert store.get_stream_state("put") == state
+    assert store.stream_state("put") == state
     store.close()
 
 

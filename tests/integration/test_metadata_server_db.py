@@ -56,7 +56,7 @@ def test_store_round_trip_on_a_server_db(server_url: str) -> None:
     state = StreamState("s", (table,), committed_position=BinlogPosition("mysql-bin.000004", 4))
     store.put_stream_state(state)
     store.put_stream_state(state)
-    assert store.get_stream_state("s") == state
+    assert store.stream_state("s") == state
     store.close()
 
 

@@ -1,26 +1,28 @@
-"""ALTER TABLE that the stream cannot carry over in place (real MariaDB, Delta, SQLite
-metadata; the stream job's reader and batch function in-process, see
-``tests/support/stream_harness.py``), and ALTER under a chunk.
+"""ALTER TABLE that the stream cannot carry over in place, with the stream set to stop on
+it (``SchemaChangeConfig.not_in_place="stop"``) (real MariaDB, Delta, SQLite metadata; the
+stream job's reader and batch function in-process, see ``tests/support/stream_harness.py``),
+and ALTER under a first snapshot's chunk.
 
-A change that cannot be made exact in place stops the stream at its statement with a
-message that names it and the way on, having applied nothing after it, or (after the way
-on: a fresh snapshot of the table) the stream gets past it; values are never silently
-wrong. (Changes made in place: ``test_stream_ddl.py``.)
+Such a change stops the stream at its statement with a message that names it and the way
+on, having applied nothing after it, or (after the way on: a fresh snapshot of the table)
+the stream gets past it; values are never silently wrong. (By default the table is
+replaced instead, and changes made in place: ``test_stream_ddl.py``.)
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.snapshot.replacement import replace_tables
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
-from tests.support.pipeline import plan, snapshot_all, stream_spec
+from tests.support.pipeline import plan, snapshot_all, source_config, stream_spec
 from tests.support.stream_harness import InProcessStream
 
 pytestmark = pytest.mark.integration
@@ -29,7 +31,6 @@ pytestmark = pytest.mark.integration
 # ``stream.schema_decisions`` and ``stream.schema_evolution``.
 CHANGES = [
     ("MODIFY b VARCHAR(20)", "changes values (int32 -> string)"),
-    ("ADD COLUMN c DATETIME DEFAULT CURRENT_TIMESTAMP", "is computed by the server"),
     ("RENAME COLUMN id TO id2", "'id' is a key column"),
     ("DROP PRIMARY KEY, ADD PRIMARY KEY (id2, b)", "changes the primary key"),
 ]
@@ -46,14 +47,14 @@ def test_each_change_not_made_in_place_stops_the_stream_until_the_table_is_snaps
     )
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
-    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt")
+    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt", not_in_place="stop")
     stream = InProcessStream(spec, tmp_path)
     try:
         mariadb.execute(f"UPDATE `{db}`.t SET b = -b WHERE id <= 10")
         stream.run_batch()
         assert_replica_equals_source(mariadb, str(lake), table, ["id"])
         for step, (alter, named) in enumerate(CHANGES):
-            ident = "id2" if step >= 2 else "id"  # the key column's name after the ALTER
+            ident = "id2" if step >= 1 else "id"  # the key column's name after the ALTER
             key = [ident, "b"] if "PRIMARY KEY" in alter else [ident]
             mariadb.execute(
                 f"UPDATE `{db}`.t SET b = '0' WHERE b IS NULL" if "PRIMARY" in alter else "DO 0",
@@ -71,9 +72,19 @@ def test_each_change_not_made_in_place_stops_the_stream_until_the_table_is_snaps
             with pytest.raises(SchemaChangedError):
                 stream.run_batch()  # a retry stops the same way (Spark replays the batch)
 
-            # The way on: the old Delta table away, a full snapshot, the stream restarted.
-            shutil.move(DeltaSink(str(lake)).table_uri(table), tmp_path / f"old-{step}")
-            snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+            # The way on: a backfill with replace (its plan task's part here, then its
+            # chunks), the stream restarted; it joins the replaced table anew.
+            backfill = plan(mariadb, [str(table)], 1000, meta)
+            replace_tables(
+                source_config(mariadb),
+                meta,
+                SinkConfig(str(lake)),
+                backfill.plan_id,
+                stream_id=spec.stream_id,
+                reason="test: backfill with replace",
+            )
+            assert DeltaSink(str(lake)).read_all(table).num_rows == 0
+            snapshot_all(mariadb, backfill, meta, lake)
             stream.close()
             stream = InProcessStream(spec, tmp_path, resume=stream)  # from its checkpoint
             stream.run_batch()  # the pre-snapshot changes are held by the new chunks
@@ -120,10 +131,18 @@ def test_an_alter_inside_a_first_snapshots_window_fails_the_chunk_naming_the_way
             job.result(timeout=120)
     message = str(failed.value)
     assert "Waited" in message, message
-    assert "snapshot it again in full" in message, message
-    # ...and after the way on (the old table moved away) the re-run succeeds.
-    shutil.move(DeltaSink(str(lake)).table_uri(table), tmp_path / "old")
-    run_chunk(job_spec(mariadb, chunk.chunk_id, meta, lake))
+    assert "mysql_cdc_backfill with replace" in message, message
+    # ...and after the way on (a backfill with replace) the table is whole again.
+    backfill = plan(mariadb, [str(table)], 1000, meta)
+    replace_tables(
+        source_config(mariadb),
+        meta,
+        SinkConfig(str(lake)),
+        backfill.plan_id,
+        stream_id=None,
+        reason="test: backfill with replace",
+    )
+    snapshot_all(mariadb, backfill, meta, lake)
     assert_replica_equals_source(mariadb, str(lake), table, ["id"])
 
 
@@ -146,7 +165,8 @@ def test_the_stream_job_stops_on_an_alter_with_the_reason(
         f"ALTER TABLE `{db}`.t MODIFY a VARCHAR(20)", f"UPDATE `{db}`.t SET a = 'x' WHERE id = 5"
     )
     job = spark_submit_stream(
-        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"), tmp_path
+        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", not_in_place="stop"),
+        tmp_path,
     )
     assert job.wait(timeout=300) == 2, (tmp_path / "stream.log").read_text()[-6000:]
     log = (tmp_path / "stream.log").read_text()

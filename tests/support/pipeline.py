@@ -216,13 +216,21 @@ def stream_spec(
     storage_options: Mapping[str, str] | None = None,
     **settings: Any,
 ) -> Any:
-    """The stream's job spec; ``settings``: fields of its bounds (``start_batch_bytes``...)
-    or of its discovery (``patterns``...)."""
-    from airflow_cdc.config import DiscoveryConfig, StreamBounds, StreamJobSpec
+    """The stream's job spec; ``settings``: fields of its bounds (``start_batch_bytes``...),
+    of its schema-change settings (``not_in_place``...) or of its discovery
+    (``patterns``...)."""
+    from airflow_cdc.config import (
+        DiscoveryConfig,
+        SchemaChangeConfig,
+        StreamBounds,
+        StreamJobSpec,
+    )
 
     bound_names = {f.name for f in dataclasses.fields(StreamBounds)}
+    change_names = {f.name for f in dataclasses.fields(SchemaChangeConfig)}
     bounds = {k: v for k, v in settings.items() if k in bound_names}
-    discovery = {k: v for k, v in settings.items() if k not in bound_names}
+    changes = {k: v for k, v in settings.items() if k in change_names}
+    discovery = {k: v for k, v in settings.items() if k not in bound_names | change_names}
     return StreamJobSpec(
         stream_id=stream_id,
         tables=tuple(tables),
@@ -233,6 +241,7 @@ def stream_spec(
         mode=mode,
         bounds=StreamBounds(**{"trigger_seconds": 1.0, **bounds}),
         discovery=DiscoveryConfig(**discovery),
+        schema_changes=SchemaChangeConfig(**changes),
         probe=pause_points(pause_dir) if pause_dir else ProbeConfig(),
     )
 

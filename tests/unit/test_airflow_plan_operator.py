@@ -153,6 +153,11 @@ def test_literal_chunk_rows_checked_at_parse_time() -> None:
         ({"chunk_keys": {"shop.orders": []}}, "empty"),
         ({"chunk_keys": "[1, 2]"}, "mapping"),
         ({"sink_path": ""}, "sink_path"),
+        ({"replace": "maybe"}, "replace must be true or false"),
+        (
+            {"replace": "True", "key_range": {"lo": [1], "hi": None}},
+            "replace snapshots whole tables",
+        ),
     ],
 )
 def test_bad_params_name_the_problem(kwargs: dict[str, Any], message: str) -> None:
@@ -171,6 +176,7 @@ def test_template_fields() -> None:
         "key_range",
         "allowed_tables",
         "join_stream",
+        "replace",
     }
 
 
@@ -188,7 +194,7 @@ def test_unknown_params_in_the_conf_are_refused_before_anything_runs() -> None:
     }
     with pytest.raises(ConfigurationError, match=r"unknown param\(s\) \['chunk_row'\].*a typo"):
         _op().execute(context)  # type: ignore[arg-type]
-    from airflow_cdc.operators.plan import check_known_params
+    from airflow_cdc.operators._params import check_known_params
 
     check_known_params({**context, "dag_run": SimpleNamespace(conf={"chunk_rows": 3})})
     check_known_params({**context, "dag_run": SimpleNamespace(conf={})})

@@ -122,3 +122,22 @@ def test_status_with_a_wrong_url_names_the_connection(
     err = capsys.readouterr().err
     assert "cdc_metadata" in err
     assert "pw" not in err.replace("pwd", "")
+
+
+def test_status_lists_plans_not_done_but_the_latest(url: str) -> None:
+    """An older plan still running (a replacement the stream runs itself, say) is shown with
+    its progress beside the latest one."""
+    store = MetadataStore.connect(url)
+    plan = TablePlan(TableId("shop", "items"), ("id",), (ChunkRange(None, None),), 5, "even")
+    store.create_plan("stream s1: shop.items replaced at b.000001:990", [plan])
+    newest = TablePlan(TableId("shop", "other"), ("id",), (ChunkRange(None, None),), 5, "even")
+    store.create_plan("run-3", [newest])
+    out = subprocess.run(
+        [sys.executable, "-m", "airflow_cdc.cli", "status", "--metadata-url", url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "snapshot plan 3 (run-3" in out
+    assert "unfinished plan 1 (run-1): 1/2 chunks done" in out
+    assert "unfinished plan 2 (stream s1: shop.items replaced at b.000001:990): 0/1" in out

@@ -216,21 +216,23 @@ def test_discovery_takes_a_dropped_table_found_again_for_a_new_one(
     for table in (ORDERS, ITEMS):
         full_plan(store, table, 10)
     store.mark_stream_tables_joined("s", [(ORDERS, None), (ITEMS, None)], pos(12))
-    assert Discovery(spec).find(store) == ([], {ORDERS, ITEMS})
+    assert Discovery(spec).find(store) == ([], {ORDERS, ITEMS}, set())
 
     store.mark_stream_table_dropped("s", ITEMS, pos(20), "DROP TABLE shop.items")
-    found, requested = Discovery(spec).find(store)
-    assert found == [(ITEMS, None)]  # -> "plan"
+    found, requested, dropped = Discovery(spec).find(store)
+    assert found == [(ITEMS, None)]  # -> "plan" (and a replacement Delta table)
     assert requested == {ORDERS}
+    assert dropped == {ITEMS}
     # Still dropped in the source: nothing matches, nothing to do.
     matched.remove(ITEMS)
-    assert Discovery(spec).find(store) == ([], {ORDERS})
+    assert Discovery(spec).find(store) == ([], {ORDERS}, {ITEMS})
     # Once asked for again (discovery planned it), the usual rule applies.
     matched.append(ITEMS)
     store.request_stream_tables("s", [ITEMS])
-    found, requested = Discovery(spec).find(store)
+    found, requested, dropped = Discovery(spec).find(store)
     assert [(t, s is not None and s.done) for t, s in found] == [(ITEMS, True)]
     assert requested == {ORDERS, ITEMS}
+    assert dropped == set()
 
 
 # -- migration ------------------------------------------------------------------------------

@@ -290,7 +290,7 @@ def test_high_watermark_sort_column_orders_like_positions(
 
 
 def test_stream_state_get_put(store: MetadataStore) -> None:
-    assert store.get_stream_state("main") is None
+    assert store.stream_state("main") is None
     beat = dt.datetime(2025, 5, 1, 12, 0, tzinfo=dt.UTC)
     state = StreamState(
         "main",
@@ -303,10 +303,10 @@ def test_stream_state_get_put(store: MetadataStore) -> None:
         lease_expires_at=beat + dt.timedelta(minutes=1),
     )
     store.put_stream_state(state)
-    assert store.get_stream_state("main") == state
+    assert store.stream_state("main") == state
     moved = StreamState("main", (ORDERS,), committed_position=pos(99))
     store.put_stream_state(moved)
-    assert store.get_stream_state("main") == moved
+    assert store.stream_state("main") == moved
 
 
 # -- schema and migrations ----------------------------------------------------------------------

@@ -216,7 +216,7 @@ def test_put_and_get_keep_every_field(store: MetadataStore) -> None:
     )
     store.put_stream_state(state)
     assert store.stream_state("s") == state
-    assert store.get_stream_state("s") == state
+    assert store.stream_state("s") == state
     assert not state.lease_live(moment + dt.timedelta(seconds=30))
     assert state.lease_live(moment)
 

@@ -65,5 +65,5 @@ def test_other_columns_in_the_sink_wait_for_the_stream_then_give_up_naming_why()
     waiting = Attempts(*[differ] * 100)
     with pytest.raises(SchemaChangedError, match=r"new columns \['c'\]\. Waited 60 s") as failed:
         run(waiting, clock)
-    assert "snapshot it again in full" in str(failed.value)
+    assert "mysql_cdc_backfill with replace" in str(failed.value)
     assert waiting.calls == 60 / COLUMNS_POLL_SECONDS + 1
