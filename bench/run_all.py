@@ -17,7 +17,9 @@ table grown through the sizes (``plan.py``), and
 **stream**, per backlog size (``--stream-sizes``, row changes):
 ``stream.measure_stream(server, changes, workdir)``, which sets up its own tables; and
 **many_tables**: 300 tables of 2,000 rows against one table of 600,000 through Airflow end
-to end, and the stream's latency over the 300 tables (``many_tables.py``).
+to end, and the stream's latency over the 300 tables (``many_tables.py``); and
+**add_column**: an instant ``ADD COLUMN ... NOT NULL DEFAULT`` on a 1,000,000-row table
+carried over in place against a full re-snapshot of it (``add_column.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -61,6 +63,8 @@ from spark_jdbc import spark_jdbc_to_parquet  # noqa: E402
 from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 
 DEFAULT_SIZES = (1_000_000, 5_000_000, 10_000_000)
+#: The table of the add_column section (issue 21's figure is for 1,000,000 rows).
+ADD_COLUMN_ROWS = 1_000_000
 #: Backlog sizes (row changes) of the stream section: the stream decodes ~5-10k changes/s
 #: here, so 10M changes would not fit the run's time budget.
 DEFAULT_STREAM_SIZES = (100_000, 300_000, 1_000_000)
@@ -76,6 +80,7 @@ HEADLINE_KEYS = (
     "plan_ms_per_chunk",
     "many_tables_vs_one_table",
     "many_tables_stream_p99_s",
+    "add_column_vs_resnapshot",
 )
 RESULTS = BENCH / "results.json"
 
@@ -293,6 +298,18 @@ def object_store_section(run: Run, server: LocalMariaDB, rows: int, workdir: Pat
         )
 
 
+def add_column_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``add_column.measure_add_column``: an instant ADD COLUMN carried over in place
+    against a full re-snapshot of the same 1,000,000-row table."""
+    measure, status = optional("add_column", "measure_add_column")
+    run.sections["add_column"] = status
+    if measure is not None:
+        rows = ADD_COLUMN_ROWS
+        result = run.attempt("add_column", "add_column", lambda: measure(server, rows, workdir))
+        if result is not None:
+            run.raw["add_column"] = {str(rows): result}
+
+
 def many_tables_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``many_tables.measure_many_tables``: 300 x 2,000 rows against 600,000 in one table,
     keyed by the total rows."""
@@ -409,6 +426,7 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         "handoff_gap_s": _largest(e2e, "handoff_gap_s", "handoff_gap_seconds"),
         "many_tables_vs_one_table": _largest(raw.get("many_tables"), "many_tables_vs_one_table"),
         "many_tables_stream_p99_s": _largest(raw.get("many_tables"), "many_tables_stream_p99_s"),
+        "add_column_vs_resnapshot": _largest(raw.get("add_column"), "add_column_vs_resnapshot"),
     }
     plan = raw.get("plan") or {}
     plan_sizes = [int(k) for k in plan.get("sizes", {})]
@@ -543,6 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 memory_section(run, server, workdir)
             if "many_tables" not in skip:
                 many_tables_section(run, server, workdir / "many_tables")
+            if "add_column" not in skip:
+                add_column_section(run, server, workdir)
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)

@@ -103,7 +103,7 @@ def read_changes(
         (_record(row) for row in rows), key=lambda r: (r.position, str(r.table), r.kind)
     )
     if limit is not None:
-        records = records[len(records) - limit :] if limit else []
+        records = records[max(0, len(records) - limit) :] if limit else []
     return records
 
 

@@ -106,6 +106,8 @@ def test_changes_come_in_binlog_order_and_limit_keeps_the_newest(store: Metadata
     assert [c.position for c in store.schema_changes("s", ORDERS)] == order
     assert [c.position for c in store.schema_changes("s", ORDERS, limit=2)] == order[2:]
     assert store.schema_changes("s", ORDERS, limit=10) == store.schema_changes("s", ORDERS)
+    # A limit above the count keeps them all (it once kept the last 2 * count - limit).
+    assert store.schema_changes("s", ORDERS, limit=5) == store.schema_changes("s", ORDERS)
     assert store.schema_changes("s", limit=0) == []
     assert [c.table for c in store.schema_changes("s", ITEMS)] == [ITEMS]
     assert store.schema_changes("s", ODD) == []
