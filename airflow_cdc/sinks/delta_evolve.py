@@ -32,7 +32,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake import CommitProperties, DeltaTable, TableFeatures, Transaction
 from deltalake.schema import Field as DeltaField
 from deltalake.schema import Schema as DeltaSchema
 
@@ -120,6 +120,7 @@ def _change(
     layout = layout_of(dt, table)
     fields, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
     fields = delta_fields(table, fields)
+    _enable_zoneless_timestamps(dt, fields)
     commit = CommitProperties(app_transactions=[Transaction(COLUMNS_APP, version)])
     if change.rewrites(layout.dropped_columns):
         _rewrite(dt, location, layout, change, fields, commit)
@@ -135,6 +136,18 @@ def _change(
             raise_if_not_exists=False,
             commit_properties=commit,
         )
+
+
+def _enable_zoneless_timestamps(dt: DeltaTable, fields: list[pa.Field]) -> None:
+    """A table gaining its first zone-less timestamp (a ``DATETIME`` column) needs Delta's
+    ``timestampNtz`` feature first (delta-rs 1.6 refuses the schema without it; a table
+    created with such a column has it)."""
+    zoneless = any(pa.types.is_timestamp(f.type) and f.type.tz is None for f in fields)
+    if zoneless and "timestampNtz" not in (dt.protocol().writer_features or []):
+        dt.alter.add_feature(
+            TableFeatures.TimestampWithoutTimezone, allow_protocol_versions_increase=True
+        )
+        dt.update_incremental()
 
 
 def _rewrite(

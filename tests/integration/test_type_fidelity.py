@@ -424,3 +424,123 @@ def test_timestamps_are_instants_whatever_the_servers_time_zone(
     for row_id in (1, 2):
         assert rows[row_id]["ts"] == dt.datetime(2024, 1, 1, 6, 30, 0, 250000, tzinfo=dt.UTC)
         assert rows[row_id]["d"] == dt.datetime(2024, 1, 1, 12, 0, 0)
+
+
+# -- evolved columns ---------------------------------------------------------------------------
+
+EVOLVING = """
+    id INT NOT NULL PRIMARY KEY, w_tiny TINYINT, w_small SMALLINT UNSIGNED, w_int INT,
+    w_u INT UNSIGNED, w_float FLOAT, w_dec DECIMAL(10,2), w_char VARCHAR(5),
+    w_enum ENUM('a', 'b'), w_set SET('x', 'y')
+"""
+EVOLVING_ROWS = [  # (w_tiny, w_small, w_int, w_u, w_float, w_dec, w_char, w_enum, w_set)
+    "-128, 0, -2147483648, 0, -3.40282e38, -99999999.99, '', 'a', ''",
+    "127, 65535, 2147483647, 4294967295, 3.40282e38, 99999999.99, 'ü😀xyz', 'b', 'x,y'",
+    "1, 2, 3, 4, 0.1, 0.01, 'a', 'a', 'y'",
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL",
+]
+#: Each widening and each constant default the stream carries over in place, in one ALTER.
+EVOLVE = """ALTER TABLE ev
+    MODIFY w_tiny SMALLINT, MODIFY w_small INT, MODIFY w_int BIGINT,
+    MODIFY w_u BIGINT UNSIGNED, MODIFY w_float DOUBLE, MODIFY w_dec DECIMAL(20,6),
+    MODIFY w_char VARCHAR(300), MODIFY w_enum ENUM('a', 'b', 'c'),
+    MODIFY w_set SET('x', 'y', 'z'),
+    ADD COLUMN a_date DATE NOT NULL DEFAULT '2024-02-29',
+    ADD COLUMN a_dec DECIMAL(8,3) DEFAULT -1.5,
+    ADD COLUMN a_str VARCHAR(20) NOT NULL DEFAULT 'it''s',
+    ADD COLUMN a_enum ENUM('p', 'q') NOT NULL,
+    ADD COLUMN a_int INT NOT NULL,
+    ADD COLUMN a_bin VARBINARY(4) DEFAULT 'ab',
+    ADD COLUMN a_dt DATETIME(3) DEFAULT '2024-01-02 03:04:05.678',
+    ADD COLUMN a_set SET('m', 'n') DEFAULT 'm,n',
+    ADD COLUMN a_double DOUBLE DEFAULT 2.5,
+    ADD COLUMN a_null BIGINT
+"""
+AFTER_ROWS = [  # rows written after the ALTER, edge values of the new types
+    "(11, -32768, 2147483647, -(1 << 63), 18446744073709551615, -1.7976931348623157e308, "
+    "'99999999999999.999999', REPEAT('ü', 300), 'c', 'x,z', '1000-01-01', -99999.999, "
+    "'s', 'q', -2147483648, x'00ff', '9999-12-31 23:59:59.999', 'n', 1e308, 1)",
+    "(12, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '2024-01-01', NULL, '', "
+    "'p', 0, NULL, NULL, '', NULL, NULL)",
+]
+
+
+def _evolving_source(server: LocalMariaDB, db: str) -> dict[int, dict[str, Any]]:
+    """What pymysql reads, as the sink holds it (BIGINT UNSIGNED: a decimal)."""
+    conn = server.root(cursorclass=pymysql.cursors.DictCursor)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM `{db}`.ev")
+            rows = {row["id"]: dict(row) for row in cur.fetchall()}
+    finally:
+        conn.close()
+    for row in rows.values():
+        if row["w_u"] is not None:
+            row["w_u"] = Decimal(row["w_u"])
+    return rows
+
+
+def _assert_evolved_replica(server: LocalMariaDB, db: str, lake: Path) -> None:
+    from airflow_cdc.sinks.delta_layout import column_differences, planned_table
+    from airflow_cdc.source.arrow_types import arrow_schema
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+
+    source = _evolving_source(server, db)
+    sink = {row["id"]: row for row in DeltaSink(str(lake)).read_live(TableId(db, "ev")).to_pylist()}
+    assert sorted(sink) == sorted(source)
+    problems = [
+        f"id {row_id} {column}: want {value!r}, got {sink[row_id].get(column)!r}"
+        for row_id, row in source.items()
+        for column, value in row.items()
+        if value != sink[row_id].get(column) or type(value) is not type(sink[row_id].get(column))
+    ]
+    assert not problems, "\n".join(problems)
+    conn = connect(source_config(server))
+    try:
+        schema = load_table_schema(conn, TableId(db, "ev"))
+    finally:
+        conn.close()
+    wanted = planned_table(schema, arrow_schema(schema), None).schema
+    assert column_differences(DeltaSink(str(lake)).layout(TableId(db, "ev")), wanted) == []
+
+
+def test_evolved_columns_same_value_by_stream_and_snapshot(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """Every widening and every constant default the stream carries over in place, in one
+    ALTER, between writes: the stream's replica (older rows cast or filled by the sink,
+    newer ones decoded from the binlog with the new types) and a snapshot taken after the
+    ALTER hold the same values, those the source reads back, with the catalog's types."""
+    from tests.support.pipeline import stream_spec
+    from tests.support.stream_harness import InProcessStream
+
+    db = fresh_db
+    mariadb.execute(f"CREATE TABLE `{db}`.ev ({EVOLVING}) CHARACTER SET utf8mb4")
+    mariadb.execute(
+        *(f"INSERT INTO `{db}`.ev VALUES ({n}, {v})" for n, v in enumerate(EVOLVING_ROWS, 1))
+    )
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    table = TableId(db, "ev")
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt")
+    stream = InProcessStream(spec, tmp_path)
+    try:
+        mariadb.execute("UPDATE ev SET w_int = w_int - 1 WHERE id = 3", EVOLVE, database=db)
+        mariadb.execute(
+            *(f"INSERT INTO ev VALUES {row}" for row in AFTER_ROWS),
+            "UPDATE ev SET w_int = 1 << 40, w_dec = 0.000001, a_int = 5 WHERE id = 2",
+            database=db,
+        )
+        stream.run_batch()
+    finally:
+        stream.close()
+    _assert_evolved_replica(mariadb, db, lake)  # the stream's
+    again = tmp_path / "snapshot"
+    snapshot_all(
+        mariadb,
+        plan(mariadb, [str(table)], 1000, f"sqlite:///{again}.db"),
+        f"sqlite:///{again}.db",
+        again,
+    )
+    _assert_evolved_replica(mariadb, db, again)  # a snapshot's, after the ALTER

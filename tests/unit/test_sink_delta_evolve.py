@@ -216,3 +216,17 @@ def test_a_change_cut_short_holds_writers_until_it_is_carried_out(sink: DeltaSin
     config = DeltaTable(sink.table_uri(T)).metadata().configuration
     assert config[CONFIG_EVOLVING] == ""
     assert json.loads(config[CONFIG_DROPPED]) == ["n"]
+
+
+def test_a_first_datetime_column_brings_the_zoneless_timestamp_feature(sink: DeltaSink) -> None:
+    """delta-rs refuses a zone-less timestamp in a table without ``timestampNtz``."""
+    import datetime as dt
+
+    assert "timestampNtz" not in (DeltaTable(sink.table_uri(T)).protocol().writer_features or [])
+    when = dt.datetime(2024, 1, 2, 3, 4, 5, 678000)
+    added = AddedColumn(pa.field("at", pa.timestamp("us")), when)
+    assert sink.evolve(T, ColumnsChange(at(300), added=(added,)))
+    assert "timestampNtz" in (DeltaTable(sink.table_uri(T)).protocol().writer_features or [])
+    assert by_key(sink)[1]["at"] == when
+    sink.apply(T, rows([(5, 1, "x", 400, False)], at=pa.array([when], pa.timestamp("us"))))
+    assert by_key(sink)[5]["at"] == when
