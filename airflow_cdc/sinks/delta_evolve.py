@@ -23,6 +23,7 @@ time travel keeps the old.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -51,6 +52,7 @@ from airflow_cdc.sinks.delta_layout import (
     delta_fields,
     layout_of,
     stats_columns,
+    write_table_metadata,
 )
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
@@ -219,8 +221,9 @@ def replace_table(
     CREATE OR REPLACE, one commit (time travel keeps the old table), after the same mark as
     a change of columns (a concurrent append would otherwise survive it). ``replaced_for``
     (a plan) is recorded in the table: False when it was replaced for it already."""
-    config = dict(planned.configuration)
-    config[CONFIG_REPLACED] = replaced_for
+    planned = dataclasses.replace(
+        planned, configuration={**planned.configuration, CONFIG_REPLACED: replaced_for}
+    )
     if DeltaTable.is_deltatable(uri, storage_options):
         if open_table().metadata().configuration.get(CONFIG_REPLACED) == replaced_for:
             return False
@@ -233,17 +236,7 @@ def replace_table(
             retry,
         )
     retry_conflicts(
-        lambda: DeltaTable.create(
-            uri,
-            planned.schema,
-            mode="overwrite",
-            partition_by=[BUCKET_COLUMN],
-            name=str(table),
-            description=f"airflow-cdc sink of {table}",
-            configuration=config,
-            storage_options=storage_options,
-            raise_if_key_not_exists=False,
-        ),
+        lambda: write_table_metadata(uri, table, planned, storage_options, mode="overwrite"),
         f"{table}: replacing its Delta table",
         retry,
     )

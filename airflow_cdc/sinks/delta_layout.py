@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -52,6 +53,7 @@ __all__ = [
     "planned_table",
     "stats_columns",
     "writable_layout",
+    "write_table_metadata",
 ]
 
 log = logging.getLogger(__name__)
@@ -172,17 +174,7 @@ def create_table(
     """Create the sink table at ``uri``: True, or False when another writer created it
     first (the caller then checks that one's layout)."""
     try:
-        DeltaTable.create(
-            uri,
-            planned.schema,
-            mode="error",
-            partition_by=[BUCKET_COLUMN],
-            name=str(table),
-            description=f"airflow-cdc sink of {table}",
-            configuration=planned.configuration,
-            storage_options=storage_options,
-            raise_if_key_not_exists=False,
-        )
+        write_table_metadata(uri, table, planned, storage_options, mode="error")
     except DeltaError:
         if not DeltaTable.is_deltatable(uri, storage_options):
             raise
@@ -190,6 +182,29 @@ def create_table(
         return False
     log.info("created sink table %s at %s", table, uri)
     return True
+
+
+def write_table_metadata(
+    uri: str,
+    table: TableId,
+    planned: PlannedTable,
+    storage_options: dict[str, str] | None,
+    *,
+    mode: Literal["error", "overwrite"],
+) -> None:
+    """The Delta table at ``uri`` created (``error``: unless one is there) or created again,
+    empty (``overwrite``: Delta's CREATE OR REPLACE), with ``planned``'s layout."""
+    DeltaTable.create(
+        uri,
+        planned.schema,
+        mode=mode,
+        partition_by=[BUCKET_COLUMN],
+        name=str(table),
+        description=f"airflow-cdc sink of {table}",
+        configuration=planned.configuration,
+        storage_options=storage_options,
+        raise_if_key_not_exists=False,
+    )
 
 
 def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTable) -> None:

@@ -36,6 +36,21 @@ CHANGES = [
 ]
 
 
+def _backfill_with_replace(
+    mariadb: LocalMariaDB, table: TableId, meta: str, lake: Path, stream_id: str | None
+) -> None:
+    """What ``mysql_cdc_backfill`` with replace does: a full plan, the Delta table replaced
+    by an empty one (the plan task's part), then its chunks."""
+    backfill = plan(mariadb, [str(table)], 1000, meta)
+    sink = SinkConfig(str(lake))
+    why = "test: backfill with replace"
+    replace_tables(
+        source_config(mariadb), meta, sink, backfill.plan_id, stream_id=stream_id, reason=why
+    )
+    assert DeltaSink(str(lake)).read_all(table).num_rows == 0
+    snapshot_all(mariadb, backfill, meta, lake)
+
+
 def test_each_change_not_made_in_place_stops_the_stream_until_the_table_is_snapshotted_again(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
@@ -74,17 +89,7 @@ def test_each_change_not_made_in_place_stops_the_stream_until_the_table_is_snaps
 
             # The way on: a backfill with replace (its plan task's part here, then its
             # chunks), the stream restarted; it joins the replaced table anew.
-            backfill = plan(mariadb, [str(table)], 1000, meta)
-            replace_tables(
-                source_config(mariadb),
-                meta,
-                SinkConfig(str(lake)),
-                backfill.plan_id,
-                stream_id=spec.stream_id,
-                reason="test: backfill with replace",
-            )
-            assert DeltaSink(str(lake)).read_all(table).num_rows == 0
-            snapshot_all(mariadb, backfill, meta, lake)
+            _backfill_with_replace(mariadb, table, meta, lake, spec.stream_id)
             stream.close()
             stream = InProcessStream(spec, tmp_path, resume=stream)  # from its checkpoint
             stream.run_batch()  # the pre-snapshot changes are held by the new chunks
@@ -133,16 +138,7 @@ def test_an_alter_inside_a_first_snapshots_window_fails_the_chunk_naming_the_way
     assert "Waited" in message, message
     assert "mysql_cdc_backfill with replace" in message, message
     # ...and after the way on (a backfill with replace) the table is whole again.
-    backfill = plan(mariadb, [str(table)], 1000, meta)
-    replace_tables(
-        source_config(mariadb),
-        meta,
-        SinkConfig(str(lake)),
-        backfill.plan_id,
-        stream_id=None,
-        reason="test: backfill with replace",
-    )
-    snapshot_all(mariadb, backfill, meta, lake)
+    _backfill_with_replace(mariadb, table, meta, lake, None)
     assert_replica_equals_source(mariadb, str(lake), table, ["id"])
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,18 @@ def _tables(mariadb: LocalMariaDB, db: str, names: list[str], rows: int) -> list
     return [TableId(db, name) for name in names]
 
 
+def _snapshotted_and_streaming(
+    mariadb: LocalMariaDB, tables: list[TableId], tmp_path: Path
+) -> tuple[str, Path, Any, InProcessStream]:
+    """The tables snapshotted and a stream over them: its metadata URL, lake, spec and the
+    stream (in-process)."""
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    names = [str(t) for t in tables]
+    snapshot_all(mariadb, plan(mariadb, names, 1000, meta), meta, lake)
+    spec = stream_spec(mariadb, names, meta, lake, tmp_path / "ckpt")
+    return meta, lake, spec, InProcessStream(spec, tmp_path)
+
+
 def _decisions(store: MetadataStore, stream_id: str, table: TableId) -> list[tuple[str, str]]:
     return [(c.kind, c.decision) for c in store.schema_changes(stream_id, table)]
 
@@ -46,10 +59,7 @@ def test_truncate_drop_and_rename_are_carried_over_while_the_others_flow(
 ) -> None:
     db = fresh_db
     a, b, c = _tables(mariadb, db, ["a", "b", "c"], 500)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(a), str(b), str(c)], 1000, meta), meta, lake)
-    spec = stream_spec(mariadb, [str(a), str(b), str(c)], meta, lake, tmp_path / "ckpt")
-    stream = InProcessStream(spec, tmp_path)
+    meta, lake, spec, stream = _snapshotted_and_streaming(mariadb, [a, b, c], tmp_path)
     store = MetadataStore.connect(meta)
     try:
         # TRUNCATE in the middle of a batch: rows before it go, rows after it stay.
@@ -156,10 +166,7 @@ def test_column_changes_are_applied_in_place_while_the_other_table_flows(
         f"CREATE TABLE `{db}`.u (id INT PRIMARY KEY, v INT)",
         f"INSERT INTO `{db}`.u SELECT seq, seq FROM `{db}`.seq_1_to_100",
     )
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(t), str(u)], 1000, meta), meta, lake)
-    spec = stream_spec(mariadb, [str(t), str(u)], meta, lake, tmp_path / "ckpt")
-    stream = InProcessStream(spec, tmp_path)
+    meta, lake, spec, stream = _snapshotted_and_streaming(mariadb, [t, u], tmp_path)
     store = MetadataStore.connect(meta)
     steps = [
         (
@@ -252,10 +259,7 @@ def test_a_backfill_chunk_under_the_stream_gets_past_an_alter(
 
     db = fresh_db
     t, u = _tables(mariadb, db, ["t", "u"], 300)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(t), str(u)], 1000, meta), meta, lake)
-    spec = stream_spec(mariadb, [str(t), str(u)], meta, lake, tmp_path / "ckpt")
-    stream = InProcessStream(spec, tmp_path)
+    meta, lake, _, stream = _snapshotted_and_streaming(mariadb, [t, u], tmp_path)
     try:
         stream.run_batch()
         (chunk,) = plan(mariadb, [str(t)], 1000, meta).chunks  # the backfill
@@ -301,10 +305,7 @@ def test_changes_not_made_in_place_replace_the_table_or_read_it_again(
 
     db = fresh_db
     t, u = _tables(mariadb, db, ["t", "u"], 300)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(t), str(u)], 1000, meta), meta, lake)
-    spec = stream_spec(mariadb, [str(t), str(u)], meta, lake, tmp_path / "ckpt")
-    stream = InProcessStream(spec, tmp_path)
+    meta, lake, spec, stream = _snapshotted_and_streaming(mariadb, [t, u], tmp_path)
     store = MetadataStore.connect(meta)
     steps = [
         (
