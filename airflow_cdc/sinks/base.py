@@ -184,6 +184,11 @@ class Sink(Protocol):
         ``replaced_for`` (a plan that snapshots it again); False when it was already."""
         ...
 
+    def copy_table(self, source: TableId, target: TableId, origin: str) -> bool:
+        """Copy ``source``'s table to ``target``'s place (a source ``RENAME TABLE``), marked
+        with ``origin``; False, copying nothing, when another table is there."""
+        ...
+
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last ``app_version`` that :meth:`apply` recorded for ``app_id``, if any."""
         ...

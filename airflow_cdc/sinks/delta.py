@@ -43,6 +43,7 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, ApplyResult
 from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta_changes import Batch
+from airflow_cdc.sinks.delta_copy import Copied, copy_delta_table
 from airflow_cdc.sinks.delta_evolve import evolve_table, replace_table
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
 from airflow_cdc.sinks.delta_layout import (
@@ -326,6 +327,17 @@ class DeltaSink:
             self.storage_options,
             self.retry,
         )
+
+    def copy_table(self, source: TableId, target: TableId, origin: str) -> bool:
+        """Copy ``source``'s Delta table to ``target``'s place, marked with ``origin``
+        (:mod:`.delta_copy`); False, copying nothing, when another table is there."""
+        copied = copy_delta_table(
+            self.table_location(source),
+            self.table_location(target),
+            origin,
+            lambda: self._open(target),
+        )
+        return copied is Copied.DONE
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError, SchemaChangedError, SinkColumnsChangedError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, TableId, TableSchema, TableSelection
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
@@ -227,7 +227,17 @@ class BatchWriter:
             self._reload_schema,
             self.spec.schema_changes,
             self.spec.discovery.chunk_rows,
+            self._follows,
         )
+
+    def _follows(self, table: TableId) -> bool:
+        """Whether ``table`` is one of the stream's tables or matches its patterns."""
+        named = {TableId.parse(name) for name in self.spec.tables}
+        patterns = self.spec.discovery.patterns
+        if table in named or not patterns:
+            return table in named
+        selection = TableSelection.parse(patterns, self.spec.discovery.exclude_patterns)
+        return selection.matches(table)
 
     def _readable(self) -> set[TableId]:
         """The tables the stream reads now: joined, or ready to join (``stream.joining``);

@@ -20,6 +20,7 @@ position; a replayed batch redoes it and changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import screen_events, way_on
 from airflow_cdc.stream.apply import apply_batch
 from airflow_cdc.stream.emit_filter import EmitFilter
-from airflow_cdc.stream.own_plans import own_label, plan_whole
+from airflow_cdc.stream.own_plans import adopt_renamed, own_label, plan_whole
 from airflow_cdc.stream.schema_decisions import (
     Decision,
     coverage,
@@ -77,6 +78,9 @@ class InOrder:
     schema_changes: SchemaChangeConfig = field(default_factory=SchemaChangeConfig)
     #: Rows per chunk of the plans the stream makes (a replacement, a table read again).
     chunk_rows: int = DEFAULT_CHUNK_ROWS
+    #: Whether the stream follows a table (its tables and patterns): a table renamed to
+    #: such a name carries on under it.
+    follows: Callable[[TableId], bool] = lambda _: False
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,8 @@ def carry_out(
             evolution = found
     if decision is Decision.REPLACE and context.schema_changes.not_in_place == "stop":
         decision = Decision.STOP  # by setting: the operator replaces it (way_on)
+    if decision is Decision.DROP:
+        reason = _follow_rename(context, schema, statement)
     detail = _record(context, statement, decision, reason)
     log.warning("%s at %s %s", table, position, detail)
     if decision is Decision.TRUNCATE:
@@ -256,6 +262,24 @@ def carry_out(
             f"The stream applied {table}'s changes before it and stopped. {way_on(table)}"
         )
     return Carried(decision, schema)
+
+
+def _follow_rename(context: InOrder, schema: TableSchema, statement: Statement) -> str:
+    """A ``RENAME TABLE`` to a name the stream follows: the Delta table copied to the new
+    name's place and the new name adopted at the statement (``stream.own_plans``), so it
+    carries on without a snapshot; what to add to the drop's explanation ("" when the
+    statement renames to no followed name, or another table is at its place: the new name
+    is then snapshotted like any new table)."""
+    new = next((e.change.new_table for e in statement.events if e.change.new_table), None)
+    if new is None or not context.follows(new):
+        return ""
+    origin = f"{schema.table} renamed at {statement.position}"
+    if not context.sink.copy_table(schema.table, new, origin):
+        return ""
+    label = own_label(context.stream_id, f"{new}, {origin}")
+    renamed = dataclasses.replace(schema, table=new)
+    adopt_renamed(context.store, context.stream_id, renamed, statement.position, label)
+    return f"; {new} carries on from a copy of it"
 
 
 def _evolve(

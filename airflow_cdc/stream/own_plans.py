@@ -4,7 +4,9 @@ A stream plans a table whole when it finds a new table its pattern selects
 (``stream.discovery``), when a change of a table's columns cannot be carried over in place
 and its replica is replaced (``snapshot.replacement``), and when an added column's value in
 the existing rows is computed by the server (``CURRENT_TIMESTAMP``): the table is read
-again, under the running stream, like a backfill. The plan's label names the stream
+again, under the running stream, like a backfill. A table renamed into the followed set
+needs no snapshot: its Delta table is the old name's, copied, and its plan one chunk done
+at the rename (:func:`adopt_renamed`). The plan's label names the stream
 (:func:`own_label`), so the stream's snapshotter (on the stream's executors, beside the
 query) finds what is left of its plans, after a restart too, and runs it
 (:func:`run_own_plans`): every chunk run is idempotent.
@@ -18,8 +20,8 @@ from collections.abc import Sequence
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, StreamJobSpec
 from airflow_cdc.errors import SnapshotUnitError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.metadata.records import PlanRecord
-from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.metadata.records import FinishedChunk, PlanRecord
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan, TableSchema
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 from airflow_cdc.planning.planner import plan_tables
 from airflow_cdc.snapshot.runners import Runner
@@ -27,7 +29,14 @@ from airflow_cdc.snapshot.unit import run_unit
 from airflow_cdc.source.connection import DbConnection
 from airflow_cdc.source.server import server_info
 
-__all__ = ["is_own", "own_label", "plan_whole", "run_own_plans", "snapshot_plan"]
+__all__ = [
+    "adopt_renamed",
+    "is_own",
+    "own_label",
+    "plan_whole",
+    "run_own_plans",
+    "snapshot_plan",
+]
 
 log = logging.getLogger("airflow_cdc.stream")
 
@@ -51,6 +60,24 @@ def plan_whole(
     """Plan ``schemas``' tables whole and record the plan (its chunks pending)."""
     plans = plan_tables(conn, server_info(conn), schemas, ChunkingConfig(chunk_rows=chunk_rows))
     return store.create_plan(label, plans)
+
+
+def adopt_renamed(
+    store: MetadataStore, stream_id: str, schema: TableSchema, position: BinlogPosition, label: str
+) -> None:
+    """``schema.table`` (a table renamed to it at ``position``, whose Delta table was copied
+    from the old name's) planned as one chunk done at ``position`` (the copy holds every
+    change up to there), its columns recorded there, and asked for: the stream joins it,
+    replaying its changes after ``position``. A plan labelled ``label`` already recorded (a
+    replay) is kept."""
+    table = schema.table
+    latest = store.full_snapshot(table)
+    if latest is None or latest.label != label:
+        plan = TablePlan(table, schema.key, (ChunkRange(None, None),), 0, "single")
+        (chunk,) = store.create_plan(label, [plan]).chunks
+        store.start_chunks([chunk.chunk_id])
+        store.finish_chunks([FinishedChunk(chunk.chunk_id, position, position, 0, schema=schema)])
+    store.request_stream_tables(stream_id, [table], requested_by=label)
 
 
 def snapshot_plan(

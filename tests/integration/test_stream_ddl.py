@@ -355,3 +355,59 @@ def test_changes_not_made_in_place_replace_the_table_or_read_it_again(
         "evolve",
     ]
     store.close()
+
+
+def test_a_table_renamed_into_the_followed_set_carries_on_from_a_copy(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """RENAME TABLE t TO t2 where the stream's pattern selects t2: t's Delta table is
+    copied to t2's place and t2 joins at the rename (no snapshot: its plan is one chunk
+    done at the statement), replaying its changes from there; t's replica stays as it was,
+    marked dropped. A rename to a name whose place holds another Delta table copies
+    nothing: the new name is left to a snapshot of its own."""
+    from airflow_cdc.sinks.delta import DeltaSink
+
+    db = fresh_db
+    t, u = _tables(mariadb, db, ["t", "u"], 300)
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(mariadb, plan(mariadb, [str(t), str(u)], 1000, meta), meta, lake)
+    spec = stream_spec(
+        mariadb, [str(t), str(u)], meta, lake, tmp_path / "ckpt", patterns=(f"{db}.*",)
+    )
+    stream = InProcessStream(spec, tmp_path)
+    store = MetadataStore.connect(meta)
+    t2, u2 = TableId(db, "t2"), TableId(db, "u2")
+    try:
+        mariadb.execute("UPDATE t SET n = -n WHERE id <= 20", database=db)
+        at_rename = source_table(mariadb, t, KEY)
+        mariadb.execute(
+            "RENAME TABLE t TO t2",
+            "UPDATE t2 SET v = 'renamed' WHERE id % 3 = 0",
+            "UPDATE u SET n = 0 WHERE id <= 5",
+            database=db,
+        )
+        stream.run_batch()
+        assert sink_table(str(lake), t, KEY) == at_rename
+        mariadb.execute("DELETE FROM t2 WHERE id <= 10", database=db)
+        stream.run_batch()  # t2 joins: its changes after the rename replayed
+        stream.run_batch()
+        assert_replica_equals_source(mariadb, str(lake), t2, KEY)
+        assert_replica_equals_source(mariadb, str(lake), u, KEY)
+        latest = store.full_snapshot(t2)
+        assert latest is not None
+        assert latest.label.startswith(f"stream {spec.stream_id}: {t2}, {t} renamed at")
+        assert [(e.table, e.joined, e.dropped) for e in store.stream_tables(spec.stream_id)] == [
+            (t, False, True),
+            (t2, True, False),
+            (u, True, False),
+        ]
+
+        # Another Delta table already at u2's place: nothing is copied.
+        DeltaSink(str(lake)).copy_table(t, u2, "a stale replica")
+        mariadb.execute("RENAME TABLE u TO u2", database=db)
+        stream.run_batch()
+        assert store.full_snapshot(u2) is None
+        assert any(e.table == u and e.dropped for e in store.stream_tables(spec.stream_id))
+    finally:
+        stream.close()
+        store.close()

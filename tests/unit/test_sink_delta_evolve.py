@@ -252,3 +252,32 @@ def test_a_replacement_is_empty_with_the_new_key_and_made_once(sink: DeltaSink) 
     assert DeltaTable(sink.table_uri(T)).version() == table.version()
     with pytest.raises(SinkColumnsChangedError, match=r"missing \['label'\]"):
         stale.apply(T, rows([(3, 2, "y", 160, False)]))
+
+
+def test_a_table_copied_to_another_place_is_the_same_table_and_copied_once(
+    sink: DeltaSink,
+) -> None:
+    """A source RENAME into the followed set: the Delta folder copied, data files first,
+    the log last, the copy marked; a copy cut short is finished; another table at the
+    place is left alone."""
+    import shutil
+
+    u = TableId("db", "u")
+    assert sink.copy_table(T, u, "db.t renamed at 1")
+    assert by_key(sink) == {r["id"]: r for r in sink.read_all(u).to_pylist()}
+    version = DeltaTable(sink.table_uri(u)).version()
+    assert sink.copy_table(T, u, "db.t renamed at 1")  # done already: nothing copied
+    assert DeltaTable(sink.table_uri(u)).version() == version
+    # Cut short: only data files arrived (no log): the next attempt finishes it.
+    w = TableId("db", "w")
+    shutil.copytree(sink.table_uri(T), sink.table_uri(w))
+    shutil.rmtree(f"{sink.table_uri(w)}/_delta_log")
+    assert sink.copy_table(T, w, "db.t renamed at 2")
+    assert sink.read_all(w).num_rows == sink.read_all(T).num_rows
+    # Another table is there: nothing copied.
+    other = DeltaSink(sink.root)
+    x = TableId("db", "x")
+    other.ensure_table(TableSchema(x, SCHEMA.columns, ("id",)), ARROW, bucket_width=10)
+    other.apply(x, rows([(99, 1, "other", 100, False)]))
+    assert not sink.copy_table(T, x, "db.t renamed at 3")
+    assert [r["id"] for r in other.read_all(x).to_pylist()] == [99]
