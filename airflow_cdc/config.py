@@ -238,6 +238,10 @@ class StreamBounds:
     #: Keys a slice reduces in memory before it writes them out as a block (bounds an
     #: executor's memory, ~1 KB a key while held).
     block_rows: int = 50_000
+    #: Reduced rows a slice hands to the driver in its own result, in bytes (Arrow IPC);
+    #: more go through staged files (``stream.staging``), which a batch of hundreds of small
+    #: tables would otherwise write and read one per table (0: always files).
+    inline_slice_bytes: int = 2 * 1024 * 1024
     #: Rows of one Delta merge: a batch with more is merged in several (bounds the driver's
     #: memory, ~150 B a row plus delta-rs's working set; a merge also has a fixed cost).
     max_merge_rows: int = 500_000
@@ -259,7 +263,7 @@ class StreamBounds:
         for name in ("max_batch_bytes", "min_slice_bytes", "block_rows", "apply_parallelism"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("decode_parallelism", "start_batch_bytes"):
+        for name in ("decode_parallelism", "start_batch_bytes", "inline_slice_bytes"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(
                     f"{name} must be 0 (off or automatic) or more, got {getattr(self, name)}"

@@ -7,7 +7,13 @@ from airflow_cdc.model.plan import SplitMethod, TablePlan
 from airflow_cdc.model.position import BinlogPosition, binlog_file_number
 from airflow_cdc.model.schema_change import DdlKind, SchemaChange, SchemaEvent
 from airflow_cdc.model.selection import TablePattern, TableSelection
-from airflow_cdc.model.table import Column, TableId, TableSchema, quote_identifier
+from airflow_cdc.model.table import (
+    Column,
+    TableId,
+    TableSchema,
+    describe_tables,
+    quote_identifier,
+)
 
 __all__ = [
     "BinlogPosition",
@@ -30,6 +36,7 @@ __all__ = [
     "TableSelection",
     "binlog_file_number",
     "decode_key",
+    "describe_tables",
     "encode_key",
     "format_key",
     "quote_identifier",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Column", "TableId", "TableSchema", "quote_identifier"]
+__all__ = ["Column", "TableId", "TableSchema", "describe_tables", "quote_identifier"]
 
 
 def quote_identifier(name: str) -> str:
@@ -107,3 +107,15 @@ class TableSchema:
     def key_of(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
         """The key values of a row (a row image or a read row)."""
         return tuple(row[name] for name in self.key)
+
+
+def describe_tables(tables: Sequence[TableId], listed: int = 1) -> str:
+    """Tables in a line a person reads: up to ``listed`` named, more counted with their
+    first and last (``shop: 41 tables, t001..t041``)."""
+    if len(tables) <= listed:
+        return ", ".join(map(str, tables)) or "no table"
+    databases = list(dict.fromkeys(t.database for t in tables))
+    first, last = tables[0], tables[-1]
+    if len(databases) == 1:
+        return f"{databases[0]}: {len(tables)} tables, {first.table}..{last.table}"
+    return f"{len(databases)} databases, {len(tables)} tables, {first}..{last}"

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from airflow_cdc.model import TableId
+from airflow_cdc.model import TableId, describe_tables
 
 __all__ = [
     "CHUNK_OVERHEAD_ROWS",
@@ -166,7 +166,4 @@ def _label(unit: WorkUnit) -> str:
     tables = unit.tables
     if len(tables) == 1:
         return f"{tables[0]} #{unit.chunks[0].chunk_no}..#{unit.chunks[-1].chunk_no}"
-    databases = list(dict.fromkeys(t.database for t in tables))
-    if len(databases) == 1:
-        return f"{databases[0]}: {len(tables)} tables, {tables[0].table}..{tables[-1].table}"
-    return f"{len(databases)} databases, {len(tables)} tables, {tables[0]}..{tables[-1]}"
+    return describe_tables(tables)

@@ -19,6 +19,7 @@ __all__ = [
     "bucket_width",
     "chunk_partitions",
     "partition_count",
+    "width_for_span",
 ]
 
 #: The sink's bucket width for a table empty when first written.
@@ -87,8 +88,19 @@ def bucket_width(conn: DbConnection, schema: TableSchema, chunks_of_table: int) 
     span = _integer_key_span(conn, schema, ChunkRange(None, None))
     if span is None:
         return DEFAULT_BUCKET_WIDTH
-    low, high = span
-    return max(1, math.ceil((high - low + 1) / max(1, chunks_of_table)))
+    return width_for_span(*span, chunks_of_table)
+
+
+def width_for_span(low: int, high: int, chunks_of_table: int) -> int:
+    """Buckets one chunk wide over the keys ``low..high``. A table of one chunk has no
+    writers to keep apart, and a bucket its span wide would split a small table with a
+    growing sparse key (a bucket every few thousand key values) into a partition, and a
+    file per stream batch, for every few rows: its buckets are at least
+    ``DEFAULT_BUCKET_WIDTH`` wide."""
+    span = high - low + 1
+    if chunks_of_table <= 1:
+        return max(span, DEFAULT_BUCKET_WIDTH)
+    return max(1, math.ceil(span / chunks_of_table))
 
 
 def _integer_key_span(

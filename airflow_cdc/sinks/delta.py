@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 from deltalake import DeltaTable, Transaction
 from deltalake.exceptions import TableNotFoundError
 
@@ -70,6 +71,11 @@ from airflow_cdc.sinks.storage import Location
 __all__ = ["CONFIG_BUCKET_WIDTH", "CONFIG_KEY", "STATS_COLUMNS", "DeltaSink", "TableLayout"]
 
 
+def _commit_file(version: int) -> tuple[str, str]:
+    """The path of a table's commit ``version`` inside the table (Delta's log naming)."""
+    return "_delta_log", f"{version:020d}.json"
+
+
 class DeltaSink:
     """Delta Lake tables under ``root`` (a local folder or an object-store URI)."""
 
@@ -99,7 +105,7 @@ class DeltaSink:
         self.rewrite = rewrite
         #: With ``keep_open``, each table stays open between calls and only its new commits
         #: are read (a writer that applies to the same tables again and again: the stream).
-        self._tables = OpenTables(self._open, keep_open=keep_open)
+        self._tables = OpenTables(self._open, keep_open=keep_open, newer_commit=self._has_commit)
 
     @classmethod
     def of(cls, config: SinkConfig, **kwargs: Any) -> DeltaSink:
@@ -121,6 +127,11 @@ class DeltaSink:
 
     def exists(self, table: TableId) -> bool:
         return DeltaTable.is_deltatable(self.table_uri(table), self.storage_options)
+
+    def _has_commit(self, table: TableId, after: int) -> bool:
+        """Whether ``table``'s log holds the commit after version ``after``."""
+        filesystem, root = self.table_location(table).child(*_commit_file(after + 1)).resolve()
+        return bool(filesystem.get_file_info(root).type != pafs.FileType.NotFound)
 
     def _open(self, table: TableId) -> DeltaTable:
         try:

@@ -5,19 +5,40 @@ Each commit names the buckets it writes as application transactions
 (``airflow-cdc.bucket.<n>``): delta-rs fails a commit whose application ids a concurrent
 commit also wrote, so two writers of one bucket never both commit from the same read (see
 :mod:`.delta`). A writer's own ``app_id``/``app_version`` rides along in the same commit.
+
+The sink checkpoints its tables itself (:func:`checkpoint_if_due`) rather than in delta-rs's
+post-commit hook, which checkpoints at multiples of the interval, the same versions in every
+table: each table's checkpoints are shifted by its own phase (:mod:`.stagger`), so a stream
+batch checkpoints about one table in ``interval``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.sinks.base import BUCKET_COLUMN
 from airflow_cdc.sinks.delta_files import DataFile
+from airflow_cdc.sinks.stagger import due
 
-__all__ = ["add_actions", "bucket_transactions", "commit_actions", "commit_properties"]
+__all__ = [
+    "add_actions",
+    "bucket_transactions",
+    "checkpoint_if_due",
+    "commit_actions",
+    "commit_properties",
+]
+
+#: Delta's table properties for checkpoints and log clean-up, with delta-rs's defaults.
+_INTERVAL, _DEFAULT_INTERVAL = "delta.checkpointInterval", 100
+_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+#: Versions between two clean-ups of expired log files (a listing of the whole log): as
+#: often as delta-rs's hook does it at its default interval.
+CLEANUP_EVERY = 100
+#: The sink's commits leave checkpoints and clean-up to :func:`checkpoint_if_due`.
+_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
 def bucket_transactions(buckets: Sequence[int], read_version: int) -> list[Transaction]:
@@ -46,12 +67,31 @@ def add_actions(files: Sequence[DataFile], stamp: int) -> list[AddAction | Remov
 def commit_actions(
     dt: DeltaTable, actions: list[AddAction | RemoveAction], commit: CommitProperties
 ) -> None:
-    """Commit ``actions`` to ``dt`` in one transaction; no actions make an empty commit,
-    which still records the application transactions."""
+    """Commit ``actions`` to ``dt`` in one transaction and bring ``dt`` up to date; no
+    actions make an empty commit, which still records the application transactions."""
     dt.create_write_transaction(
         actions,
         mode="append",
         schema=dt.schema(),
         partition_by=[BUCKET_COLUMN],
         commit_properties=commit,
+        post_commithook_properties=_NO_HOOKS,
     )
+    dt.update_incremental()
+    checkpoint_if_due(dt)
+
+
+def checkpoint_if_due(dt: DeltaTable) -> bool:
+    """Checkpoint ``dt`` (up to date) when its version is due: one in the table's
+    ``delta.checkpointInterval``, shifted per table (see the module docstring); clean up
+    expired log files every :data:`CLEANUP_EVERY` versions likewise, unless the table turns
+    that off. Whether it checkpointed."""
+    config = dt.metadata().configuration
+    interval = max(1, int(config.get(_INTERVAL) or _DEFAULT_INTERVAL))
+    version, uri = dt.version(), dt.table_uri
+    checkpoint = due(version, uri, interval)
+    if checkpoint:
+        dt.create_checkpoint()
+    if due(version, uri, CLEANUP_EVERY) and config.get(_LOG_CLEANUP, "true").lower() != "false":
+        dt.cleanup_metadata()
+    return checkpoint

@@ -37,6 +37,7 @@ from airflow_cdc.sinks.delta_commits import add_actions, commit_actions
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
 from airflow_cdc.sinks.delta_layout import TableLayout
 from airflow_cdc.sinks.last_writer_wins import Applied, apply_newer, rows_with_keys
+from airflow_cdc.sinks.stagger import phase
 from airflow_cdc.sinks.storage import Location
 
 __all__ = [
@@ -63,9 +64,10 @@ class RewriteLimits:
     max_file_bytes: int = 64 * 1024 * 1024
     #: A file below this size is small: each stream batch adds one per bucket it inserts in.
     small_file_bytes: int = 4 * 1024 * 1024
-    #: When a bucket written to holds this many small files, the smallest of them are
-    #: rewritten into the new file too (sizes grow by this factor per fold, so a row is
-    #: rewritten a few times at most, and a bucket keeps a bounded number of small files).
+    #: When a bucket written to holds enough small files (:meth:`fold_at`), this many of
+    #: the smallest are rewritten into the new file too (sizes grow by this factor per
+    #: fold, so a row is rewritten a few times at most, and a bucket keeps a bounded
+    #: number of small files).
     fold_small_files: int = 8
 
     def __post_init__(self) -> None:
@@ -73,6 +75,11 @@ class RewriteLimits:
             raise ValueError(f"rewrite limits must not be negative: {self}")
         if self.fold_small_files < 2:
             raise ValueError(f"fold_small_files must be 2 or more: {self}")
+
+    def fold_at(self, table_uri: str) -> int:
+        """Small files of a bucket that start a fold in the table at ``table_uri``: from
+        ``fold_small_files`` to twice that less one, shifted per table (:mod:`.stagger`)."""
+        return self.fold_small_files + phase(table_uri, self.fold_small_files)
 
 
 @dataclass(frozen=True)
@@ -108,7 +115,7 @@ def plan_rewrite(
         return None
     files = _bucket_files(dt, changes)
     may_hold = _may_hold_keys(files, changes, key[0])
-    folded = _small_files_to_fold(files, may_hold, limits)
+    folded = _small_files_to_fold(files, may_hold, limits, limits.fold_at(location.uri))
     each = list(zip(_sink_files(files), may_hold, folded, strict=True))
     reading = [f for f, hold, fold in each if hold or fold]
     if sum(f.size for f in reading) > limits.max_file_bytes:
@@ -197,7 +204,6 @@ def commit_rewrite(
         except BaseException:
             remove_data_files(location, files)
             raise
-        dt.update_incremental()
     applied = rewrite.applied
     rows_in = applied.inserted + applied.updated + applied.skipped
     return ApplyResult(rows_in, applied.inserted, applied.updated, applied.skipped, 0, dt.version())
@@ -243,12 +249,14 @@ def _may_hold_keys(files: pa.Table, changes: pa.Table, first_key: str) -> list[b
     return [bool(v) for v in _may_hold(keys, files.column(lows), files.column(highs))]
 
 
-def _small_files_to_fold(files: pa.Table, reading: list[bool], limits: RewriteLimits) -> list[bool]:
+def _small_files_to_fold(
+    files: pa.Table, reading: list[bool], limits: RewriteLimits, fold_at: int
+) -> list[bool]:
     """Per file: whether it is folded into the rewrite, though it holds no changed key: the
-    ``fold_small_files`` smallest small files of a bucket that has that many (others than
-    those read anyway, which the rewrite replaces in any case)."""
+    ``fold_small_files`` smallest small files of a bucket that has ``fold_at`` of them
+    (others than those read anyway, which the rewrite replaces in any case)."""
     chosen = [False] * files.num_rows
-    if files.num_rows < limits.fold_small_files:
+    if files.num_rows < fold_at:
         return chosen
     by_bucket: dict[int, list[tuple[int, int]]] = {}
     sizes = files.column("size_bytes").to_pylist()
@@ -257,7 +265,7 @@ def _small_files_to_fold(files: pa.Table, reading: list[bool], limits: RewriteLi
         if size < limits.small_file_bytes and not read:
             by_bucket.setdefault(int(bucket), []).append((int(size), index))
     for small in by_bucket.values():
-        if len(small) >= limits.fold_small_files:
+        if len(small) >= fold_at:
             for _, index in sorted(small)[: limits.fold_small_files]:
                 chosen[index] = True
     return chosen

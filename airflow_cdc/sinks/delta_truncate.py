@@ -108,7 +108,6 @@ def truncate_older(
         marked = int(metrics["num_updated_rows"])
     if app is not None and dt.version() == read_version:
         commit_actions(dt, [], commit)
-        dt.update_incremental()
     return marked
 
 

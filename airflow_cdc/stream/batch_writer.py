@@ -3,7 +3,7 @@
 For each batch (Spark's ``foreachBatch``, or the driver's own start batch): tables reading
 for the first time join the stream (``stream.joining``: their changes before the batch are
 replayed), the catalog is checked for changes the row images cannot show, each table's
-staged blocks are merged (``stream.apply.apply_each``: tables in parallel), and the batch's
+blocks are merged (``stream.apply.apply_each``: tables in parallel), and the batch's
 end is recorded as the stream's committed position with its lag and heartbeat.
 
 Each table records the batch's end as its Delta application transaction ("holds every
@@ -22,11 +22,17 @@ from typing import Any, Protocol
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError, SchemaChangedError, SinkColumnsChangedError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, TableId, TableSchema, TableSelection
+from airflow_cdc.model import (
+    BinlogPosition,
+    TableId,
+    TableSchema,
+    TableSelection,
+    describe_tables,
+)
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
-from airflow_cdc.sinks.staging import read_arrow_file, remove_staged
+from airflow_cdc.sinks.staging import remove_staged
 from airflow_cdc.source.binlog_index import binary_logs, range_bytes
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, connect, on_server
@@ -41,8 +47,8 @@ from airflow_cdc.stream.joining import (
     tables_to_read,
 )
 from airflow_cdc.stream.known_columns import KnownColumns
-from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
-from airflow_cdc.stream.staging import block_file, merge_groups, staging_dir
+from airflow_cdc.stream.slice_rows import Block, SliceBatch, slice_batch
+from airflow_cdc.stream.staging import merge_groups, read_block, staging_dir
 
 __all__ = ["LEASE_SECONDS", "START_BATCH_ID", "BatchWriter"]
 
@@ -52,6 +58,8 @@ log = logging.getLogger("airflow_cdc.stream")
 LEASE_SECONDS = 60.0
 #: The batch id the driver's start batch is recorded with (Spark's batches count from 0).
 START_BATCH_ID = -1
+#: Tables a batch's log line names one by one; more are counted.
+LOGGED_TABLES = 8
 
 
 class Collects(Protocol):
@@ -115,7 +123,7 @@ class BatchWriter:
         version = batch.end.boundary_number() if batch.end is not None else None
         merged = apply_each(
             lambda table: self._merge(table, batch.blocks[table], version),
-            [(table, sum(rows for _, rows in batch.blocks[table])) for table in needed],
+            [(table, sum(b.rows for b in batch.blocks[table])) for table in needed],
             self.pool,
             parallelism=self.spec.bounds.apply_parallelism,
             max_rows=self.spec.bounds.max_merge_rows,
@@ -147,7 +155,7 @@ class BatchWriter:
             batch.start,
             batch.events,
             written,
-            ", ".join(map(str, needed)) or "no table",
+            describe_tables(needed, listed=LOGGED_TABLES),
             time.monotonic() - started,
             batch.slices,
             read_seconds,
@@ -155,10 +163,8 @@ class BatchWriter:
             batch.end,
         )
 
-    def _merge(
-        self, table: TableId, blocks: list[tuple[str, int]], version: int | None
-    ) -> tuple[int, int]:
-        """Merge a table's staged blocks, at most ``max_merge_rows`` rows a merge (newest
+    def _merge(self, table: TableId, blocks: list[Block], version: int | None) -> tuple[int, int]:
+        """Merge a table's blocks, at most ``max_merge_rows`` rows a merge (newest
         row per key within each); the last merge records ``version`` as the stream's Delta
         application transaction. A batch replayed after a crash between two merges merges
         them all again, which changes nothing the first run wrote (last writer wins).
@@ -175,9 +181,9 @@ class BatchWriter:
             return 0, 0
 
     def _merge_groups(
-        self, table: TableId, blocks: list[tuple[str, int]], version: int | None
+        self, table: TableId, blocks: list[Block], version: int | None
     ) -> tuple[int, int]:
-        groups = merge_groups([rows for _, rows in blocks], self.spec.bounds.max_merge_rows)
+        groups = merge_groups([b.rows for b in blocks], self.spec.bounds.max_merge_rows)
         if version is not None and len(groups) > 1:  # one merge: apply() checks it itself
             applied = self.sink.applied_version(table, self.spec.stream_id)
             if applied is not None and applied >= version:
@@ -185,7 +191,7 @@ class BatchWriter:
         written = 0
         for number, group in enumerate(groups, start=1):
             rows = newest_per_key(
-                [read_arrow_file(block_file(self.spec.sink, blocks[i][0])) for i in group],
+                [read_block(self.spec.sink, blocks[i]) for i in group],
                 self.schemas[table].key,
             )
             record = version is not None and number == len(groups)

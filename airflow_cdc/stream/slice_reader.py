@@ -2,8 +2,8 @@
 (``source.binlog_reader``), screens the row images against the schemas the stream started
 with (``source.schema_check``), keeps only the changes the sink still needs (the emit filter
 against the chunks' high watermarks, ``stream.emit_filter``) and reduces them to the newest
-row per key (``stream.apply.reduce_slice``). The reduced rows go to staged Arrow files,
-``block_rows`` keys each (``stream.staging``); the slice yields their names and closes with
+row per key (``stream.apply.reduce_slice``). The reduced rows go in blocks of
+``block_rows`` keys (``stream.staging``: inline when small, else staged files); the slice yields them and closes with
 its boundary (``stream.slice_rows``). A table whose schema changes in the slice (a DDL
 statement, or images with other columns) is set aside: the slice yields why instead of its
 rows, and the driver applies its part of the batch in order (``stream.ddl_apply``).
@@ -29,12 +29,13 @@ from airflow_cdc.stream.slice_rows import (
     BLOCK,
     BOUNDARY,
     Aside,
+    Block,
     SlicePlan,
     aside_payload,
     block_payload,
     boundary_payload,
 )
-from airflow_cdc.stream.staging import staging_dir, write_block
+from airflow_cdc.stream.staging import SliceBlocks, staging_dir
 
 __all__ = ["SliceRow", "read_slice"]
 
@@ -52,11 +53,11 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
     if schemas and start < end:
         emit = EmitFilter(marks, schemas)
         changes = read_changes(spec.source, schemas, start, end)
-        folder = staging_dir(spec.sink, spec.stream_id)
-        staged: list[tuple[TableId, str, int]] = []
+        put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
+        staged: list[tuple[TableId, Block]] = []
 
         def stage(table: TableId, rows: pa.Table) -> None:
-            staged.append((table, write_block(folder, rows), rows.num_rows))
+            staged.append((table, put.put(rows)))
 
         aside: dict[TableId, Aside] = {}
 
@@ -70,9 +71,9 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
             block_rows=spec.bounds.block_rows,
             on_block=stage,
         )
-        for table, path, count in staged:
+        for table, block in staged:
             if table not in aside:  # a table set aside is applied in order by the driver
-                yield (BLOCK, table_to_text(table), block_payload(path, count))
+                yield (BLOCK, table_to_text(table), block_payload(block))
         for table, reason in aside.items():
             yield (ASIDE, table_to_text(table), aside_payload(reason))
         events, emitted = reduced.events, reduced.emitted

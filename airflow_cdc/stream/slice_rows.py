@@ -2,8 +2,8 @@
 slice task hands back, and the batch they make (:class:`SliceBatch`).
 
 Each slice task (``spark.binlog_source``'s ``read``, on an executor) yields one ``block`` row
-per staged file of a table's reduced rows (``ref``: the table; ``payload``: the file and its
-row count) and closes with one ``boundary`` row (``ref``: the slice's end; ``payload``: its
+per block of a table's reduced rows (``ref``: the table; ``payload``: a :class:`Block`, its
+rows inline or in a staged file) and closes with one ``boundary`` row (``ref``: the slice's end; ``payload``: its
 start, the tables read and counts). The driver's batch function (``stream.batch_writer``)
 turns them back into one :class:`SliceBatch`.
 """
@@ -22,6 +22,7 @@ __all__ = [
     "BLOCK",
     "BOUNDARY",
     "Aside",
+    "Block",
     "Offset",
     "SliceBatch",
     "SlicePlan",
@@ -74,17 +75,27 @@ def aside_payload(aside: Aside) -> bytes:
     return pickle.dumps({"position": aside.position.to_text(), "reason": aside.reason})
 
 
-def block_payload(path: str, rows: int) -> bytes:
-    """A ``block`` row's payload: the staged file and its row count."""
-    return pickle.dumps({"path": path, "rows": rows})
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A block of one table's reduced rows: in the slice's own result (``data``, an Arrow
+    IPC stream) when small, else in a staged file (``path``)."""
+
+    rows: int
+    path: str = ""
+    data: bytes = b""
+
+
+def block_payload(block: Block) -> bytes:
+    """A ``block`` row's payload."""
+    return pickle.dumps({"rows": block.rows, "path": block.path, "data": block.data})
 
 
 @dataclass(frozen=True)
 class SliceBatch:
-    """One micro-batch as the batch function sees it: per table, the staged blocks of its
-    reduced rows (``spark.binlog_source``), the batch's bounds and what its slices counted."""
+    """One micro-batch as the batch function sees it: per table, the blocks of its reduced
+    rows (``spark.binlog_source``), the batch's bounds and what its slices counted."""
 
-    blocks: dict[TableId, list[tuple[str, int]]]  # (staged file, rows) per block
+    blocks: dict[TableId, list[Block]]
     start: BinlogPosition | None  # None: no boundary row (an empty frame)
     end: BinlogPosition | None
     seen_at: float
@@ -99,7 +110,7 @@ class SliceBatch:
 def slice_batch(rows: Sequence[Any]) -> SliceBatch:
     """The slices' blocks per table and the batch's bounds: the slices' first start and
     last end (each slice's task closes with a boundary row)."""
-    blocks: dict[TableId, list[tuple[str, int]]] = {}
+    blocks: dict[TableId, list[Block]] = {}
     start: BinlogPosition | None = None
     end: BinlogPosition | None = None
     seen_at = 0.0
@@ -127,7 +138,9 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
                 aside[table] = reason
             continue
         block = decode_payload(payload)
-        blocks.setdefault(TableId.parse(ref), []).append((block["path"], block["rows"]))
+        blocks.setdefault(TableId.parse(ref), []).append(
+            Block(block["rows"], block["path"], block["data"])
+        )
     return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices, aside)
 
 

@@ -9,6 +9,10 @@ memory-mapped): the memory of a batch is bounded by those two settings, not by t
 a transaction. Merging a batch in several groups is safe because the sink keeps the
 greatest position per key whatever the order of the writes.
 
+Small blocks ride in the slice's result instead (:class:`SliceBlocks`), up to
+``inline_slice_bytes`` a slice: a batch touching hundreds of tables would otherwise write
+and read a file per table and slice (on an object store, a PUT and a GET each).
+
 The folder is in the sink's staging area with the chunk job's (``sinks.staging``: the
 sink's store, so executors on other machines reach it), and is emptied when a batch has
 committed and when the stream starts. Block rows carry the file's URI, never credentials.
@@ -23,10 +27,18 @@ import pyarrow as pa
 
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.sinks.naming import escape_segment
-from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
+from airflow_cdc.sinks.staging import read_arrow_file, staging_folder, write_arrow_file
 from airflow_cdc.sinks.storage import Location
+from airflow_cdc.stream.slice_rows import Block
 
-__all__ = ["block_file", "merge_groups", "staging_dir", "write_block"]
+__all__ = [
+    "SliceBlocks",
+    "block_file",
+    "merge_groups",
+    "read_block",
+    "staging_dir",
+    "write_block",
+]
 
 
 def staging_dir(sink: SinkConfig, stream_id: str) -> Location:
@@ -39,6 +51,32 @@ def write_block(folder: Location, rows: pa.Table) -> str:
     block = folder.child(f"{uuid.uuid4().hex}.arrow")
     write_arrow_file(block, rows)
     return block.uri
+
+
+class SliceBlocks:
+    """Where a slice puts its blocks: in its result while they add up to at most
+    ``inline_bytes``, in staged files in ``folder`` after that."""
+
+    def __init__(self, folder: Location, inline_bytes: int) -> None:
+        self._folder = folder
+        self._left = inline_bytes
+
+    def put(self, rows: pa.Table) -> Block:
+        if rows.nbytes <= self._left:
+            out = pa.BufferOutputStream()
+            with pa.ipc.new_stream(out, rows.schema) as writer:
+                writer.write_table(rows)
+            data = out.getvalue().to_pybytes()
+            self._left -= len(data)
+            return Block(rows.num_rows, data=data)
+        return Block(rows.num_rows, path=write_block(self._folder, rows))
+
+
+def read_block(sink: SinkConfig, block: Block) -> pa.Table:
+    """A block's rows, from the result or from its staged file."""
+    if block.path:
+        return read_arrow_file(block_file(sink, block.path))
+    return pa.ipc.open_stream(block.data).read_all()
 
 
 def block_file(sink: SinkConfig, uri: str) -> Location:

@@ -1,6 +1,7 @@
 """The stream's memory bounds on a real binlog: micro-batches capped at ``max_batch_bytes``,
 cut into slices at transaction boundaries found on the server, slices reduced in blocks of
-``block_rows`` keys staged as files, and batches merged ``max_merge_rows`` rows at a time.
+``block_rows`` keys (the first ``inline_slice_bytes`` of a slice in its result, the rest
+staged as files), and batches merged ``max_merge_rows`` rows at a time.
 With every bound set tiny, a mix of small transactions and one transaction far larger than
 all of them must still give a replica equal to the source, and a batch that fails between
 two of its merges must converge when replayed.
@@ -49,6 +50,7 @@ def _tight(spec: Any) -> Any:
         min_slice_bytes=16 * 1024,
         decode_parallelism=3,
         block_rows=200,
+        inline_slice_bytes=16 * 1024,
         max_merge_rows=500,
         start_batch_bytes=0,  # every batch a Spark batch (the start batch: test_stream_start_batch)
     )

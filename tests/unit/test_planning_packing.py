@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_cdc.model import TableId
+from airflow_cdc.model import TableId, describe_tables
 from airflow_cdc.planning.packing import (
     CHUNK_OVERHEAD_ROWS,
     PlannedChunk,
@@ -74,6 +74,13 @@ def test_labels() -> None:
     assert one_table.label() == "shop.t000 #0..#2"
     two_dbs = WorkUnit((*chunks_of([[1]], "crm"), *chunks_of([[1], [1]], "shop")))
     assert two_dbs.label() == "2 databases, 3 tables, crm.t000..shop.t001"
+
+
+def test_a_few_tables_are_named_and_many_counted() -> None:
+    tables = [TableId("shop", f"t{i:03d}") for i in range(300)]
+    assert describe_tables(tables[:2], listed=8) == "shop.t000, shop.t001"
+    assert describe_tables(tables, listed=8) == "shop: 300 tables, t000..t299"
+    assert describe_tables([], listed=8) == "no table"
 
 
 def test_many_empty_tables_are_bounded_by_their_overhead() -> None:

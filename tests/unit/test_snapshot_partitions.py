@@ -8,7 +8,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_cdc.planning.partitions import MIN_PARTITION_ROWS, partition_count
+from airflow_cdc.planning.partitions import (
+    DEFAULT_BUCKET_WIDTH,
+    MIN_PARTITION_ROWS,
+    partition_count,
+    width_for_span,
+)
+from airflow_cdc.sinks.buckets import bucket_of
 
 
 @given(
@@ -61,3 +67,26 @@ def test_the_driver_share_keeps_order_and_runs_a_cores_share_itself(
         assert main not in threads
         # As many as a core's: at most one more than an executor core's in an even spread.
         assert mine <= math.ceil(len(elsewhere) / parallelism) + 1
+
+
+@given(
+    low=st.integers(min_value=-(2**62), max_value=2**62),
+    span=st.integers(min_value=1, max_value=2**40),
+    chunks=st.integers(min_value=1, max_value=500),
+)
+def test_bucket_width_keeps_chunks_apart_and_a_one_chunk_table_whole(
+    low: int, span: int, chunks: int
+) -> None:
+    high = low + span - 1
+    width = width_for_span(low, high, chunks)
+    buckets = {bucket_of(low, width), bucket_of(high, width)}
+    if chunks == 1:
+        assert width >= DEFAULT_BUCKET_WIDTH
+        assert len(buckets) <= 2  # the span lies across at most one bucket edge
+        assert bucket_of(high + DEFAULT_BUCKET_WIDTH // 2, width) - bucket_of(low, width) <= 2
+    else:
+        # one chunk's share of the span per bucket: the span lies across about ``chunks``
+        # buckets, so the chunks' even ranges commit to buckets of their own
+        assert width * chunks >= span
+        assert bucket_of(high, width) - bucket_of(low, width) <= chunks
+        assert span <= chunks or bucket_of(high, width) - bucket_of(low, width) >= chunks // 2

@@ -8,6 +8,7 @@ from airflow_cdc.stream.slice_rows import (
     BLOCK,
     BOUNDARY,
     Aside,
+    Block,
     aside_payload,
     block_payload,
     boundary_payload,
@@ -26,13 +27,13 @@ def test_a_table_set_aside_keeps_the_first_reason_in_binlog_order() -> None:
     driver names, and the blocks of every table are kept as they came."""
     rows = [
         (ASIDE, str(A), aside_payload(Aside(pos(900), "columns no longer there ['v']"))),
-        (BLOCK, str(A), block_payload("a-1.arrow", 3)),
-        (BLOCK, str(B), block_payload("b-1.arrow", 2)),
+        (BLOCK, str(A), block_payload(Block(3, path="a-1.arrow"))),
+        (BLOCK, str(B), block_payload(Block(2, data=b"rows"))),
         (BOUNDARY, pos(1000).to_text(), boundary_payload(pos(500), 1.0, [str(A), str(B)])),
         (ASIDE, str(A), aside_payload(Aside(pos(400), "TRUNCATE TABLE a"))),
         (BOUNDARY, pos(500).to_text(), boundary_payload(pos(100), 1.0, [str(A), str(B)])),
     ]
     batch = slice_batch(rows)
     assert batch.aside == {A: Aside(pos(400), "TRUNCATE TABLE a")}
-    assert batch.blocks == {A: [("a-1.arrow", 3)], B: [("b-1.arrow", 2)]}
+    assert batch.blocks == {A: [Block(3, path="a-1.arrow")], B: [Block(2, data=b"rows")]}
     assert (batch.start, batch.end, batch.slices) == (pos(100), pos(1000), 2)

@@ -20,6 +20,7 @@ from airflow_cdc.model import (
 )
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.stream.apply import reduce_slice
+from airflow_cdc.stream.slice_rows import Block
 from airflow_cdc.stream.staging import merge_groups
 
 T = TableId("db", "t")
@@ -100,11 +101,11 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
     the same table as the whole batch reduced and merged once (last writer wins)."""
     import random
 
+    from airflow_cdc.config import SinkConfig
     from airflow_cdc.sinks.delta import DeltaSink
-    from airflow_cdc.sinks.staging import read_arrow_file
     from airflow_cdc.sinks.storage import Location
     from airflow_cdc.source.arrow_types import arrow_schema
-    from airflow_cdc.stream.staging import write_block
+    from airflow_cdc.stream.staging import SliceBlocks, read_block
 
     rng = random.Random(7)
     events = []
@@ -121,24 +122,27 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
                 None if kind is ChangeKind.DELETE else row,
             )
         )
-    staged: list[str] = []
+    # The first few blocks ride inline, the rest are staged files: both ways read back.
+    put = SliceBlocks(Location(str(tmp_path / "stage")), inline_bytes=2_000)
+    staged: list[Block] = []
     reduce_slice(
         events,
         {T: SCHEMA},
         lambda *_: True,
         block_rows=9,
-        on_block=lambda _t, rows: staged.append(
-            write_block(Location(str(tmp_path / "stage")), rows)
-        ),
+        on_block=lambda _t, rows: staged.append(put.put(rows)),
     )
     assert len(staged) > 5
+    assert any(b.data for b in staged)
+    assert any(b.path for b in staged)
+    assert all(bool(b.data) != bool(b.path) for b in staged)
     whole = reduce_slice(events, {T: SCHEMA}, lambda *_: True).tables[T][0]
     results = []
     for name, order in (("once", [whole]), ("groups", None)):
         sink = DeltaSink(str(tmp_path / name))
         sink.ensure_table(SCHEMA, arrow_schema(SCHEMA))
         if order is None:
-            blocks = [read_arrow_file(Location(path)) for path in staged]
+            blocks = [read_block(SinkConfig(str(tmp_path)), block) for block in staged]
             rng.shuffle(blocks)
             for group in merge_groups([b.num_rows for b in blocks], 20):
                 sink.apply(T, newest_per_key([blocks[i] for i in group], SCHEMA.key))

@@ -1,0 +1,105 @@
+"""Upkeep of tables written together (``sinks.stagger``, ``sinks.delta_commits``): each table
+checkpoints and folds its small files at its own phase, and a table kept open is read again
+only when another writer committed to it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.sinks import DeltaSink
+from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
+from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.stagger import due, phase
+from tests.unit.test_sink_delta_rewrite import ARROW, SCHEMA, changes, live
+
+INTERVAL = int(CHECKPOINT_INTERVAL[1])
+
+
+@given(st.text(max_size=40), st.integers(1, 200), st.integers(0, 10**6))
+def test_upkeep_falls_once_in_every_period(uri: str, period: int, start: int) -> None:
+    assert sum(due(count, uri, period) for count in range(start, start + period)) == 1
+
+
+def test_tables_written_together_spread_their_phases() -> None:
+    uris = [f"s3://lake/shop/t{i:03d}" for i in range(300)]
+    for period in (8, 10, 16):  # fold thresholds, checkpoint intervals
+        per_phase = Counter(phase(uri, period) for uri in uris)
+        assert len(per_phase) == period  # every phase is taken
+        assert max(per_phase.values()) <= 1.5 * len(uris) / period  # none by far the most
+
+
+def checkpoints(sink: DeltaSink, table: TableId) -> list[int]:
+    log = Path(sink.table_uri(table).removeprefix("file://")) / "_delta_log"
+    return sorted(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet"))
+
+
+def test_each_table_checkpoints_once_per_interval_at_its_own_versions(tmp_path: Path) -> None:
+    sink = DeltaSink(str(tmp_path), keep_open=True, rewrite=RewriteLimits())
+    tables = [TableId("db", name) for name in ("t", "u", "v", "w")]
+    for table in tables:
+        sink.ensure_table(TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, bucket_width=100)
+        config = DeltaTable(sink.table_uri(table)).metadata().configuration
+        assert config[CHECKPOINT_INTERVAL[0]] == CHECKPOINT_INTERVAL[1]
+    for batch in range(2 * INTERVAL):  # one commit per table and batch, as the stream does
+        for table in tables:
+            sink.apply(table, changes([batch], 100 + batch), app_id="s", app_version=batch + 1)
+    made = {table: checkpoints(sink, table) for table in tables}
+    for table, versions in made.items():
+        assert len(versions) == 2, versions
+        shift = phase(DeltaTable(sink.table_uri(table)).table_uri, INTERVAL)
+        assert all((v + shift) % INTERVAL == 0 for v in versions)
+    assert len({tuple(v) for v in made.values()}) > 1  # not all in the same batch
+    assert sorted(live(sink)) == list(range(2 * INTERVAL))
+
+
+def test_a_kept_table_is_read_again_only_after_another_writers_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = DeltaSink(str(tmp_path), keep_open=True, rewrite=RewriteLimits())
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=100)
+    sink.apply(SCHEMA.table, changes([1], 10))
+    calls: list[int] = []
+    update = DeltaTable.update_incremental
+
+    def counted(dt: DeltaTable) -> None:
+        calls.append(dt.version())
+        update(dt)
+
+    monkeypatch.setattr(DeltaTable, "update_incremental", counted)
+    sink.apply(SCHEMA.table, changes([2], 20))
+    assert len(calls) == 1  # after its own commit only: nothing newer to read first
+    DeltaSink(str(tmp_path)).apply(SCHEMA.table, changes([3], 30))
+    calls.clear()
+    sink.apply(SCHEMA.table, changes([3], 25))  # older than the other writer's row
+    assert len(calls) == 1  # read again first (nothing of its own to commit)
+    assert live(sink) == {1: "1@10", 2: "2@20", 3: "3@30"}
+
+
+def test_tables_written_together_fold_their_small_files_in_different_batches(
+    tmp_path: Path,
+) -> None:
+    limits = RewriteLimits(fold_small_files=4)
+    sink = DeltaSink(str(tmp_path), keep_open=True, rewrite=limits)
+    tables = [TableId("db", name) for name in ("t", "u", "v", "w")]
+    folds: dict[TableId, list[int]] = {table: [] for table in tables}
+    for table in tables:
+        sink.ensure_table(TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, bucket_width=1000)
+    for batch in range(12):  # new keys only: each batch adds a small file to every table
+        for table in tables:
+            before = len(DeltaTable(sink.table_uri(table)).file_uris())
+            sink.apply(table, changes([batch], 100 + batch))
+            if len(DeltaTable(sink.table_uri(table)).file_uris()) < before:
+                folds[table].append(batch)
+    for table, batches in folds.items():
+        assert batches, table  # every table folds, every fold_small_files batches
+        fold_at = limits.fold_at(sink.table_location(table).uri)
+        assert 4 <= fold_at < 8
+        assert batches[0] == fold_at  # the first fold: when the bucket holds fold_at files
+    assert len({tuple(b) for b in folds.values()}) > 1
