@@ -17,9 +17,12 @@
    spark-submit, the same stream id and metadata DB, trigger 2 s as the DAG's default)
    while a writer commits ``rate`` changes/s (2,000) spread over every table (each
    transaction inserts 40 rows into 40 random tables); a row's latency runs from its commit
-   (``NOW(6)`` in the row) to the end of the first batch whose committed position covers
-   it; the first ``WARM_UP`` seconds are left out; ``many_tables_stream_p99_s`` (target
-   under 5 s);
+   (``NOW(6)`` in the row) to the Delta commit of its table that holds it (the commit's
+   timestamp, of the first batch whose end covers the row: from then on a reader of the
+   table sees it); the first ``WARM_UP`` seconds are left out; ``many_tables_stream_p99_s``
+   (target under 5 s); ``many_tables_stream_batch_end_p99_s`` counts to the end of the
+   whole batch instead (its log line, after every table's commit and the metadata DB's
+   record), as the figure did before;
 6. the sink's part of such a batch alone (``measure_small_merges``): a delta-rs MERGE per
    table against the sink's own rewrite of the touched files, ``small_merge_speedup``.
 
@@ -196,6 +199,25 @@ def _timeline(tis: list[dict[str, Any]], started: dt.datetime) -> dict[str, list
     return spans
 
 
+def delta_commit_times(table_dir: Path, app_id: str) -> list[tuple[int, float]]:
+    """When each of the stream's commits into a local Delta table became visible: (the
+    batch's end, encoded, as its application transaction records it; the commit's
+    timestamp, epoch s), in order. A reader of the table sees a batch's rows from then on."""
+    found = []
+    for commit in sorted((table_dir / "_delta_log").glob("*.json")):
+        version, stamp = None, None
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            txn = action.get("txn")
+            if txn is not None and txn.get("appId") == app_id:
+                version = int(txn["version"])
+            if "commitInfo" in action:
+                stamp = action["commitInfo"].get("timestamp")
+        if version is not None and stamp is not None:
+            found.append((version, stamp / 1000))
+    return sorted(found)
+
+
 def measure_latency(
     server: LocalMariaDB,
     meta: str,
@@ -260,14 +282,25 @@ def measure_latency(
     ends = sorted((b["end"].encode(), b["ended"]) for b in done)
     import pyarrow.compute as pc
 
-    sink, rows = DeltaSink(str(lake)), []
+    # A table's commit of a batch records the batch's end as its application transaction.
+    encoded = {b["end"].boundary_number(): b["end"].encode() for b in done}
+    sink, rows, in_table = DeltaSink(str(lake)), [], []
     for name in names:
-        table = sink.read_all(TableId.parse(name)).filter(pc.field("id") >= first_id)
-        rows += table.select(["created", "_cdc_position"]).to_pylist()
+        table_id = TableId.parse(name)
+        table = sink.read_all(table_id).filter(pc.field("id") >= first_id)
+        table_rows = table.select(["created", "_cdc_position"]).to_pylist()
+        rows += table_rows
+        commits = [
+            (encoded[version], stamp)
+            for version, stamp in delta_commit_times(Path(sink.table_uri(table_id)), STREAM_ID)
+            if version in encoded
+        ]
+        in_table += commit_latencies(table_rows, commits, writer_started + WARM_UP)[0]
     latencies, warm = commit_latencies(rows, ends, writer_started + WARM_UP)
+    in_table.sort()
 
-    def pick(quantile: float) -> float | None:
-        return round(latencies[int(quantile * (len(latencies) - 1))], 3) if latencies else None
+    def pick(quantile: float, of: list[float] = latencies) -> float | None:
+        return round(of[int(quantile * (len(of) - 1))], 3) if of else None
 
     return {
         "latency_rate_changes_per_s": rate,
@@ -279,8 +312,10 @@ def measure_latency(
         "latency_batch_seconds_mean": round(statistics.mean(b["seconds"] for b in done), 2)
         if done
         else None,
-        "many_tables_stream_p50_s": pick(0.5),
-        "many_tables_stream_p99_s": pick(0.99),
+        "many_tables_stream_p50_s": pick(0.5, in_table),
+        "many_tables_stream_p99_s": pick(0.99, in_table),
+        "many_tables_stream_batch_end_p50_s": pick(0.5),
+        "many_tables_stream_batch_end_p99_s": pick(0.99),
         "target_many_tables_stream_p99_s": 5.0,
     }
 
