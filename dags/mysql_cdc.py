@@ -6,7 +6,8 @@ into key-range chunks, records them in the metadata DB and packs them into work 
 ``snapshot_chunk`` runs one Spark application per unit (mapped, one map index per unit,
 labelled ``db.table #n [lo, hi)`` for a large table's chunk or ``shop: 41 tables,
 t001..t041`` for small tables together); ``wait_for_chunks`` waits until the metadata DB says
-every chunk is done. A failed chunk can be cleared and re-run on its own at any time.
+every chunk is done (``publish_snapshot`` then emits an Asset event per table, beside the
+stream). A failed chunk can be cleared and re-run on its own at any time.
 ``stream`` then runs the binlog stream from the chunks' watermarks: ``continuous`` until the
 task is marked failed/success or stopped (it stops its Spark job), or ``until_caught_up``
 to the server's position at its start. One stream runs at a time (a second run's ``stream``

@@ -8,7 +8,8 @@ one table of the configured set (env ``CDC_TABLES`` of the DAG files, the same s
 range against the key columns' types, splits the range (or the whole table) into chunks
 and records a new plan in the metadata DB; ``snapshot_chunk`` re-snapshots each chunk (one
 Spark application per map index, as in ``mysql_cdc``); ``wait_for_chunks`` waits until
-every chunk is done and then emits an Asset event for the table's Delta table.
+every chunk is done; ``publish_snapshot`` then emits an Asset event for the table's Delta
+table.
 
 The running stream needs no restart: it re-reads the chunk watermarks every micro-batch and
 uses the new chunks for the backfilled range (the older plan's chunks elsewhere). A table

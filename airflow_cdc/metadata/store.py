@@ -220,7 +220,11 @@ class MetadataStore:
         """The oldest high watermark of the table's done chunks in its latest full plan and
         every range plan after it: a stream that starts there misses no change, whatever
         parts of the key space the watermark merge had to leave as gaps."""
-        return _watermarks.stream_floor(self._engine, table)
+        return self.stream_floors([table])[table]
+
+    def stream_floors(self, tables: Sequence[TableId]) -> dict[TableId, BinlogPosition | None]:
+        """:meth:`stream_floor` of each of ``tables``, in one query for all."""
+        return _watermarks.stream_floors(self._engine, tables)
 
     def full_snapshot_done(self, table: TableId) -> bool:
         """Whether the table's most recent full plan (all keys) has every chunk done: then

@@ -26,7 +26,7 @@ __all__ = [
     "chunks_since_full_plans",
     "full_snapshot",
     "full_snapshots_done",
-    "stream_floor",
+    "stream_floors",
     "tables_watermarks",
 ]
 
@@ -45,12 +45,19 @@ def tables_watermarks(
     }
 
 
-def stream_floor(engine: Engine, table: TableId) -> BinlogPosition | None:
-    """The oldest high watermark of the table's done chunks since its latest full plan."""
+def stream_floors(
+    engine: Engine, tables: Sequence[TableId]
+) -> dict[TableId, BinlogPosition | None]:
+    """Per table, the oldest high watermark of its done chunks since its latest full plan
+    (None: none done), in one query for all."""
+    return {
+        table: _oldest_high(rows) for table, rows in chunks_since_full_plans(engine, tables).items()
+    }
+
+
+def _oldest_high(rows: Sequence[RowMapping]) -> BinlogPosition | None:
     highs = [
-        codec.decode_position(row["high_watermark"])
-        for row in chunks_since_full_plans(engine, [table])[table]
-        if row["status"] == "done"
+        codec.decode_position(row["high_watermark"]) for row in rows if row["status"] == "done"
     ]
     known = [high for high in highs if high is not None]
     return min(known) if known else None

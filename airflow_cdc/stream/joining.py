@@ -109,11 +109,11 @@ def replay_tables(
     ``context``: the stream, its source, sink and metadata DB."""
 
     store = context.store
-    floors: dict[TableId, BinlogPosition] = {}
-    for schema in schemas:
-        floor = store.stream_floor(schema.table)
-        if floor is not None and floor < until:
-            floors[schema.table] = floor
+    floors = {
+        table: floor
+        for table, floor in store.stream_floors([s.table for s in schemas]).items()
+        if floor is not None and floor < until
+    }
     history = store.schema_history(list(floors))
     replaying = {  # each read with its columns at its floor (the schema history's, if any)
         s.table: schemas_at({s.table: history.get(s.table, [])}, floors[s.table]).get(s.table, s)

@@ -61,7 +61,7 @@ def start_position(
 ) -> BinlogPosition:
     """:func:`resume_position` of ``tables`` from the metadata DB (``stream_id``: the
     stream whose committed position and joined tables count; None: a first start)."""
-    floors = {table: store.stream_floor(table) for table in tables}
+    floors = store.stream_floors(tables)
     if stream_id is None:
         return resume_position(floors, None, ())
     state = store.stream_state(stream_id)

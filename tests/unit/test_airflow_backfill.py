@@ -389,7 +389,12 @@ def test_backfill_dag_parses_with_the_configured_set(monkeypatch: pytest.MonkeyP
     assert not bag.import_errors
     dag = bag.dags["mysql_cdc_backfill"]
     assert dag.schedule is None if hasattr(dag, "schedule") else True
-    assert [t.task_id for t in dag.tasks] == ["plan", "snapshot_chunk", "wait_for_chunks"]
+    assert [t.task_id for t in dag.tasks] == [
+        "plan",
+        "snapshot_chunk",
+        "wait_for_chunks",
+        "publish_snapshot",
+    ]
     plan = dag.get_task("plan")
     assert plan.allowed_tables == ["shop.orders", "shop.items"]
     # A table new to the pipeline's stream asks that stream to follow it.
@@ -402,5 +407,6 @@ def test_backfill_dag_parses_with_the_configured_set(monkeypatch: pytest.MonkeyP
     main = bag.dags["mysql_cdc"]
     assert main.params["tables"] == ["shop.orders", "shop.items"]
     assert main.get_task("stream").stream_id == "shop_stream"
-    sensor = dag.get_task("wait_for_chunks")
-    assert [type(o).__name__ for o in sensor.outlets] == ["AssetAlias"]
+    assert dag.get_task("wait_for_chunks").outlets == []
+    publish = dag.get_task("publish_snapshot")
+    assert [type(o).__name__ for o in publish.outlets] == ["AssetAlias"]

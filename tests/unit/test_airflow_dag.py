@@ -81,9 +81,9 @@ def test_dag_imports_without_errors(dag_info: dict[str, Any]) -> None:
 
 def test_task_graph(dag_info: dict[str, Any]) -> None:
     tasks = dag_info["tasks"]
-    assert set(tasks) == {"plan", "snapshot_chunk", "wait_for_chunks", "stream"}
+    assert set(tasks) == {"plan", "snapshot_chunk", "wait_for_chunks", "stream", "publish_snapshot"}
     assert tasks["plan"]["type"] == "PlanSnapshotOperator"
-    assert tasks["plan"]["downstream"] == ["snapshot_chunk", "wait_for_chunks"]
+    assert tasks["plan"]["downstream"] == ["publish_snapshot", "snapshot_chunk", "wait_for_chunks"]
     assert tasks["snapshot_chunk"]["type"] == "MappedOperator"
     assert tasks["snapshot_chunk"]["operator"] == "SnapshotChunkOperator"
     assert tasks["snapshot_chunk"]["upstream"] == ["plan"]
@@ -95,7 +95,13 @@ def test_task_graph(dag_info: dict[str, Any]) -> None:
     assert wait["upstream"] == ["plan", "snapshot_chunk"]
     assert wait["mode"] == "reschedule"
     assert wait["trigger_rule"] == "all_done_min_one_success"
-    assert wait["downstream"] == ["stream"]
+    assert wait["downstream"] == ["publish_snapshot", "stream"]
+    # The Asset events (one per table) beside the stream, not holding it up.
+    publish = tasks["publish_snapshot"]
+    assert publish["type"] == "ChunksCompleteSensor"
+    assert publish["upstream"] == ["plan", "wait_for_chunks"]
+    assert publish["trigger_rule"] == "all_success"
+    assert publish["downstream"] == []
     stream = tasks["stream"]
     assert stream["type"] == "StreamOperator"
     assert stream["upstream"] == ["wait_for_chunks"]

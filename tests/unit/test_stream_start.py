@@ -43,6 +43,28 @@ def test_floor_keeps_the_older_chunk_a_string_key_backfill_drops(tmp_path: Path)
     assert start_position(store, [T]) == pos(100)
 
 
+def test_the_floors_of_many_tables_in_one_read_are_each_tables_own(tmp_path: Path) -> None:
+    store = MetadataStore.connect(f"sqlite:///{tmp_path / 'm.db'}")
+    tables = [TableId("db", f"t{i}") for i in range(5)]
+    for number, table in enumerate(tables[:3]):
+        chunks = (ChunkRange(None, (10,)), ChunkRange((10,), None))
+        finish_all(
+            store, TablePlan(table, ("k",), chunks, 10, "uneven"), [300 - number, 50 + number]
+        )
+    store.create_plan(
+        "waiting", [TablePlan(tables[3], ("k",), (ChunkRange(None, None),), 1, "one")]
+    )
+    floors = store.stream_floors(tables)
+    assert floors == {table: store.stream_floor(table) for table in tables}
+    assert floors == {
+        tables[0]: pos(50),
+        tables[1]: pos(51),
+        tables[2]: pos(52),
+        tables[3]: None,  # planned, no chunk done
+        tables[4]: None,  # never planned
+    }
+
+
 def test_no_finished_snapshot_names_the_fix(tmp_path: Path) -> None:
     store = MetadataStore.connect(f"sqlite:///{tmp_path / 'm.db'}")
     with pytest.raises(ConfigurationError, match="run the mysql_cdc DAG's snapshot"):
