@@ -25,6 +25,16 @@ if "AIRFLOW_HOME" not in os.environ:
     os.environ["AIRFLOW_HOME"] = _airflow_home
     atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+# Spark's scratch folders (spark-*, blockmgr-*, pyspark-*, userFiles-*) go to one folder the
+# session removes: a job a test kills (SIGKILL) cannot remove its own. Every spark-submit a
+# test starts, directly or through Airflow, inherits this environment.
+if "SPARK_LOCAL_DIRS" not in os.environ:
+    _spark_scratch = tempfile.mkdtemp(prefix="cdc-spark-scratch-")
+    os.environ["SPARK_LOCAL_DIRS"] = _spark_scratch
+    os.environ["SPARK_SUBMIT_OPTS"] = (
+        f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={_spark_scratch}".strip()
+    )
+    atexit.register(shutil.rmtree, _spark_scratch, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
