@@ -21,6 +21,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.sinks.base import BUCKET_COLUMN
 from airflow_cdc.sinks.delta_files import DataFile
+from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
 from airflow_cdc.sinks.stagger import due
 
 __all__ = [
@@ -31,8 +32,9 @@ __all__ = [
     "commit_properties",
 ]
 
-#: Delta's table properties for checkpoints and log clean-up, with delta-rs's defaults.
-_INTERVAL, _DEFAULT_INTERVAL = "delta.checkpointInterval", 100
+#: The checkpoint interval of a table without the property (delta-rs's default; the sink
+#: creates its tables with :data:`~.delta_layout.CHECKPOINT_INTERVAL`).
+_DEFAULT_INTERVAL = 100
 _LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 #: Versions between two clean-ups of expired log files (a listing of the whole log): as
 #: often as delta-rs's hook does it at its default interval.
@@ -87,7 +89,7 @@ def checkpoint_if_due(dt: DeltaTable) -> bool:
     expired log files every :data:`CLEANUP_EVERY` versions likewise, unless the table turns
     that off. Whether it checkpointed."""
     config = dt.metadata().configuration
-    interval = max(1, int(config.get(_INTERVAL) or _DEFAULT_INTERVAL))
+    interval = max(1, int(config.get(CHECKPOINT_INTERVAL[0]) or _DEFAULT_INTERVAL))
     version, uri = dt.version(), dt.table_uri
     checkpoint = due(version, uri, interval)
     if checkpoint:
