@@ -201,8 +201,9 @@ def _timeline(tis: list[dict[str, Any]], started: dt.datetime) -> dict[str, list
 
 def delta_commit_times(table_dir: Path, app_id: str) -> list[tuple[int, float]]:
     """When each of the stream's commits into a local Delta table became visible: (the
-    batch's end, encoded, as its application transaction records it; the commit's
-    timestamp, epoch s), in order. A reader of the table sees a batch's rows from then on."""
+    batch's end as its application transaction records it, a boundary number
+    (``BinlogPosition.boundary_number``); the commit's timestamp, epoch s), in order. A
+    reader of the table sees a batch's rows from then on."""
     found = []
     for commit in sorted((table_dir / "_delta_log").glob("*.json")):
         version, stamp = None, None
