@@ -233,8 +233,10 @@ class StreamBounds:
     #: Slices a micro-batch is decoded in, in parallel (0: the executors' cores, Spark's
     #: default parallelism).
     decode_parallelism: int = 0
-    #: A batch is cut into slices of at least this many binlog bytes.
-    min_slice_bytes: int = 2 * 1024 * 1024
+    #: A batch is cut into slices of at least this many binlog bytes (a slice's own cost,
+    #: a binlog connection and a Spark task, is tens of milliseconds; decoding 256 KiB of
+    #: small transactions takes a few hundred).
+    min_slice_bytes: int = 256 * 1024
     #: Keys a slice reduces in memory before it writes them out as a block (bounds an
     #: executor's memory, ~1 KB a key while held).
     block_rows: int = 50_000
