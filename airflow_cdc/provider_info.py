@@ -34,31 +34,10 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["service"],
             }
         ],
-        "hooks": [
-            {
-                "integration-name": _INTEGRATION,
-                "python-modules": [
-                    "airflow_cdc.hooks.source",
-                    "airflow_cdc.hooks.metadata",
-                    "airflow_cdc.hooks.lake",
-                ],
-            }
-        ],
-        "operators": [
-            {
-                "integration-name": _INTEGRATION,
-                "python-modules": [
-                    "airflow_cdc.operators.plan",
-                    "airflow_cdc.operators.snapshot",
-                ],
-            }
-        ],
-        "sensors": [
-            {
-                "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_cdc.sensors.chunks"],
-            }
-        ],
+        "hooks": _modules("hooks.source", "hooks.metadata", "hooks.lake"),
+        "operators": _modules("operators.plan", "operators.snapshot"),
+        "sensors": _modules("sensors.chunks"),
+        "triggers": _modules("triggers.chunks"),
         # Own connection types, so the UI offers a form even where the MySQL provider is not
         # installed. The hooks also accept the common types (mysql, sqlite, postgres, ...).
         "connection-types": [
@@ -74,3 +53,10 @@ def get_provider_info() -> dict[str, Any]:
             },
         ],
     }
+
+
+def _modules(*names: str) -> list[dict[str, Any]]:
+    """One section's entry: the integration's modules ``airflow_cdc.<name>``."""
+    return [
+        {"integration-name": _INTEGRATION, "python-modules": [f"airflow_cdc.{n}" for n in names]}
+    ]

@@ -1,6 +1,6 @@
 """The real Airflow deployment pieces as subprocesses: ``airflow api-server``, ``airflow
-scheduler`` (LocalExecutor) and ``airflow dag-processor`` on a PostgreSQL metadata DB, driven
-through the REST API (tests and demos).
+scheduler`` (LocalExecutor), ``airflow dag-processor`` and ``airflow triggerer`` on a
+PostgreSQL metadata DB, driven through the REST API (tests and demos).
 
 No Airflow import here: everything runs in the child processes, configured by environment
 variables on top of :func:`devtools.airflow_env.airflow_env`. Each server runs
@@ -31,13 +31,13 @@ from devtools.local_mariadb import free_port
 
 __all__ = ["AirflowDeployment", "deployment_env"]
 
-SERVERS = ("api-server", "scheduler", "dag-processor")
+SERVERS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
 def deployment_env(
     base: Mapping[str, str], airflow_db_url: str, port: int, *, parallelism: int = 4
 ) -> dict[str, str]:
-    """``base`` (from ``airflow_env``) plus what the three servers need to work together."""
+    """``base`` (from ``airflow_env``) plus what the servers need to work together."""
     url = f"http://127.0.0.1:{port}"
     env = dict(base)
     env.update(
@@ -50,6 +50,8 @@ def deployment_env(
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": str(parallelism),
             "AIRFLOW__CORE__DEFAULT_TASK_RETRIES": "0",
+            # The triggerer runs: sensors that can defer do (wait_for_chunks).
+            "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",

@@ -9,13 +9,16 @@ rejects. The URL is therefore rebuilt here from the parts, per dialect.
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlencode
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_cdc.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
 
 __all__ = ["CdcMetadataHook", "default_metadata_url", "safe_url", "url_from_parts"]
 
@@ -101,15 +104,29 @@ class CdcMetadataHook(BaseHook):
         try:
             conn = self.get_connection(self.conn_id)
         except AirflowNotFoundException:
-            url = default_metadata_url()
-            self.log.info(
-                "Airflow connection %r is not defined: using the embedded metadata DB %s "
-                "(set AIRFLOW_CONN_%s to a SQLAlchemy URL to use another)",
-                self.conn_id,
-                url,
-                self.conn_id.upper(),
-            )
-            return url
+            return self._default_url()
+        return self._url_of(conn)
+
+    async def ametadata_url(self) -> str:
+        """:meth:`metadata_url` for a trigger (Airflow's async connection lookup)."""
+        try:
+            conn = await self.aget_connection(self.conn_id)
+        except AirflowNotFoundException:
+            return self._default_url()
+        return self._url_of(conn)
+
+    def _default_url(self) -> str:
+        url = default_metadata_url()
+        self.log.info(
+            "Airflow connection %r is not defined: using the embedded metadata DB %s "
+            "(set AIRFLOW_CONN_%s to a SQLAlchemy URL to use another)",
+            self.conn_id,
+            url,
+            self.conn_id.upper(),
+        )
+        return url
+
+    def _url_of(self, conn: Connection) -> str:
         extra = dict(conn.extra_dejson)
         explicit = extra.pop("url", None)
         if explicit:

@@ -5,6 +5,11 @@ be cleared and re-run, a backfill can redo a chunk from another run, and only th
 the watermark the stream will start from. A failed chunk therefore does not fail the
 sensor: it keeps waiting (and says which chunks failed and why) so a user can clear and
 re-run them; the sensor's ``timeout`` bounds the wait.
+
+It waits in one of two ways: ``reschedule`` pokes (a worker slot for a moment every
+``poke_interval``), or, with ``deferrable=True``, once in a worker and then in Airflow's
+triggerer (:class:`~airflow_cdc.triggers.chunks.ChunksCompleteTrigger`), holding no slot at
+all. Both log the same report (:mod:`airflow_cdc.metadata.plan_report`).
 """
 
 from __future__ import annotations
@@ -14,22 +19,20 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator
+from airflow.sdk import BaseSensorOperator, conf
 
-from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.errors import ConfigurationError, MetadataError
 from airflow_cdc.rendered import as_positive_int, parse_literal
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
-    from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
+    from airflow_cdc.metadata.records import PlanProgress
     from airflow_cdc.model import TableId
 
-__all__ = ["ChunksCompleteSensor", "format_progress", "table_asset_uri"]
+__all__ = ["ChunksCompleteSensor", "table_asset_uri"]
 
 DEFAULT_TIMEOUT = timedelta(hours=6)
-#: Failed chunks named in one log line at most (a plan can have a thousand chunks).
-_MAX_FAILED_LISTED = 20
 
 
 class ChunksCompleteSensor(BaseSensorOperator):
@@ -44,9 +47,12 @@ class ChunksCompleteSensor(BaseSensorOperator):
         Delta table ``delta://<sink_path>/<db>/<table>`` (see :func:`table_asset_uri`), with
         the plan id, the rows and whether it was a range backfill as the event's extra.
     :param sink_path: root of the Delta tables (templated); needed with ``asset_alias``.
+    :param deferrable: wait in Airflow's triggerer once the first look finds chunks left
+        (default: Airflow's ``[operators] default_deferrable``, which a deployment that
+        runs a triggerer sets; the shipped docker-compose does).
 
-    Defaults: ``mode="reschedule"`` (no worker slot held while chunks run), ``poke_interval``
-    10 s, ``timeout`` 6 h, and ``trigger_rule="all_done_min_one_success"`` so it runs after
+    Defaults: ``mode="reschedule"`` (no worker slot held between pokes), ``poke_interval``
+    10 s (also the trigger's poll interval), ``timeout`` 6 h, and ``trigger_rule="all_done_min_one_success"`` so it runs after
     the chunk tasks whatever their Airflow state (it is skipped only when the plan itself
     did not succeed).
     """
@@ -65,6 +71,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
         poke_interval: timedelta | float = 10,
         timeout: timedelta | float = DEFAULT_TIMEOUT,
         mode: str = "reschedule",
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if plan_id is None and chunks is None:
@@ -84,13 +91,42 @@ class ChunksCompleteSensor(BaseSensorOperator):
         self.metadata_conn_id = metadata_conn_id
         self.asset_alias = asset_alias
         self.sink_path = sink_path
+        if deferrable is None:
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
+        self.deferrable = deferrable
         self._complete: PlanProgress | None = None
 
     def execute(self, context: Context) -> Any:
-        result = super().execute(context)
+        if not self.deferrable:
+            super().execute(context)
+        elif not self.poke(context):
+            self._defer()
+        self._publish(context)
+        return None
+
+    def _defer(self) -> None:
+        from airflow_cdc.triggers.chunks import ChunksCompleteTrigger
+
+        trigger = ChunksCompleteTrigger(
+            plan_id=self.resolved_plan_id(),
+            metadata_conn_id=self.metadata_conn_id,
+            poll_interval=self.poke_interval,
+        )
+        self.log.info("Chunks left: waiting in the triggerer (no worker slot held)")
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=self.timeout)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
+        """Resumed by the trigger: every chunk is done (one more look, for the report and
+        the Asset events), or the metadata DB could not be read."""
+        if event.get("status") != "complete":
+            raise MetadataError(str(event.get("message") or f"the trigger ended with {event!r}"))
+        if not self.poke(context):  # a chunk cleared since: wait for it again
+            self._defer()
+        self._publish(context)
+
+    def _publish(self, context: Context) -> None:
         if self.asset_alias is not None and self._complete is not None:
             self.emit_asset_events(context, self._complete)
-        return result
 
     def emit_asset_events(self, context: Context, progress: PlanProgress) -> None:
         """One Asset event per table of the completed plan, through the asset alias."""
@@ -128,38 +164,17 @@ class ChunksCompleteSensor(BaseSensorOperator):
         # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.hooks import CdcMetadataHook
         from airflow_cdc.metadata import MetadataStore
+        from airflow_cdc.metadata.plan_report import look_at_plan
 
         plan_id = self.resolved_plan_id()
         url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
         with MetadataStore.connect(url, migrate=False) as store:
-            progress = store.progress(plan_id)
-            records = store.chunks(plan_id)
-        now = dt.datetime.now(dt.UTC)
-        self.log.info("Plan %d: %s", plan_id, format_progress(progress, records, now))
-        for table in progress.tables:
-            if table.total != table.done:
-                self.log.info(
-                    "  %s: chunks done %d/%d, running %d, failed %d",
-                    table.table,
-                    table.done,
-                    table.total,
-                    table.running,
-                    table.failed,
-                )
-        failed = [record for record in records if record.status == "failed"]
-        for record in failed[:_MAX_FAILED_LISTED]:
-            self.log.warning(
-                "Chunk %s (id %d, attempt %d) failed: %s. Clear its task to re-run it.",
-                record.label(),
-                record.chunk_id,
-                record.attempts,
-                _first_line(record.error),
-            )
-        if len(failed) > _MAX_FAILED_LISTED:
-            self.log.warning("... and %d more failed chunks", len(failed) - _MAX_FAILED_LISTED)
-        if progress.complete:
-            self._complete = progress
-        return progress.complete
+            look = look_at_plan(store, plan_id, dt.datetime.now(dt.UTC))
+        for line in look.lines:
+            self.log.log(line.level, "%s", line.text)
+        if look.progress.complete:
+            self._complete = look.progress
+        return look.progress.complete
 
 
 def table_asset_uri(sink_path: str, table: TableId) -> str:
@@ -171,47 +186,3 @@ def table_asset_uri(sink_path: str, table: TableId) -> str:
     root = sink_path.rstrip("/")
     path = f"{root}/{escape_segment(table.database)}/{escape_segment(table.table)}"
     return f"delta+{path}" if "://" in root else f"delta://{path}"
-
-
-def format_progress(
-    progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetime
-) -> str:
-    """``chunks done d/t, rows r/est (x%), failed f, running n, ETA ...``.
-
-    The rate is rows done over the time since the first chunk started, so the ETA is rough
-    (chunks of unequal size, retries) but needs no state kept between pokes.
-    """
-    if progress.rows_estimated:
-        percent = f"{100.0 * progress.rows_done / progress.rows_estimated:.1f}%"
-    else:
-        percent = "?%"
-    text = (
-        f"chunks done {progress.done}/{progress.total}, rows {progress.rows_done:,}/"
-        f"~{progress.rows_estimated:,} ({percent}), failed {progress.failed}, "
-        f"running {progress.running}, pending {progress.pending}"
-    )
-    return f"{text}, ETA {_eta(progress, records, now)}"
-
-
-def _eta(progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetime) -> str:
-    if progress.complete:
-        return "done"
-    started = [r.started_at for r in records if r.started_at is not None]
-    if not started or progress.rows_done <= 0:
-        return "unknown (no chunk finished yet)"
-    first = min(started)
-    if first.tzinfo is None:
-        first = first.replace(tzinfo=dt.UTC)
-    elapsed = (now - first).total_seconds()
-    if elapsed <= 0:
-        return "unknown"
-    rate = progress.rows_done / elapsed
-    remaining = max(progress.rows_estimated - progress.rows_done, 0)
-    seconds = int(remaining / rate)
-    return f"~{timedelta(seconds=seconds)} at {rate:,.0f} rows/s"
-
-
-def _first_line(text: str | None) -> str:
-    if not text:
-        return "(no error recorded)"
-    return text.strip().splitlines()[0] if text.strip() else "(no error recorded)"

@@ -1,11 +1,11 @@
 """The daily operations, driven through the REST API of a real Airflow deployment like a
-user of the UI would (``airflow api-server``, ``scheduler`` with LocalExecutor and
-``dag-processor`` on PostgreSQL; real spark-submit, MariaDB, Delta, SQLite metadata), with a
-random writer changing both tables throughout:
+user of the UI would (``airflow api-server``, ``scheduler`` with LocalExecutor,
+``dag-processor`` and ``triggerer`` on PostgreSQL; real spark-submit, MariaDB, Delta, SQLite
+metadata), with a random writer changing both tables throughout:
 
 1. ``mysql_cdc`` snapshots ``accounts``; one chunk is armed to fail on its first attempt
-   (``chunk_start.fail``, ``devtools.pause_points``). The sensor keeps waiting (reschedule mode) while that chunk's task
-   instance is failed; clearing exactly that map index (``clearTaskInstances`` with
+   (``chunk_start.fail``, ``devtools.pause_points``). The sensor keeps waiting, deferred to
+   the triggerer (no worker slot held), while that chunk's task instance is failed; clearing exactly that map index (``clearTaskInstances`` with
    ``[task_id, map_index]``, no downstream) re-runs that range only; the sensor succeeds
    and a continuous stream starts;
 2. while it runs, ``mysql_cdc_backfill`` re-snapshots a key range of ``accounts`` (the
@@ -112,9 +112,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
                     ti["state"] in ("success", "failed") for ti in chunks
                 )
                 sensor = _task_state(af, MAIN, main, "wait_for_chunks")
-                return (
-                    len(failed) == 1 and others_done and sensor in ("up_for_reschedule", "running")
-                )
+                return len(failed) == 1 and others_done and sensor == "deferred"
 
             af.wait_until(one_failed_while_sensor_waits, 300, "one failed chunk", 0.5)
             assert not (pause_dir / "chunk_start.fail").exists()

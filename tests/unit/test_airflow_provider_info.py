@@ -24,11 +24,11 @@ def test_provider_info_shape() -> None:
     assert info["versions"] == [importlib.import_module("airflow_cdc").__version__]
     modules = [
         m
-        for section in ("hooks", "operators", "sensors")
+        for section in ("hooks", "operators", "sensors", "triggers")
         for e in info[section]
         for m in e["python-modules"]
     ]
-    assert "airflow_cdc.operators.snapshot" in modules
+    assert {"airflow_cdc.operators.snapshot", "airflow_cdc.triggers.chunks"} <= set(modules)
     for name in modules:
         importlib.import_module(name)
     for conn_type in info["connection-types"]:

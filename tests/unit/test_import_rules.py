@@ -34,6 +34,7 @@ ORDER = (
     "stream",
     "spark",
     "hooks",
+    "triggers",
     "sensors",
     "operators",
     "provider_info",
@@ -41,7 +42,7 @@ ORDER = (
 )
 #: The repository's tools and tests: outside the wheel, so the product never imports them.
 OUTSIDE_THE_WHEEL = {"devtools", "tests"}
-AIRFLOW_FACE = {"hooks", "operators", "sensors"}
+AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers"}
 
 
 def imports(path: Path) -> Iterator[tuple[str, list[str]]]:

@@ -1,0 +1,128 @@
+"""What a look at a snapshot plan tells its user: one progress line, the tables not done, the
+chunks that failed and how to re-run them.
+
+The sensor that waits for a plan (``wait_for_chunks``) logs it at every poke, and its
+trigger at every poll when the sensor defers: both call :func:`plan_report`, so a user
+sees the same lines whichever way the sensor waits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
+from airflow_cdc.metadata.store import MetadataStore
+
+__all__ = [
+    "PlanLook",
+    "ReportLine",
+    "first_line",
+    "format_progress",
+    "look_at_plan",
+    "plan_report",
+]
+
+#: Failed chunks named in one report at most (a plan can have a thousand chunks).
+MAX_FAILED_LISTED = 20
+
+
+@dataclass(frozen=True)
+class ReportLine:
+    level: int
+    text: str
+
+
+def plan_report(
+    plan_id: int,
+    progress: PlanProgress,
+    records: Sequence[ChunkRecord],
+    now: dt.datetime,
+) -> list[ReportLine]:
+    """The lines of one look at plan ``plan_id``: its progress, each table not done, each
+    failed chunk (the first :data:`MAX_FAILED_LISTED`) with its error's first line."""
+    lines = [ReportLine(logging.INFO, f"Plan {plan_id}: {format_progress(progress, records, now)}")]
+    lines += [
+        ReportLine(
+            logging.INFO,
+            f"  {table.table}: chunks done {table.done}/{table.total}, "
+            f"running {table.running}, failed {table.failed}",
+        )
+        for table in progress.tables
+        if table.total != table.done
+    ]
+    failed = [record for record in records if record.status == "failed"]
+    lines += [
+        ReportLine(
+            logging.WARNING,
+            f"Chunk {record.label()} (id {record.chunk_id}, attempt {record.attempts}) failed: "
+            f"{first_line(record.error)}. Clear its task to re-run it.",
+        )
+        for record in failed[:MAX_FAILED_LISTED]
+    ]
+    if len(failed) > MAX_FAILED_LISTED:
+        lines.append(
+            ReportLine(logging.WARNING, f"... and {len(failed) - MAX_FAILED_LISTED} more failed chunks")
+        )
+    return lines
+
+
+def format_progress(
+    progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetime
+) -> str:
+    """``chunks done d/t, rows r/est (x%), failed f, running n, ETA ...``.
+
+    The rate is rows done over the time since the first chunk started, so the ETA is rough
+    (chunks of unequal size, retries) but needs no state kept between looks.
+    """
+    if progress.rows_estimated:
+        percent = f"{100.0 * progress.rows_done / progress.rows_estimated:.1f}%"
+    else:
+        percent = "?%"
+    text = (
+        f"chunks done {progress.done}/{progress.total}, rows {progress.rows_done:,}/"
+        f"~{progress.rows_estimated:,} ({percent}), failed {progress.failed}, "
+        f"running {progress.running}, pending {progress.pending}"
+    )
+    return f"{text}, ETA {_eta(progress, records, now)}"
+
+
+def _eta(progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetime) -> str:
+    if progress.complete:
+        return "done"
+    started = [r.started_at for r in records if r.started_at is not None]
+    if not started or progress.rows_done <= 0:
+        return "unknown (no chunk finished yet)"
+    first = min(started)
+    if first.tzinfo is None:
+        first = first.replace(tzinfo=dt.UTC)
+    elapsed = (now - first).total_seconds()
+    if elapsed <= 0:
+        return "unknown"
+    rate = progress.rows_done / elapsed
+    remaining = max(progress.rows_estimated - progress.rows_done, 0)
+    return f"~{dt.timedelta(seconds=int(remaining / rate))} at {rate:,.0f} rows/s"
+
+
+def first_line(text: str | None) -> str:
+    """The first line of an error text (a chunk's error holds its traceback)."""
+    if not text or not text.strip():
+        return "(no error recorded)"
+    return text.strip().splitlines()[0]
+
+
+@dataclass(frozen=True)
+class PlanLook:
+    """One look at a plan: its progress and what to report of it."""
+
+    progress: PlanProgress
+    lines: list[ReportLine]
+
+
+def look_at_plan(store: MetadataStore, plan_id: int, now: dt.datetime) -> PlanLook:
+    """Read plan ``plan_id``'s progress and chunks from ``store`` and report them."""
+    progress = store.progress(plan_id)
+    records = store.chunks(plan_id)
+    return PlanLook(progress, plan_report(plan_id, progress, records, now))
