@@ -64,7 +64,9 @@ def plan_report(
     ]
     if len(failed) > MAX_FAILED_LISTED:
         lines.append(
-            ReportLine(logging.WARNING, f"... and {len(failed) - MAX_FAILED_LISTED} more failed chunks")
+            ReportLine(
+                logging.WARNING, f"... and {len(failed) - MAX_FAILED_LISTED} more failed chunks"
+            )
         )
     return lines
 

@@ -66,7 +66,9 @@ class ChunksCompleteTrigger(BaseTrigger):
                     )
                 except CdcError as exc:
                     message = str(exc)
-                    yield TriggerEvent({"status": FAILED, "plan_id": self.plan_id, "message": message})
+                    yield TriggerEvent(
+                        {"status": FAILED, "plan_id": self.plan_id, "message": message}
+                    )
                     return
                 for line in look.lines:
                     self.log.log(line.level, "%s", line.text)

@@ -11,8 +11,8 @@ import pytest
 
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from airflow_cdc.metadata.plan_report import format_progress
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 
 def test_a_look_names_tables_not_done_and_at_most_the_first_failed_chunks(tmp_path: Path) -> None:
     bounds = [None, *[(i * 10,) for i in range(1, 30)], None]
-    ranges = tuple(ChunkRange(lo, hi) for lo, hi in zip(bounds, bounds[1:]))
+    ranges = tuple(ChunkRange(lo, hi) for lo, hi in itertools.pairwise(bounds))
     done_table = TablePlan(TableId("shop", "done"), ("id",), (ChunkRange(None, None),), 5, "even")
     with MetadataStore.connect(f"sqlite:///{tmp_path}/meta.db") as store:
         record = store.create_plan(
@@ -22,10 +23,14 @@ def test_a_look_names_tables_not_done_and_at_most_the_first_failed_chunks(tmp_pa
         )
         first, *others = (c.chunk_id for c in record.chunks)
         store.start_chunk(first)
-        store.finish_chunk(first, low=BinlogPosition("b.1", 4), high=BinlogPosition("b.1", 5), rows=5)
+        store.finish_chunk(
+            first, low=BinlogPosition("b.1", 4), high=BinlogPosition("b.1", 5), rows=5
+        )
         for chunk_id in others:
             store.start_chunk(chunk_id)
-            store.fail_chunk(chunk_id, f"SourceError: boom {chunk_id}\nTraceback (most recent call last)")
+            store.fail_chunk(
+                chunk_id, f"SourceError: boom {chunk_id}\nTraceback (most recent call last)"
+            )
         look = look_at_plan(store, record.plan_id, dt.datetime.now(dt.UTC))
     assert not look.progress.complete
     texts = [line.text for line in look.lines]
@@ -34,6 +39,8 @@ def test_a_look_names_tables_not_done_and_at_most_the_first_failed_chunks(tmp_pa
     assert not any("shop.done" in text for text in texts)
     warnings = [line.text for line in look.lines if line.level == logging.WARNING]
     assert len(warnings) == MAX_FAILED_LISTED + 1
-    assert warnings[0].endswith(f"failed: SourceError: boom {others[0]}. Clear its task to re-run it.")
+    assert warnings[0].endswith(
+        f"failed: SourceError: boom {others[0]}. Clear its task to re-run it."
+    )
     assert warnings[-1] == f"... and {len(others) - MAX_FAILED_LISTED} more failed chunks"
     assert not any("Traceback" in text for text in texts)
