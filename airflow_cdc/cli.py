@@ -103,6 +103,7 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
         else str(state.committed_position),
         "lag_seconds": state.lag_seconds,
         "lag_bytes": state.lag_bytes,
+        "last_batch_seconds": state.last_batch_seconds,
         "heartbeat_age_s": None
         if heartbeat is None
         else round((now - _aware(heartbeat)).total_seconds(), 1),
@@ -167,7 +168,8 @@ def _print(report: dict[str, Any]) -> None:
         state = "running" if s["running"] else "stopped"
         print(
             f"stream {s['stream_id']} ({state}): committed {s['committed_position']}, "
-            f"lag {s['lag_bytes']} bytes / {s['lag_seconds']} s, heartbeat {s['heartbeat_age_s']} s ago"
+            f"lag {s['lag_bytes']} bytes / {s['lag_seconds']} s, heartbeat {s['heartbeat_age_s']} s ago, "
+            f"last batch {s['last_batch_seconds']} s"
         )
         if s["joined_tables"]:
             print(f"  follows {', '.join(s['joined_tables'])}")

@@ -18,6 +18,8 @@ workers, which parse the file again):
 * ``CDC_CHUNK_RETRIES``: Airflow retries of each ``snapshot_chunk`` task (default 2), so a
   chunk that a server restart or a killed connection failed is read again without an
   operator; 0 leaves every failed chunk to be cleared by hand.
+* ``CDC_MAX_LAG_SECONDS``: how long ``mysql_cdc_watchdog`` lets the stream be behind the
+  source (or not run) before it fails (default: ``WatchdogLimits``', 300).
 
 Read by the chunk and stream tasks when they run (the worker's environment):
 
@@ -28,6 +30,7 @@ Read by the chunk and stream tasks when they run (the worker's environment):
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 
@@ -42,6 +45,7 @@ __all__ = [
     "DEFAULT_TABLES",
     "configured_chunk_retries",
     "configured_exclude_tables",
+    "configured_max_lag_seconds",
     "configured_probe",
     "configured_staging_path",
     "configured_stream_id",
@@ -124,6 +128,23 @@ def configured_chunk_retries(environ: Mapping[str, str] | None = None) -> int:
             f"CDC_CHUNK_RETRIES must be a whole number of retries (0 or more), got {text!r}"
         )
     return int(text)
+
+
+def configured_max_lag_seconds(environ: Mapping[str, str] | None = None) -> float | None:
+    """``CDC_MAX_LAG_SECONDS`` (a positive number), or None: the watchdog's default."""
+    env = os.environ if environ is None else environ
+    text = env.get("CDC_MAX_LAG_SECONDS", "").strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigurationError(
+            f"CDC_MAX_LAG_SECONDS must be a positive number of seconds, got {text!r}"
+        )
+    return seconds
 
 
 def configured_probe(environ: Mapping[str, str] | None = None) -> ProbeConfig:

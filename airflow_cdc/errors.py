@@ -17,7 +17,8 @@ Each message names the cause and the fix. The tree::
     │   └── TableEvolvingError    the stream is changing the table's columns (writers wait)
     ├── MetadataError             the metadata DB is unreachable or inconsistent
     ├── SnapshotUnitError         chunks of a work unit failed (each recorded with its error)
-    └── StreamLeaseError          another stream runs (or ran) on these tables; lease lost
+    ├── StreamLeaseError          another stream runs (or ran) on these tables; lease lost
+    └── StreamBehindError         the watchdog: a stream is behind the source, or not running
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "SnapshotUnitError",
     "SourceError",
     "SourceUnreachableError",
+    "StreamBehindError",
     "StreamLeaseError",
     "TableError",
     "TableEvolvingError",
@@ -113,6 +115,11 @@ class MetadataError(CdcError):
 class StreamLeaseError(CdcError):
     """A stream's lease is held by another process (or was lost): only one stream may run
     for a set of tables at a time."""
+
+
+class StreamBehindError(CdcError):
+    """The stream watchdog found a stream behind the source for longer than its threshold,
+    or not running; the message names the stream, its lag and where it stands."""
 
 
 def wrapped_error(exc: BaseException) -> str | None:

@@ -1,5 +1,5 @@
 """What a look at a snapshot plan tells its user: one progress line, the tables not done, the
-chunks that failed and how to re-run them.
+chunks that failed and how to re-run them; and its figures as metric values.
 
 The sensor that waits for a plan (``wait_for_chunks``) logs it at every poke, and its
 trigger at every poll when the sensor defers: both call :func:`plan_report`, so a user
@@ -22,6 +22,7 @@ __all__ = [
     "first_line",
     "format_progress",
     "look_at_plan",
+    "plan_gauges",
     "plan_report",
 ]
 
@@ -69,6 +70,18 @@ def plan_report(
             )
         )
     return lines
+
+
+def plan_gauges(progress: PlanProgress) -> dict[str, float]:
+    """The plan's progress as metric values by name."""
+    return {
+        "chunks_total": float(progress.total),
+        "chunks_done": float(progress.done),
+        "chunks_failed": float(progress.failed),
+        "chunks_running": float(progress.running),
+        "rows_done": float(progress.rows_done),
+        "rows_estimated": float(progress.rows_estimated),
+    }
 
 
 def format_progress(

@@ -161,6 +161,8 @@ class StreamState:
     last_batch_id: int | None = None
     last_batch_rows: int | None = None
     rows_total: int = 0
+    #: How long the last recorded micro-batch took, from its start to its commit.
+    last_batch_seconds: float | None = None
 
     def lease_live(self, now: dt.datetime | None = None) -> bool:
         """Whether some process holds the lease at ``now`` (default: the current time)."""

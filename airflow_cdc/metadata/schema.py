@@ -115,6 +115,8 @@ stream_state = sa.Table(
     sa.Column("last_batch_id", sa.BigInteger, nullable=True),
     sa.Column("last_batch_rows", sa.BigInteger, nullable=True),
     sa.Column("rows_total", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    # Revision 0006: the last micro-batch's duration.
+    sa.Column("last_batch_seconds", sa.Float, nullable=True),
 )
 
 #: One row (``lock_id = 1``) that every lease acquisition updates first: the row lock

@@ -377,8 +377,10 @@ class MetadataStore:
         batch_id: int,
         rows: int,
         owner: str | None = None,
+        batch_seconds: float | None = None,
     ) -> StreamState:
-        """Record a committed micro-batch (position, lag, heartbeat = now, batch id, rows).
+        """Record a committed micro-batch (position, lag, heartbeat = now, batch id, rows,
+        its duration).
 
         With ``owner`` the write is fenced: ``StreamLeaseError`` if the lease is someone
         else's. A replayed ``batch_id`` (equal to the last one) is not counted twice.
@@ -392,4 +394,5 @@ class MetadataStore:
             batch_id=batch_id,
             rows=rows,
             owner=owner,
+            batch_seconds=batch_seconds,
         )

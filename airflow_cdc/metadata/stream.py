@@ -218,8 +218,10 @@ def record_progress(
     batch_id: int,
     rows: int,
     owner: str | None = None,
+    batch_seconds: float | None = None,
 ) -> StreamState:
-    """Record a committed micro-batch: position, lag, heartbeat (now), batch id and rows.
+    """Record a committed micro-batch: position, lag, heartbeat (now), batch id, rows and
+    how long it took.
 
     ``rows_total`` grows by ``rows`` unless ``batch_id`` equals the last recorded one (a
     replayed batch). With ``owner``, the write is fenced: it raises
@@ -252,6 +254,7 @@ def record_progress(
                 heartbeat_at=codec.to_db_time(now),
                 last_batch_id=batch_id,
                 last_batch_rows=rows,
+                last_batch_seconds=batch_seconds,
                 rows_total=t_stream.c.rows_total + (0 if replay else rows),
             )
         )
@@ -311,6 +314,7 @@ def _record(row: RowMapping) -> StreamState:
         last_batch_id=row["last_batch_id"],
         last_batch_rows=row["last_batch_rows"],
         rows_total=int(row["rows_total"] or 0),
+        last_batch_seconds=row["last_batch_seconds"],
     )
 
 

@@ -163,8 +163,9 @@ class ChunksCompleteSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool:
         # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.hooks import CdcMetadataHook
+        from airflow_cdc.hooks.metrics import emit_gauges
         from airflow_cdc.metadata import MetadataStore
-        from airflow_cdc.metadata.plan_report import look_at_plan
+        from airflow_cdc.metadata.plan_report import look_at_plan, plan_gauges
 
         plan_id = self.resolved_plan_id()
         url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
@@ -172,6 +173,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
             look = look_at_plan(store, plan_id, dt.datetime.now(dt.UTC))
         for line in look.lines:
             self.log.log(line.level, "%s", line.text)
+        emit_gauges("snapshot", str(plan_id), plan_gauges(look.progress), tag="plan_id")
         if look.progress.complete:
             self._complete = look.progress
         return look.progress.complete

@@ -33,12 +33,12 @@ from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.sinks.staging import remove_staged
-from airflow_cdc.source.binlog_index import binary_logs, range_bytes
 from airflow_cdc.source.catalog import load_table_schemas
-from airflow_cdc.source.connection import DbConnection, connect, on_server
+from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
+from airflow_cdc.stream.health import look_at_source
 from airflow_cdc.stream.joining import (
     JoinReplay,
     joined_tables,
@@ -145,6 +145,7 @@ class BatchWriter:
                 batch_id=batch_id,
                 rows=written,
                 owner=self.owner,
+                batch_seconds=time.monotonic() - started,
             )
         remove_staged(self.staging)  # the next batch's tasks start after this function returns
         log.info(
@@ -340,17 +341,6 @@ class BatchWriter:
 
 
 def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:
-    """Bytes of binlog the server has written after ``end`` (across files)."""
-
-    try:
-        conn = connect(spec.source)
-        try:
-            files = binary_logs(conn)
-        finally:
-            conn.close()
-    except Exception:  # lag is informative; never fail a batch for it
-        return None
-    if not files:
-        return None
-    newest, size = files[-1]
-    return range_bytes(files, end, BinlogPosition(newest, size))
+    """Bytes of binlog the server has written after ``end`` (informative: None, never an
+    error, when the server cannot say)."""
+    return look_at_source(spec.source, end).bytes_behind

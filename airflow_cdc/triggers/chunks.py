@@ -18,8 +18,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_cdc.errors import CdcError
 from airflow_cdc.hooks.metadata import CdcMetadataHook
+from airflow_cdc.hooks.metrics import emit_gauges
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.metadata.plan_report import look_at_plan
+from airflow_cdc.metadata.plan_report import look_at_plan, plan_gauges
 
 __all__ = ["ChunksCompleteTrigger"]
 
@@ -72,6 +73,9 @@ class ChunksCompleteTrigger(BaseTrigger):
                     return
                 for line in look.lines:
                     self.log.log(line.level, "%s", line.text)
+                emit_gauges(
+                    "snapshot", str(self.plan_id), plan_gauges(look.progress), tag="plan_id"
+                )
                 if look.progress.complete:
                     yield TriggerEvent({"status": COMPLETE, "plan_id": self.plan_id})
                     return

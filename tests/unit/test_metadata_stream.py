@@ -170,9 +170,17 @@ def test_record_progress(store: MetadataStore) -> None:
     store.acquire_stream_lease("s", [ORDERS], "me", 60)
     before = dt.datetime.now(dt.UTC)
     state = store.record_stream_progress(
-        "s", committed=pos(100), lag_seconds=2.5, lag_bytes=4096, batch_id=0, rows=10, owner="me"
+        "s",
+        committed=pos(100),
+        lag_seconds=2.5,
+        lag_bytes=4096,
+        batch_id=0,
+        rows=10,
+        owner="me",
+        batch_seconds=1.25,
     )
     assert state.committed_position == pos(100)
+    assert state.last_batch_seconds == 1.25
     assert (state.lag_seconds, state.lag_bytes) == (2.5, 4096)
     assert state.heartbeat_at is not None
     assert state.heartbeat_at >= before
@@ -188,6 +196,7 @@ def test_record_progress(store: MetadataStore) -> None:
         "s", committed=pos(250), lag_seconds=None, lag_bytes=None, batch_id=1, rows=5
     )
     assert (nxt.last_batch_id, nxt.last_batch_rows, nxt.rows_total) == (1, 5, 15)
+    assert nxt.last_batch_seconds is None  # not given
     assert nxt.committed_position == pos(250)
     assert nxt.lag_seconds is None
     assert nxt.lag_bytes is None

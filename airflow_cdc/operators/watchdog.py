@@ -1,0 +1,83 @@
+"""The stream watchdog: a short task, run on a schedule, that fails when the stream is behind.
+
+Each run reads the stream's state from the metadata DB and the source's binlog position
+(one connection, no retry), judges them by :func:`airflow_cdc.stream.health.assess`,
+reports the figures as Airflow metrics (``airflow_cdc.stream.<id>.lag_seconds``, ``lag_bytes``,
+``seconds_since_commit``, ``last_batch_seconds``, ``rows_total``, ``running``) and fails
+with :class:`~airflow_cdc.errors.StreamBehindError` when the stream is behind for longer
+than ``max_lag_seconds`` or not running. A failed task is what Airflow alerts on: the
+DAG's ``on_failure_callback``, e-mail on failure, or a notifier.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_cdc.errors import StreamBehindError
+from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+from airflow_cdc.hooks.metrics import emit_gauges
+from airflow_cdc.stream.health import WatchdogLimits, assess, look_at_source
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["StreamWatchdogOperator"]
+
+
+class StreamWatchdogOperator(BaseOperator):
+    """Fails when stream ``stream_id`` is behind the source or not running (see the module
+    docstring).
+
+    :param stream_id: the stream to watch (templated).
+    :param max_lag_seconds: how long the stream may be behind (templated; None: the
+        default of :class:`~airflow_cdc.stream.health.WatchdogLimits`, 300 s).
+    :param require_running: fail when the stream does not run (False for a stream run as
+        scheduled ``until_caught_up`` catch-ups: only its lag counts then).
+    :param source_conn_id: the source's Airflow connection (its binlog position).
+    :param metadata_conn_id: the metadata DB's Airflow connection (the stream's state).
+    """
+
+    template_fields: Sequence[str] = ("stream_id", "max_lag_seconds")
+    ui_color = "#fdf3e8"
+
+    def __init__(
+        self,
+        *,
+        stream_id: str,
+        max_lag_seconds: float | str | None = None,
+        require_running: bool = WatchdogLimits.require_running,
+        source_conn_id: str = "cdc_source",
+        metadata_conn_id: str = "cdc_metadata",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.stream_id = stream_id
+        self.max_lag_seconds = max_lag_seconds
+        self.require_running = require_running
+        self.source_conn_id = source_conn_id
+        self.metadata_conn_id = metadata_conn_id
+
+    def execute(self, context: Context) -> None:
+        from airflow_cdc.metadata import MetadataStore
+
+        limits = (
+            WatchdogLimits(require_running=self.require_running)
+            if self.max_lag_seconds in (None, "", "None")
+            else WatchdogLimits(float(self.max_lag_seconds), self.require_running)
+        )
+        url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
+        with MetadataStore.connect(url, migrate=False) as store:
+            state = store.stream_state(self.stream_id)
+        committed = None if state is None else state.committed_position
+        source = look_at_source(CdcSourceHook(self.source_conn_id).source_config(), committed)
+        health = assess(self.stream_id, state, source, dt.datetime.now(dt.UTC), limits)
+        emit_gauges("stream", self.stream_id, health.gauges(), tag="stream_id")
+        figures = ", ".join(f"{name} {value:g}" for name, value in health.gauges().items())
+        self.log.info("Stream %s: %s", self.stream_id, figures)
+        if health.problem is not None:
+            raise StreamBehindError(health.problem)
+        self.log.info("Stream %s keeps up (threshold %g s)", self.stream_id, limits.max_lag_seconds)
