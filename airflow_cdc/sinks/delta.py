@@ -13,8 +13,7 @@ merge predicate names the batch's buckets as literals, which delta-rs records as
 commit's read predicate: its conflict checker then lets concurrent merges into other
 buckets commit, and retries (see :mod:`.retry`) settle merges into the same bucket.
 
-A source ``TRUNCATE TABLE`` at position P turns every live row older than P into a delete
-marker at P, in one delta-rs ``UPDATE`` (:meth:`DeltaSink.truncate`, :mod:`.delta_truncate`).
+A source ``TRUNCATE TABLE``: :meth:`DeltaSink.truncate`. Upkeep: :meth:`DeltaSink.upkeep`.
 
 A key range the table holds no row of can instead take data files written elsewhere
 (:mod:`.delta_files`) in one plain commit, :meth:`DeltaSink.commit_new_range`: no merge,
@@ -64,16 +63,12 @@ from airflow_cdc.sinks.delta_open_tables import OpenTables
 from airflow_cdc.sinks.delta_ranges import commit_files, range_rows
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits, commit_rewrite, plan_rewrite
 from airflow_cdc.sinks.delta_truncate import truncate_older
+from airflow_cdc.sinks.delta_upkeep import UpkeepResult, UpkeepSettings, upkeep_table
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
 
 __all__ = ["CONFIG_BUCKET_WIDTH", "CONFIG_KEY", "STATS_COLUMNS", "DeltaSink", "TableLayout"]
-
-
-def _commit_file(version: int) -> tuple[str, str]:
-    """The path of a table's commit ``version`` inside the table (Delta's log naming)."""
-    return "_delta_log", f"{version:020d}.json"
 
 
 class DeltaSink:
@@ -130,7 +125,8 @@ class DeltaSink:
 
     def _has_commit(self, table: TableId, after: int) -> bool:
         """Whether ``table``'s log holds the commit after version ``after``."""
-        filesystem, root = self.table_location(table).child(*_commit_file(after + 1)).resolve()
+        commit = f"{after + 1:020d}.json"  # Delta's name of the commit after ``after``
+        filesystem, root = self.table_location(table).child("_delta_log", commit).resolve()
         return bool(filesystem.get_file_info(root).type != pafs.FileType.NotFound)
 
     def _open(self, table: TableId) -> DeltaTable:
@@ -349,6 +345,11 @@ class DeltaSink:
             lambda: self._open(target),
         )
         return copied is Copied.DONE
+
+    def upkeep(self, table: TableId, settings: UpkeepSettings) -> UpkeepResult:
+        """Compact, checkpoint and vacuum the table while others write it (:mod:`.delta_upkeep`)."""
+        key = layout_of(self._open(table), table).key
+        return upkeep_table(lambda: self._open(table), key, settings, self.retry, what=str(table))
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""

@@ -1,21 +1,29 @@
 """Upkeep of tables written together (``sinks.stagger``, ``sinks.delta_commits``): each table
 checkpoints and folds its small files at its own phase, and a table kept open is read again
-only when another writer committed to it."""
+only when another writer committed to it; and table upkeep (``sinks.delta_upkeep``):
+compaction to the same rows, vacuum within its retention, both while another writer merges."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from deltalake import DeltaTable
+from deltalake.transaction import RemoveAction
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks import DeltaSink
+from airflow_cdc.sinks.delta_commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta_upkeep import UpkeepSettings, table_files
 from airflow_cdc.sinks.stagger import due, phase
 from tests.unit.test_sink_delta_rewrite import ARROW, SCHEMA, changes, live
 
@@ -103,3 +111,78 @@ def test_tables_written_together_fold_their_small_files_in_different_batches(
         assert 4 <= fold_at < 8
         assert batches[0] == fold_at  # the first fold: when the bucket holds fold_at files
     assert len({tuple(b) for b in folds.values()}) > 1
+
+
+def many_small_files(tmp_path: Path, batches: int = 30) -> DeltaSink:
+    """A table written as the stream writes it without folding: a small file per batch and
+    bucket, and updates that rewrite (remove) earlier files."""
+    sink = DeltaSink(str(tmp_path), keep_open=True)  # MERGE: no folding of small files
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=100)
+    for batch in range(batches):
+        keys = [batch, batch + 100, 30 + (batch * 7) % 20]  # two buckets, some keys again
+        sink.apply(SCHEMA.table, changes(keys, 1000 + batch), app_id="s", app_version=batch + 1)
+    sink.apply(SCHEMA.table, changes([3, 104], 5000, deleted=True))
+    return sink
+
+
+def test_upkeep_compacts_to_the_same_rows_and_keeps_delete_markers(tmp_path: Path) -> None:
+    sink = many_small_files(tmp_path)
+    rows = sink.read_all(SCHEMA.table).sort_by("id")
+    before = table_files(DeltaTable(sink.table_uri(SCHEMA.table)))
+    result = sink.upkeep(SCHEMA.table, UpkeepSettings())
+    assert result.before == before
+    assert result.after.count == 2  # one file per bucket
+    assert result.compacted == before.count
+    assert result.written == 2
+    assert result.vacuumed == 0  # every removal is younger than the retention
+    assert sink.read_all(SCHEMA.table).sort_by("id") == rows  # markers at 3 and 104 kept
+    dt = DeltaTable(sink.table_uri(SCHEMA.table))
+    assert dt.version() == result.version
+    assert dt.transaction_version("s") == 30  # the stream's record survives
+    assert result.version in checkpoints(sink, SCHEMA.table)
+
+
+def test_vacuum_deletes_only_files_removed_longer_ago_than_the_retention(tmp_path: Path) -> None:
+    sink = many_small_files(tmp_path, batches=3)
+    dt = DeltaTable(sink.table_uri(SCHEMA.table))
+    old = dt.get_add_actions(flatten=True).column("path").to_pylist()[0]
+    stamp = int((time.time() - 3 * 3600) * 1000)  # as if removed three hours ago
+    commit_actions(dt, [RemoveAction(old, True, stamp)], commit_properties([], dt.version()))
+    folder = Path(sink.table_uri(SCHEMA.table))
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")}
+    result = sink.upkeep(SCHEMA.table, UpkeepSettings(vacuum_retention_hours=2))
+    left = {p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")}
+    assert result.vacuumed == 1
+    assert on_disk - left == {unquote(old)}  # the compaction's removals are kept a while
+
+
+def test_upkeep_while_a_writer_merges_loses_nothing(tmp_path: Path) -> None:
+    """Compaction against a writer committing into the same buckets all along: whichever
+    commit loses the race runs again, and the table ends with every batch's rows."""
+    sink = many_small_files(tmp_path, batches=10)
+    writer = DeltaSink(str(tmp_path), keep_open=True)
+    done = threading.Event()
+    expected: dict[int, str] = dict(live(sink))
+
+    def write() -> None:
+        for batch in range(40):
+            keys = [batch % 50, 100 + batch % 50]
+            writer.apply(SCHEMA.table, changes(keys, 9000 + batch))
+            expected.update({k: f"{k}@{9000 + batch}" for k in keys})
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    results = []
+    while not done.is_set():
+        results.append(sink.upkeep(SCHEMA.table, UpkeepSettings()))
+    thread.join()
+    assert results
+    assert live(sink) == expected  # 3 and 104 live again: written after their deletes
+
+
+def test_upkeep_settings_refuse_nonsense() -> None:
+    with pytest.raises(ConfigurationError, match="target_file_bytes"):
+        UpkeepSettings(target_file_bytes=10)
+    with pytest.raises(ConfigurationError, match="vacuum_retention_hours"):
+        UpkeepSettings(vacuum_retention_hours=0)

@@ -1,8 +1,10 @@
-"""The stream watchdog through real Airflow (``airflow dags test mysql_cdc_watchdog``) against
-a continuous stream (spark-submit) under a random writer, on a MariaDB of this module's own
-(it is stopped), with Airflow's StatsD metrics on and a UDP listener as the StatsD server:
+"""Table upkeep and the stream watchdog through real Airflow (``airflow dags test
+mysql_cdc_maintenance`` and ``mysql_cdc_watchdog``) beside a continuous stream (spark-submit)
+under a random writer, on a MariaDB of this module's own (it is stopped), with Airflow's StatsD
+metrics on and a UDP listener as the StatsD server:
 
 1. the stream keeps up: the watchdog succeeds and the stream's figures arrive as gauges;
+   the maintenance DAG compacts the tables while the stream writes them;
 2. the stream stalls (its processes SIGSTOPped) while the writer goes on: once it has been
    behind for longer than the threshold, the watchdog fails naming the stream and its lag;
 3. the source stops: the watchdog fails within the threshold, saying the source cannot be
@@ -97,7 +99,7 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float) -> Any:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def test_watchdog_passes_a_stream_that_keeps_up_and_fails_a_stalled_one_or_a_stopped_source(
+def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_a_stopped_source(
     server: LocalMariaDB, tmp_path: Path
 ) -> None:
     create_tables(server, DB, accounts=3000, items=2000)
@@ -155,6 +157,17 @@ def test_watchdog_passes_a_stream_that_keeps_up_and_fails_a_stalled_one_or_a_sto
             "seconds_since_commit",
             "rows_total",
         } <= gauges
+
+        # Upkeep while the stream writes: fewer files in each table, nothing lost (the end).
+        upkeep = dags_test(
+            env, {"sink_path": str(lake)}, dag_id="mysql_cdc_maintenance", timeout=300
+        )
+        out = upkeep.stdout + upkeep.stderr
+        assert upkeep.returncode == 0, out[-4000:]
+        for table in tables:
+            match = re.search(rf"{re.escape(table)}: (\d+) files \(.*?\) -> (\d+) files", out)
+            assert match, out[-4000:]
+            assert int(match[2]) < int(match[1]), match[0]
 
         # 2. It stalls while the writer goes on.
         os.killpg(job.pid, signal.SIGSTOP)

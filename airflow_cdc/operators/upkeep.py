@@ -1,0 +1,124 @@
+"""Table upkeep as an Airflow task: compaction, checkpoint and vacuum of the Delta tables a
+stream writes (:mod:`airflow_cdc.sinks.delta_upkeep`), while the stream and backfills go on
+writing them.
+
+The tables are those the stream follows (joined, not dropped) in the metadata DB, narrowed by
+``tables`` (names and patterns, as the DAGs' ``tables``) when given: the tables that decay
+are the ones the stream writes batch after batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_cdc.hooks import CdcMetadataHook
+from airflow_cdc.model import TableId
+from airflow_cdc.errors import CdcError, ConfigurationError, SinkError
+from airflow_cdc.operators._params import lake_sink, table_selection
+from airflow_cdc.rendered import as_config
+from airflow_cdc.sinks.delta_upkeep import UpkeepResult, UpkeepSettings
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["TableUpkeepOperator"]
+
+
+class TableUpkeepOperator(BaseOperator):
+    """Compact, checkpoint and vacuum each Delta table stream ``stream_id`` follows.
+
+    :param stream_id: the stream whose tables are kept up (templated).
+    :param sink_path: root of the Delta tables (templated).
+    :param tables: names and patterns narrowing the stream's tables (templated; None: all).
+    :param settings: what upkeep does (templated): an :class:`UpkeepSettings` (file size,
+        vacuum retention, Z-order), or a mapping of some of its fields (the DAG's params).
+    :param lake_conn_id: the lake's Airflow connection (object-store credentials).
+    :param metadata_conn_id: the metadata DB's Airflow connection.
+
+    Returns (XCom) each table's files before and after, no secret. A table whose upkeep
+    fails does not stop the others; the task fails at the end, naming them.
+    """
+
+    template_fields: Sequence[str] = ("stream_id", "sink_path", "tables", "settings")
+    ui_color = "#eef3fd"
+
+    def __init__(
+        self,
+        *,
+        stream_id: str,
+        sink_path: str,
+        tables: list[str] | str | None = None,
+        settings: UpkeepSettings | dict[str, Any] | str | None = None,
+        lake_conn_id: str = "cdc_lake",
+        metadata_conn_id: str = "cdc_metadata",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.stream_id = stream_id
+        self.sink_path = sink_path
+        self.tables = tables
+        self.settings = settings
+        self.lake_conn_id = lake_conn_id
+        self.metadata_conn_id = metadata_conn_id
+
+    def execute(self, context: Context) -> dict[str, dict[str, int]]:
+        from airflow_cdc.sinks.delta import DeltaSink
+
+        settings = as_config("settings", UpkeepSettings, self.settings)
+        sink = DeltaSink.of(lake_sink(self.sink_path, lake_conn_id=self.lake_conn_id))
+        tables = self._tables()
+        self.log.info("Upkeep of %d tables of stream %s: %s", len(tables), self.stream_id, settings)
+        report: dict[str, dict[str, int]] = {}
+        failed: list[str] = []
+        for table in tables:
+            try:
+                result = sink.upkeep(table, settings)
+            except CdcError as exc:  # the others are still kept up; the task fails at the end
+                self.log.error("%s: upkeep failed: %s", table, exc)
+                failed.append(f"{table}: {exc}")
+                continue
+            self.log.info("%s: %s", table, describe(result))
+            report[str(table)] = {
+                "files_before": result.before.count,
+                "bytes_before": result.before.bytes,
+                "files_after": result.after.count,
+                "bytes_after": result.after.bytes,
+                "vacuumed": result.vacuumed,
+            }
+        if failed:
+            raise SinkError(
+                f"upkeep failed for {len(failed)} of {len(tables)} tables: {'; '.join(failed)}"
+            )
+        return report
+
+    def _tables(self) -> list[TableId]:
+        from airflow_cdc.metadata import MetadataStore
+
+        url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
+        with MetadataStore.connect(url, migrate=False) as store:
+            followed = [
+                t.table for t in store.stream_tables(self.stream_id) if t.joined and not t.dropped
+            ]
+        if self.tables in (None, "", [], "None"):
+            return followed
+        selection = table_selection(self.tables)
+        chosen = selection.resolve(followed)
+        if not chosen:
+            raise ConfigurationError(
+                f"stream {self.stream_id!r} follows no table that {selection.describe()} "
+                f"matches; it follows {', '.join(map(str, followed)) or 'none'}"
+            )
+        return chosen
+
+
+def describe(result: UpkeepResult) -> str:
+    """``412 files (3.1 MB) -> 2 files (1.2 MB): 412 compacted into 2, 0 vacuumed, ...``."""
+    before, after = result.before, result.after
+    return (
+        f"{before.count} files ({before.bytes / 1e6:.1f} MB) -> {after.count} files "
+        f"({after.bytes / 1e6:.1f} MB): {result.compacted} compacted into {result.written}, "
+        f"{result.vacuumed} vacuumed, version {result.version} ({result.attempts} attempts)"
+    )
