@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_cdc.errors import CdcError, ConfigurationError, SinkError
 from airflow_cdc.hooks import CdcMetadataHook
 from airflow_cdc.model import TableId
-from airflow_cdc.errors import CdcError, ConfigurationError, SinkError
 from airflow_cdc.operators._params import lake_sink, table_selection
 from airflow_cdc.rendered import as_config
 from airflow_cdc.sinks.delta_upkeep import UpkeepResult, UpkeepSettings
