@@ -109,18 +109,23 @@ def assess(
     lag = 0.0 if caught_up else None if age is None else age + (state.lag_seconds or 0.0)
     running = state.lease_live(now)
     where = _where(state, source, age)
+    unreadable = None if source.error is None else f"the source cannot be read ({source.error})"
     problem: str | None = None
     if limits.require_running and not running:
+        behind = (
+            "caught up with the source"
+            if lag == 0
+            else f"{lag:.0f} s behind the source"
+            if lag is not None
+            else "behind the source"
+        )
         problem = (
-            f"stream {stream_id!r} is not running (its lease was given back or expired): "
-            f"{where}. Start its stream task again (it resumes from its checkpoint)"
+            f"stream {stream_id!r} is not running (its lease was given back or expired) and "
+            f"is {behind}{'; ' + unreadable if unreadable else ''}: {where}. Start its stream "
+            "task again (it resumes from its checkpoint)"
         )
     elif lag is not None and lag > limits.max_lag_seconds:
-        cause = (
-            f"the source cannot be read ({source.error})"
-            if source.error is not None
-            else "it commits nothing"
-        )
+        cause = unreadable or "it commits nothing"
         problem = (
             f"stream {stream_id!r} is {lag:.0f} s behind the source (threshold "
             f"{limits.max_lag_seconds:.0f} s): {cause}; {where}. See the stream task's log"

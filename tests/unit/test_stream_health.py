@@ -72,8 +72,16 @@ def test_a_stopped_stream_fails_unless_only_its_lag_counts() -> None:
     stopped = state(committed_ago=5, running=False)
     health = assess("s", stopped, SourceLook(0), NOW, LIMITS)
     assert health.problem is not None
-    assert health.problem.startswith("stream 's' is not running")
-    assert "Start its stream task again" in health.problem
+    assert health.problem == (
+        "stream 's' is not running (its lease was given back or expired) and is caught up "
+        "with the source: committed b.000007:1200 (last commit 5 s ago), 0 bytes of binlog "
+        "behind. Start its stream task again (it resumes from its checkpoint)"
+    )
+    down = SourceLook(None, "cannot connect to the source server 127.0.0.1:3306")
+    problem = assess("s", stopped, down, NOW, LIMITS).problem
+    assert problem is not None
+    assert "is not running (its lease was given back or expired) and is 5 s behind the " in problem
+    assert "source; the source cannot be read (cannot connect to the source server" in problem
     catch_ups = WatchdogLimits(max_lag_seconds=300, require_running=False)
     assert assess("s", stopped, SourceLook(0), NOW, catch_ups).ok
     assert not assess(
