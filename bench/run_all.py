@@ -19,7 +19,9 @@ table grown through the sizes (``plan.py``), and
 **many_tables**: 300 tables of 2,000 rows against one table of 600,000 through Airflow end
 to end, and the stream's latency over the 300 tables (``many_tables.py``); and
 **add_column**: an instant ``ADD COLUMN ... NOT NULL DEFAULT`` on a 1,000,000-row table
-carried over in place against a full re-snapshot of it (``add_column.py``).
+carried over in place against a full re-snapshot of it (``add_column.py``); and **upkeep**:
+the maintenance DAG on a table the stream wrote for 500 versions, files and a full read
+before and after (``upkeep.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -310,6 +312,17 @@ def add_column_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
             run.raw["add_column"] = {str(rows): result}
 
 
+def upkeep_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``upkeep.measure_upkeep``: the maintenance DAG on a table the stream wrote for 500
+    versions, beside the running stream; keyed by the table's rows."""
+    measure, status = optional("upkeep", "measure_upkeep")
+    run.sections["upkeep"] = status
+    if measure is not None:
+        result = run.attempt("upkeep", "upkeep", lambda: measure(server, workdir))
+        if result is not None:
+            run.raw["upkeep"] = {str(result["rows"]): result}
+
+
 def many_tables_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``many_tables.measure_many_tables``: 300 x 2,000 rows against 600,000 in one table,
     keyed by the total rows."""
@@ -563,6 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 many_tables_section(run, server, workdir / "many_tables")
             if "add_column" not in skip:
                 add_column_section(run, server, workdir)
+            if "upkeep" not in skip:
+                upkeep_section(run, server, workdir / "upkeep")
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)
