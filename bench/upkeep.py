@@ -79,11 +79,10 @@ def measure_upkeep(
     from devtools.airflow_env import airflow_env, dags_test, migrate
     from tests.support.compare import assert_replica_equals_source
     from tests.support.pipeline import (
-        kill_group,
+        end_stream,
         plan,
         snapshot_all,
         spark_submit_stream,
-        stop_stream,
         stream_spec,
     )
     from tests.support.writer import RandomWriter, create_tables
@@ -124,13 +123,7 @@ def measure_upkeep(
         result["after"] = table_figures(folder)
     finally:
         writer.stop()
-        if job.poll() is None:
-            stop_stream(job)
-            try:
-                job.wait(timeout=120)
-            finally:
-                if job.poll() is None:
-                    kill_group(job)
+        end_stream(job)
     catch_up = spark_submit_stream(
         stream_spec(server, tables, meta, lake, workdir / "ckpt"), workdir
     )

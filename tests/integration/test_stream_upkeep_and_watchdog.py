@@ -35,11 +35,10 @@ from devtools.airflow_env import airflow_env, dags_test, migrate
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
-    kill_group,
+    end_stream,
     plan,
     snapshot_all,
     spark_submit_stream,
-    stop_stream,
     stream_spec,
 )
 from tests.support.writer import RandomWriter, create_tables
@@ -218,13 +217,7 @@ def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_
     finally:
         writer.stop()
         statsd.close()
-        if job is not None and job.poll() is None:
-            stop_stream(job)
-            try:
-                job.wait(timeout=120)
-            finally:
-                if job.poll() is None:
-                    kill_group(job)
+        end_stream(job)
     catch_up = spark_submit_stream(
         stream_spec(server, tables, meta, lake, tmp_path / "ckpt"), tmp_path
     )

@@ -189,6 +189,19 @@ def stop_stream(job: subprocess.Popen[bytes]) -> None:
     assert signalled == 1, f"{signalled} stream drivers signalled"
 
 
+def end_stream(job: subprocess.Popen[bytes] | None, timeout: float = 120) -> None:
+    """Stop a job still running as its operator's ``on_kill`` does, and kill what is left
+    after ``timeout`` (nothing to do for a job that ended)."""
+    if job is None or job.poll() is not None:
+        return
+    stop_stream(job)
+    try:
+        job.wait(timeout=timeout)
+    finally:
+        if job.poll() is None:
+            kill_group(job)
+
+
 def source_rows(server: LocalMariaDB, sql: str) -> dict[Any, dict[str, Any]]:
     conn = server.root(cursorclass=__import__("pymysql").cursors.DictCursor)
     try:
