@@ -9,7 +9,10 @@ stay on disk, and the log grows by a commit per batch. Upkeep bounds all three:
    files become files of about ``target_file_bytes``, with the same rows (delete markers
    included) and ``dataChange`` false, so readers of changes skip it;
 2. **checkpoint and log clean-up**: a checkpoint at the current version, then log files older
-   than the table's ``delta.logRetentionDuration`` are deleted;
+   than the table's ``delta.logRetentionDuration`` are deleted. Upkeep sets that property to
+   the vacuum retention (Delta's default is 30 days): a version older than the vacuum
+   retention cannot be read anyway (its files are gone), and a stream batch every 2 s
+   adds ~43,000 log files a day, which local-disk commits list;
 3. **vacuum**: data files the log removed more than ``vacuum_retention_hours`` ago are
    deleted (a reader of a version older than that can no longer read it).
 
@@ -35,6 +38,7 @@ __all__ = ["TableFiles", "UpkeepResult", "UpkeepSettings", "table_files", "upkee
 
 #: Upkeep checkpoints and cleans up itself, once, after the compaction.
 _NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+LOG_RETENTION = "delta.logRetentionDuration"
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,15 @@ def upkeep_table(
         return dt, metrics
 
     (dt, metrics), attempts = retry_conflicts(compact, f"compact {what}", retry)
+    keep_log = f"interval {settings.vacuum_retention_hours} hours"
+    if dt.metadata().configuration.get(LOG_RETENTION) != keep_log:
+
+        def set_log_retention() -> None:
+            open_table().alter.set_table_properties(
+                {LOG_RETENTION: keep_log}, post_commithook_properties=_NO_HOOKS
+            )
+
+        retry_conflicts(set_log_retention, f"set the log retention of {what}", retry)
     dt.update_incremental()
     dt.create_checkpoint()
     dt.cleanup_metadata()

@@ -45,7 +45,7 @@ from tests.support.writer import RandomWriter, create_tables
 
 pytestmark = pytest.mark.integration
 
-DB, THRESHOLD = "watched", 8
+DB, THRESHOLD = "watched", 20
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from airflow_cdc.sinks import DeltaSink
 from airflow_cdc.sinks.delta_commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
-from airflow_cdc.sinks.delta_upkeep import UpkeepSettings, table_files
+from airflow_cdc.sinks.delta_upkeep import LOG_RETENTION, UpkeepSettings, table_files
 from airflow_cdc.sinks.stagger import due, phase
 from tests.unit.test_sink_delta_rewrite import ARROW, SCHEMA, changes, live
 
@@ -140,6 +140,11 @@ def test_upkeep_compacts_to_the_same_rows_and_keeps_delete_markers(tmp_path: Pat
     assert dt.version() == result.version
     assert dt.transaction_version("s") == 30  # the stream's record survives
     assert result.version in checkpoints(sink, SCHEMA.table)
+    # The log is kept as long as the files its versions refer to, set once.
+    assert dt.metadata().configuration[LOG_RETENTION] == "interval 168 hours"
+    sink.upkeep(SCHEMA.table, UpkeepSettings())
+    history = DeltaTable(sink.table_uri(SCHEMA.table)).history()
+    assert [h["operation"] for h in history].count("SET TBLPROPERTIES") == 1
 
 
 def test_vacuum_deletes_only_files_removed_longer_ago_than_the_retention(tmp_path: Path) -> None:
