@@ -343,4 +343,7 @@ class BatchWriter:
 def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:
     """Bytes of binlog the server has written after ``end`` (informative: None, never an
     error, when the server cannot say)."""
-    return look_at_source(spec.source, end).bytes_behind
+    try:
+        return look_at_source(spec.source, end).bytes_behind
+    except Exception:  # lag is informative; never fail a batch for it
+        return None
