@@ -118,7 +118,9 @@ class ChunksCompleteSensor(BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         """Resumed by the trigger: every chunk is done (one more look, for the report and
         the Asset events), or the metadata DB could not be read."""
-        if event.get("status") != "complete":
+        from airflow_cdc.triggers.chunks import COMPLETE
+
+        if event.get("status") != COMPLETE:
             raise MetadataError(str(event.get("message") or f"the trigger ended with {event!r}"))
         if not self.poke(context):  # a chunk cleared since: wait for it again
             self._defer()
@@ -163,17 +165,15 @@ class ChunksCompleteSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool:
         # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.hooks import CdcMetadataHook
-        from airflow_cdc.hooks.metrics import emit_gauges
         from airflow_cdc.metadata import MetadataStore
-        from airflow_cdc.metadata.plan_report import look_at_plan, plan_gauges
+        from airflow_cdc.metadata.plan_report import look_at_plan
+        from airflow_cdc.triggers.chunks import report_look
 
         plan_id = self.resolved_plan_id()
         url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
         with MetadataStore.connect(url, migrate=False) as store:
             look = look_at_plan(store, plan_id, dt.datetime.now(dt.UTC))
-        for line in look.lines:
-            self.log.log(line.level, "%s", line.text)
-        emit_gauges("snapshot", str(plan_id), plan_gauges(look.progress), tag="plan_id")
+        report_look(self.log, plan_id, look)
         if look.progress.complete:
             self._complete = look.progress
         return look.progress.complete

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -20,11 +20,23 @@ from airflow_cdc.errors import CdcError
 from airflow_cdc.hooks.metadata import CdcMetadataHook
 from airflow_cdc.hooks.metrics import emit_gauges
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.metadata.plan_report import look_at_plan, plan_gauges
+from airflow_cdc.metadata.plan_report import PlanLook, look_at_plan, plan_gauges
 
-__all__ = ["ChunksCompleteTrigger"]
+__all__ = ["COMPLETE", "ChunksCompleteTrigger", "report_look"]
 
 COMPLETE, FAILED = "complete", "error"
+
+
+class _Log(Protocol):
+    def log(self, level: int, msg: Any, /, *args: Any) -> Any: ...
+
+
+def report_look(log: _Log, plan_id: int, look: PlanLook) -> None:
+    """What one look at a plan says: its report's lines logged, its figures sent as metrics.
+    The sensor's pokes and this trigger's polls both call it."""
+    for line in look.lines:
+        log.log(line.level, "%s", line.text)
+    emit_gauges("snapshot", str(plan_id), plan_gauges(look.progress), tag="plan_id")
 
 
 class ChunksCompleteTrigger(BaseTrigger):
@@ -71,11 +83,7 @@ class ChunksCompleteTrigger(BaseTrigger):
                         {"status": FAILED, "plan_id": self.plan_id, "message": message}
                     )
                     return
-                for line in look.lines:
-                    self.log.log(line.level, "%s", line.text)
-                emit_gauges(
-                    "snapshot", str(self.plan_id), plan_gauges(look.progress), tag="plan_id"
-                )
+                report_look(self.log, self.plan_id, look)
                 if look.progress.complete:
                     yield TriggerEvent({"status": COMPLETE, "plan_id": self.plan_id})
                     return
