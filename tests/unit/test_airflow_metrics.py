@@ -1,18 +1,18 @@
 """Figures as Airflow metrics: their names, and the sensor's chunk progress at each look
 (Airflow's Stats client replaced by a recorder; the StatsD path itself runs in
-tests/integration/test_stream_watchdog.py)."""
+tests/integration/test_stream_upkeep_and_watchdog.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_cdc.hooks import metrics
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from airflow_cdc.model import BinlogPosition
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
+from tests.unit.test_airflow_sensor import _plan
 
 
 def test_stat_names_keep_only_what_airflow_allows() -> None:
@@ -25,24 +25,16 @@ def test_stat_names_keep_only_what_airflow_allows() -> None:
 
 
 def test_the_sensor_reports_chunk_progress_at_each_look(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: MetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"sqlite:///{tmp_path}/meta.db"
-    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", url)
     sent: list[tuple[str, float, Any]] = []
     monkeypatch.setattr(
         metrics.Stats, "gauge", lambda name, value, tags=None: sent.append((name, value, tags))
     )
-    with MetadataStore.connect(url) as store:
-        ranges = (ChunkRange(None, (10,)), ChunkRange((10,), None))
-        record = store.create_plan(
-            label="r", plans=[TablePlan(TableId("shop", "orders"), ("id",), ranges, 1000, "even")]
-        )
-        first = record.chunks[0].chunk_id
-        store.start_chunk(first)
-        store.finish_chunk(
-            first, low=BinlogPosition("b.1", 4), high=BinlogPosition("b.1", 9), rows=400
-        )
+    record = _plan(store)
+    first = record.chunks[0].chunk_id
+    store.start_chunk(first)
+    store.finish_chunk(first, low=BinlogPosition("b.1", 4), high=BinlogPosition("b.1", 9), rows=400)
     assert ChunksCompleteSensor(task_id="w", plan_id=record.plan_id).poke({}) is False  # type: ignore[arg-type]
     prefix = f"airflow_cdc.snapshot.{record.plan_id}."
     got = {name[len(prefix) :]: value for name, value, _ in sent}

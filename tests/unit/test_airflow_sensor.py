@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.plan_report import format_progress
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    url = f"sqlite:///{tmp_path}/meta.db"
-    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", url)
-    with MetadataStore.connect(url) as opened:
-        yield opened
 
 
 def _plan(store: Any) -> Any:

@@ -5,35 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_cdc.errors import MetadataError
-from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from airflow_cdc.model import BinlogPosition
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 from airflow_cdc.triggers.chunks import ChunksCompleteTrigger
+from tests.unit.test_airflow_sensor import _plan
 
 LOW, HIGH = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 9)
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    url = f"sqlite:///{tmp_path}/meta.db"
-    monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", url)
-    with MetadataStore.connect(url) as opened:
-        yield opened
-
-
-def _plan(store: Any) -> Any:
-    ranges = (ChunkRange(None, (10,)), ChunkRange((10,), None))
-    return store.create_plan(
-        label="run1",
-        plans=[TablePlan(TableId("shop", "orders"), ("id",), ranges, 1000, "even")],
-    )
 
 
 def _finish(store: Any, chunk_id: int) -> None:
