@@ -16,6 +16,7 @@ from devtools.local_mariadb import LocalMariaDB
 from devtools.local_postgres import LocalPostgres
 from devtools.local_seaweedfs import LocalSeaweedFS
 from devtools.spark_cluster import LocalSparkCluster
+from tests.support.servers import own_mariadb
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,18 +41,8 @@ if "SPARK_LOCAL_DIRS" not in os.environ:
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[LocalMariaDB]:
     """One MariaDB server (binlog ROW / FULL / metadata FULL) on a free port in a temp dir."""
-    if not LocalMariaDB.available():
-        pytest.fail(
-            "mariadbd not found: run the README's set-up (it installs Debian's mariadb-server)"
-        )
-    base = Path(tempfile.mkdtemp(prefix="cdc-mariadb-"))
-    server = LocalMariaDB(base)
-    server.start()
-    try:
+    with own_mariadb("cdc-mariadb-") as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)  # ~0.5 GB a run otherwise
 
 
 @pytest.fixture(scope="session")

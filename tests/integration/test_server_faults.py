@@ -12,8 +12,6 @@ across restarts), so the session's server is never touched.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +42,7 @@ from tests.support.pipeline import (
     stream_spec,
     wait_for,
 )
+from tests.support.servers import own_mariadb
 from tests.support.stream_harness import InProcessStream
 from tests.support.writer import RandomWriter, create_tables
 
@@ -55,18 +54,9 @@ ACCOUNTS, ITEMS, CHUNK_ROWS = 3000, 2000, 1500
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalMariaDB]:
     """A MariaDB of these tests' own, which they restart (the session's is shared)."""
-    if not LocalMariaDB.available():
-        pytest.fail("mariadbd not found: run the README's set-up")
-    base = Path(tempfile.mkdtemp(prefix="cdc-faults-"))
-    db = LocalMariaDB(
-        base, extra_args=("--innodb-buffer-pool-size=128M", "--innodb-log-file-size=48M")
-    )
-    db.start()
-    try:
+    extra = ("--innodb-buffer-pool-size=128M", "--innodb-log-file-size=48M")
+    with own_mariadb("cdc-faults-", extra) as db:
         yield db
-    finally:
-        db.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

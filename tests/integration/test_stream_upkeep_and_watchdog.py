@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +41,7 @@ from tests.support.pipeline import (
     spark_submit_stream,
     stream_spec,
 )
+from tests.support.servers import own_mariadb
 from tests.support.writer import RandomWriter, create_tables
 
 pytestmark = pytest.mark.integration
@@ -53,14 +52,8 @@ DB, THRESHOLD = "watched", 20
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalMariaDB]:
     """A MariaDB of this module's own, which it stops (the session's is shared)."""
-    base = Path(tempfile.mkdtemp(prefix="cdc-watchdog-"))
-    db = LocalMariaDB(base, extra_args=("--innodb-buffer-pool-size=128M",))
-    db.start()
-    try:
+    with own_mariadb("cdc-watchdog-", ("--innodb-buffer-pool-size=128M",)) as db:
         yield db
-    finally:
-        db.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 class StatsdListener:
