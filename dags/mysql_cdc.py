@@ -38,8 +38,8 @@ from airflow_cdc.configured import (
     configured_staging_path,
     configured_stream_id,
     configured_tables,
-    default_sink_path,
 )
+from airflow_cdc.operators.dag_params import sink_path_param
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.stream import StreamOperator
@@ -69,12 +69,7 @@ with DAG(
             items={"type": "string", "minLength": 3},
             description="Tables and patterns left out of the tables' matches",
         ),
-        "sink_path": Param(
-            default_sink_path(),  # env CDC_SINK_PATH
-            type="string",
-            minLength=1,
-            description="Root folder or URI of the Delta tables (<root>/<database>/<table>)",
-        ),
+        "sink_path": sink_path_param(),
         "chunk_rows": Param(
             DEFAULT_CHUNK_ROWS,
             type="integer",

@@ -35,8 +35,8 @@ from airflow_cdc.configured import (
     configured_staging_path,
     configured_stream_id,
     configured_tables,
-    default_sink_path,
 )
+from airflow_cdc.operators.dag_params import sink_path_param
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 
@@ -88,12 +88,7 @@ with DAG(
             minimum=1,
             description="Rows per chunk (small tables share one Spark application)",
         ),
-        "sink_path": Param(
-            default_sink_path(),
-            type="string",
-            minLength=1,
-            description="Root folder or URI of the Delta tables (<root>/<database>/<table>)",
-        ),
+        "sink_path": sink_path_param(),
         "replace": Param(
             False,
             type="boolean",

@@ -16,7 +16,8 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param
 
-from airflow_cdc.configured import configured_stream_id, default_sink_path
+from airflow_cdc.configured import configured_stream_id
+from airflow_cdc.operators.dag_params import sink_path_param
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
 from airflow_cdc.sinks.delta_upkeep import UpkeepSettings
 
@@ -38,12 +39,7 @@ with DAG(
             title="Table",
             description="One table or a pattern (shop.order_*) of the stream's; empty: all.",
         ),
-        "sink_path": Param(
-            default_sink_path(),
-            type="string",
-            minLength=1,
-            description="Root folder or URI of the Delta tables (<root>/<database>/<table>)",
-        ),
+        "sink_path": sink_path_param(),
         "target_file_mb": Param(
             DEFAULTS.target_file_bytes // (1024 * 1024),
             type="integer",
