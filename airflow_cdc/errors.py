@@ -41,6 +41,7 @@ __all__ = [
     "StreamLeaseError",
     "TableError",
     "TableEvolvingError",
+    "first_line",
     "wrapped_error",
 ]
 
@@ -132,7 +133,11 @@ def wrapped_error(exc: BaseException) -> str | None:
     """
     if isinstance(exc, CdcError):
         return None
-    names = [name for name in __all__ if name not in ("CdcError", "wrapped_error")]
+    names = [
+        name
+        for name in __all__
+        if isinstance(globals()[name], type) and globals()[name] is not CdcError
+    ]
     for line in str(exc).splitlines():
         stripped = line.strip()
         for name in names:
@@ -140,3 +145,10 @@ def wrapped_error(exc: BaseException) -> str | None:
                 if stripped.startswith(prefix):
                     return f"{name}: {stripped[len(prefix) :]}"
     return None
+
+
+def first_line(text: str | None, empty: str) -> str:
+    """The first line of an error's text (the rest is often a traceback), or ``empty``
+    when there is no text."""
+    stripped = (text or "").strip()
+    return stripped.splitlines()[0] if stripped else empty

@@ -13,13 +13,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airflow_cdc.errors import first_line
 from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
 from airflow_cdc.metadata.store import MetadataStore
 
 __all__ = [
     "PlanLook",
     "ReportLine",
-    "first_line",
     "format_progress",
     "look_at_plan",
     "plan_gauges",
@@ -28,6 +28,8 @@ __all__ = [
 
 #: Failed chunks named in one report at most (a plan can have a thousand chunks).
 MAX_FAILED_LISTED = 20
+#: What a failed chunk without an error text says.
+NO_ERROR = "(no error recorded)"
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def plan_report(
         ReportLine(
             logging.WARNING,
             f"Chunk {record.label()} (id {record.chunk_id}, attempt {record.attempts}) failed: "
-            f"{first_line(record.error)}. Clear its task to re-run it.",
+            f"{first_line(record.error, NO_ERROR)}. Clear its task to re-run it.",
         )
         for record in failed[:MAX_FAILED_LISTED]
     ]
@@ -119,13 +121,6 @@ def _eta(progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetim
     rate = progress.rows_done / elapsed
     remaining = max(progress.rows_estimated - progress.rows_done, 0)
     return f"~{dt.timedelta(seconds=int(remaining / rate))} at {rate:,.0f} rows/s"
-
-
-def first_line(text: str | None) -> str:
-    """The first line of an error text (a chunk's error holds its traceback)."""
-    if not text or not text.strip():
-        return "(no error recorded)"
-    return text.strip().splitlines()[0]
 
 
 @dataclass(frozen=True)

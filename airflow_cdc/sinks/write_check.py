@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
-from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.errors import ConfigurationError, first_line
 from airflow_cdc.sinks.storage import Location, local_path
 
 __all__ = ["check_writable"]
+
+#: What an error without a text says.
+_UNKNOWN = "unknown error"
 
 
 def _local_fix(what: str) -> str:
@@ -103,7 +106,7 @@ def _check_delta_rs(location: Location, source: str, what: str) -> None:
     except Exception as exc:
         raise ConfigurationError(
             f"{what} {location.uri!r}: delta-rs cannot use the store with {source}, although "
-            f"pyarrow could write to it: {_first_line(str(exc))}. Check the storage options "
+            f"pyarrow could write to it: {first_line(str(exc), _UNKNOWN)}. Check the storage options "
             "(e.g. AWS_ALLOW_HTTP=true for an http:// endpoint)"
         ) from None
 
@@ -146,7 +149,7 @@ def _diagnosis(text: str, location: Location, conn_id: str | None, what: str) ->
         )
     if "NETWORK_CONNECTION" in upper or "CURLCODE" in upper or "COULD NOT CONNECT" in upper:
         return (
-            f"cannot reach the store{_at(location)} ({_first_line(text)}): fix the extra "
+            f"cannot reach the store{_at(location)} ({first_line(text, _UNKNOWN)}): fix the extra "
             f"endpoint_url of {conn}, or start the store"
         )
     if "NO_SUCH_BUCKET" in upper or "NOSUCHBUCKET" in upper:
@@ -154,9 +157,4 @@ def _diagnosis(text: str, location: Location, conn_id: str | None, what: str) ->
             f"the bucket {location.bucket()!r} does not exist{_at(location)}: create it, "
             f"or fix {what}"
         )
-    return _first_line(text)
-
-
-def _first_line(text: str) -> str:
-    stripped = text.strip()
-    return stripped.splitlines()[0] if stripped else "unknown error"
+    return first_line(text, _UNKNOWN)

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
-from airflow_cdc.errors import StreamLeaseError
+from airflow_cdc.errors import StreamLeaseError, first_line
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.spark._entry import (
@@ -244,7 +244,8 @@ def _run_query(
             raise
         # Airflow signals the task's whole process group: Spark's Python workers may die
         # before the query stops, which fails the query. Stopping was asked for anyway.
-        log.info("stream %s stopped (while stopping: %s)", spec.stream_id, _first_line(exc))
+        why = first_line(str(exc), type(exc).__name__)
+        log.info("stream %s stopped (while stopping: %s)", spec.stream_id, why)
         return _stopped(keeper)
     log.info("stream %s stopped", spec.stream_id)
     return _stopped(keeper)
@@ -256,11 +257,6 @@ def _stopped(keeper: Any) -> int:
     if keeper.lost is not None:
         raise StreamLeaseError(keeper.lost)
     return 0
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

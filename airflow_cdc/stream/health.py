@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pymysql
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.errors import CdcError, ConfigurationError
+from airflow_cdc.errors import CdcError, ConfigurationError, first_line
 from airflow_cdc.metadata.records import StreamState
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.source.binlog_index import binary_logs, range_bytes
@@ -152,7 +152,7 @@ def look_at_source(cfg: SourceConfig, committed: BinlogPosition | None) -> Sourc
         finally:
             conn.close()
     except (CdcError, pymysql.err.MySQLError) as exc:
-        return SourceLook(None, str(exc).splitlines()[0])
+        return SourceLook(None, first_line(str(exc), type(exc).__name__))
     if not files:
         return SourceLook(None, "the server lists no binary logs (SHOW BINARY LOGS)")
     newest, size = files[-1]

@@ -47,6 +47,19 @@ def test_wrapped_error_finds_our_error_inside_a_spark_trace() -> None:
     )
     assert wrapped_error(RuntimeError("a plain failure")) is None
     assert wrapped_error(SourceError("ours already says it")) is None
+    # Only error classes are looked for, not the module's functions.
+    assert wrapped_error(RuntimeError("first_line: not an error class")) is None
+
+
+def test_first_line_of_an_error_text() -> None:
+    from airflow_cdc.errors import first_line
+
+    assert first_line("  SourceError: lost\nTraceback (most recent call last): ...", "-") == (
+        "SourceError: lost"
+    )
+    assert first_line("", "no text") == "no text"
+    assert first_line("   \n ", "no text") == "no text"
+    assert first_line(None, "no text") == "no text"
 
 
 def test_retry_unreachable_rides_through_a_short_outage_only() -> None:
