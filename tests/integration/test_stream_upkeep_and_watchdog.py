@@ -149,6 +149,7 @@ def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_
             "lag_seconds",
             "lag_bytes",
             "seconds_since_commit",
+            "last_batch_seconds",  # recorded by the real stream with each batch
             "rows_total",
         } <= gauges
 
