@@ -1,8 +1,10 @@
-"""Keep the Delta tables healthy while the stream runs: every day, ``upkeep`` compacts each
-table the stream follows (a bucket's small files into files of ``target_file_mb``, or the
-whole table ordered by its key with ``z_order``), checkpoints it, cleans up its log and
-vacuums data files removed longer than ``vacuum_retention_hours`` ago. The stream and
-backfills keep writing meanwhile: a commit that loses a race runs again, no row changes.
+"""Keep the Delta tables healthy while the stream runs: every day, ``upkeep`` purges each
+table's delete markers that can no longer matter (older than ``marker_retention_hours`` and
+than every position a writer could still bring), compacts it (a bucket's small files into
+files of ``target_file_mb``, or the whole table ordered by its key with ``z_order``),
+checkpoints it, cleans up its log and vacuums data files removed longer than
+``vacuum_retention_hours`` ago. The stream and backfills keep writing meanwhile: a commit
+that loses a race runs again, no row changes.
 
 Trigger it from the UI for one table (``table``: a name or a pattern) or with other
 settings; the task log shows each table's files and bytes before and after. E.g.::
@@ -55,6 +57,18 @@ with DAG(
                 "reader can no longer read (time travel to) a version older than this"
             ),
         ),
+        "marker_retention_hours": Param(
+            DEFAULTS.marker_retention_hours,
+            type="number",
+            minimum=0,
+            description=(
+                "Delete markers go once the stream passed them this long ago and no chunk of "
+                "their table runs; a marker keeps a late, older write from bringing a row back"
+            ),
+        ),
+        "purge_markers": Param(
+            DEFAULTS.purge_markers, type="boolean", description="Purge old delete markers"
+        ),
         "z_order": Param(
             DEFAULTS.z_order_by_key,
             type="boolean",
@@ -71,5 +85,7 @@ with DAG(
             "target_file_bytes": "{{ params.target_file_mb * 1024 * 1024 }}",
             "vacuum_retention_hours": "{{ params.vacuum_retention_hours }}",
             "z_order_by_key": "{{ params.z_order }}",
+            "marker_retention_hours": "{{ params.marker_retention_hours }}",
+            "purge_markers": "{{ params.purge_markers }}",
         },
     )

@@ -34,13 +34,14 @@ __all__ = [
     "current_revision",
     "head_revision",
     "make_revision",
+    "open_engine",
     "upgrade",
 ]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: The newest revision under ``migrations/versions``; kept here so the common "already at
 #: head" check needs no Alembic import (about 0.7 s per chunk-job process).
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 _VERSION_TABLE = "alembic_version"
 #: Arbitrary constant key of the PostgreSQL advisory lock serializing migrations.
 _PG_LOCK_KEY = 0x0CDC_3E7A
@@ -108,6 +109,29 @@ def upgrade(engine: Engine) -> str:
 
     with_retry(engine, migrate, write=True, what="migrating")
     return HEAD_REVISION
+
+
+def open_engine(url: str, *, migrate: bool) -> Engine:
+    """An engine on the DB at ``url``, reachable and, with ``migrate``, at head (upgraded if
+    need be); without, it must be at head already (a reader must not guess at an older or
+    newer layout). Every failure is a :class:`MetadataError` without the password."""
+    engine = create_metadata_engine(url)
+    try:
+        with_retry(
+            engine, lambda c: c.exec_driver_sql("SELECT 1"), write=False, what="connecting to"
+        )
+        if migrate:
+            upgrade(engine)
+        elif (current := current_revision(engine)) != HEAD_REVISION:
+            raise MetadataError(
+                f"the metadata DB (Airflow connection '{CONNECTION_ID}') is at schema "
+                f"revision {current!r}, not {HEAD_REVISION!r}. Fix: connect once with "
+                "migrate=True (any chunk job or the plan task does)."
+            )
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
 
 
 def _check_known(revision: str | None) -> None:

@@ -181,3 +181,14 @@ schema_history = sa.Table(
     sa.Column("table_schema", sa.Text, nullable=False),  # codec.schema_to_text
     sa.Column("recorded_at", sa.DateTime, nullable=False),
 )
+
+#: Revision 0007: where each stream had committed, and when, one row per upkeep run
+#: (``metadata.position_marks``): upkeep purges a delete marker only if the stream had
+#: passed it at least a retention ago (``metadata.marker_floor``).
+position_marks = sa.Table(
+    "cdc_position_marks",
+    metadata,
+    sa.Column("stream_id", sa.String(200), primary_key=True),
+    sa.Column("recorded_at", sa.DateTime, primary_key=True),
+    sa.Column("position", sa.Text, nullable=False),
+)

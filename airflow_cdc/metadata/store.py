@@ -3,8 +3,8 @@
 Every method is one short transaction (see :func:`engine.with_retry`), so chunk jobs in
 separate processes can update their own chunks at the same time. Methods return frozen
 records; nothing here holds a connection between calls. The class is the public face:
-the queries live in ``plans``, ``chunks``, ``watermarks``, ``stream``, ``stream_tables``
-and ``schema_changes``.
+the queries live in ``plans``, ``chunks``, ``watermarks``, ``stream``, ``stream_tables``,
+``schema_changes`` and ``position_marks``.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import chunks as _chunks
 from airflow_cdc.metadata import plans as _plans
+from airflow_cdc.metadata import position_marks as _position_marks
 from airflow_cdc.metadata import schema_changes as _schema_changes
 from airflow_cdc.metadata import schema_history as _schema_history
 from airflow_cdc.metadata import stream as _stream
 from airflow_cdc.metadata import stream_tables as _stream_tables
 from airflow_cdc.metadata import watermarks as _watermarks
 from airflow_cdc.metadata.chunks import MAX_ERROR_CHARS, truncate_error
-from airflow_cdc.metadata.engine import CONNECTION_ID, create_metadata_engine, with_retry
-from airflow_cdc.metadata.migrate import HEAD_REVISION, current_revision, upgrade
+from airflow_cdc.metadata.marker_floor import MarkerFloor
+from airflow_cdc.metadata.migrate import open_engine
 from airflow_cdc.metadata.records import (
     ChunkRecord,
     FinishedChunk,
@@ -55,29 +55,10 @@ class MetadataStore:
     def connect(cls, url: str, *, migrate: bool = True) -> MetadataStore:
         """Open the DB at ``url`` and, with ``migrate``, bring its schema to head.
 
-        Without ``migrate`` the schema must already be at head (a reader must not guess at
-        an older or newer layout). Every failure is a :class:`MetadataError` without the
-        password.
+        Without ``migrate`` the schema must already be at head. Every failure is a
+        :class:`MetadataError` without the password (:func:`.migrate.open_engine`).
         """
-        engine = create_metadata_engine(url)
-        try:
-            with_retry(
-                engine, lambda c: c.exec_driver_sql("SELECT 1"), write=False, what="connecting to"
-            )
-            if migrate:
-                upgrade(engine)
-            else:
-                current, head = current_revision(engine), HEAD_REVISION
-                if current != head:
-                    raise MetadataError(
-                        f"the metadata DB (Airflow connection '{CONNECTION_ID}') is at schema "
-                        f"revision {current!r}, not {head!r}. Fix: connect once with "
-                        "migrate=True (any chunk job or the plan task does)."
-                    )
-        except BaseException:
-            engine.dispose()
-            raise
-        return cls(engine)
+        return cls(open_engine(url, migrate=migrate))
 
     @property
     def url(self) -> str:
@@ -366,6 +347,14 @@ class MetadataStore:
         """Record that the table was dropped (or renamed away) in the source at
         ``position``: the stream reads it no more until it is requested again."""
         _schema_changes.mark_dropped(self._engine, stream_id, table, position, reason)
+
+    def marker_floors(
+        self, stream_id: str, tables: Sequence[TableId], retention: dt.timedelta
+    ) -> dict[TableId, MarkerFloor]:
+        """Record where the stream has committed now, then below which position each table's
+        delete markers can go (``metadata.marker_floor``)."""
+        now = dt.datetime.now(dt.UTC)
+        return _position_marks.marker_floors(self._engine, stream_id, tables, retention, now)
 
     def record_stream_progress(
         self,

@@ -1,6 +1,7 @@
-"""Table upkeep as an Airflow task: compaction, checkpoint and vacuum of the Delta tables a
-stream writes (:mod:`airflow_cdc.sinks.delta_upkeep`), while the stream and backfills go on
-writing them.
+"""Table upkeep as an Airflow task: a purge of delete markers that can no longer matter,
+compaction, checkpoint and vacuum of the Delta tables a stream writes
+(:mod:`airflow_cdc.sinks.delta_upkeep`), while the stream and backfills go on writing them.
+Which markers can go, the metadata DB decides (:mod:`airflow_cdc.metadata.marker_floor`).
 
 The tables are those the stream follows (joined, not dropped) in the metadata DB, narrowed by
 ``tables`` (names and patterns, as the DAGs' ``tables``) when given: the tables that decay
@@ -9,6 +10,7 @@ are the ones the stream writes batch after batch.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,17 +26,21 @@ from airflow_cdc.sinks.delta_upkeep import UpkeepResult, UpkeepSettings
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_cdc.metadata.marker_floor import MarkerFloor
+
 __all__ = ["TableUpkeepOperator"]
 
 
 class TableUpkeepOperator(BaseOperator):
-    """Compact, checkpoint and vacuum each Delta table stream ``stream_id`` follows.
+    """Purge old delete markers, compact, checkpoint and vacuum each Delta table stream
+    ``stream_id`` follows.
 
     :param stream_id: the stream whose tables are kept up (templated).
     :param sink_path: root of the Delta tables (templated).
     :param tables: names and patterns narrowing the stream's tables (templated; None: all).
     :param settings: what upkeep does (templated): an :class:`UpkeepSettings` (file size,
-        vacuum retention, Z-order), or a mapping of some of its fields (the DAG's params).
+        vacuum retention, Z-order, marker retention), or a mapping of some of its fields
+        (the DAG's params).
     :param lake_conn_id: the lake's Airflow connection (object-store credentials).
     :param metadata_conn_id: the metadata DB's Airflow connection.
 
@@ -69,13 +75,16 @@ class TableUpkeepOperator(BaseOperator):
 
         settings = as_config("settings", UpkeepSettings, self.settings)
         sink = DeltaSink.of(lake_sink(self.sink_path, lake_conn_id=self.lake_conn_id))
-        tables = self._tables()
+        tables, floors = self._tables(settings)
         self.log.info("Upkeep of %d tables of stream %s: %s", len(tables), self.stream_id, settings)
         report: dict[str, dict[str, int]] = {}
         failed: list[str] = []
         for table in tables:
+            floor = floors.get(table)
+            if floor is not None:
+                self.log.info("%s: delete markers: %s", table, floor.why)
             try:
-                result = sink.upkeep(table, settings)
+                result = sink.upkeep(table, settings, None if floor is None else floor.position)
             except CdcError as exc:  # the others are still kept up; the task fails at the end
                 self.log.error("%s: upkeep failed: %s", table, exc)
                 failed.append(f"{table}: {exc}")
@@ -87,6 +96,7 @@ class TableUpkeepOperator(BaseOperator):
                 "files_after": result.after.count,
                 "bytes_after": result.after.bytes,
                 "vacuumed": result.vacuumed,
+                "markers_purged": result.purged,
             }
         if failed:
             raise SinkError(
@@ -94,7 +104,9 @@ class TableUpkeepOperator(BaseOperator):
             )
         return report
 
-    def _tables(self) -> list[TableId]:
+    def _tables(self, settings: UpkeepSettings) -> tuple[list[TableId], dict[TableId, MarkerFloor]]:
+        """The tables to keep up and, when markers are purged, below which position each
+        table's markers can go."""
         from airflow_cdc.metadata import MetadataStore
 
         url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
@@ -102,6 +114,13 @@ class TableUpkeepOperator(BaseOperator):
             followed = [
                 t.table for t in store.stream_tables(self.stream_id) if t.joined and not t.dropped
             ]
+            chosen = self._chosen(followed)
+            if not settings.purge_markers:
+                return chosen, {}
+            retention = dt.timedelta(hours=settings.marker_retention_hours)
+            return chosen, store.marker_floors(self.stream_id, chosen, retention)
+
+    def _chosen(self, followed: list[TableId]) -> list[TableId]:
         if self.tables in (None, "", [], "None"):
             return followed
         selection = table_selection(self.tables)
@@ -115,10 +134,11 @@ class TableUpkeepOperator(BaseOperator):
 
 
 def describe(result: UpkeepResult) -> str:
-    """``412 files (3.1 MB) -> 2 files (1.2 MB): 412 compacted into 2, 0 vacuumed, ...``."""
+    """``412 files (3.1 MB) -> 2 files (1.2 MB): 0 delete markers purged, 412 compacted into
+    2, 0 vacuumed, ...``."""
     before, after = result.before, result.after
     return (
         f"{before.count} files ({before.bytes / 1e6:.1f} MB) -> {after.count} files "
-        f"({after.bytes / 1e6:.1f} MB): {result.compacted} compacted into {result.written}, "
-        f"{result.vacuumed} vacuumed, version {result.version} ({result.attempts} attempts)"
+        f"({after.bytes / 1e6:.1f} MB): {result.purged} delete markers purged, "
+        f"{result.compacted} compacted into {result.written}, {result.vacuumed} vacuumed, version {result.version} ({result.attempts} attempts)"
     )

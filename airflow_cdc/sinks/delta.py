@@ -27,6 +27,7 @@ also wrote, and the retry checks the range again (then it merges).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
-from deltalake import DeltaTable, Transaction
+from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from airflow_cdc.config import SinkConfig
@@ -43,6 +44,7 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, ApplyResult
 from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta_changes import Batch
+from airflow_cdc.sinks.delta_commits import writer_transaction
 from airflow_cdc.sinks.delta_copy import Copied, copy_delta_table
 from airflow_cdc.sinks.delta_evolve import evolve_table, replace_table
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
@@ -187,7 +189,7 @@ class DeltaSink:
         With ``app_id``/``app_version`` the commit records a Delta application transaction
         and a batch whose version the table already holds for that app is skipped whole.
         """
-        app = _app_transaction(app_id, app_version)
+        app = writer_transaction(app_id, app_version)
         dt = self._tables.take(table)
         if isinstance(changes, pa.RecordBatchReader):
             changes = changes.read_all()
@@ -247,7 +249,7 @@ class DeltaSink:
         Retries commit conflicts like :meth:`apply`. With ``app_id``/``app_version`` the
         commit records that application transaction, and a truncate whose version the
         table already holds for that app is skipped (0)."""
-        app = _app_transaction(app_id, app_version)
+        app = writer_transaction(app_id, app_version)
         encoded = position.encode()
         dt = self._tables.take(table)
         fresh = [dt]
@@ -346,10 +348,15 @@ class DeltaSink:
         )
         return copied is Copied.DONE
 
-    def upkeep(self, table: TableId, settings: UpkeepSettings) -> UpkeepResult:
-        """Compact, checkpoint and vacuum the table while others write it (:mod:`.delta_upkeep`)."""
+    def upkeep(
+        self, table: TableId, settings: UpkeepSettings, purge_before: BinlogPosition | None = None
+    ) -> UpkeepResult:
+        """Purge markers older than ``purge_before``, compact, checkpoint and vacuum the table
+        while others write it (:mod:`.delta_upkeep`)."""
         key = layout_of(self._open(table), table).key
-        return upkeep_table(lambda: self._open(table), key, settings, self.retry, what=str(table))
+        floor = None if purge_before is None else purge_before.encode()
+        opened = functools.partial(self._open, table)
+        return upkeep_table(opened, key, settings, self.retry, what=str(table), purge_before=floor)
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""
@@ -389,10 +396,3 @@ class DeltaSink:
         """Every row with the ``_cdc_`` columns, delete markers included."""
         dataset: pads.Dataset = self._open(table).to_pyarrow_dataset()
         return dataset.to_table()
-
-
-def _app_transaction(app_id: str | None, app_version: int | None) -> Transaction | None:
-    """The writer's application transaction, if it gave one (both parts or neither)."""
-    if (app_id is None) != (app_version is None):
-        raise SinkError("give app_id and app_version together (or neither)")
-    return None if app_id is None or app_version is None else Transaction(app_id, app_version)

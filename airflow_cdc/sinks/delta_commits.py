@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 
+from airflow_cdc.errors import SinkError
 from airflow_cdc.sinks.base import BUCKET_COLUMN
 from airflow_cdc.sinks.delta_files import DataFile
 from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
@@ -30,6 +31,7 @@ __all__ = [
     "checkpoint_if_due",
     "commit_actions",
     "commit_properties",
+    "writer_transaction",
 ]
 
 #: The checkpoint interval of a table without the property (delta-rs's default; the sink
@@ -47,6 +49,13 @@ def bucket_transactions(buckets: Sequence[int], read_version: int) -> list[Trans
     """The application ids that make commits into the same buckets conflict; the version
     only has to grow."""
     return [Transaction(f"airflow-cdc.bucket.{b}", read_version + 1) for b in buckets]
+
+
+def writer_transaction(app_id: str | None, app_version: int | None) -> Transaction | None:
+    """The writer's own application transaction, if it gave one (both parts or neither)."""
+    if (app_id is None) != (app_version is None):
+        raise SinkError("give app_id and app_version together (or neither)")
+    return None if app_id is None or app_version is None else Transaction(app_id, app_version)
 
 
 def commit_properties(

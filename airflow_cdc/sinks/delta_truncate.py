@@ -11,71 +11,38 @@ nothing.
 It is a delta-rs ``UPDATE``, one commit: delta-rs streams the files that hold a matching
 row through DataFusion and rewrites them (the whole table is never held in memory, and the
 same code reaches local folders and object stores), honouring the table's
-``delta.dataSkippingStatsColumns`` (no statistics for ``_cdc_position``). A first scan of
-the bucket and bookkeeping columns finds the buckets that hold such rows: the update's
-predicate names them as literals (delta-rs prunes the other buckets and records them as the
-commit's read predicate), and the commit carries their application transactions
-(:mod:`.delta_commits`), so a concurrent writer of one of those buckets makes one of the
-two commits fail and retry (:mod:`.retry`).
+``delta.dataSkippingStatsColumns`` (no statistics for ``_cdc_position``). The rows and their
+buckets are found first, and the commit names those buckets (:mod:`.delta_older`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pads
 from deltalake import DeltaTable, Transaction
 
-from airflow_cdc.sinks.base import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.delta_commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta_layout import TableLayout
+from airflow_cdc.sinks.delta_older import (
+    OlderRows,
+    older_predicate,
+    older_rows,
+    position_literal,
+)
 from airflow_cdc.sinks.naming import quote_column
 
 __all__ = ["OlderRows", "marker_updates", "older_live_rows", "truncate_older", "truncate_predicate"]
 
-#: Above this many buckets the predicate names a bucket range instead of a list (as the
-#: merge's does: delta-rs turns a list into a chain of ORs).
-_MAX_BUCKET_LIST = 512
-
-
-@dataclass(frozen=True)
-class OlderRows:
-    """The live rows older than a position: how many, and the buckets they lie in."""
-
-    rows: int
-    buckets: tuple[int, ...]
-
 
 def older_live_rows(dt: DeltaTable, position: int) -> OlderRows:
-    """Count and buckets of the rows of ``dt`` (as read) that are live and older than
-    ``position``; a scan of the bookkeeping columns, batch by batch."""
-    condition = ~pc.field(DELETED_COLUMN) & (
-        pc.field(POSITION_COLUMN) < pa.scalar(position, POSITION_TYPE)
-    )
-    dataset: pads.Dataset = dt.to_pyarrow_dataset()
-    rows = 0
-    buckets: set[int] = set()
-    for batch in dataset.scanner(columns=[BUCKET_COLUMN], filter=condition).to_batches():
-        if batch.num_rows:
-            rows += batch.num_rows
-            buckets.update(pc.unique(batch.column(0)).to_pylist())
-    return OlderRows(rows, tuple(sorted(buckets)))
+    """Count and buckets of the live rows of ``dt`` older than ``position``."""
+    return older_rows(dt, position, markers=False)
 
 
 def truncate_predicate(buckets: Sequence[int], position: int) -> str:
     """The rows a truncate at ``position`` turns into markers, in ``buckets``."""
-    bucket = quote_column(BUCKET_COLUMN)
-    if len(buckets) <= _MAX_BUCKET_LIST:
-        where = f"{bucket} IN ({', '.join(str(int(b)) for b in sorted(buckets))})"
-    else:
-        where = f"{bucket} BETWEEN {int(min(buckets))} AND {int(max(buckets))}"
-    return (
-        f"{where} AND {quote_column(DELETED_COLUMN)} = false "
-        f"AND {quote_column(POSITION_COLUMN)} < {_position_literal(position)}"
-    )
+    return older_predicate(buckets, position, markers=False)
 
 
 def marker_updates(layout: TableLayout, position: int) -> dict[str, str]:
@@ -84,7 +51,7 @@ def marker_updates(layout: TableLayout, position: int) -> dict[str, str]:
     updates = {
         quote_column(name): "NULL" for name in layout.source_columns if name not in layout.key
     }
-    updates[quote_column(POSITION_COLUMN)] = _position_literal(position)
+    updates[quote_column(POSITION_COLUMN)] = position_literal(position)
     updates[quote_column(DELETED_COLUMN)] = "true"
     return updates
 
@@ -109,10 +76,3 @@ def truncate_older(
     if app is not None and dt.version() == read_version:
         commit_actions(dt, [], commit)
     return marked
-
-
-def _position_literal(position: int) -> str:
-    """``position`` as a ``decimal(38, 0)`` SQL literal. A bare number above the int64 range
-    compares wrongly (delta-rs 1.6.6: ``p < 30000000004567000000002`` matched a row whose
-    ``p`` was ``...003``)."""
-    return f"CAST('{int(position)}' AS DECIMAL(38, 0))"

@@ -1,10 +1,12 @@
-"""Upkeep of a sink table while others write it: compaction, a checkpoint and the log's
-clean-up, vacuum.
+"""Upkeep of a sink table while others write it: a purge of old delete markers, compaction,
+a checkpoint and the log's clean-up, vacuum.
 
 Every stream batch adds a small file per bucket it inserts into and rewrites the files it
 updates (the sink folds a bucket's small files as it goes, ``delta_rewrite``); removed files
-stay on disk, and the log grows by a commit per batch. Upkeep bounds all three:
+stay on disk, and the log grows by a commit per batch; delete markers stay. Upkeep bounds
+all four:
 
+0. **marker purge** (given a floor position, :mod:`.delta_purge`): markers older than it go;
 1. **compaction** (delta-rs ``optimize.compact``, or ``z_order`` by the key): a bucket's small
    files become files of about ``target_file_bytes``, with the same rows (delete markers
    included) and ``dataChange`` false, so readers of changes skip it;
@@ -32,6 +34,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, PostCommitHookProperties
 
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.sinks.delta_purge import purge_markers_before
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 
 __all__ = ["TableFiles", "UpkeepResult", "UpkeepSettings", "table_files", "upkeep_table"]
@@ -52,6 +55,10 @@ class UpkeepSettings:
     #: Rewrite every file ordered by the key (Z-order) instead of merging the small ones:
     #: readers skip more files by key, at the cost of rewriting the whole table.
     z_order_by_key: bool = False
+    #: Purge delete markers older than this and older than every position a writer could
+    #: still bring (``metadata.marker_floor``); 0 drops the time bound, not the others.
+    marker_retention_hours: float = 168.0
+    purge_markers: bool = True
 
     def __post_init__(self) -> None:
         if self.target_file_bytes < 1024 * 1024:
@@ -61,6 +68,10 @@ class UpkeepSettings:
         if self.vacuum_retention_hours < 1:
             raise ConfigurationError(
                 f"vacuum_retention_hours must be 1 or more, got {self.vacuum_retention_hours}"
+            )
+        if not self.marker_retention_hours >= 0:
+            raise ConfigurationError(
+                f"marker_retention_hours must be 0 or more, got {self.marker_retention_hours}"
             )
 
 
@@ -83,6 +94,8 @@ class UpkeepResult:
     vacuumed: int
     version: int
     attempts: int
+    #: Delete markers purged.
+    purged: int = 0
 
 
 def table_files(dt: DeltaTable) -> TableFiles:
@@ -99,36 +112,24 @@ def upkeep_table(
     retry: RetryPolicy,
     *,
     what: str,
+    purge_before: int | None = None,
 ) -> UpkeepResult:
-    """Compact, checkpoint, clean up and vacuum the table ``open_table`` opens (see the
-    module docstring); ``key``: the table's key columns, for Z-order; ``what``: its name,
-    for messages."""
+    """Purge markers older than ``purge_before`` (an encoded position; ``None``: none),
+    compact, checkpoint, clean up and vacuum the table ``open_table`` opens (see the module
+    docstring); ``key``: the table's key columns, for Z-order; ``what``: its name, for
+    messages."""
     before = table_files(open_table())
-
-    def compact() -> tuple[DeltaTable, dict[str, int]]:
-        dt = open_table()  # again on every attempt: a lost race leaves the old version
-        if settings.z_order_by_key:
-            metrics = dt.optimize.z_order(
-                list(key),
-                target_size=settings.target_file_bytes,
-                post_commithook_properties=_NO_HOOKS,
-            )
-        else:
-            metrics = dt.optimize.compact(
-                target_size=settings.target_file_bytes, post_commithook_properties=_NO_HOOKS
-            )
-        return dt, metrics
-
-    (dt, metrics), attempts = retry_conflicts(compact, f"compact {what}", retry)
-    keep_log = f"interval {settings.vacuum_retention_hours} hours"
-    if dt.metadata().configuration.get(LOG_RETENTION) != keep_log:
-
-        def set_log_retention() -> None:
-            open_table().alter.set_table_properties(
-                {LOG_RETENTION: keep_log}, post_commithook_properties=_NO_HOOKS
-            )
-
-        retry_conflicts(set_log_retention, f"set the log retention of {what}", retry)
+    purged = 0
+    if purge_before is not None and settings.purge_markers:
+        purged, _ = retry_conflicts(
+            lambda: purge_markers_before(open_table(), purge_before),
+            f"purge the delete markers of {what}",
+            retry,
+        )
+    (dt, metrics), attempts = retry_conflicts(
+        lambda: _compact(open_table(), key, settings), f"compact {what}", retry
+    )
+    _keep_log_as_long_as_files(dt, open_table, settings, retry, what)
     dt.update_incremental()
     dt.create_checkpoint()
     dt.cleanup_metadata()
@@ -147,4 +148,39 @@ def upkeep_table(
         len(vacuumed),
         dt.version(),
         attempts,
+        purged,
     )
+
+
+def _compact(
+    dt: DeltaTable, key: Sequence[str], settings: UpkeepSettings
+) -> tuple[DeltaTable, dict[str, int]]:
+    """One attempt (``dt`` opened anew each time: a lost race leaves the old version)."""
+    if settings.z_order_by_key:
+        metrics = dt.optimize.z_order(
+            list(key), target_size=settings.target_file_bytes, post_commithook_properties=_NO_HOOKS
+        )
+    else:
+        metrics = dt.optimize.compact(
+            target_size=settings.target_file_bytes, post_commithook_properties=_NO_HOOKS
+        )
+    return dt, metrics
+
+
+def _keep_log_as_long_as_files(
+    dt: DeltaTable,
+    open_table: Callable[[], DeltaTable],
+    settings: UpkeepSettings,
+    retry: RetryPolicy,
+    what: str,
+) -> None:
+    keep_log = f"interval {settings.vacuum_retention_hours} hours"
+    if dt.metadata().configuration.get(LOG_RETENTION) == keep_log:
+        return
+
+    def set_log_retention() -> None:
+        open_table().alter.set_table_properties(
+            {LOG_RETENTION: keep_log}, post_commithook_properties=_NO_HOOKS
+        )
+
+    retry_conflicts(set_log_retention, f"set the log retention of {what}", retry)

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.errors import ConfigurationError, SinkError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan, TableSchema
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
 from airflow_cdc.sinks import DeltaSink
 from tests.unit.test_sink_delta_rewrite import ARROW, SCHEMA, changes
@@ -73,3 +73,39 @@ def test_a_failing_table_does_not_stop_the_others(lake: Path) -> None:
     for table in JOINED[:2]:  # kept up all the same
         assert len(sink.read_all(table)) == 4
         assert len(DeltaTable(sink.table_uri(table)).file_uris()) == 1
+
+
+def test_markers_go_once_the_stream_passed_them_and_no_chunk_of_their_table_runs(
+    lake: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{lake.parent}/meta.db"
+    sink = DeltaSink(str(lake))
+    for table in JOINED:
+        sink.apply(table, changes([1, 2], 50, deleted=True))
+    with MetadataStore.connect(url) as store:
+        store.acquire_stream_lease("s", JOINED, "me", 60)
+        store.record_stream_progress(
+            "s", committed=BinlogPosition("b.000001", 99), lag_seconds=0, lag_bytes=0,
+            batch_id=1, rows=2,
+        )  # fmt: skip
+        plan = store.create_plan(
+            "backfill", [TablePlan(JOINED[0], ("id",), (ChunkRange(None, None),), 4, "even")]
+        )
+        store.start_chunk(plan.chunks[0].chunk_id)
+
+    def purged(settings: dict[str, object]) -> dict[str, int]:
+        task = TableUpkeepOperator(
+            task_id="upkeep", stream_id="s", sink_path=str(lake), settings=settings
+        )
+        return {t: f["markers_purged"] for t, f in task.execute({}).items()}  # type: ignore[arg-type]
+
+    # A week's retention: the stream's first position was recorded just now.
+    assert purged({}) == {"shop.orders": 0, "shop.order_lines": 0, "crm.people": 0}
+    assert "no recorded position of the stream is 168 h old yet" in capsys.readouterr().out
+    now = purged({"marker_retention_hours": 0})
+    assert now == {"shop.orders": 0, "shop.order_lines": 2, "crm.people": 2}
+    log = capsys.readouterr().out
+    assert "shop.orders: delete markers: chunk shop.orders #0" in log
+    assert "is running since" in log
+    assert len(sink.read_all(JOINED[0])) == 4  # its markers stay while its chunk runs
+    assert purged({"marker_retention_hours": 0, "purge_markers": "false"})["shop.orders"] == 0
