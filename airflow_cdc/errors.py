@@ -10,6 +10,7 @@ Each message names the cause and the fix. The tree::
     │   ├── PrivilegeError        a grant is missing
     │   ├── TableError            a table is missing, has no usable chunk key, ...
     │   ├── PositionPurgedError   a start position is no longer on the server
+    │   ├── MissingTransactionsError  a server lacks transactions the stream already applied
     │   └── SchemaChangedError    a table's schema changed (DDL) in a way not applied in place
     │       └── SchemaChangedInWindowError  DDL between a chunk's watermarks (it reads again)
     ├── SinkError                 the sink cannot hold or take a write
@@ -28,6 +29,7 @@ __all__ = [
     "CdcError",
     "ConfigurationError",
     "MetadataError",
+    "MissingTransactionsError",
     "PositionPurgedError",
     "PrivilegeError",
     "SchemaChangedError",
@@ -82,6 +84,11 @@ class TableError(SourceError):
 
 class PositionPurgedError(SourceError):
     """A binlog position is older than the oldest binlog the server still has."""
+
+
+class MissingTransactionsError(SourceError):
+    """The server (a promoted replica, after a failover) lacks transactions the stream already
+    applied: going on from there would lose them from the lake or diverge from it."""
 
 
 class SchemaChangedError(SourceError):

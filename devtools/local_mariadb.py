@@ -219,3 +219,36 @@ class LocalMariaDB:
     @staticmethod
     def available() -> bool:
         return shutil.which("mariadbd") is not None or os.path.exists("/usr/sbin/mariadbd")
+
+
+def replicate(replica: LocalMariaDB, primary: LocalMariaDB) -> None:
+    """Make ``replica`` (started with its own ``--server-id``, ``--log-slave-updates``) a GTID
+    replica of ``primary`` from the primary's current state: each server created its own
+    users at start, so the replica's binlog is reset and the primary's earlier transactions
+    are skipped."""
+    primary.execute(
+        "CREATE USER IF NOT EXISTS 'repl'@'%' IDENTIFIED BY 'repl-secret'",
+        "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'",
+    )
+    state = primary.query("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    replica.execute(
+        "STOP SLAVE",
+        "RESET MASTER",
+        f"SET GLOBAL gtid_slave_pos = '{state}'",
+        f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={primary.port}, "
+        "MASTER_USER='repl', MASTER_PASSWORD='repl-secret', MASTER_USE_GTID=slave_pos",
+        "START SLAVE",
+    )
+
+
+def wait_replicated(replica: LocalMariaDB, primary: LocalMariaDB, timeout: float = 60) -> None:
+    """Wait until ``replica`` applied everything ``primary``'s binlog holds now."""
+    state = primary.query("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    done = replica.query("SELECT MASTER_GTID_WAIT(%s, %s)", (state, timeout))[0][0]
+    if done != 0:
+        raise TimeoutError(f"the replica did not reach GTID {state} within {timeout} s")
+
+
+def promote(replica: LocalMariaDB) -> None:
+    """The failover's last step: the replica stops replicating and takes writes."""
+    replica.execute("STOP SLAVE", "RESET SLAVE ALL")

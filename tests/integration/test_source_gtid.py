@@ -1,0 +1,100 @@
+"""GTID positions on real MariaDB servers (``source.gtid``): a primary and its GTID replica
+(``--log-slave-updates``), the failover (the primary stopped, the replica promoted, writes
+going on there), and the refusal of a server that lacks transactions already applied.
+
+What it shows for the stream's failover (issue 22, in progress): a ``file:offset`` of the
+primary maps to its GTID state while the primary lives; after the failover the state maps
+to a transaction boundary of the new primary's own binlog, where exactly the transactions
+after it follow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from airflow_cdc.errors import MissingTransactionsError
+from airflow_cdc.model import BinlogPosition
+from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
+from airflow_cdc.source.connection import connect
+from airflow_cdc.source.gtid import gtid_at, position_after, require_covers, server_gtid
+from devtools.local_mariadb import LocalMariaDB, promote, replicate, wait_replicated
+from tests.support.pipeline import server_position, source_config
+from tests.support.servers import own_mariadb
+
+pytestmark = pytest.mark.integration
+
+GTID_ARGS = ("--log-slave-updates", "--gtid-strict-mode=1")
+DUMP_ID = 4242  # the GTID dump's replica id: neither server's
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[tuple[LocalMariaDB, LocalMariaDB]]:
+    with (
+        own_mariadb("cdc-primary-", GTID_ARGS) as primary,
+        own_mariadb("cdc-replica-", ("--server-id=2", "--skip-slave-start", *GTID_ARGS)) as replica,
+    ):
+        replicate(replica, primary)
+        yield primary, replica
+
+
+def gtid_of(server: LocalMariaDB, position: BinlogPosition | None = None) -> MariaGtidPos | None:
+    conn = connect(source_config(server))
+    try:
+        return server_gtid(conn) if position is None else gtid_at(conn, position)
+    finally:
+        conn.close()
+
+
+def gtids_from(server: LocalMariaDB, start: BinlogPosition) -> list[str]:
+    """The GTIDs of the transactions in ``server``'s binlog from ``start`` on (its file)."""
+    rows = server.query(f"SHOW BINLOG EVENTS IN '{start.file}' FROM {start.offset}")
+    assert rows, f"no event at {start}"
+    return [str(r[5]).removeprefix("BEGIN GTID ") for r in rows if r[2] == "Gtid"]
+
+
+def test_a_position_of_the_old_primary_carries_over_to_the_promoted_replica(
+    pair: tuple[LocalMariaDB, LocalMariaDB],
+) -> None:
+    primary, replica = pair
+    primary.execute("CREATE DATABASE g", "CREATE TABLE g.t (id INT PRIMARY KEY, v INT)")
+    for i in range(10):
+        primary.execute(f"INSERT INTO g.t VALUES ({i}, {i})")
+    committed = server_position(source_config(primary))  # where a stream committed
+    applied = gtid_of(primary, committed)
+    assert applied is not None
+    assert applied == gtid_of(primary)  # at the end: the server's own state
+    assert gtid_of(primary, BinlogPosition(committed.file, committed.offset - 1)) is None
+    for i in range(10, 15):
+        primary.execute(f"INSERT INTO g.t VALUES ({i}, {i})")
+    wait_replicated(replica, primary)
+
+    # A replica that has not replicated everything is refused, naming what it lacks.
+    replica.execute("STOP SLAVE")
+    primary.execute("INSERT INTO g.t VALUES (99, 99)")
+    ahead = gtid_of(primary)
+    assert isinstance(ahead, MariaGtidPos)
+    lagging = gtid_of(replica)
+    assert isinstance(lagging, MariaGtidPos)
+    with pytest.raises(MissingTransactionsError, match=rf"\({ahead} not there\).*Fix:"):
+        require_covers(lagging, ahead, where="127.0.0.1:replica")
+    replica.execute("START SLAVE")
+    wait_replicated(replica, primary)
+
+    # The failover: the primary goes, the replica takes the writes under its own id.
+    primary.stop()
+    promote(replica)
+    for i in range(100, 103):
+        replica.execute(f"INSERT INTO g.t VALUES ({i}, {i})")
+    now = gtid_of(replica)
+    assert isinstance(now, MariaGtidPos)
+    require_covers(now, applied, where="127.0.0.1:replica")
+    assert now.gtids == (MariaGtid(0, 2, applied.gtids[0].seq + 9),)  # 5 + 1 + 3 later
+
+    resume = position_after(source_config(replica), applied, server_id=DUMP_ID)
+    seq = applied.gtids[0].seq
+    after = [f"0-1-{seq + n}" for n in range(1, 7)] + [f"0-2-{seq + n}" for n in range(7, 10)]
+    assert gtids_from(replica, resume) == after  # exactly what followed, in order
+    assert gtid_of(replica, resume) == applied  # a boundary holding exactly the state
+    idle = position_after(source_config(replica), now, server_id=DUMP_ID)
+    assert idle == server_position(source_config(replica))  # nothing after it yet
