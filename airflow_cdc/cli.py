@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_cdc.errors import CdcError
-from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState
+from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState, codec
 
 __all__ = ["main", "status_report"]
 
@@ -106,7 +106,7 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
         "last_batch_seconds": state.last_batch_seconds,
         "heartbeat_age_s": None
         if heartbeat is None
-        else round((now - _aware(heartbeat)).total_seconds(), 1),
+        else round((now - codec.as_utc(heartbeat)).total_seconds(), 1),
         "running": state.lease_live(),
         "owner": state.owner,
     }
@@ -140,10 +140,6 @@ def _tables_report(store: MetadataStore, stream_id: str) -> dict[str, Any]:
         else:
             report["joined_tables" if table.joined else "waiting_tables"].append(str(table.table))
     return report
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _print(report: dict[str, Any]) -> None:

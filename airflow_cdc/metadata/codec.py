@@ -25,6 +25,7 @@ from airflow_cdc.model import (
 )
 
 __all__ = [
+    "as_utc",
     "decode_key_text",
     "decode_position",
     "encode_key_text",
@@ -134,6 +135,11 @@ def to_db_time(value: dt.datetime | None) -> dt.datetime | None:
     if value.tzinfo is not None:
         value = value.astimezone(dt.UTC).replace(tzinfo=None)
     return value
+
+
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """``value`` with a time zone: a naive one is UTC (as every time the store keeps)."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
 def from_db_time(value: dt.datetime | None) -> dt.datetime | None:

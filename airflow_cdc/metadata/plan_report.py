@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_cdc.errors import first_line
+from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
 from airflow_cdc.metadata.store import MetadataStore
 
@@ -112,9 +113,7 @@ def _eta(progress: PlanProgress, records: Sequence[ChunkRecord], now: dt.datetim
     started = [r.started_at for r in records if r.started_at is not None]
     if not started or progress.rows_done <= 0:
         return "unknown (no chunk finished yet)"
-    first = min(started)
-    if first.tzinfo is None:
-        first = first.replace(tzinfo=dt.UTC)
+    first = codec.as_utc(min(started))
     elapsed = (now - first).total_seconds()
     if elapsed <= 0:
         return "unknown"

@@ -52,12 +52,16 @@ def read_marks(engine: Engine, stream_id: str) -> list[PositionMark]:
             .where(t_marks.c.stream_id == stream_id)
             .order_by(t_marks.c.recorded_at)
         )
-        return [
-            PositionMark(BinlogPosition.from_text(position), at.replace(tzinfo=dt.UTC))
-            for at, position in rows
-        ]
+        return [_mark(position, at) for at, position in rows]
 
     return with_retry(engine, read, write=False, what="reading the stream's positions from")
+
+
+def _mark(text: str, at: dt.datetime) -> PositionMark:
+    position, when = codec.decode_position(text), codec.from_db_time(at)
+    assert position is not None  # NOT NULL columns
+    assert when is not None
+    return PositionMark(position, when)
 
 
 def running_chunks(engine: Engine, tables: Sequence[TableId]) -> dict[TableId, list[ChunkRecord]]:

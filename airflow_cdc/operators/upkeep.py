@@ -140,5 +140,6 @@ def describe(result: UpkeepResult) -> str:
     return (
         f"{before.count} files ({before.bytes / 1e6:.1f} MB) -> {after.count} files "
         f"({after.bytes / 1e6:.1f} MB): {result.purged} delete markers purged, "
-        f"{result.compacted} compacted into {result.written}, {result.vacuumed} vacuumed, version {result.version} ({result.attempts} attempts)"
+        f"{result.compacted} compacted into {result.written}, {result.vacuumed} vacuumed, "
+        f"version {result.version} ({result.attempts} attempts)"
     )

@@ -75,8 +75,9 @@ class StreamWatchdogOperator(BaseOperator):
         committed = None if state is None else state.committed_position
         source = look_at_source(CdcSourceHook(self.source_conn_id).source_config(), committed)
         health = assess(self.stream_id, state, source, dt.datetime.now(dt.UTC), limits)
-        emit_gauges("stream", self.stream_id, health.gauges(), tag="stream_id")
-        figures = ", ".join(f"{name} {value:g}" for name, value in health.gauges().items())
+        gauges = health.gauges()
+        emit_gauges("stream", self.stream_id, gauges, tag="stream_id")
+        figures = ", ".join(f"{name} {value:g}" for name, value in gauges.items())
         self.log.info("Stream %s: %s", self.stream_id, figures)
         if health.problem is not None:
             raise StreamBehindError(health.problem)

@@ -26,6 +26,7 @@ from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
 from airflow_cdc.sinks.stagger import due
 
 __all__ = [
+    "NO_HOOKS",
     "add_actions",
     "bucket_transactions",
     "checkpoint_if_due",
@@ -41,8 +42,9 @@ _LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 #: Versions between two clean-ups of expired log files (a listing of the whole log): as
 #: often as delta-rs's hook does it at its default interval.
 CLEANUP_EVERY = 100
-#: The sink's commits leave checkpoints and clean-up to :func:`checkpoint_if_due`.
-_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+#: The sink's commits leave checkpoints and clean-up to :func:`checkpoint_if_due` (and
+#: upkeep to its own single checkpoint and clean-up).
+NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
 def bucket_transactions(buckets: Sequence[int], read_version: int) -> list[Transaction]:
@@ -86,7 +88,7 @@ def commit_actions(
         schema=dt.schema(),
         partition_by=[BUCKET_COLUMN],
         commit_properties=commit,
-        post_commithook_properties=_NO_HOOKS,
+        post_commithook_properties=NO_HOOKS,
     )
     dt.update_incremental()
     checkpoint_if_due(dt)

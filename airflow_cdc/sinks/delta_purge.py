@@ -9,15 +9,12 @@ names the buckets it rewrites (:mod:`.delta_older`), retried like any write that
 
 from __future__ import annotations
 
-from deltalake import DeltaTable, PostCommitHookProperties
+from deltalake import DeltaTable
 
-from airflow_cdc.sinks.delta_commits import commit_properties
+from airflow_cdc.sinks.delta_commits import NO_HOOKS, commit_properties
 from airflow_cdc.sinks.delta_older import older_predicate, older_rows
 
 __all__ = ["purge_markers_before"]
-
-#: Upkeep checkpoints and cleans up once, after its compaction.
-_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
 def purge_markers_before(dt: DeltaTable, position: int) -> int:
@@ -30,6 +27,6 @@ def purge_markers_before(dt: DeltaTable, position: int) -> int:
     metrics = dt.delete(
         predicate=older_predicate(old.buckets, position, markers=True),
         commit_properties=commit_properties(old.buckets, read_version),
-        post_commithook_properties=_NO_HOOKS,
+        post_commithook_properties=NO_HOOKS,
     )
     return int(metrics["num_deleted_rows"])

@@ -31,16 +31,15 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, PostCommitHookProperties
+from deltalake import DeltaTable
 
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.sinks.delta_commits import NO_HOOKS
 from airflow_cdc.sinks.delta_purge import purge_markers_before
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 
 __all__ = ["TableFiles", "UpkeepResult", "UpkeepSettings", "table_files", "upkeep_table"]
 
-#: Upkeep checkpoints and cleans up itself, once, after the compaction.
-_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 LOG_RETENTION = "delta.logRetentionDuration"
 
 
@@ -137,7 +136,7 @@ def upkeep_table(
         retention_hours=settings.vacuum_retention_hours,
         dry_run=False,
         enforce_retention_duration=False,  # the setting above is the authority
-        post_commithook_properties=_NO_HOOKS,
+        post_commithook_properties=NO_HOOKS,
     )
     dt.update_incremental()
     return UpkeepResult(
@@ -158,11 +157,11 @@ def _compact(
     """One attempt (``dt`` opened anew each time: a lost race leaves the old version)."""
     if settings.z_order_by_key:
         metrics = dt.optimize.z_order(
-            list(key), target_size=settings.target_file_bytes, post_commithook_properties=_NO_HOOKS
+            list(key), target_size=settings.target_file_bytes, post_commithook_properties=NO_HOOKS
         )
     else:
         metrics = dt.optimize.compact(
-            target_size=settings.target_file_bytes, post_commithook_properties=_NO_HOOKS
+            target_size=settings.target_file_bytes, post_commithook_properties=NO_HOOKS
         )
     return dt, metrics
 
@@ -180,7 +179,7 @@ def _keep_log_as_long_as_files(
 
     def set_log_retention() -> None:
         open_table().alter.set_table_properties(
-            {LOG_RETENTION: keep_log}, post_commithook_properties=_NO_HOOKS
+            {LOG_RETENTION: keep_log}, post_commithook_properties=NO_HOOKS
         )
 
     retry_conflicts(set_log_retention, f"set the log retention of {what}", retry)

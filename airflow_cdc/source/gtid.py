@@ -20,11 +20,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import MariadbGtidListEvent, RotateEvent
+
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import MissingTransactionsError, SourceError
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
 from airflow_cdc.source.connection import DbConnection, fetch_one
+from airflow_cdc.source.mysql_replication import dump_settings
 
 __all__ = ["gtid_at", "position_after", "require_covers", "server_gtid"]
 
@@ -62,18 +66,8 @@ def require_covers(server: MariaGtidPos, applied: MariaGtidPos, *, where: str) -
 def position_after(cfg: SourceConfig, gtid: MariaGtidPos, *, server_id: int) -> BinlogPosition:
     """Where the first transaction after ``gtid`` starts in the binlog of the server ``cfg``
     points at (the binlog's end when none came yet); ``server_id``: the dump's replica id."""
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import MariadbGtidListEvent, RotateEvent
-
-    settings: dict[str, Any] = {
-        "host": cfg.host,
-        "port": cfg.port,
-        "user": cfg.user,
-        "passwd": cfg.password,
-        "connect_timeout": cfg.connect_timeout,
-    }
     stream = BinLogStreamReader(
-        connection_settings=settings,
+        connection_settings=dump_settings(cfg),
         server_id=server_id,
         auto_position=str(gtid),
         is_mariadb=True,

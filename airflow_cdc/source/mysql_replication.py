@@ -52,7 +52,7 @@ from airflow_cdc.source.connection import LOST_CONNECTION_CODES
 from airflow_cdc.source.ddl import schema_changes
 from airflow_cdc.source.stored_sizes import stored_size
 
-__all__ = ["binary_logs", "mysql_event_source"]
+__all__ = ["binary_logs", "dump_settings", "mysql_event_source"]
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,17 @@ def _events(
             stream.close()
 
 
+def dump_settings(cfg: SourceConfig) -> dict[str, Any]:
+    """The library's ``connection_settings`` of a binlog dump from ``cfg``'s server."""
+    return {
+        "host": cfg.host,
+        "port": cfg.port,
+        "user": cfg.user,
+        "passwd": cfg.password,
+        "connect_timeout": cfg.connect_timeout,
+    }
+
+
 def _open_stream(
     cfg: SourceConfig,
     tables: Mapping[TableId, frozenset[str]],
@@ -148,13 +159,7 @@ def _open_stream(
     blocking: bool,
 ) -> Any:
     """The library's reader from ``start``, for the events the cursor needs of ``tables``."""
-    settings: dict[str, Any] = {
-        "host": cfg.host,
-        "port": cfg.port,
-        "user": cfg.user,
-        "passwd": cfg.password,
-        "connect_timeout": cfg.connect_timeout,
-    }
+    settings = dump_settings(cfg)
     if blocking:
         settings["read_timeout"] = _READ_TIMEOUT_SECONDS
     return BinLogStreamReader(

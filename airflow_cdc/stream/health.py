@@ -23,6 +23,7 @@ import pymysql
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import CdcError, ConfigurationError, first_line
+from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import StreamState
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.source.binlog_index import binary_logs, range_bytes
@@ -104,7 +105,7 @@ def assess(
         )
         return StreamHealth(stream_id, False, None, None, None, None, 0, never)
     since = state.heartbeat_at or state.lease_acquired_at
-    age = None if since is None else max(0.0, (now - _aware(since)).total_seconds())
+    age = None if since is None else max(0.0, (now - codec.as_utc(since)).total_seconds())
     caught_up = source.bytes_behind == 0
     lag = 0.0 if caught_up else None if age is None else age + (state.lag_seconds or 0.0)
     running = state.lease_live(now)
@@ -158,7 +159,3 @@ def look_at_source(cfg: SourceConfig, committed: BinlogPosition | None) -> Sourc
     newest, size = files[-1]
     start = committed or BinlogPosition(files[0][0], 0)
     return SourceLook(range_bytes(files, start, BinlogPosition(newest, size)))
-
-
-def _aware(moment: dt.datetime) -> dt.datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
