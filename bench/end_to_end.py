@@ -70,7 +70,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +83,7 @@ from devtools.airflow_deployment import AirflowDeployment
 from devtools.airflow_env import airflow_env
 from devtools.local_mariadb import LocalMariaDB
 from devtools.local_postgres import LocalPostgres
+from devtools.temp_folder import started_in_temp_folder
 
 __all__ = ["default_chunk_rows", "measure_end_to_end"]
 
@@ -240,18 +240,6 @@ class _StreamWatch:
                 store.close()
 
 
-@contextlib.contextmanager
-def _postgres() -> Iterator[LocalPostgres]:
-    base = Path(tempfile.mkdtemp(prefix="cdc-e2e-pg-"))  # reachable by the postgres OS user
-    server = LocalPostgres(base)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
-
-
 class _CpuMeter:
     """CPU seconds of given process trees (live processes and the reaped children their
     parents waited for) against the whole machine's busy CPU seconds: what this benchmark
@@ -343,7 +331,7 @@ def measure_end_to_end(
     cli_seconds = cli_cpu["wall_s"]
     cli_rate = rows / cli_seconds
 
-    with _postgres() as pg:
+    with started_in_temp_folder("cdc-e2e-pg-", LocalPostgres) as pg:
         meta_url = pg.create_database("cdc_meta").replace("postgresql+psycopg://", "postgresql://")
         env = airflow_env(home, server, meta_url)
         deployment = AirflowDeployment.create(

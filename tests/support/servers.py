@@ -3,15 +3,13 @@ removed at the end (~0.5 GB a run otherwise), so a run leaves no server behind."
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from devtools.local_mariadb import LocalMariaDB
+from devtools.temp_folder import started_in_temp_folder
 
 
 @contextmanager
@@ -22,11 +20,7 @@ def own_mariadb(prefix: str, extra_args: tuple[str, ...] = ()) -> Iterator[Local
         pytest.fail(
             "mariadbd not found: run the README's set-up (it installs Debian's mariadb-server)"
         )
-    base = Path(tempfile.mkdtemp(prefix=prefix))
-    server = LocalMariaDB(base, extra_args=extra_args)
-    server.start()
-    try:
+    with started_in_temp_folder(
+        prefix, lambda base: LocalMariaDB(base, extra_args=extra_args)
+    ) as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
