@@ -256,12 +256,14 @@ class StreamBounds:
     #: Spark starts, so the replica moves on seconds after the hand-off rather than after
     #: Spark's start-up (0: none; Spark's first batch then starts from the watermarks).
     start_batch_bytes: int = 4 * 1024 * 1024
+    #: How often the committed position's GTID state is recorded (``stream.gtid_recorder``).
+    gtid_record_seconds: float = 10.0
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.trigger_seconds) or self.trigger_seconds <= 0:
-            raise ConfigurationError(
-                f"trigger_seconds must be a positive number, got {self.trigger_seconds!r}"
-            )
+        for name in ("trigger_seconds", "gtid_record_seconds"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
         for name in ("max_batch_bytes", "min_slice_bytes", "block_rows", "apply_parallelism"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)}")

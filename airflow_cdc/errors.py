@@ -11,6 +11,7 @@ Each message names the cause and the fix. The tree::
     │   ├── TableError            a table is missing, has no usable chunk key, ...
     │   ├── PositionPurgedError   a start position is no longer on the server
     │   ├── MissingTransactionsError  a server lacks transactions the stream already applied
+    │   ├── SourceSwitchedError   the connection reaches another server than the job started on
     │   └── SchemaChangedError    a table's schema changed (DDL) in a way not applied in place
     │       └── SchemaChangedInWindowError  DDL between a chunk's watermarks (it reads again)
     ├── SinkError                 the sink cannot hold or take a write
@@ -38,6 +39,7 @@ __all__ = [
     "SinkError",
     "SnapshotUnitError",
     "SourceError",
+    "SourceSwitchedError",
     "SourceUnreachableError",
     "StreamBehindError",
     "StreamLeaseError",
@@ -89,6 +91,12 @@ class PositionPurgedError(SourceError):
 class MissingTransactionsError(SourceError):
     """The server (a promoted replica, after a failover) lacks transactions the stream already
     applied: going on from there would lose them from the lake or diverge from it."""
+
+
+class SourceSwitchedError(SourceError):
+    """The source connection now reaches another server (a failover happened while a job
+    ran): its positions would be read in the wrong server's binlog. The job stops; its
+    retry starts on the new server (the stream resumes there by GTID)."""
 
 
 class SchemaChangedError(SourceError):

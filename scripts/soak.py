@@ -206,9 +206,7 @@ class Soak:
     def million_row_transaction(self, timeout: float = 900) -> str:
         """INSERT ``BIG_ROWS`` rows in one transaction; sample the stream tree's memory until
         its committed position passes the transaction."""
-        from airflow_cdc.source.connection import connect
-        from airflow_cdc.source.server import current_position, server_info
-        from tests.support.pipeline import source_config
+        from tests.support.pipeline import server_position, source_config
 
         first = self.server.query("SELECT COALESCE(MAX(id), 0) FROM soak.bulk")[0][0]
         insert = (  # integers only
@@ -217,11 +215,7 @@ class Soak:
         )
         self.server.execute("BEGIN", insert, "COMMIT")
         began = time.monotonic()
-        conn = connect(source_config(self.server))
-        try:
-            target = current_position(conn, server_info(conn))
-        finally:
-            conn.close()
+        target = server_position(source_config(self.server))
         store = MetadataStore.connect(self.meta)
         stream_id = self.spec("continuous").stream_id
         while time.monotonic() - began < timeout:

@@ -192,3 +192,26 @@ position_marks = sa.Table(
     sa.Column("recorded_at", sa.DateTime, primary_key=True),
     sa.Column("position", sa.Text, nullable=False),
 )
+
+#: Revision 0008: the source servers positions were read from, one row per epoch
+#: (``metadata.servers``): a server seen for the first time, or again after another one,
+#: starts the next epoch, which every position read from it carries (``model.position``).
+source_servers = sa.Table(
+    "cdc_source_servers",
+    metadata,
+    sa.Column("epoch", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("server_id", sa.BigInteger, nullable=False),
+    sa.Column("first_seen_at", sa.DateTime, nullable=False),
+)
+
+#: Revision 0008: GTID states at positions (chunks' high watermarks, the stream's committed
+#: positions), the way to the same place in another server's binlog after a failover.
+gtid_points = sa.Table(
+    "cdc_gtid_points",
+    metadata,
+    sa.Column("position", sa.String(160), primary_key=True),
+    sa.Column("position_sort", sa.String(40), nullable=False),  # codec.position_sort_text
+    sa.Column("gtid", sa.Text, nullable=False),
+    sa.Column("recorded_by", sa.String(200), nullable=False),
+    sa.Column("recorded_at", sa.DateTime, nullable=False),
+)

@@ -38,6 +38,7 @@ from airflow_cdc.metadata.records import (
     StreamTable,
 )
 from airflow_cdc.metadata.schema_history import History
+from airflow_cdc.metadata.servers import SourceServers
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId, TablePlan, TableSchema
 
 __all__ = ["MAX_ERROR_CHARS", "MetadataStore", "truncate_error"]
@@ -59,6 +60,11 @@ class MetadataStore:
         :class:`MetadataError` without the password (:func:`.migrate.open_engine`).
         """
         return cls(open_engine(url, migrate=migrate))
+
+    @property
+    def servers(self) -> SourceServers:
+        """The source servers (epochs) and GTID points (``metadata.servers``)."""
+        return SourceServers(self._engine)
 
     @property
     def url(self) -> str:

@@ -7,6 +7,7 @@ from airflow_cdc.model.plan import SplitMethod, TablePlan
 from airflow_cdc.model.position import BinlogPosition, binlog_file_number
 from airflow_cdc.model.schema_change import DdlKind, SchemaChange, SchemaEvent
 from airflow_cdc.model.selection import TablePattern, TableSelection
+from airflow_cdc.model.server_epoch import ServerEpoch
 from airflow_cdc.model.table import (
     Column,
     TableId,
@@ -28,6 +29,7 @@ __all__ = [
     "Row",
     "SchemaChange",
     "SchemaEvent",
+    "ServerEpoch",
     "SplitMethod",
     "TableId",
     "TablePattern",

@@ -22,7 +22,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["MariaGtid", "MariaGtidPos", "MysqlGtidSet"]
+from airflow_cdc.model.position import BinlogPosition
+
+__all__ = ["GtidPoint", "MariaGtid", "MariaGtidPos", "MysqlGtidSet"]
 
 _MARIA_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 _UUID = re.compile(
@@ -100,6 +102,18 @@ class MariaGtidPos:
 
 
 Intervals = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GtidPoint:
+    """A transaction boundary of one server's binlog and the GTID state there: the same
+    place in the binlog of every server of the topology."""
+
+    position: BinlogPosition
+    gtid: MariaGtidPos
+
+    def __str__(self) -> str:
+        return f"{self.position} (GTID {self.gtid})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import SchemaChangedInWindowError, SourceError, wrapped_error
-from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, Key, TableSchema
+from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, Key, ServerEpoch, TableSchema
+from airflow_cdc.model.gtid import MariaGtidPos
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
 from airflow_cdc.probe import Probe, ProbeConfig
@@ -45,6 +46,7 @@ from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.classify import keys_in_range
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
+from airflow_cdc.source.gtid import gtid_at
 from airflow_cdc.source.server import ServerInfo, current_position, server_info
 from airflow_cdc.source.watermark import ConsistentReadView
 
@@ -78,6 +80,8 @@ class ChunkOutcome:
     as_files: bool = False
     #: The columns the chunk read with: the table's between its watermarks.
     schema: TableSchema | None = None
+    #: The GTID state at ``high`` (MariaDB), for a stream resuming on another server.
+    high_gtid: MariaGtidPos | None = None
 
     def summary(self) -> str:
         rate = self.rows / self.read_seconds if self.read_seconds > 0 else 0.0
@@ -141,6 +145,8 @@ class ChunkTask:
     chunks_of_table: int
     attempt: int
     source: SourceConfig
+    #: The server ``source`` reached when the chunk started, and its epoch.
+    server: ServerEpoch
     sink: SinkConfig
     read: ReadConfig
     probe: ProbeConfig = field(default_factory=ProbeConfig)
@@ -223,6 +229,7 @@ class _Read:
     high: BinlogPosition
     results: list[PartitionResult]
     seconds: float
+    high_gtid: MariaGtidPos | None
 
 
 def _snapshot_on(
@@ -234,7 +241,7 @@ def _snapshot_on(
     driver_share: bool,
 ) -> ChunkOutcome:
     probe = task.probe.load()
-    info = server_info(conn)
+    info = server_info(conn, task.server)
     schema = load_table_schema(conn, task.chunk.table, task.key)
     sink = DeltaSink.of(task.sink)
     sink.ensure_table(
@@ -266,6 +273,7 @@ def _snapshot_on(
         write_seconds=write_seconds,
         as_files=written.as_files,
         schema=schema,
+        high_gtid=read.high_gtid,
     )
 
 
@@ -320,7 +328,8 @@ def _read(
         )
     probe.reach("after_read")
     high = current_position(conn, info)
-    return _Read(low, high, results, time.monotonic() - started)
+    high_gtid = gtid_at(conn, high) if info.is_mariadb else None
+    return _Read(low, high, results, time.monotonic() - started, high_gtid)
 
 
 def _correct(

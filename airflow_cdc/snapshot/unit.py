@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_cdc.config import ChunkJobSpec
-from airflow_cdc.errors import SnapshotUnitError
+from airflow_cdc.errors import MetadataError, SnapshotUnitError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import ChunkRecord, FinishedChunk
 from airflow_cdc.model import TableId
+from airflow_cdc.model.gtid import GtidPoint
 from airflow_cdc.planning.packing import chunk_weight, spread
 from airflow_cdc.planning.partitions import partition_count
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
@@ -135,6 +136,9 @@ def run_chunk(
 def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
     """Mark each chunk running (its next attempt) and remove what killed attempts staged."""
     records, siblings = _records(store, spec.chunk_ids)
+    # Chunks follow the stream's server; before any stream committed they may move first.
+    started = any(state.committed_position for state in store.stream_states())
+    server = store.servers.current(spec.source, may_switch=not started)
     attempts = store.start_chunks(spec.chunk_ids)
     tasks = []
     for record, attempt in zip(records, attempts, strict=True):
@@ -149,6 +153,7 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
                 chunks_of_table=siblings[(record.plan_id, record.table)],
                 attempt=attempt,
                 source=spec.source,
+                server=server,
                 sink=spec.sink,
                 read=spec.read,
                 probe=spec.probe,
@@ -198,6 +203,11 @@ def _record(
                 for o in done
             ]
         )
+        points = [GtidPoint(o.high, o.high_gtid) for o in done if o.high_gtid is not None]
+        try:
+            store.servers.record_gtid(points, "chunk")
+        except MetadataError:  # only a failover needs them: the chunks are done
+            log.warning("could not record the chunks' GTID states", exc_info=True)
     for outcome in done:
         log.info("%s", outcome.summary())
     for failure in (r for r in results if isinstance(r, ChunkFailure)):

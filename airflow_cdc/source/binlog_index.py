@@ -113,7 +113,7 @@ def byte_targets(
         for w in wanted:
             if passed <= w < passed + (hi - lo):
                 offset = lo + int(w - passed)
-                targets.append(BinlogPosition(name, max(offset, FIRST_EVENT)))
+                targets.append(start.moved_to(name, max(offset, FIRST_EVENT)))
         passed += hi - lo
     return targets
 
@@ -204,12 +204,12 @@ def batch_end(
     for index, (name, lo, hi) in enumerate(spans):
         if passed + (hi - lo) > limit:
             if index > 0:
-                return min(BinlogPosition(name, FIRST_EVENT), latest)
+                return min(start.moved_to(name, FIRST_EVENT), latest)
             found = boundary_after(events, name, lo, lo + limit - passed)
             if found is not None:
-                return min(BinlogPosition(name, found), latest)
+                return min(start.moved_to(name, found), latest)
             if len(spans) > 1:  # one transaction fills the rest of the file
-                return min(BinlogPosition(spans[1][0], FIRST_EVENT), latest)
+                return min(start.moved_to(spans[1][0], FIRST_EVENT), latest)
             return latest
         passed += hi - lo
     return latest
@@ -228,15 +228,15 @@ def transaction_cuts(
     for target in byte_targets(files, start, end, parts):
         known = start.offset if target.file == start.file else FIRST_EVENT
         if target.offset <= FIRST_EVENT and target.file != start.file:
-            cut: BinlogPosition | None = BinlogPosition(target.file, FIRST_EVENT)
+            cut: BinlogPosition | None = start.moved_to(target.file, FIRST_EVENT)
         else:
             found = boundary_after(events, target.file, known, target.offset)
-            cut = BinlogPosition(target.file, found) if found is not None else None
+            cut = start.moved_to(target.file, found) if found is not None else None
             if cut is None and target.file_number < end.file_number:
                 # No commit after the target in its file: the next file's start is one.
                 later = [n for n, _ in files if binlog_file_number(n) > target.file_number]
                 if later:
-                    cut = BinlogPosition(min(later, key=binlog_file_number), FIRST_EVENT)
+                    cut = start.moved_to(min(later, key=binlog_file_number), FIRST_EVENT)
         if cut is not None and start < cut < end and (not cuts or cuts[-1] < cut):
             cuts.append(cut)
     return cuts

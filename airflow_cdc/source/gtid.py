@@ -63,9 +63,12 @@ def require_covers(server: MariaGtidPos, applied: MariaGtidPos, *, where: str) -
         )
 
 
-def position_after(cfg: SourceConfig, gtid: MariaGtidPos, *, server_id: int) -> BinlogPosition:
+def position_after(
+    cfg: SourceConfig, gtid: MariaGtidPos, *, server_id: int, epoch: int = 0
+) -> BinlogPosition:
     """Where the first transaction after ``gtid`` starts in the binlog of the server ``cfg``
-    points at (the binlog's end when none came yet); ``server_id``: the dump's replica id."""
+    points at (the binlog's end when none came yet), in that server's ``epoch``;
+    ``server_id``: the dump's replica id."""
     stream = BinLogStreamReader(
         connection_settings=dump_settings(cfg),
         server_id=server_id,
@@ -79,7 +82,7 @@ def position_after(cfg: SourceConfig, gtid: MariaGtidPos, *, server_id: int) -> 
             if isinstance(event, RotateEvent):
                 file = event.next_binlog
             elif isinstance(event, MariadbGtidListEvent) and file and _is_state(event, gtid):
-                return BinlogPosition(file, int(event.packet.log_pos))
+                return BinlogPosition(file, int(event.packet.log_pos), 0, epoch)
             if count >= _MAX_PRELUDE_EVENTS:
                 break
     finally:

@@ -131,7 +131,7 @@ def _events(
             event = _next_event(stream)
             if event is None:
                 return
-            raw = _raw_event(stream, event, tables, plans, fast_decode=fast_decode)
+            raw = _raw_event(stream, event, tables, plans, start, fast_decode=fast_decode)
             if raw is not None:
                 yield raw
     finally:
@@ -211,16 +211,18 @@ def _raw_event(
     event: Any,
     tables: Mapping[TableId, frozenset[str]],
     plans: dict[int, Any],
+    start: BinlogPosition,
     *,
     fast_decode: bool,
 ) -> RawEvent | None:
     """What the cursor sees of one library event: a boundary, rows, or None (a query that
-    opens a transaction, or rows of a table not asked for)."""
+    opens a transaction, or rows of a table not asked for). Positions are in ``start``'s
+    server epoch."""
     if isinstance(event, RotateEvent):
         stream.table_map.clear()  # ids restart with the server, in a new file
         plans.clear()
-        return Boundary(BinlogPosition(event.next_binlog, event.position))
-    end = BinlogPosition(stream.log_file, event.packet.log_pos)
+        return Boundary(start.moved_to(event.next_binlog, event.position))
+    end = start.moved_to(stream.log_file, event.packet.log_pos)
     if isinstance(event, XidEvent | XAPrepareEvent):
         return Boundary(end)
     if isinstance(event, QueryEvent):

@@ -7,13 +7,13 @@ MySQL 8.2 added ``SHOW BINARY LOG STATUS`` and 8.4 removed ``SHOW MASTER STATUS`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import pymysql
 
-from airflow_cdc.errors import BinlogSettingsError, PrivilegeError
-from airflow_cdc.model import BinlogPosition
+from airflow_cdc.errors import BinlogSettingsError, PrivilegeError, SourceSwitchedError
+from airflow_cdc.model import BinlogPosition, ServerEpoch
 from airflow_cdc.source.connection import DbConnection, fetch_one
 
 __all__ = ["Flavour", "ServerInfo", "current_position", "parse_version", "server_info"]
@@ -26,10 +26,32 @@ _ACCESS_DENIED_CODES = {1227, 1142, 1044, 1045}
 
 @dataclass(frozen=True, slots=True)
 class ServerInfo:
-    """The server's flavour and version (major, minor, patch)."""
+    """The server's flavour and version (major, minor, patch), its ``@@server_id``, and
+    once known (:meth:`in_epoch`) the epoch its positions carry."""
 
     flavour: Flavour
     version: tuple[int, int, int]
+    server_id: int = 0
+    epoch: int | None = None
+
+    def in_epoch(self, server: ServerEpoch) -> ServerInfo:
+        """This server as ``server`` (the metadata DB's): raises
+        :class:`SourceSwitchedError` when the connection reaches another server."""
+        if server.server_id != self.server_id:
+            raise SourceSwitchedError(
+                f"the source connection now reaches server_id {self.server_id}, not "
+                f"{server}, which this job started on (a failover?): its binlog positions "
+                "mean nothing here. The job stops; a retry starts on the new server"
+            )
+        return replace(self, epoch=server.epoch)
+
+    def position(self, file: str, offset: int) -> BinlogPosition:
+        """``file:offset`` in this server's binlog, in its epoch."""
+        if self.epoch is None:
+            raise RuntimeError(
+                f"{self}: binlog positions need the server's epoch (ServerInfo.in_epoch)"
+            )
+        return BinlogPosition(file, offset, 0, self.epoch)
 
     @property
     def is_mariadb(self) -> bool:
@@ -73,12 +95,14 @@ def parse_version(text: str) -> ServerInfo:
     return ServerInfo(flavour, (int(major), int(minor), int(patch)))
 
 
-def server_info(conn: DbConnection) -> ServerInfo:
-    """Ask the server for its flavour and version."""
-    row = fetch_one(conn, "SELECT VERSION()")
+def server_info(conn: DbConnection, server: ServerEpoch | None = None) -> ServerInfo:
+    """Ask the server for its flavour, version and ``@@server_id``; with ``server``, check
+    it is that one and take its epoch (:meth:`ServerInfo.in_epoch`)."""
+    row = fetch_one(conn, "SELECT VERSION(), @@server_id")
     if row is None:
         raise ValueError("SELECT VERSION() returned no row")
-    return parse_version(str(row[0]))
+    info = replace(parse_version(str(row[0])), server_id=int(row[1] or 0))
+    return info if server is None else info.in_epoch(server)
 
 
 def current_position(conn: DbConnection, info: ServerInfo) -> BinlogPosition:
@@ -98,4 +122,4 @@ def current_position(conn: DbConnection, info: ServerInfo) -> BinlogPosition:
             f"binary logging is off on the source ({info}); enable it in the server config "
             "([mysqld] log_bin=mysql-bin, server_id=<unique>, binlog_format=ROW) and restart"
         )
-    return BinlogPosition(str(row[0]), int(row[1]))
+    return info.position(str(row[0]), int(row[1]))

@@ -131,7 +131,7 @@ class ConsistentReadView:
                 f"{self.info} reports no binlog_snapshot_file: binary logging must be on "
                 "([mysqld] log_bin=mysql-bin) for a consistent snapshot position"
             )
-        return BinlogPosition(file, int(status["binlog_snapshot_position"]))
+        return self.info.position(file, int(status["binlog_snapshot_position"]))
 
     def _heartbeat(self) -> None:
         """Commit one tiny write; see the module docstring for why it makes P0 safe."""

@@ -1,7 +1,7 @@
 """A PySpark Python streaming data source over the MySQL/MariaDB binlog: a thin adapter.
 
 Offsets are binlog positions at transaction boundaries, checkpointed by Spark as
-``{"file", "pos", "seen_at"}`` (``stream.slice_rows.Offset``). Planning a batch is
+``{"file", "pos", "seen_at"}`` (``stream.slice_rows.Offset.to_map``). Planning a batch is
 ``stream.batch_planner``'s (on the driver); reading a slice is ``stream.slice_reader``'s (one
 Spark task per slice, on an executor); applying the batch is ``stream.batch_writer``'s.
 
@@ -35,12 +35,11 @@ SCHEMA = "kind STRING, ref STRING, payload BINARY"
 
 
 def _to_spark(offset: Offset) -> dict[str, Any]:
-    return {"file": offset.position.file, "pos": offset.position.offset, "seen_at": offset.seen_at}
+    return offset.to_map()
 
 
 def _from_spark(offset: dict[str, Any]) -> Offset:
-    position = BinlogPosition(str(offset["file"]), int(offset["pos"]))
-    return Offset(position, float(offset.get("seen_at", 0.0)))
+    return Offset.from_map(offset)
 
 
 class _Range(InputPartition):

@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 
 from airflow_cdc.model import BinlogPosition
+from airflow_cdc.stream.slice_rows import Offset
 from airflow_cdc.stream.start import checkpoint_is_stale
 
 __all__ = ["Checkpoint", "read_checkpoint", "set_aside_if_stale"]
@@ -58,22 +59,32 @@ def read_checkpoint(checkpoint_dir: str) -> Checkpoint:
     try:
         with open(os.path.join(folder, "offsets", str(committed[-1])), encoding="utf-8") as f:
             offset = json.loads(f.read().splitlines()[-1])
-        position = BinlogPosition(str(offset["file"]), int(offset["pos"]))
+        position = Offset.from_map(offset).position
     except (OSError, ValueError, KeyError, IndexError):
         log.warning("cannot read the offsets of the checkpoint %s", folder, exc_info=True)
         return Checkpoint(folder, present=True)
     return Checkpoint(folder, present=True, resumes_at=position)
 
 
-def set_aside_if_stale(checkpoint: Checkpoint, committed: BinlogPosition | None) -> Checkpoint:
+def set_aside_if_stale(
+    checkpoint: Checkpoint, committed: BinlogPosition | None, epoch: int = 0
+) -> Checkpoint:
     """Remove a local checkpoint that stands before the stream's committed position (it
     would replay what the tables hold, or start at a purged position); the stream then
     starts from the committed position. Returns what is left."""
     if checkpoint.folder is None or not checkpoint.present:
         return checkpoint
-    if not checkpoint_is_stale(checkpoint.resumes_at, committed):
+    if not checkpoint_is_stale(checkpoint.resumes_at, committed, epoch):
         return checkpoint
-    if committed is None:
+    if checkpoint.resumes_at is not None and checkpoint.resumes_at.epoch < epoch:
+        log.warning(
+            "the checkpoint %s resumes at %s, in the binlog of the server before the source's "
+            "now (epoch %d, a failover): setting it aside, the stream goes on by GTID",
+            checkpoint.folder,
+            checkpoint.resumes_at,
+            epoch,
+        )
+    elif committed is None:
         log.warning(
             "the checkpoint %s resumes at %s, but the metadata DB holds no committed "
             "position of this stream (the checkpoint was written for another metadata DB): "

@@ -44,7 +44,7 @@ from typing import Any
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import StreamLeaseError, first_line
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.model import TableId
 from airflow_cdc.spark._entry import (
     job_file_argument,
     report_failure,
@@ -59,6 +59,7 @@ from airflow_cdc.stream.discovery import Discovery, every
 from airflow_cdc.stream.joining import joined_tables
 from airflow_cdc.stream.lease import LeaseKeeper, reclaim_dead_owner
 from airflow_cdc.stream.own_plans import run_own_plans
+from airflow_cdc.stream.slice_rows import Offset
 
 __all__ = ["main", "run_stream"]
 
@@ -88,7 +89,7 @@ class _StartBatch:
             rows = [row for part in slices for row in reader.read(part)]
             read_seconds = time.monotonic() - started
             self._writer.apply(rows, START_BATCH_ID, started=started, read_seconds=read_seconds)
-            self._end = BinlogPosition(str(end["file"]), int(end["pos"])).to_text()
+            self._end = Offset.from_map(end).position.to_text()
         except BaseException as exc:  # raised again on the main thread by end()
             self._error = exc
 
@@ -139,6 +140,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         checkpoint = set_aside_if_stale(
             read_checkpoint(spec.checkpoint_dir),
             state.committed_position if state is not None else None,
+            store.servers.would_be(spec.source).epoch,
         )
         if spec.bounds.start_batch_bytes and not checkpoint.present:
             start_batch = _StartBatch(spec, job_file, writer)

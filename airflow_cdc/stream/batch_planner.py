@@ -19,9 +19,10 @@ import time
 from typing import Any
 
 from airflow_cdc.config import StreamJobSpec
+from airflow_cdc.errors import SourceSwitchedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.codec import table_to_text
-from airflow_cdc.model import BinlogPosition, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog_index import (
     batch_end,
@@ -33,6 +34,7 @@ from airflow_cdc.source.binlog_index import (
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.server import current_position, server_info
+from airflow_cdc.stream.failover import resume_on
 from airflow_cdc.stream.joining import joined_tables, tables_to_read, tables_waiting_to_join
 from airflow_cdc.stream.known_columns import KnownColumns
 from airflow_cdc.stream.slice_rows import Offset, SlicePlan
@@ -57,6 +59,8 @@ class BatchPlanner:
         #: else the catalog's, loaded when a table is first read and kept.
         self._known = KnownColumns()
         self._catalog: dict[TableId, TableSchema] = {}
+        #: The server the stream reads and its epoch, from the first position asked for.
+        self._server: ServerEpoch | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the source for the executors' reads: no DB engine travels.
@@ -69,10 +73,19 @@ class BatchPlanner:
             self._metadata = MetadataStore.connect(self.spec.metadata_url)
         return self._metadata
 
+    def server(self) -> ServerEpoch:
+        """The server the stream reads (``metadata.servers``); a failover while the stream
+        runs makes :meth:`server_position` raise ``SourceSwitchedError``: the stream stops,
+        and its restart goes on on the new server (``stream.failover``)."""
+        if self._server is None:
+            self._server = self._store().servers.current(self.spec.source, may_switch=True)
+        return self._server
+
     def server_position(self) -> BinlogPosition:
+        server = self.server()
         return on_server(
             self.spec.source,
-            lambda conn: current_position(conn, server_info(conn)),
+            lambda conn: current_position(conn, server_info(conn, server)),
             what="reading the binlog position",
         )
 
@@ -99,7 +112,16 @@ class BatchPlanner:
         store = self._store()
         tables = [TableId.parse(name) for name in self.spec.tables]
         tables += [t for t in joined_tables(store, self.spec.stream_id) if t not in tables]
-        return Offset(start_position(store, tables, self.spec.stream_id), time.time())
+        position = start_position(store, tables, self.spec.stream_id)
+        server = store.servers.would_be(self.spec.source)
+        if position.epoch < server.epoch:  # a failover: checked before the move is recorded
+            position = resume_on(self.spec.source, store, position, server)
+        if self.server() != server:
+            raise SourceSwitchedError(
+                f"the source changed while the stream started ({server}, then "
+                f"{self.server()}): restart the stream"
+            )
+        return Offset(position, time.time())
 
     def start_batch(self, max_bytes: int) -> tuple[Offset, list[SlicePlan]]:
         """The first batch of a query without a checkpoint, bounded to about ``max_bytes``
@@ -131,6 +153,18 @@ class BatchPlanner:
     def latest_offset(self, start: Offset) -> Offset:
         """The next batch's end (``start`` itself: no batch)."""
         latest = self.server_position()
+        newest = self._store().servers.newest()
+        if newest is not None and newest != self.server():
+            raise SourceSwitchedError(
+                f"the pipeline moved to {newest} (another stream started there) while this "
+                f"stream reads {self.server()}: it stops; restart it on the new server"
+            )
+        if start.position.epoch != latest.epoch:
+            raise SourceSwitchedError(
+                f"the stream's checkpoint stands at {start.position}, in the binlog of another "
+                f"server than the source's now ({self.server()}): restart the stream; it sets "
+                "the checkpoint aside and goes on by GTID"
+            )
         if self._target is not None and self._target < latest:
             latest = self._target
         if latest > start.position:

@@ -38,6 +38,7 @@ from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
+from airflow_cdc.stream.gtid_recorder import GtidRecorder
 from airflow_cdc.stream.health import look_at_source
 from airflow_cdc.stream.joining import (
     JoinReplay,
@@ -88,6 +89,10 @@ class BatchWriter:
         # lower driver peak); the bucket predicate still prunes.
         self.sink = DeltaSink.of(
             spec.sink, streamed_exec=True, keep_open=True, rewrite=RewriteLimits()
+        )
+        #: The GTID state at the committed position, now and then (``stream.failover``).
+        self.gtid = GtidRecorder(
+            spec.source, self.store, f"stream:{spec.stream_id}", spec.bounds.gtid_record_seconds
         )
         #: Blocks staged by the executors; what a killed batch left is stale.
         self.staging = staging_dir(spec.sink, spec.stream_id)
@@ -147,6 +152,7 @@ class BatchWriter:
                 owner=self.owner,
                 batch_seconds=time.monotonic() - started,
             )
+            self.gtid.committed(batch.end)
         remove_staged(self.staging)  # the next batch's tasks start after this function returns
         log.info(
             "batch %d%s from %s: %d changes, %d applied to %s in %.2f s (%d slices decoded "

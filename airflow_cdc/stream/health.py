@@ -158,4 +158,4 @@ def look_at_source(cfg: SourceConfig, committed: BinlogPosition | None) -> Sourc
         return SourceLook(None, "the server lists no binary logs (SHOW BINARY LOGS)")
     newest, size = files[-1]
     start = committed or BinlogPosition(files[0][0], 0)
-    return SourceLook(range_bytes(files, start, BinlogPosition(newest, size)))
+    return SourceLook(range_bytes(files, start, start.moved_to(newest, size)))

@@ -37,6 +37,7 @@ from airflow_cdc.source.schema_check import screen_events
 from airflow_cdc.stream.apply import apply_batch
 from airflow_cdc.stream.ddl_apply import InOrder, Statement, carry_out, statements
 from airflow_cdc.stream.emit_filter import EmitFilter
+from airflow_cdc.stream.failover import carried_to
 
 __all__ = [
     "JoinReplay",
@@ -126,9 +127,8 @@ def replay_tables(
     if replaying:
         marks = store.tables_watermarks({t: sort_key_for(s) for t, s in replaying.items()})
         started = time.monotonic()
-        changes, written = _replay(
-            context, replaying, marks, min(floors.values()), until, server_id, slice_size
-        )
+        floor = carried_to(context.source, store, min(floors.values()), until.epoch)
+        changes, written = _replay(context, replaying, marks, floor, until, server_id, slice_size)
         seconds = time.monotonic() - started
     return [
         _joined(schema, replaying, floors, until, (changes, written), seconds) for schema in schemas

@@ -11,7 +11,7 @@ turns them back into one :class:`SliceBatch`.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,6 +151,25 @@ class Offset:
 
     position: BinlogPosition
     seen_at: float = 0.0
+
+    def to_map(self) -> dict[str, Any]:
+        """The JSON map Spark checkpoints: ``{"file", "pos", "seen_at"}``, and ``"epoch"``
+        after a failover (left out in epoch 0, so checkpoints from before epochs read)."""
+        found: dict[str, Any] = {
+            "file": self.position.file,
+            "pos": self.position.offset,
+            "seen_at": self.seen_at,
+        }
+        if self.position.epoch:
+            found["epoch"] = self.position.epoch
+        return found
+
+    @classmethod
+    def from_map(cls, offset: Mapping[str, Any]) -> Offset:
+        position = BinlogPosition(
+            str(offset["file"]), int(offset["pos"]), 0, int(offset.get("epoch", 0))
+        )
+        return cls(position, float(offset.get("seen_at", 0.0)))
 
 
 @dataclass(frozen=True)

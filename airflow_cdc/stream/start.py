@@ -71,7 +71,7 @@ def start_position(
 
 
 def checkpoint_is_stale(
-    checkpoint: BinlogPosition | None, committed: BinlogPosition | None
+    checkpoint: BinlogPosition | None, committed: BinlogPosition | None, epoch: int = 0
 ) -> bool:
     """Whether a checkpoint that resumes at ``checkpoint`` (None: it committed no batch)
     should be set aside for the metadata DB's ``committed`` position: it stands before it;
@@ -79,7 +79,11 @@ def checkpoint_is_stale(
     before Spark commits it, so that checkpoint was written for another metadata DB: an
     earlier incarnation of the pipeline, maybe against another server). One that committed
     nothing while the metadata DB knows nothing either is kept: Spark replays its first
-    batch from the start this stream computes, which reads nothing twice that matters."""
+    batch from the start this stream computes, which reads nothing twice that matters. One
+    read from an earlier server than the source's now (``epoch``: a failover) is set aside
+    too: the stream goes on by GTID (``stream.failover``)."""
+    if checkpoint is not None and checkpoint.epoch < epoch:
+        return True
     if committed is None:
         return checkpoint is not None
     return checkpoint is None or checkpoint < committed

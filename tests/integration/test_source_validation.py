@@ -9,7 +9,7 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import BinlogSettingsError, ConfigurationError, PrivilegeError, TableError
-from airflow_cdc.model import TableId
+from airflow_cdc.model import ServerEpoch, TableId
 from airflow_cdc.source.connection import connect, fetch_one
 from airflow_cdc.source.server import current_position, server_info
 from airflow_cdc.source.validation import validate_source
@@ -60,7 +60,7 @@ def test_session_settings_and_server_facts(cdc: Any) -> None:
         "+00:00",
         "utf8mb4",
     )
-    info = server_info(cdc)
+    info = server_info(cdc, ServerEpoch(1, 0))
     assert info.flavour == "mariadb"
     assert info.version >= (10, 5, 2)
     assert info.binlog_status_sql == "SHOW BINLOG STATUS"

@@ -13,6 +13,7 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PrivilegeError
+from airflow_cdc.model import ServerEpoch
 from airflow_cdc.source.connection import connect, fetch_all, fetch_one
 from airflow_cdc.source.server import ServerInfo, current_position, server_info
 from airflow_cdc.source.watermark import HEARTBEAT_TABLE, ConsistentReadView
@@ -20,7 +21,9 @@ from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
 
-MYSQL_80 = ServerInfo("mysql", (8, 0, 36))
+MYSQL_80 = ServerInfo("mysql", (8, 0, 36), server_id=1, epoch=0)
+#: The tests' MariaDB (``--server-id=1``), the first server of any metadata DB.
+FIRST = ServerEpoch(1, 0)
 
 
 @pytest.fixture
@@ -42,7 +45,7 @@ def items(mariadb: LocalMariaDB, fresh_db: str) -> str:
 def test_mariadb_view_and_exact_snapshot_position(
     mariadb: LocalMariaDB, cdc: Any, items: str
 ) -> None:
-    info = server_info(cdc)
+    info = server_info(cdc, FIRST)
     before = current_position(cdc, info)
     with ConsistentReadView(cdc, info) as view:
         low = view.low_watermark
@@ -59,7 +62,7 @@ def test_mariadb_watermark_is_the_views_position_not_later(
     mariadb: LocalMariaDB, cdc: Any, items: str
 ) -> None:
     """Writes committed before the view are before the watermark, later ones after it."""
-    info = server_info(cdc)
+    info = server_info(cdc, FIRST)
     mariadb.execute(f"INSERT INTO {items} VALUES (10)")
     committed = current_position(cdc, info)
     with ConsistentReadView(cdc, info) as view:

@@ -31,14 +31,16 @@ def source_config(server: LocalMariaDB) -> SourceConfig:
     )
 
 
-def server_position(cfg: SourceConfig) -> BinlogPosition:
-    """The server's current binlog position (a transaction boundary)."""
+def server_position(cfg: SourceConfig, epoch: int = 0) -> BinlogPosition:
+    """The server's current binlog position (a transaction boundary), in ``epoch``."""
+    from airflow_cdc.model import ServerEpoch
     from airflow_cdc.source.connection import connect
     from airflow_cdc.source.server import current_position, server_info
 
     conn = connect(cfg)
     try:
-        return current_position(conn, server_info(conn))
+        info = server_info(conn)
+        return current_position(conn, info.in_epoch(ServerEpoch(info.server_id, epoch)))
     finally:
         conn.close()
 

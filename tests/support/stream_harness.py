@@ -79,11 +79,13 @@ class InProcessStream:
 
     def run_until_caught_up(self, limit: int = 200) -> None:
         """Batches until the offset reaches the server's position when this is called."""
+        from airflow_cdc.stream.slice_rows import Offset
         from tests.support.pipeline import server_position
 
-        target = server_position(self.spec.source)
+        epoch = Offset.from_map(self.offset).position.epoch
+        target = server_position(self.spec.source, epoch)
         for _ in range(limit):
-            if (self.offset["file"], self.offset["pos"]) >= (target.file, target.offset):
+            if Offset.from_map(self.offset).position >= target:
                 return
             self.run_batch()
         raise AssertionError(f"not caught up after {limit} batches: at {self.offset}")

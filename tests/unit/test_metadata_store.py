@@ -269,10 +269,10 @@ def test_high_watermark_sort_column_orders_like_positions(
     store: MetadataStore, db_url: str
 ) -> None:
     positions = [
-        pos(10, "b.000010"),
         pos(999, "b.000009", 5),
         pos(10, "b.000010", 1),
-        pos(4, "b.1000000"),
+        pos(4, "b.100000"),
+        BinlogPosition("r.000001", 4, 0, epoch=1),  # the next server's, after a failover
     ]
     record = store.create_plan("run", [int_plan(bounds=(1, 2, 3))])
     for chunk, position in zip(record.chunks, positions, strict=True):

@@ -381,11 +381,17 @@ def test_uint64_column_refused(sink: DeltaSink) -> None:
 def test_real_binlog_positions_order(sink: DeltaSink) -> None:
     schema, arrow = int_table()
     sink.ensure_table(schema, arrow)
-    old = BinlogPosition("mysql-bin.999999", 4_000_000_000, 3).encode()
-    new = BinlogPosition("mysql-bin.1000000", 4, 0).encode()
+    old = BinlogPosition("mysql-bin.99999", 4_000_000_000, 3).encode()
+    new = BinlogPosition("mysql-bin.100000", 4, 0).encode()
     sink.apply(schema.table, changes([(1, new, False, "new")]))
     sink.apply(schema.table, changes([(1, old, False, "old")]))
     assert state(sink, schema.table)[1] == (new, False, "new")
+    # the promoted replica's first position, after a failover, beats the old primary's last
+    promoted = BinlogPosition("replica-bin.000001", 4, 0, epoch=1).encode()
+    last = BinlogPosition("mysql-bin.999999", 9_000_000_000, 7).encode()
+    sink.apply(schema.table, changes([(1, promoted, False, "promoted")]))
+    sink.apply(schema.table, changes([(1, last, False, "last")]))
+    assert state(sink, schema.table)[1] == (promoted, False, "promoted")
 
 
 def test_concurrent_ensure_table_in_threads(sink: DeltaSink) -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.errors import BinlogSettingsError
-from airflow_cdc.model import BinlogPosition
+from airflow_cdc.errors import BinlogSettingsError, SourceSwitchedError
+from airflow_cdc.model import BinlogPosition, ServerEpoch
 from airflow_cdc.source.server import ServerInfo, current_position, parse_version
 
 
@@ -102,9 +102,19 @@ class _OneRow:
 
 def test_current_position_reads_file_and_offset() -> None:
     conn = _OneRow(("mysql-bin.000007", 4242, "", ""))
-    position = current_position(conn, ServerInfo("mysql", (8, 4, 2)))
-    assert position == BinlogPosition("mysql-bin.000007", 4242)
+    position = current_position(conn, ServerInfo("mysql", (8, 4, 2), 7, epoch=2))
+    assert position == BinlogPosition("mysql-bin.000007", 4242, 0, epoch=2)
     assert conn.sql == ["SHOW BINARY LOG STATUS"]
+
+
+def test_a_position_needs_the_servers_epoch_and_the_same_server() -> None:
+    """A position read without knowing which server it is would be ordered wrongly."""
+    with pytest.raises(RuntimeError, match="epoch"):
+        current_position(_OneRow(("mysql-bin.000007", 4242)), ServerInfo("mysql", (8, 4, 2)))
+    info = ServerInfo("mariadb", (10, 11, 19), server_id=2)
+    assert info.in_epoch(ServerEpoch(2, 1)).epoch == 1
+    with pytest.raises(SourceSwitchedError, match=r"server_id 2, not server_id 1 \(epoch 0\)"):
+        info.in_epoch(ServerEpoch(1, 0))
 
 
 def test_current_position_binlog_off() -> None:

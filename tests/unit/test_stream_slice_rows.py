@@ -37,3 +37,13 @@ def test_a_table_set_aside_keeps_the_first_reason_in_binlog_order() -> None:
     assert batch.aside == {A: Aside(pos(400), "TRUNCATE TABLE a")}
     assert batch.blocks == {A: [Block(3, path="a-1.arrow")], B: [Block(2, data=b"rows")]}
     assert (batch.start, batch.end, batch.slices) == (pos(100), pos(1000), 2)
+
+
+def test_offsets_keep_their_epoch_and_the_form_before_epochs() -> None:
+    from airflow_cdc.stream.slice_rows import Offset
+
+    before = {"file": "b.000003", "pos": 120, "seen_at": 1.5}
+    assert Offset.from_map(before).to_map() == before  # checkpoints written before epochs
+    moved = Offset(BinlogPosition("r.000001", 4, 0, epoch=2), 2.0)
+    assert moved.to_map()["epoch"] == 2
+    assert Offset.from_map(moved.to_map()) == moved

@@ -138,3 +138,12 @@ def test_a_checkpoint_before_the_committed_position_is_stale(
         assert stale  # it committed no batch: the metadata DB knows more
     else:
         assert stale == (checkpoint < committed)
+
+
+def test_a_checkpoint_of_an_earlier_server_is_set_aside() -> None:
+    """After a failover Spark's checkpoint holds a position of the old server's binlog."""
+    old = BinlogPosition("b.000009", 700)
+    assert checkpoint_is_stale(old, old, epoch=1)
+    assert not checkpoint_is_stale(old, old, epoch=0)
+    new = BinlogPosition("b.000001", 300, 0, epoch=1)
+    assert not checkpoint_is_stale(new, old, epoch=1)  # after the committed position
