@@ -25,9 +25,10 @@ from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import CdcError, ConfigurationError, first_line
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import StreamState
-from airflow_cdc.model import BinlogPosition
+from airflow_cdc.model import BinlogPosition, ServerEpoch
 from airflow_cdc.source.binlog_index import binary_logs, range_bytes
 from airflow_cdc.source.connection import connect
+from airflow_cdc.source.server import server_info
 
 __all__ = ["SourceLook", "StreamHealth", "WatchdogLimits", "assess", "look_at_source"]
 
@@ -142,18 +143,29 @@ def _where(state: StreamState, source: SourceLook, age: float | None) -> str:
     return f"committed {committed} (last commit {last}), {behind} bytes of binlog behind"
 
 
-def look_at_source(cfg: SourceConfig, committed: BinlogPosition | None) -> SourceLook:
+def look_at_source(
+    cfg: SourceConfig, committed: BinlogPosition | None, committed_on: ServerEpoch | None = None
+) -> SourceLook:
     """The bytes of binlog ``cfg``'s server holds after ``committed`` (all of them for a
-    stream that committed nothing), or why they cannot be read. One attempt, no retry: a
-    watchdog reports an outage rather than waiting it out."""
+    stream that committed nothing), or why they cannot be read: among them, a server other
+    than ``committed_on`` (the committed position's, after a failover the stream has not
+    followed yet). One attempt, no retry: a watchdog reports an outage rather than waiting
+    it out."""
     try:
         conn = connect(cfg)
         try:
             files = binary_logs(conn)
+            server_id = server_info(conn).server_id
         finally:
             conn.close()
     except (CdcError, pymysql.err.MySQLError) as exc:
         return SourceLook(None, first_line(str(exc), type(exc).__name__))
+    if committed_on is not None and server_id != committed_on.server_id:
+        return SourceLook(
+            None,
+            f"it is server_id {server_id} now, the stream's committed position is of "
+            f"{committed_on} (a failover): restart the stream, it goes on there by GTID",
+        )
     if not files:
         return SourceLook(None, "the server lists no binary logs (SHOW BINARY LOGS)")
     newest, size = files[-1]

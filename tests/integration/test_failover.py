@@ -29,8 +29,9 @@ import pytest
 
 from airflow_cdc.errors import MissingTransactionsError, SourceSwitchedError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import TableId
+from airflow_cdc.model import ServerEpoch, TableId
 from airflow_cdc.snapshot.unit import run_chunk
+from airflow_cdc.stream.health import look_at_source
 from devtools.local_mariadb import LocalMariaDB, promote, replicate, wait_replicated
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
@@ -38,6 +39,7 @@ from tests.support.pipeline import (
     job_spec,
     plan,
     snapshot_all,
+    source_config,
     spark_submit_stream,
     stream_spec,
 )
@@ -121,6 +123,14 @@ def test_the_stream_goes_on_by_gtid_on_the_promoted_replica(
             stream.close()
             primary.stop()
             promote(replica)
+            # the watchdog's look names the failover instead of counting bytes of the wrong binlog
+            behind = MetadataStore.connect(meta).stream_state("test-stream")
+            assert behind is not None
+            look = look_at_source(
+                source_config(replica), behind.committed_position, ServerEpoch(1, 0)
+            )
+            assert look.bytes_behind is None
+            assert "(a failover): restart the stream" in (look.error or "")
             writer = RandomWriter(replica, db, seed=32).start()
             moved = stream_job(spec(replica), tmp_path / "on-replica")
             assert "a failover): setting it aside" in moved
