@@ -50,19 +50,12 @@ class SourceServers:
 
     def current(self, cfg: SourceConfig, *, may_switch: bool) -> ServerEpoch:
         """The server ``cfg`` reaches now, and its epoch (:meth:`epoch_of`)."""
-        info = on_server(cfg, server_info, what="asking the source which server it is")
-        return self.epoch_of(info.server_id, may_switch=may_switch)
+        return self.epoch_of(_server_id(cfg), may_switch=may_switch)
 
     def would_be(self, cfg: SourceConfig) -> ServerEpoch:
         """The server ``cfg`` reaches now and the epoch it has, or would get by a stream
         starting there; nothing is recorded (a stream checks the server first)."""
-        info = on_server(cfg, server_info, what="asking the source which server it is")
-        newest = self.newest()
-        if newest is None:
-            return ServerEpoch(info.server_id, 0)
-        if newest.server_id == info.server_id:
-            return newest
-        return ServerEpoch(info.server_id, newest.epoch + 1)
+        return _epoch_for(self.newest(), _server_id(cfg))
 
     def epoch_of(self, server_id: int, *, may_switch: bool) -> ServerEpoch:
         """The epoch of the server with ``server_id``, the connection's now: the newest
@@ -70,13 +63,15 @@ class SourceServers:
         :class:`SourceSwitchedError` for another server without ``may_switch``."""
 
         def write(connection: Connection) -> ServerEpoch:
-            newest = connection.execute(
-                sa.select(t_servers.c.epoch, t_servers.c.server_id)
+            row = connection.execute(
+                sa.select(t_servers.c.server_id, t_servers.c.epoch)
                 .order_by(t_servers.c.epoch.desc())
                 .limit(1)
             ).first()
-            if newest is not None and int(newest.server_id) == server_id:
-                return ServerEpoch(server_id, int(newest.epoch))
+            newest = None if row is None else ServerEpoch(int(row.server_id), int(row.epoch))
+            found = _epoch_for(newest, server_id)
+            if found == newest:
+                return found
             if newest is not None and not may_switch:
                 raise SourceSwitchedError(
                     f"the source connection reaches server_id {server_id}, but the pipeline "
@@ -85,7 +80,7 @@ class SourceServers:
                     "restart) the stream on it first, then run this again; otherwise point "
                     "the source connection back at the server the stream reads"
                 )
-            epoch = 0 if newest is None else int(newest.epoch) + 1
+            epoch = found.epoch
             if epoch > MAX_EPOCH:
                 raise MetadataError(
                     f"the source is server_id {server_id} now, the {epoch + 1}th server this "
@@ -99,7 +94,7 @@ class SourceServers:
                     first_seen_at=codec.to_db_time(codec.utc_now()),
                 )
             )
-            return ServerEpoch(server_id, epoch)
+            return found
 
         try:
             return with_retry(self._engine, write, write=True, what="registering the source in")
@@ -113,6 +108,10 @@ class SourceServers:
     def newest(self) -> ServerEpoch | None:
         found = self.epochs()
         return found[-1] if found else None
+
+    def of_epoch(self, epoch: int) -> ServerEpoch | None:
+        """The server of ``epoch`` (None: no such epoch)."""
+        return next((s for s in self.epochs() if s.epoch == epoch), None)
 
     def epochs(self) -> list[ServerEpoch]:
         def read(connection: Connection) -> list[ServerEpoch]:
@@ -132,22 +131,21 @@ class SourceServers:
             return
         now = codec.to_db_time(codec.utc_now())
 
+        rows = [
+            {
+                "position": codec.encode_position(p.position),
+                "position_sort": codec.position_sort_text(p.position),
+                "gtid": str(p.gtid),
+                "recorded_by": recorded_by,
+                "recorded_at": now,
+            }
+            for p in points
+        ]
+
         def write(connection: Connection) -> None:
-            texts = [codec.encode_position(p.position) for p in points]
+            texts = [row["position"] for row in rows]
             connection.execute(sa.delete(t_points).where(t_points.c.position.in_(texts)))
-            connection.execute(
-                sa.insert(t_points),
-                [
-                    {
-                        "position": codec.encode_position(p.position),
-                        "position_sort": codec.position_sort_text(p.position),
-                        "gtid": str(p.gtid),
-                        "recorded_by": recorded_by,
-                        "recorded_at": now,
-                    }
-                    for p in points
-                ],
-            )
+            connection.execute(sa.insert(t_points), rows)
             if recorded_by != "chunk":
                 _prune(connection, recorded_by)
 
@@ -166,6 +164,20 @@ class SourceServers:
             ]
 
         return with_retry(self._engine, read, write=False, what="reading GTID states from")
+
+
+def _server_id(cfg: SourceConfig) -> int:
+    """The ``@@server_id`` of the server ``cfg`` reaches now."""
+    info = on_server(cfg, server_info, what="asking the source which server it is")
+    return info.server_id
+
+
+def _epoch_for(newest: ServerEpoch | None, server_id: int) -> ServerEpoch:
+    """The epoch of ``server_id`` given the ``newest`` registered: that one if it is the
+    same server, else the next (0 for the first)."""
+    if newest is not None and newest.server_id == server_id:
+        return newest
+    return ServerEpoch(server_id, 0 if newest is None else newest.epoch + 1)
 
 
 def _prune(connection: Connection, recorded_by: str) -> None:

@@ -98,8 +98,8 @@ class BinlogPosition:
 
     def boundary_number(self) -> int:
         """A transaction boundary as one integer that fits a signed 64-bit, with the same
-        order: ``epoch * 10**16 + file number * 10**10 + offset`` (offsets are 32-bit in the binlog). The
-        stream records it as a table's Delta application-transaction version, meaning
+        order: ``epoch * 10**16 + file number * 10**10 + offset`` (offsets are 32-bit in
+        the binlog). The stream records it as a table's Delta application-transaction version, meaning
         "this table holds every change up to here", which stays true whichever Spark
         checkpoint (or none) a later run starts from."""
         if self.row:

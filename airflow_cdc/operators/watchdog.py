@@ -73,8 +73,7 @@ class StreamWatchdogOperator(BaseOperator):
         with MetadataStore.connect(url, migrate=False) as store:
             state = store.stream_state(self.stream_id)
             committed = None if state is None else state.committed_position
-            servers = {s.epoch: s for s in store.servers.epochs()}
-        committed_on = None if committed is None else servers.get(committed.epoch)
+            committed_on = None if committed is None else store.servers.of_epoch(committed.epoch)
         source_cfg = CdcSourceHook(self.source_conn_id).source_config()
         source = look_at_source(source_cfg, committed, committed_on)
         health = assess(self.stream_id, state, source, dt.datetime.now(dt.UTC), limits)

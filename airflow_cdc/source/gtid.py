@@ -64,7 +64,7 @@ def require_covers(server: MariaGtidPos, applied: MariaGtidPos, *, where: str) -
 
 
 def position_after(
-    cfg: SourceConfig, gtid: MariaGtidPos, *, server_id: int, epoch: int = 0
+    cfg: SourceConfig, gtid: MariaGtidPos, *, server_id: int, epoch: int
 ) -> BinlogPosition:
     """Where the first transaction after ``gtid`` starts in the binlog of the server ``cfg``
     points at (the binlog's end when none came yet), in that server's ``epoch``;

@@ -116,11 +116,13 @@ class BatchPlanner:
         server = store.servers.would_be(self.spec.source)
         if position.epoch < server.epoch:  # a failover: checked before the move is recorded
             position = resume_on(self.spec.source, store, position, server)
-        if self.server() != server:
+        registered = store.servers.epoch_of(server.server_id, may_switch=True)
+        if registered != server:
             raise SourceSwitchedError(
                 f"the source changed while the stream started ({server}, then "
-                f"{self.server()}): restart the stream"
+                f"{registered}): restart the stream"
             )
+        self._server = registered
         return Offset(position, time.time())
 
     def start_batch(self, max_bytes: int) -> tuple[Offset, list[SlicePlan]]:

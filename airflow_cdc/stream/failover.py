@@ -108,7 +108,7 @@ def carried_to(
     whose snapshot was read from the server before."""
     if needed.epoch >= epoch:
         return needed
-    server = next((s for s in store.servers.epochs() if s.epoch == epoch), None)
+    server = store.servers.of_epoch(epoch)
     if server is None:
         raise ConfigurationError(f"epoch {epoch} is not in the metadata DB's source servers")
     return resume_on(cfg, store, needed, server)

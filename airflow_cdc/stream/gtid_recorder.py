@@ -17,7 +17,7 @@ import time
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import CdcError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ServerEpoch
+from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.gtid import GtidPoint
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.gtid import gtid_at
@@ -57,7 +57,9 @@ class GtidRecorder:
     def record(self, position: BinlogPosition) -> GtidPoint | None:
         """Record the GTID state at ``position`` now; None when the server cannot tell (a
         MySQL server, a server that is not ``position``'s any more)."""
-        server = self._server_of(position.epoch)
+        server = self._store.servers.of_epoch(position.epoch)
+        if server is None:
+            raise CdcError(f"epoch {position.epoch} is not in the metadata DB's source servers")
 
         def look(conn: DbConnection) -> GtidPoint | None:
             info = server_info(conn, server)
@@ -87,9 +89,3 @@ class GtidRecorder:
         finally:
             with self._lock:
                 self._busy = False
-
-    def _server_of(self, epoch: int) -> ServerEpoch:
-        for server in self._store.servers.epochs():
-            if server.epoch == epoch:
-                return server
-        raise CdcError(f"epoch {epoch} is not in the metadata DB's source servers")

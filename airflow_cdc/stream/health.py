@@ -155,7 +155,7 @@ def look_at_source(
         conn = connect(cfg)
         try:
             files = binary_logs(conn)
-            server_id = server_info(conn).server_id
+            server_id = None if committed_on is None else server_info(conn).server_id
         finally:
             conn.close()
     except (CdcError, pymysql.err.MySQLError) as exc:

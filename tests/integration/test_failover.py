@@ -32,7 +32,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import ServerEpoch, TableId
 from airflow_cdc.snapshot.unit import run_chunk
 from airflow_cdc.stream.health import look_at_source
-from devtools.local_mariadb import LocalMariaDB, promote, replicate, wait_replicated
+from devtools.local_mariadb import LocalMariaDB, promote, wait_replicated
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     end_stream,
@@ -43,13 +43,11 @@ from tests.support.pipeline import (
     spark_submit_stream,
     stream_spec,
 )
-from tests.support.servers import own_mariadb
+from tests.support.servers import gtid_pair
 from tests.support.stream_harness import InProcessStream
 from tests.support.writer import RandomWriter, create_tables
 
 pytestmark = pytest.mark.integration
-
-GTID_ARGS = ("--log-slave-updates", "--gtid-strict-mode=1")
 
 
 def batches(stream: InProcessStream, count: int) -> None:
@@ -79,12 +77,8 @@ def test_the_stream_goes_on_by_gtid_on_the_promoted_replica(
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     checkpoint = tmp_path / "checkpoint"
     monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", meta)
-    with (
-        own_mariadb("cdc-primary-", GTID_ARGS) as primary,
-        own_mariadb("cdc-replica-", ("--server-id=2", "--skip-slave-start", *GTID_ARGS)) as replica,
-    ):
+    with gtid_pair() as (primary, replica):
         primary.execute("FLUSH BINARY LOGS", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS")
-        replicate(replica, primary)
         create_tables(primary, db, accounts=3_000, items=1_000)
         writer = RandomWriter(primary, db, seed=31).start()
 

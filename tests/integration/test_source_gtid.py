@@ -18,24 +18,19 @@ from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.gtid import gtid_at, position_after, require_covers, server_gtid
-from devtools.local_mariadb import LocalMariaDB, promote, replicate, wait_replicated
+from devtools.local_mariadb import LocalMariaDB, promote, wait_replicated
 from tests.support.pipeline import server_position, source_config
-from tests.support.servers import own_mariadb
+from tests.support.servers import gtid_pair
 
 pytestmark = pytest.mark.integration
 
-GTID_ARGS = ("--log-slave-updates", "--gtid-strict-mode=1")
 DUMP_ID = 4242  # the GTID dump's replica id: neither server's
 
 
 @pytest.fixture(scope="module")
 def pair() -> Iterator[tuple[LocalMariaDB, LocalMariaDB]]:
-    with (
-        own_mariadb("cdc-primary-", GTID_ARGS) as primary,
-        own_mariadb("cdc-replica-", ("--server-id=2", "--skip-slave-start", *GTID_ARGS)) as replica,
-    ):
-        replicate(replica, primary)
-        yield primary, replica
+    with gtid_pair() as pair:
+        yield pair
 
 
 def gtid_of(server: LocalMariaDB, position: BinlogPosition | None = None) -> MariaGtidPos | None:
@@ -91,10 +86,11 @@ def test_a_position_of_the_old_primary_carries_over_to_the_promoted_replica(
     require_covers(now, applied, where="127.0.0.1:replica")
     assert now.gtids == (MariaGtid(0, 2, applied.gtids[0].seq + 9),)  # 5 + 1 + 3 later
 
-    resume = position_after(source_config(replica), applied, server_id=DUMP_ID)
+    resume = position_after(source_config(replica), applied, server_id=DUMP_ID, epoch=1)
+    assert resume.epoch == 1  # the promoted replica's positions sort after the primary's
     seq = applied.gtids[0].seq
     after = [f"0-1-{seq + n}" for n in range(1, 7)] + [f"0-2-{seq + n}" for n in range(7, 10)]
     assert gtids_from(replica, resume) == after  # exactly what followed, in order
     assert gtid_of(replica, resume) == applied  # a boundary holding exactly the state
-    idle = position_after(source_config(replica), now, server_id=DUMP_ID)
-    assert idle == server_position(source_config(replica))  # nothing after it yet
+    idle = position_after(source_config(replica), now, server_id=DUMP_ID, epoch=1)
+    assert idle == server_position(source_config(replica), 1)  # nothing after it yet

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from devtools.local_mariadb import LocalMariaDB
+from devtools.local_mariadb import LocalMariaDB, replicate
 from devtools.temp_folder import started_in_temp_folder
 
 
@@ -24,3 +24,18 @@ def own_mariadb(prefix: str, extra_args: tuple[str, ...] = ()) -> Iterator[Local
         prefix, lambda base: LocalMariaDB(base, extra_args=extra_args)
     ) as server:
         yield server
+
+
+#: A GTID primary or replica whose binlog holds what it replicates (a promotable replica).
+GTID_ARGS = ("--log-slave-updates", "--gtid-strict-mode=1")
+
+
+@contextmanager
+def gtid_pair() -> Iterator[tuple[LocalMariaDB, LocalMariaDB]]:
+    """A primary (server id 1) and its GTID replica (server id 2), replicating."""
+    with (
+        own_mariadb("cdc-primary-", GTID_ARGS) as primary,
+        own_mariadb("cdc-replica-", ("--server-id=2", "--skip-slave-start", *GTID_ARGS)) as replica,
+    ):
+        replicate(replica, primary)
+        yield primary, replica
