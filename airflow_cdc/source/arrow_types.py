@@ -25,6 +25,7 @@ __all__ = [
     "arrow_type",
     "mysql_json_text",
     "python_value",
+    "python_values",
     "rows_to_arrow",
     "select_expression",
 ]
@@ -209,6 +210,43 @@ def python_value(column: Column, value: Any) -> Any:
     if kind in _SPATIAL and isinstance(value, bytes):
         return value[4:]  # the server's internal form is a 4-byte SRID, then the WKB
     return value
+
+
+#: Kinds whose values :func:`python_value` returns as they are (bigint: signed only;
+#: decimal: up to 38 digits).
+_AS_DECODED = {
+    "tinyint",
+    "smallint",
+    "mediumint",
+    "int",
+    "integer",
+    "float",
+    "double",
+    "year",
+    "date",
+    "datetime",
+}
+#: Text kinds whose ``str`` values :func:`python_value` returns as they are (bytes: decoded).
+_PLAIN_TEXT = _TEXT - {"enum", "set", "json"}
+#: Binary kinds whose ``bytes`` values it returns as they are (str: encoded).
+_PLAIN_BINARY = _BINARY - {"binary"}
+
+
+def python_values(column: Column, values: list[Any]) -> list[Any]:
+    """:func:`python_value` over a column's values (the same list when it would return
+    every value as it is: most kinds, the stream's fast path)."""
+    kind = column.data_type
+    if kind in _AS_DECODED:
+        return values
+    if kind == "bigint" and not column.unsigned:
+        return values
+    if kind == "decimal" and (column.precision or 0) <= 38:
+        return values
+    if kind in _PLAIN_TEXT and not any(isinstance(value, bytes) for value in values):
+        return values
+    if kind in _PLAIN_BINARY and not any(isinstance(value, str) for value in values):
+        return values
+    return [python_value(column, value) for value in values]
 
 
 def mysql_json_text(value: Any) -> str:

@@ -15,6 +15,7 @@ from airflow_cdc.model import BinlogPosition, ChangeKind, SchemaChange, TableId
 
 __all__ = [
     "Boundary",
+    "ColumnRows",
     "ConnectionLost",
     "DumpRefused",
     "EventSource",
@@ -38,6 +39,54 @@ class RowsEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnRows:
+    """One row event of a watched table decoded into columns (``source.row_decoder``), for
+    a consumer that keeps columns (the stream's slices) and skips a dict per row.
+
+    ``after``: per column of ``names``, the after-images' values (inserts and updates;
+    None for deletes). ``before_keys``: per row, the before-image's values of the ``key``
+    columns, in the key's order (updates and deletes; None for inserts). Values as the
+    library gives them, not yet converted with ``source.arrow_types.python_value``.
+    """
+
+    table: TableId
+    kind: ChangeKind
+    end: BinlogPosition
+    names: tuple[str, ...]
+    key: tuple[str, ...]
+    after: list[list[Any]] | None
+    before_keys: list[tuple[Any, ...]] | None
+    count: int
+
+    def rows(self) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+        """The ``(before, after)`` images of :attr:`RowsEvent.rows` (before-images: the key
+        columns, the others None)."""
+        afters: list[dict[str, Any] | None] = [None] * self.count
+        if self.after is not None:
+            afters = [
+                dict(zip(self.names, values, strict=True))
+                for values in zip(*self.after, strict=False)
+            ]
+        befores: list[dict[str, Any] | None] = [None] * self.count
+        if self.before_keys is not None:
+            befores = []
+            for values in self.before_keys:
+                image: dict[str, Any] = dict.fromkeys(self.names)
+                image.update(zip(self.key, values, strict=True))
+                befores.append(image)
+        return list(zip(befores, afters, strict=True))
+
+    def from_row(self, first: int) -> ColumnRows:
+        """The event without its first ``first`` rows (read before a reconnect)."""
+        if first <= 0:
+            return self
+        after = None if self.after is None else [values[first:] for values in self.after]
+        keys = None if self.before_keys is None else self.before_keys[first:]
+        count = max(0, self.count - first)
+        return ColumnRows(self.table, self.kind, self.end, self.names, self.key, after, keys, count)
+
+
+@dataclass(frozen=True, slots=True)
 class Boundary:
     """A place where no transaction is open: the end of a commit (XID or ``COMMIT``/DDL
     query event) or the start of the next file after a rotation. Resuming there is safe.
@@ -50,7 +99,7 @@ class Boundary:
     statement: str = ""
 
 
-RawEvent: TypeAlias = RowsEvent | Boundary
+RawEvent: TypeAlias = RowsEvent | ColumnRows | Boundary
 
 
 class ConnectionLost(Exception):

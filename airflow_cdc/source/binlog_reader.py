@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PositionPurgedError, SourceError
@@ -42,6 +42,7 @@ from airflow_cdc.source import mysql_replication
 from airflow_cdc.source.arrow_types import python_value
 from airflow_cdc.source.binlog_events import (
     Boundary,
+    ColumnRows,
     ConnectionLost,
     DumpRefused,
     EventSource,
@@ -52,8 +53,10 @@ __all__ = [
     "STREAM_PURGED_ADVICE",
     "BinlogCursor",
     "BinlogItem",
+    "ColumnItem",
     "ReconnectPolicy",
     "read_changes",
+    "read_changes_in_columns",
     "reader_server_id",
 ]
 
@@ -61,6 +64,8 @@ log = logging.getLogger(__name__)
 
 #: What a reader yields: a row change, or a schema change of a table it reads.
 BinlogItem: TypeAlias = ChangeEvent | SchemaEvent
+#: What a reader that keeps columns yields (:meth:`BinlogCursor.in_columns`).
+ColumnItem: TypeAlias = ChangeEvent | SchemaEvent | ColumnRows
 
 #: What to do when the stream's start is purged (the default advice of :class:`BinlogCursor`).
 STREAM_PURGED_ADVICE = (
@@ -111,6 +116,9 @@ class BinlogCursor:
     at the current end of the binlog (non-blocking dump); ``False`` waits for new events
     (a follower) until ``end`` is reached, or forever without ``end``.
 
+    :meth:`in_columns` iterates it with the row events the fast decoder took as
+    :class:`ColumnRows` (when their columns are the schema's; others as :class:`ChangeEvent`).
+
     ``purged_advice`` ends the message of :class:`PositionPurgedError` (what the caller's
     user should do). ``source`` and ``binary_logs`` are for tests (scripted events); by default they talk
     to the server through mysql-replication. Iterate a cursor once.
@@ -137,6 +145,7 @@ class BinlogCursor:
         self._end = end
         self.server_id = reader_server_id(cfg) if server_id is None else server_id
         self._blocking = not stop_when_idle
+        self._names = {table: {c.name for c in schema.columns} for table, schema in schemas.items()}
         self._policy = reconnect or ReconnectPolicy()
         if source is None:
             source = mysql_replication.mysql_event_source(cfg, self._schemas)
@@ -164,6 +173,13 @@ class BinlogCursor:
         return self._last
 
     def __iter__(self) -> Iterator[BinlogItem]:
+        return cast(Iterator[BinlogItem], self._read(columns=False))
+
+    def in_columns(self) -> Iterator[ColumnItem]:
+        """Iterate with the fast decoder's row events as :class:`ColumnRows`."""
+        return self._read(columns=True)
+
+    def _read(self, *, columns: bool) -> Iterator[ColumnItem]:
         if self._end is not None and self._end <= self._start:
             return
         failures = 0
@@ -183,6 +199,12 @@ class BinlogCursor:
                         continue
                     if self._end is not None and raw.end > self._end:
                         return
+                    if columns and isinstance(raw, ColumnRows) and self._in_columns(raw):
+                        kept = self._new_rows(raw)
+                        if kept.count:
+                            self._last, failures = raw.end.at_row(raw.count - 1), 0
+                            yield kept
+                        continue
                     for event in self._changes(raw):
                         self._last, failures = event.position, 0
                         yield event
@@ -212,10 +234,25 @@ class BinlogCursor:
             finally:
                 events.close()
 
-    def _changes(self, raw: RowsEvent) -> Iterator[ChangeEvent]:
+    def _in_columns(self, raw: ColumnRows) -> bool:
+        """Whether ``raw`` can go to the caller in columns: its columns are the schema's."""
+        names = self._names[raw.table]
+        return len(raw.names) == len(names) and names.issuperset(raw.names)
+
+    def _new_rows(self, raw: ColumnRows) -> ColumnRows:
+        """``raw`` without the rows at or before ``start`` or the last one yielded."""
+        threshold = self._start if self._last is None else max(self._start, self._last)
+        if raw.count == 0 or raw.end.at_row(raw.count - 1) <= threshold:
+            return raw.from_row(raw.count)
+        if raw.end.at_row(0) > threshold:
+            return raw
+        return raw.from_row(threshold.row + 1)  # the threshold is a row of this event
+
+    def _changes(self, raw: RowsEvent | ColumnRows) -> Iterator[ChangeEvent]:
         """The row changes of one row event not yielded yet (a reconnect reads it again)."""
         schema = self._schemas[raw.table]
-        for row_no, (before, after) in enumerate(raw.rows):
+        rows = raw.rows() if isinstance(raw, ColumnRows) else raw.rows
+        for row_no, (before, after) in enumerate(rows):
             position = raw.end.at_row(row_no)
             if position <= self._start or (self._last is not None and position <= self._last):
                 continue
@@ -269,6 +306,16 @@ def read_changes(
     return iter(
         BinlogCursor(cfg, schemas, start, end, server_id=server_id, stop_when_idle=stop_when_idle)
     )
+
+
+def read_changes_in_columns(
+    cfg: SourceConfig,
+    schemas: Mapping[TableId, TableSchema],
+    start: BinlogPosition,
+    end: BinlogPosition | None,
+) -> Iterator[ColumnItem]:
+    """:func:`read_changes`, the fast decoder's row events in columns (the stream's slices)."""
+    return BinlogCursor(cfg, schemas, start, end).in_columns()
 
 
 def _convert(schema: TableSchema, values: Mapping[str, Any] | None) -> Row | None:

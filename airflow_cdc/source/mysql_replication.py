@@ -43,6 +43,7 @@ from airflow_cdc.model import BinlogPosition, ChangeKind, TableId, TableSchema
 from airflow_cdc.source import connection, row_decoder
 from airflow_cdc.source.binlog_events import (
     Boundary,
+    ColumnRows,
     ConnectionLost,
     DumpRefused,
     RawEvent,
@@ -100,7 +101,7 @@ def mysql_event_source(
     """An :class:`~airflow_cdc.source.binlog_events.EventSource` for the tables of ``schemas`` on
     ``cfg``'s server (their keys are the columns decoded in before-images).
     ``fast_decode=False`` decodes every event with the library (for comparison)."""
-    keys = {table: frozenset(schema.key) for table, schema in schemas.items()}
+    keys = {table: tuple(schema.key) for table, schema in schemas.items()}
 
     def open_events(
         start: BinlogPosition, *, server_id: int, blocking: bool
@@ -114,7 +115,7 @@ def mysql_event_source(
 
 def _events(
     cfg: SourceConfig,
-    tables: Mapping[TableId, frozenset[str]],
+    tables: Mapping[TableId, tuple[str, ...]],
     start: BinlogPosition,
     *,
     server_id: int,
@@ -152,7 +153,7 @@ def dump_settings(cfg: SourceConfig) -> dict[str, Any]:
 
 def _open_stream(
     cfg: SourceConfig,
-    tables: Mapping[TableId, frozenset[str]],
+    tables: Mapping[TableId, tuple[str, ...]],
     start: BinlogPosition,
     *,
     server_id: int,
@@ -209,7 +210,7 @@ def _next_event(stream: Any) -> Any:
 def _raw_event(
     stream: Any,
     event: Any,
-    tables: Mapping[TableId, frozenset[str]],
+    tables: Mapping[TableId, tuple[str, ...]],
     plans: dict[int, Any],
     start: BinlogPosition,
     *,
@@ -232,12 +233,16 @@ def _raw_event(
     table = TableId(event.schema, event.table)
     if table not in tables:
         return None  # only_schemas x only_tables lets other pairs through
-    kind, rows = _decoded_rows(event, plans, tables[table], fast_decode=fast_decode)
+    key = tables[table]
+    fast = _column_rows(event, plans, table, end, key) if fast_decode else None
+    if fast is not None:
+        return fast
+    kind, rows = _library_rows(event, frozenset(key))
     return RowsEvent(table, kind, end, rows)
 
 
 def _query_boundary(
-    event: Any, end: BinlogPosition, tables: Mapping[TableId, frozenset[str]]
+    event: Any, end: BinlogPosition, tables: Mapping[TableId, tuple[str, ...]]
 ) -> Boundary:
     """The end of a ``COMMIT`` or DDL query event; a DDL's changes to the watched tables
     ride along. DDL naming no table the parser can find is logged: row images with other
@@ -250,22 +255,11 @@ def _query_boundary(
     return Boundary(end, kept, event.query if kept else "")
 
 
-def _decoded_rows(
-    event: Any, plans: dict[int, Any], key: frozenset[str], *, fast_decode: bool
+def _library_rows(
+    event: Any, key: frozenset[str]
 ) -> tuple[ChangeKind, list[tuple[dict[str, Any] | None, dict[str, Any] | None]]]:
-    """A row event's kind and ``(before, after)`` images: by the fast decoder when it
-    takes the event, else by the library (before-images decoded for ``key`` only)."""
-    update = isinstance(event, UpdateRowsEvent)
-    fast = _fast_rows(event, plans, key, update=update) if fast_decode else None
-    if fast is not None:
-        kind = (
-            ChangeKind.INSERT
-            if isinstance(event, WriteRowsEvent)
-            else ChangeKind.UPDATE
-            if update
-            else ChangeKind.DELETE
-        )
-        return kind, fast
+    """A row event's kind and ``(before, after)`` images by the library (before-images
+    decoded for ``key`` only)."""
     if isinstance(event, WriteRowsEvent):
         return ChangeKind.INSERT, [
             (None, _image(r["values"], r["none_sources"])) for r in event.rows
@@ -326,12 +320,12 @@ def _keyed_rows(
     return rows
 
 
-def _fast_rows(
-    event: Any, plans: dict[int, Any], key: frozenset[str], *, update: bool
-) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
-    """The event's rows by ``source.row_decoder`` (before-images: the key only), or None
-    when its table has a type the decoder leaves to the library, or not every column is
-    in the images."""
+def _column_rows(
+    event: Any, plans: dict[int, Any], table: TableId, end: BinlogPosition, key: tuple[str, ...]
+) -> ColumnRows | None:
+    """The event's rows in columns by ``source.row_decoder`` (before-images: the key only),
+    or None when its table has a type the decoder leaves to the library, or not every
+    column is in the images."""
     if event.table_id not in plans:
         plans[event.table_id] = row_decoder.plan_for(
             event.columns, LibraryRowsEvent.charset_to_encoding
@@ -340,24 +334,21 @@ def _fast_rows(
     count = len(event.columns)
     if plan is None or not event.complete or BitCount(event.columns_present_bitmap) != count:
         return None
+    update = isinstance(event, UpdateRowsEvent)
     if update and BitCount(event.columns_present_bitmap2) != count:
         return None
+    if not set(key) <= set(plan.names):
+        return None  # the library's path reports images without the key
     buf = bytes(event.packet.read(event.event_size - event.packet.read_bytes))
-    pos = 0
-    rows: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = []
-    insert = isinstance(event, WriteRowsEvent)
-    while pos < len(buf):
-        if insert:
-            after, pos = row_decoder.decode_image(plan, buf, pos)
-            rows.append((None, after))
-            continue
-        before, pos = row_decoder.decode_image(plan, buf, pos, key)
-        if update:
-            after, pos = row_decoder.decode_image(plan, buf, pos)
-            rows.append((before, after))
-        else:
-            rows.append((before, None))
-    return rows
+    if isinstance(event, WriteRowsEvent):
+        after, rows = row_decoder.decode_inserts(plan, buf)
+        return ColumnRows(table, ChangeKind.INSERT, end, plan.names, key, after, None, rows)
+    indexes = [plan.names.index(name) for name in key]
+    if update:
+        keys, changed = row_decoder.decode_updates(plan, buf, indexes)
+        return ColumnRows(table, ChangeKind.UPDATE, end, plan.names, key, changed, keys, len(keys))
+    keys = row_decoder.decode_deletes(plan, buf, indexes)
+    return ColumnRows(table, ChangeKind.DELETE, end, plan.names, key, None, keys, len(keys))
 
 
 def _image(values: dict[str, Any], none_sources: dict[str, str]) -> dict[str, Any]:

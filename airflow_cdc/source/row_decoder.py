@@ -24,8 +24,20 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["RowPlan", "decode_image", "plan_for"]
+__all__ = [
+    "Key",
+    "RowPlan",
+    "append_image",
+    "decode_deletes",
+    "decode_image",
+    "decode_inserts",
+    "decode_updates",
+    "image_key",
+    "plan_for",
+]
 
+#: Key column values, in the key's order.
+Key = tuple[Any, ...]
 #: ``(bytes, offset) -> (value, next offset)``.
 Decode = Callable[[bytes, int], tuple[Any, int]]
 #: ``(bytes, offset) -> next offset`` without building the value.
@@ -47,11 +59,14 @@ _EPOCH = dt.datetime(1970, 1, 1)
 class RowPlan:
     """Per column of a table map: its name, a decoder and a skipper."""
 
-    __slots__ = ("columns", "names")
+    __slots__ = ("decoders", "names", "skippers", "width")
 
     def __init__(self, names: Sequence[str], columns: Sequence[tuple[Decode, Skip]]) -> None:
         self.names = tuple(names)
-        self.columns = tuple(columns)
+        self.decoders = tuple(decode for decode, _ in columns)
+        self.skippers = tuple(skip for _, skip in columns)
+        #: Bytes of an image's null bitmap.
+        self.width = (len(self.names) + 7) // 8
 
 
 def _fixed(size: int, fmt: str) -> tuple[Decode, Skip]:
@@ -236,21 +251,90 @@ def plan_for(columns: Sequence[Any], encoding_of: Callable[[str], str]) -> RowPl
     return RowPlan([column.name for column in columns], decoders)
 
 
+def append_image(plan: RowPlan, buf: bytes, pos: int, columns: Sequence[list[Any]]) -> int:
+    """Decode the full row image at ``pos`` onto ``columns`` (one list per column of the
+    plan, in its order); the offset after it."""
+    width = plan.width
+    nulls = buf[pos : pos + width]
+    pos += width
+    if not any(nulls):  # the common case, NOT NULL columns: no bit tests
+        for decode, values in zip(plan.decoders, columns, strict=True):
+            value, pos = decode(buf, pos)
+            values.append(value)
+        return pos
+    for i, decode in enumerate(plan.decoders):
+        if nulls[i >> 3] & (1 << (i & 7)):
+            columns[i].append(None)
+        else:
+            value, pos = decode(buf, pos)
+            columns[i].append(value)
+    return pos
+
+
+def image_key(plan: RowPlan, buf: bytes, pos: int, key: Sequence[int]) -> tuple[Key, int]:
+    """The values of the columns at indexes ``key`` (in that order) of the row image at
+    ``pos``, the other columns skipped; and the offset after the image."""
+    width = plan.width
+    nulls = buf[pos : pos + width]
+    pos += width
+    found: dict[int, Any] = {}
+    wanted = set(key)
+    for i, (decode, skip) in enumerate(zip(plan.decoders, plan.skippers, strict=True)):
+        if nulls[i >> 3] & (1 << (i & 7)):
+            found[i] = None
+        elif i in wanted:
+            found[i], pos = decode(buf, pos)
+        else:
+            pos = skip(buf, pos)
+    return tuple(found[i] for i in key), pos
+
+
+def decode_inserts(plan: RowPlan, buf: bytes) -> tuple[list[list[Any]], int]:
+    """The after-images of a write-rows event's body: per column its values, and the rows."""
+    columns: list[list[Any]] = [[] for _ in plan.names]
+    pos, rows, end = 0, 0, len(buf)
+    while pos < end:
+        pos = append_image(plan, buf, pos, columns)
+        rows += 1
+    return columns, rows
+
+
+def decode_updates(
+    plan: RowPlan, buf: bytes, key: Sequence[int]
+) -> tuple[list[Key], list[list[Any]]]:
+    """An update-rows event's body: per row the before-image's ``key`` values, and per
+    column the after-images' values."""
+    columns: list[list[Any]] = [[] for _ in plan.names]
+    keys: list[Key] = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        before, pos = image_key(plan, buf, pos, key)
+        keys.append(before)
+        pos = append_image(plan, buf, pos, columns)
+    return keys, columns
+
+
+def decode_deletes(plan: RowPlan, buf: bytes, key: Sequence[int]) -> list[Key]:
+    """A delete-rows event's body: per row the before-image's ``key`` values."""
+    keys: list[Key] = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        before, pos = image_key(plan, buf, pos, key)
+        keys.append(before)
+    return keys
+
+
 def decode_image(
     plan: RowPlan, buf: bytes, pos: int, key: frozenset[str] | None = None
 ) -> tuple[dict[str, Any], int]:
     """One full row image at ``pos`` (every column present): the values by name, and the
     offset after it. With ``key``, only those columns are decoded (the rest ``None``)."""
-    count = len(plan.columns)
-    nulls = buf[pos : pos + (count + 7) // 8]
-    pos += len(nulls)
-    values: dict[str, Any] = {}
-    for i, (name, (decode, skip)) in enumerate(zip(plan.names, plan.columns, strict=True)):
-        if nulls[i >> 3] & (1 << (i & 7)):
-            values[name] = None
-        elif key is None or name in key:
-            values[name], pos = decode(buf, pos)
-        else:
-            values[name] = None
-            pos = skip(buf, pos)
-    return values, pos
+    if key is None:
+        columns: list[list[Any]] = [[] for _ in plan.names]
+        pos = append_image(plan, buf, pos, columns)
+        return {name: values[0] for name, values in zip(plan.names, columns, strict=True)}, pos
+    indexes = [i for i, name in enumerate(plan.names) if name in key]
+    values, pos = image_key(plan, buf, pos, indexes)
+    image: dict[str, Any] = dict.fromkeys(plan.names)
+    image.update(zip((plan.names[i] for i in indexes), values, strict=True))
+    return image, pos

@@ -29,8 +29,8 @@ from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, Sink
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
-from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
-from airflow_cdc.stream.reduce import LatestReducer
+from airflow_cdc.source.arrow_types import arrow_schema, python_values, rows_to_arrow
+from airflow_cdc.stream.reduce import LatestColumns, LatestReducer
 
 __all__ = [
     "BatchResult",
@@ -38,6 +38,7 @@ __all__ = [
     "apply_batch",
     "apply_each",
     "changes_table",
+    "columns_table",
     "reduce_slice",
 ]
 
@@ -115,7 +116,39 @@ def changes_table(
         deleted.append(row is None)
     table = rows_to_arrow(schema, rows)
     target = arrow_schema(schema)
-    columns = [table.column(field.name) for field in target]
+    return _sink_layout(target, [table.column(field.name) for field in target], positions, deleted)
+
+
+def columns_table(
+    schema: TableSchema,
+    latest: LatestColumns,
+    should_emit: Callable[[Key, BinlogPosition], bool] | None = None,
+) -> pa.Table:
+    """:func:`changes_table` of rows in columns (``stream.reduce.ColumnLatest``), the values
+    converted as the row path converts them; with ``should_emit``, only the rows it keeps."""
+    target = arrow_schema(schema)
+    by_name = dict(zip(latest.names, latest.columns, strict=True))
+    values = {f.name: python_values(schema.column(f.name), by_name[f.name]) for f in target}
+    positions, deleted = latest.positions, latest.deleted
+    if should_emit is not None:
+        basename = latest.first.file.rsplit(".", 1)[0]
+        keys = zip(*(values[name] for name in schema.key), strict=True)
+        kept = [
+            i
+            for i, (key, position) in enumerate(zip(keys, positions, strict=True))
+            if should_emit(key, BinlogPosition.decode(position, basename))
+        ]
+        values = {name: [column[i] for i in kept] for name, column in values.items()}
+        positions = [positions[i] for i in kept]
+        deleted = [deleted[i] for i in kept]
+    arrays = [pa.array(values[f.name], type=f.type) for f in target]
+    return _sink_layout(target, arrays, positions, deleted)
+
+
+def _sink_layout(
+    target: pa.Schema, columns: list[pa.Array], positions: list[int], deleted: list[bool]
+) -> pa.Table:
+    """The source columns with the sink's position and delete-marker columns."""
     columns += [pa.array(positions, POSITION_TYPE), pa.array(deleted, pa.bool_())]
     full = target.append(pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=False)).append(
         pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)

@@ -102,6 +102,13 @@ class EmitFilter:
             return True
         return position > high
 
+    def emits_all(self, table: TableId, after: BinlogPosition) -> bool:
+        """Whether every change of ``table`` after ``after`` is emitted whatever its key
+        (no snapshot of the table, or ``after`` is past every chunk's high watermark), so a
+        caller holding many can skip asking per change."""
+        marks = self._tables.get(table)
+        return marks is None or after > marks.max_high or marks.sort_key is None
+
     def min_high_watermark(self, tables: Iterable[TableId] | None = None) -> BinlogPosition | None:
         """The lowest high watermark among ``tables``' chunks (all tables when None): where
         the stream starts. None when none of them has a watermark."""

@@ -20,9 +20,11 @@ import pyarrow as pa
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId
-from airflow_cdc.source.binlog_reader import BinlogItem, read_changes
+from airflow_cdc.source.binlog_events import ColumnRows
+from airflow_cdc.source.binlog_reader import ColumnItem, read_changes_in_columns
 from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import reduce_slice
+from airflow_cdc.stream.column_slice import ColumnSlice
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.slice_rows import (
     ASIDE,
@@ -52,7 +54,7 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
     began = time.monotonic()
     if schemas and start < end:
         emit = EmitFilter(marks, schemas)
-        changes = read_changes(spec.source, schemas, start, end)
+        changes = read_changes_in_columns(spec.source, schemas, start, end)
         put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
         staged: list[tuple[TableId, Block]] = []
 
@@ -64,19 +66,21 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
         def drifted(event: ChangeEvent, drift: Drift) -> None:
             aside.setdefault(event.table, Aside(event.position, drift.describe()))
 
+        columns = ColumnSlice(schemas, emit, block_rows=spec.bounds.block_rows, on_block=stage)
         reduced = reduce_slice(
-            screen_events(_set_aside(changes, aside), schemas, emit.should_emit, drifted),
+            screen_events(_route(changes, aside, columns), schemas, emit.should_emit, drifted),
             schemas,
             emit.should_emit,
             block_rows=spec.bounds.block_rows,
             on_block=stage,
         )
+        columns.finish()
         for table, block in staged:
             if table not in aside:  # a table set aside is applied in order by the driver
                 yield (BLOCK, table_to_text(table), block_payload(block))
         for table, reason in aside.items():
             yield (ASIDE, table_to_text(table), aside_payload(reason))
-        events, emitted = reduced.events, reduced.emitted
+        events, emitted = reduced.events + columns.events, reduced.emitted + columns.emitted
         # Executors' Python workers have no logging set up: stderr reaches the job's log.
         print(
             f"airflow_cdc slice ({start}, {end}]: {events} changes decoded and reduced to "
@@ -91,12 +95,18 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
     )
 
 
-def _set_aside(items: Iterable[BinlogItem], aside: dict[TableId, Aside]) -> Iterator[ChangeEvent]:
-    """The row changes of the tables not set aside: a schema change sets its table aside
-    from there on (so does a drifted image, which ``screen_events`` hands to the caller)."""
+def _route(
+    items: Iterable[ColumnItem], aside: dict[TableId, Aside], columns: ColumnSlice
+) -> Iterator[ChangeEvent]:
+    """The row changes of the tables not set aside, row events in columns to ``columns``:
+    a schema change sets its table aside from there on (so does a drifted image, which
+    ``screen_events`` hands to the caller)."""
     for item in items:
         if isinstance(item, SchemaEvent):
             aside.setdefault(item.table, Aside(item.position, item.statement.strip()))
+        elif item.table in aside:
             continue
-        if item.table not in aside:
+        elif isinstance(item, ColumnRows):
+            columns.add(item)
+        else:
             yield item

@@ -1,25 +1,33 @@
-"""The fast row decoder (``source.row_decoder``) gives exactly the library's values.
+"""The fast row decoder (``source.row_decoder``) gives exactly the library's values, and the
+stream's slices reduce its rows in columns to exactly the blocks the row path makes.
 
 Real binlog events of a table holding every type the decoder handles, at their limits and
 NULL, inserted, updated (every column) and deleted, are read twice: once through the fast
 path and once through mysql-replication's own row reader; the images must be equal.
 (The type fidelity test checks the values against the source; this one pins the fast path
-to the library, value for value, so the two paths can never drift apart.)
+to the library, value for value, so the two paths can never drift apart.) Then a slice of
+them is reduced in columns (``stream.column_slice``) and by rows (``stream.apply``): the
+Arrow blocks must be equal (the emit filter on both: ``tests/unit/test_stream_column_latest``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.source import row_decoder
-from airflow_cdc.source.binlog_events import RowsEvent
+from airflow_cdc.source.binlog_events import ColumnRows, RowsEvent
+from airflow_cdc.source.binlog_reader import read_changes, read_changes_in_columns
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.mysql_replication import mysql_event_source
+from airflow_cdc.stream.apply import reduce_slice
+from airflow_cdc.stream.column_slice import ColumnSlice
+from airflow_cdc.stream.emit_filter import EmitFilter
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position
 
@@ -57,17 +65,22 @@ ROWS = [
 
 
 def read(cfg: SourceConfig, schemas: dict, start: BinlogPosition, fast: bool) -> list[RowsEvent]:  # type: ignore[type-arg]
+    """The row events from ``start``, those of the fast decoder as :class:`RowsEvent` too."""
     source = mysql_event_source(cfg, schemas, fast_decode=fast)
     events = source(start, server_id=cfg.server_id_base + (7 if fast else 8), blocking=False)
     try:
-        return [event for event in events if isinstance(event, RowsEvent)]
+        return [
+            RowsEvent(e.table, e.kind, e.end, e.rows()) if isinstance(e, ColumnRows) else e
+            for e in events
+            if isinstance(e, RowsEvent | ColumnRows)
+        ]
     finally:
         events.close()
 
 
-def test_fast_decoder_equals_the_library(
-    mariadb: LocalMariaDB, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(scope="module")
+def changes(mariadb: LocalMariaDB) -> tuple[SourceConfig, dict, BinlogPosition, BinlogPosition]:  # type: ignore[type-arg]
+    """The table's inserts, updates and deletes: the source, schemas and range."""
     mariadb.execute(
         "CREATE DATABASE fastdec", f"CREATE TABLE fastdec.t ({COLUMNS}) CHARACTER SET utf8mb4"
     )
@@ -96,15 +109,20 @@ def test_fast_decoder_equals_the_library(
         schemas = {table: load_table_schema(conn, table)}
     finally:
         conn.close()
+    return cfg, schemas, start, server_position(cfg)
 
+
+def test_fast_decoder_equals_the_library(changes: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg, schemas, start, _ = changes
     calls = []
-    decode = row_decoder.decode_image
+    for name in ("append_image", "image_key"):
+        decode = getattr(row_decoder, name)
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return decode(*args, **kwargs)
+        def counted(*args: Any, _decode: Any = decode, **kwargs: Any) -> Any:
+            calls.append(1)
+            return _decode(*args, **kwargs)
 
-    monkeypatch.setattr(row_decoder, "decode_image", counted)
+        monkeypatch.setattr(row_decoder, name, counted)
     fast = read(cfg, schemas, start, fast=True)
     assert len(calls) == 3 + 2 * 3 + 2 * 1 + 2  # the fast path decoded every image
     library = read(cfg, schemas, start, fast=False)
@@ -121,3 +139,27 @@ def test_fast_decoder_equals_the_library(
     assert first_insert is not None
     assert first_insert["bu"] == 18446744073709551615
     assert first_insert["mt"] == "m" * 70000
+
+
+def by_position(blocks: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(blocks).sort_by("_cdc_position")
+
+
+def test_a_slice_in_columns_equals_the_slice_by_rows(changes: Any) -> None:
+    cfg, schemas, start, end = changes
+    table = next(iter(schemas))
+    emit = EmitFilter({}, schemas)
+    by_rows = reduce_slice(
+        read_changes(cfg, schemas, start, end), schemas, emit.should_emit, block_rows=2
+    )
+    blocks: list[pa.Table] = []
+    in_columns = ColumnSlice(schemas, emit, block_rows=2, on_block=lambda _t, b: blocks.append(b))
+    items = list(read_changes_in_columns(cfg, schemas, start, end))
+    assert items
+    assert all(isinstance(item, ColumnRows) for item in items)
+    for item in items:
+        in_columns.add(item)  # type: ignore[arg-type]
+    in_columns.finish()
+    assert (in_columns.events, in_columns.emitted) == (by_rows.events, by_rows.emitted)
+    assert len(blocks) > 1  # cut at block_rows keys
+    assert by_position(blocks).equals(by_position(by_rows.tables[table]))

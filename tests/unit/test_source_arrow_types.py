@@ -12,7 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import Column
-from airflow_cdc.source.arrow_types import arrow_type, mysql_json_text, python_value
+from airflow_cdc.source.arrow_types import (
+    arrow_type,
+    mysql_json_text,
+    python_value,
+    python_values,
+)
 
 
 def col(data_type: str, column_type: str | None = None, **kwargs: object) -> Column:
@@ -111,3 +116,34 @@ def test_mysql_json_text_format() -> None:
     # MySQL: a top-level JSON string is a string, not JSON text.
     assert python_value(col("json"), "abc") == '"abc"'
     assert python_value(col("json"), b"abc") == '"abc"'
+
+
+#: Columns of the kinds the fast decoder reads, and what it may give for each.
+_COLUMN_VALUES = [
+    (col("int"), st.integers(-(2**31), 2**31 - 1)),
+    (col("int", "int unsigned"), st.integers(0, 2**32 - 1)),
+    (col("bigint"), st.integers(-(2**63), 2**63 - 1)),
+    (col("bigint", "bigint unsigned"), st.integers(0, 2**64 - 1)),
+    (col("double"), st.floats(allow_nan=False)),
+    (
+        col("decimal", "decimal(10,2)", precision=10, scale=2),
+        st.decimals(places=2, allow_nan=False, allow_infinity=False),
+    ),
+    (
+        col("decimal", "decimal(65,30)", precision=65, scale=30),
+        st.decimals(places=30, allow_nan=False, allow_infinity=False),
+    ),
+    (col("datetime"), st.datetimes()),
+    (col("timestamp"), st.datetimes(min_value=dt.datetime(1970, 1, 1))),
+    (col("date"), st.dates()),
+    (col("varchar", "varchar(10)"), st.text() | st.text().map(str.encode)),
+    (col("binary", "binary(4)"), st.binary(max_size=4) | st.just("")),
+    (col("varbinary", "varbinary(8)"), st.binary() | st.just("")),
+]
+
+
+@given(st.data())
+def test_a_columns_values_convert_as_each_value_does(data: st.DataObject) -> None:
+    column, values = data.draw(st.sampled_from(_COLUMN_VALUES))
+    drawn = data.draw(st.lists(st.none() | values, max_size=5))
+    assert python_values(column, list(drawn)) == [python_value(column, v) for v in drawn]

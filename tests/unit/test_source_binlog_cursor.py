@@ -21,6 +21,7 @@ from airflow_cdc.model import (
 )
 from airflow_cdc.source.binlog_events import (
     Boundary,
+    ColumnRows,
     ConnectionLost,
     DumpRefused,
     RawEvent,
@@ -60,12 +61,24 @@ BINLOG: list[RawEvent] = [
 START = pos(1, 100)
 
 
+def in_columns(event: RawEvent) -> RawEvent:
+    """A scripted insert event as the fast decoder hands it over."""
+    if not isinstance(event, RowsEvent):
+        return event
+    ids = [after["id"] for _, after in event.rows]  # type: ignore[index]
+    after = [ids, [f"r{i}" for i in ids]]
+    return ColumnRows(T, event.kind, event.end, ("id", "v"), ("id",), after, None, len(ids))
+
+
 class Server:
     """Serves BINLOG from a boundary; can break the connection after some events."""
 
-    def __init__(self, breaks: list[int] | None = None, refuse: bool = False) -> None:
+    def __init__(
+        self, breaks: list[int] | None = None, refuse: bool = False, columns: bool = False
+    ) -> None:
         self.breaks = list(breaks or [])
         self.refuse = refuse
+        self.columns = columns
         self.opened: list[BinlogPosition] = []
 
     def __call__(
@@ -87,7 +100,7 @@ class Server:
                 if budget == 0:
                     raise ConnectionLost("Lost connection to server during query")
                 budget -= 1
-            yield event
+            yield in_columns(event) if self.columns else event
 
 
 def cursor(server: Server, **kwargs: Any) -> BinlogCursor:
@@ -250,3 +263,18 @@ def test_a_schema_change_at_the_start_is_not_read_and_at_the_end_is() -> None:
     assert not any(isinstance(i, SchemaEvent) for i in cursor(DdlServer(), start=pos(1, 380)))
     last = list(cursor(DdlServer(), end=pos(1, 380)))[-1]
     assert isinstance(last, SchemaEvent)
+
+
+@pytest.mark.parametrize("after", [None, 1, 3, 4, 6])
+def test_row_events_in_columns_lose_and_repeat_nothing(after: int | None) -> None:
+    reader = cursor(Server(breaks=[] if after is None else [after], columns=True))
+    items = list(reader.in_columns())
+    assert all(isinstance(item, ColumnRows) for item in items)
+    assert [i for item in items for i in item.after[0]] == [1, 2, 3, 4, 5, 6, 7]  # type: ignore[union-attr]
+    assert reader.last_position == pos(2, 300).at_row(0)
+
+
+def test_row_events_in_columns_become_change_events_for_other_readers() -> None:
+    by_rows = [(e.position, e.after) for e in cursor(Server())]
+    by_columns = [(e.position, e.after) for e in cursor(Server(columns=True))]
+    assert by_columns == by_rows
