@@ -120,6 +120,11 @@ class BinlogPosition:
         """Another boundary in the binlog of the same server (same epoch)."""
         return BinlogPosition(file, offset, 0, self.epoch)
 
+    def last_row(self) -> BinlogPosition:
+        """The greatest position of the row event ending here: after every row of it and
+        before every row of the next one (where a slice is cut inside a transaction)."""
+        return self.at_row(_ROW_SCALE - 1)
+
     def at_row(self, row: int) -> BinlogPosition:
         if not 0 <= row < _ROW_SCALE:
             raise ValueError(f"row number out of range: {row}")

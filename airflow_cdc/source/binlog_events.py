@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
 from airflow_cdc.model import BinlogPosition, ChangeKind, SchemaChange, TableId
+from airflow_cdc.source.row_decoder import Key, RowPlan, decode_at
 
 __all__ = [
     "Boundary",
@@ -40,38 +41,48 @@ class RowsEvent:
 
 @dataclass(frozen=True, slots=True)
 class ColumnRows:
-    """One row event of a watched table decoded into columns (``source.row_decoder``), for
-    a consumer that keeps columns (the stream's slices) and skips a dict per row.
+    """One row event of a watched table read by the fast decoder (``source.row_decoder``) as
+    offsets, for a consumer that decodes whole columns (the stream's slices) and skips a
+    dict per row.
 
-    ``after``: per column of ``names``, the after-images' values (inserts and updates;
-    None for deletes). ``before_keys``: per row, the before-image's values of the ``key``
-    columns, in the key's order (updates and deletes; None for inserts). Values as the
-    library gives them, not yet converted with ``source.arrow_types.python_value``.
+    ``data``: the event's row images. ``after``: per column of ``plan``, where each
+    after-image's value starts in ``data`` (-1: NULL; inserts and updates, None for
+    deletes). ``before``: per ``key`` column, where each before-image's value starts
+    (updates and deletes). ``after_keys``/``before_keys``: per row, the images' key values
+    as the library gives them.
     """
 
     table: TableId
     kind: ChangeKind
     end: BinlogPosition
-    names: tuple[str, ...]
+    plan: RowPlan
     key: tuple[str, ...]
-    after: list[list[Any]] | None
-    before_keys: list[tuple[Any, ...]] | None
+    data: bytes
+    after: list[list[int]] | None
+    after_keys: list[Key] | None
+    before: list[list[int]] | None
+    before_keys: list[Key] | None
     count: int
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.plan.names
 
     def rows(self) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
         """The ``(before, after)`` images of :attr:`RowsEvent.rows` (before-images: the key
         columns, the others None)."""
+        plan, data, names = self.plan, self.data, self.plan.names
         afters: list[dict[str, Any] | None] = [None] * self.count
         if self.after is not None:
             afters = [
-                dict(zip(self.names, values, strict=True))
-                for values in zip(*self.after, strict=False)
+                {name: decode_at(plan, c, data, self.after[c][r]) for c, name in enumerate(names)}
+                for r in range(self.count)
             ]
         befores: list[dict[str, Any] | None] = [None] * self.count
         if self.before_keys is not None:
             befores = []
             for values in self.before_keys:
-                image: dict[str, Any] = dict.fromkeys(self.names)
+                image: dict[str, Any] = dict.fromkeys(names)
                 image.update(zip(self.key, values, strict=True))
                 befores.append(image)
         return list(zip(befores, afters, strict=True))
@@ -80,10 +91,23 @@ class ColumnRows:
         """The event without its first ``first`` rows (read before a reconnect)."""
         if first <= 0:
             return self
-        after = None if self.after is None else [values[first:] for values in self.after]
-        keys = None if self.before_keys is None else self.before_keys[first:]
-        count = max(0, self.count - first)
-        return ColumnRows(self.table, self.kind, self.end, self.names, self.key, after, keys, count)
+
+        def rest(cells: list[list[int]] | None) -> list[list[int]] | None:
+            return None if cells is None else [column[first:] for column in cells]
+
+        return ColumnRows(
+            self.table,
+            self.kind,
+            self.end,
+            self.plan,
+            self.key,
+            self.data,
+            rest(self.after),
+            None if self.after_keys is None else self.after_keys[first:],
+            rest(self.before),
+            None if self.before_keys is None else self.before_keys[first:],
+            max(0, self.count - first),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +135,8 @@ class DumpRefused(Exception):
 
 
 class EventSource(Protocol):
-    """Opens a dump at a transaction boundary and yields the events after it, in order.
+    """Opens a dump at a transaction boundary and yields the events after it, in order;
+    row events whose rows all lie at or before ``skip_through`` may be left out.
 
     Raises :class:`ConnectionLost` when the connection breaks and :class:`DumpRefused` when
     the server cannot serve ``start``. With ``blocking=False`` it ends at the current end of
@@ -120,5 +145,10 @@ class EventSource(Protocol):
     """
 
     def __call__(
-        self, start: BinlogPosition, *, server_id: int, blocking: bool
+        self,
+        start: BinlogPosition,
+        *,
+        server_id: int,
+        blocking: bool,
+        skip_through: BinlogPosition | None = None,
     ) -> Generator[RawEvent, None, None]: ...

@@ -9,9 +9,13 @@ the server answers by scanning its own files: a few small queries per cut, no ro
 * :func:`byte_targets` (pure) spreads ``parts - 1`` targets evenly over the bytes of the
   range, across files (a new file always starts at a boundary, so file starts are free cuts);
 * :func:`boundary_after` finds the first boundary at or after one target inside a file;
-* :func:`transaction_cuts` puts them together against a live server.
+* :func:`slice_cuts` puts them together against a live server.
 
-A single transaction larger than a slice is never cut: its slice just grows.
+A transaction larger than a slice is cut too, at the end of a row event near the target
+(:class:`Cut` with ``dump_from`` before it): the reader of the slice after it opens its dump
+at a transaction boundary before the cut, so it reads the transaction's table maps, and
+skips the row events up to the cut without decoding them (``source.binlog_reader``). The
+driver applies all slices of a batch together, so the transaction still lands atomically.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from airflow_cdc.model import BinlogPosition, binlog_file_number
 
 __all__ = [
     "FIRST_EVENT",
+    "Cut",
     "EventRow",
     "batch_end",
     "binary_logs",
@@ -33,7 +38,7 @@ __all__ = [
     "events_query",
     "is_boundary",
     "range_bytes",
-    "transaction_cuts",
+    "slice_cuts",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,12 @@ _MAX_WINDOWS = 25
 _MAX_SEEKS = 6
 #: Query events that open (not close) a transaction (as ``source.mysql_replication``).
 _OPENERS = ("BEGIN", "XA START", "XA END")
+#: ``SHOW BINLOG EVENTS`` types of row events (MySQL's; MariaDB's end in ``_v1``, some
+#: ``_compressed_v1``).
+_ROW_EVENTS = ("Write_rows", "Update_rows", "Delete_rows")
+#: A slice's share of bytes a cut may move on to reach a transaction boundary rather than
+#: cut the transaction (a cut inside one makes the next slice re-read its start).
+_REACH_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -122,14 +133,71 @@ def byte_targets(
 EventsQuery = Callable[[str, int, int, int], list[EventRow]]
 
 
+@dataclass(frozen=True)
+class Cut:
+    """Where a batch is cut into slices (``at``) and where the reader of the slice after it
+    opens its dump (``dump_from``, a transaction boundary): ``at`` itself, or for a cut
+    inside a transaction (the end of a row event, :meth:`BinlogPosition.last_row`) a
+    boundary before it."""
+
+    at: BinlogPosition
+    dump_from: BinlogPosition
+
+
 def boundary_after(events: EventsQuery, file: str, known: int, target: int) -> int | None:
     """The end offset of the first boundary event of ``file`` that ends at or after
     ``target``, scanning from ``known`` (an event start: the range's start or the file's
     first event). None when the file has no boundary there (a huge transaction, the end)."""
+    window, skip = _window_near(events, file, known, target)
+    for _ in range(_MAX_WINDOWS):
+        for event in window:
+            if event.end >= target and is_boundary(event):
+                return event.end
+        if len(window) < _WINDOW:
+            return None
+        skip += len(window)
+        window = events(file, known, skip, _WINDOW)
+    return None
+
+
+def cut_near(
+    events: EventsQuery, file: str, known: int, target: int, reach: int
+) -> tuple[int, int | None] | None:
+    """A cut of ``file`` at or after ``target``: the end of the first boundary event within
+    ``reach`` bytes of it, else of the first row event after it (inside a transaction too
+    big to wait for). Returns the cut's offset and where a dump may open to read on from
+    it (the cut itself, or the last boundary seen before a row event cut; None when none
+    was seen), or None when the file has neither."""
+    window, skip = _window_near(events, file, known, target)
+    last: int | None = None
+    row_cut: tuple[int, int | None] | None = None
+    for _ in range(_MAX_WINDOWS):
+        for event in window:
+            if event.end < target:
+                last = event.end if is_boundary(event) else last
+            elif is_boundary(event) and (row_cut is None or event.end - target <= reach):
+                return event.end, event.end
+            elif row_cut is not None and event.end - target > reach:
+                return row_cut
+            elif row_cut is None and event.kind.startswith(_ROW_EVENTS):
+                row_cut = (event.end, last)
+        if len(window) < _WINDOW:
+            break
+        skip += len(window)
+        window = events(file, known, skip, _WINDOW)
+    return row_cut
+
+
+def _window_near(
+    events: EventsQuery, file: str, known: int, target: int
+) -> tuple[list[EventRow], int]:
+    """A window of ``file``'s events (from ``known``) that ends at or after ``target`` and
+    starts at or before it when it can, found by jumping on the mean event size; and how
+    many events it skips."""
     skip = 0
     first = events(file, known, 0, _WINDOW)
     if not first:
-        return None
+        return [], 0
     window = first
     if first[-1].end < target:
         # Jump close to the target by the mean event size, then correct.
@@ -148,15 +216,7 @@ def boundary_after(events: EventsQuery, file: str, known: int, target: int) -> i
                 skip = max(skip + len(window), int((target - known) / per_event))
                 continue
             break
-    for _ in range(_MAX_WINDOWS):
-        for event in window:
-            if event.end >= target and is_boundary(event):
-                return event.end
-        if len(window) < _WINDOW:
-            return None
-        skip += len(window)
-        window = events(file, known, skip, _WINDOW)
-    return None
+    return window, skip
 
 
 def events_query(conn: Any) -> EventsQuery:
@@ -215,28 +275,50 @@ def batch_end(
     return latest
 
 
-def transaction_cuts(
-    conn: Any, start: BinlogPosition, end: BinlogPosition, parts: int
-) -> list[BinlogPosition]:
-    """Up to ``parts - 1`` transaction boundaries strictly inside ``(start, end)``, in order,
-    splitting the range into slices of about equal bytes (fewer when boundaries are scarce)."""
+def slice_cuts(conn: Any, start: BinlogPosition, end: BinlogPosition, parts: int) -> list[Cut]:
+    """Up to ``parts - 1`` cuts strictly inside ``(start, end)``, in order, splitting the
+    range into slices of about equal bytes: transaction boundaries, or inside a transaction
+    too big for a slice (fewer cuts when neither is found)."""
     if parts <= 1 or end <= start:
         return []
     files = binary_logs(conn)
     events = events_query(conn)
-    cuts: list[BinlogPosition] = []
+    reach = int(range_bytes(files, start, end) / parts * _REACH_SHARE)
+    cuts: list[Cut] = []
     for target in byte_targets(files, start, end, parts):
-        known = start.offset if target.file == start.file else FIRST_EVENT
-        if target.offset <= FIRST_EVENT and target.file != start.file:
-            cut: BinlogPosition | None = start.moved_to(target.file, FIRST_EVENT)
-        else:
-            found = boundary_after(events, target.file, known, target.offset)
-            cut = start.moved_to(target.file, found) if found is not None else None
-            if cut is None and target.file_number < end.file_number:
-                # No commit after the target in its file: the next file's start is one.
-                later = [n for n, _ in files if binlog_file_number(n) > target.file_number]
-                if later:
-                    cut = start.moved_to(min(later, key=binlog_file_number), FIRST_EVENT)
-        if cut is not None and start < cut < end and (not cuts or cuts[-1] < cut):
+        opened = cuts[-1].dump_from if cuts else start  # a boundary before the target
+        cut = _cut_at(files, events, start, end, target, reach, opened)
+        if cut is not None and start < cut.at < end and (not cuts or cuts[-1].at < cut.at):
             cuts.append(cut)
     return cuts
+
+
+def _cut_at(
+    files: Sequence[tuple[str, int]],
+    events: EventsQuery,
+    start: BinlogPosition,
+    end: BinlogPosition,
+    target: BinlogPosition,
+    reach: int,
+    opened: BinlogPosition,
+) -> Cut | None:
+    """The cut for one target (see :func:`slice_cuts`); ``opened``: a boundary before it."""
+    if target.offset <= FIRST_EVENT and target.file != start.file:
+        first = start.moved_to(target.file, FIRST_EVENT)
+        return Cut(first, first)
+    known = start.offset if target.file == start.file else FIRST_EVENT
+    found = cut_near(events, target.file, known, target.offset, reach)
+    if found is not None:
+        offset, dump_from = found
+        if dump_from == offset:
+            at = start.moved_to(target.file, offset)
+            return Cut(at, at)
+        since = opened if dump_from is None else start.moved_to(target.file, dump_from)
+        return Cut(start.moved_to(target.file, offset).last_row(), since)
+    if target.file_number < end.file_number:
+        # No commit after the target in its file: the next file's start is one.
+        later = [n for n, _ in files if binlog_file_number(n) > target.file_number]
+        if later:
+            first = start.moved_to(min(later, key=binlog_file_number), FIRST_EVENT)
+            return Cut(first, first)
+    return None

@@ -112,6 +112,10 @@ class BinlogCursor:
     and the schema changes DDL statements make to them (:class:`SchemaEvent`, at the end of
     their statement, after every change before it and before every change after it).
 
+    ``start`` is a transaction boundary, or with ``dump_from`` (a boundary before it) a
+    place inside a transaction: the dump opens there and the row events up to ``start`` are
+    skipped without being decoded (a slice cut inside a big transaction).
+
     ``end=None`` reads without an upper bound. ``stop_when_idle=True`` ends the iteration
     at the current end of the binlog (non-blocking dump); ``False`` waits for new events
     (a follower) until ``end`` is reached, or forever without ``end``.
@@ -131,6 +135,7 @@ class BinlogCursor:
         start: BinlogPosition,
         end: BinlogPosition | None = None,
         *,
+        dump_from: BinlogPosition | None = None,
         server_id: int | None = None,
         stop_when_idle: bool = True,
         reconnect: ReconnectPolicy | None = None,
@@ -153,7 +158,7 @@ class BinlogCursor:
         self._binary_logs = binary_logs or self._server_binary_logs
         self._sleep = sleep
         self._purged_advice = purged_advice
-        self._boundary = start
+        self._boundary = start if dump_from is None else dump_from
         self._last: BinlogPosition | None = None
         #: How many times the connection was reopened (for logs and tests).
         self.reconnects = 0
@@ -184,7 +189,10 @@ class BinlogCursor:
             return
         failures = 0
         while True:
-            events = self._source(self._boundary, server_id=self.server_id, blocking=self._blocking)
+            done = self._start if self._last is None else max(self._start, self._last)
+            events = self._source(
+                self._boundary, server_id=self.server_id, blocking=self._blocking, skip_through=done
+            )
             try:
                 for raw in events:
                     if isinstance(raw, Boundary):
@@ -313,9 +321,11 @@ def read_changes_in_columns(
     schemas: Mapping[TableId, TableSchema],
     start: BinlogPosition,
     end: BinlogPosition | None,
+    dump_from: BinlogPosition | None = None,
 ) -> Iterator[ColumnItem]:
-    """:func:`read_changes`, the fast decoder's row events in columns (the stream's slices)."""
-    return BinlogCursor(cfg, schemas, start, end).in_columns()
+    """:func:`read_changes`, the fast decoder's row events in columns (the stream's slices);
+    ``dump_from``: a transaction boundary before a ``start`` inside a transaction."""
+    return BinlogCursor(cfg, schemas, start, end, dump_from=dump_from).in_columns()
 
 
 def _convert(schema: TableSchema, values: Mapping[str, Any] | None) -> Row | None:

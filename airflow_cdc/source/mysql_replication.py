@@ -40,7 +40,7 @@ from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChangeKind, TableId, TableSchema
 
 # Used through their modules, so a test's stand-in (connect, decode_image) is the one called.
-from airflow_cdc.source import connection, row_decoder
+from airflow_cdc.source import connection, row_decoder, row_scan
 from airflow_cdc.source.binlog_events import (
     Boundary,
     ColumnRows,
@@ -104,10 +104,20 @@ def mysql_event_source(
     keys = {table: tuple(schema.key) for table, schema in schemas.items()}
 
     def open_events(
-        start: BinlogPosition, *, server_id: int, blocking: bool
+        start: BinlogPosition,
+        *,
+        server_id: int,
+        blocking: bool,
+        skip_through: BinlogPosition | None = None,
     ) -> Generator[RawEvent, None, None]:
         return _events(
-            cfg, keys, start, server_id=server_id, blocking=blocking, fast_decode=fast_decode
+            cfg,
+            keys,
+            start,
+            server_id=server_id,
+            blocking=blocking,
+            fast_decode=fast_decode,
+            skip_through=skip_through,
         )
 
     return open_events
@@ -121,6 +131,7 @@ def _events(
     server_id: int,
     blocking: bool,
     fast_decode: bool = True,
+    skip_through: BinlogPosition | None = None,
 ) -> Generator[RawEvent, None, None]:
     """The cursor's events from ``start``: boundaries and the rows of ``tables`` (their
     key columns), until a non-blocking read reaches the end; the reader closes with it."""
@@ -132,7 +143,9 @@ def _events(
             event = _next_event(stream)
             if event is None:
                 return
-            raw = _raw_event(stream, event, tables, plans, start, fast_decode=fast_decode)
+            raw = _raw_event(
+                stream, event, tables, plans, start, fast_decode=fast_decode, skip=skip_through
+            )
             if raw is not None:
                 yield raw
     finally:
@@ -215,10 +228,11 @@ def _raw_event(
     start: BinlogPosition,
     *,
     fast_decode: bool,
+    skip: BinlogPosition | None = None,
 ) -> RawEvent | None:
     """What the cursor sees of one library event: a boundary, rows, or None (a query that
-    opens a transaction, or rows of a table not asked for). Positions are in ``start``'s
-    server epoch."""
+    opens a transaction, rows of a table not asked for, or rows all at or before ``skip``,
+    left undecoded). Positions are in ``start``'s server epoch."""
     if isinstance(event, RotateEvent):
         stream.table_map.clear()  # ids restart with the server, in a new file
         plans.clear()
@@ -233,6 +247,8 @@ def _raw_event(
     table = TableId(event.schema, event.table)
     if table not in tables:
         return None  # only_schemas x only_tables lets other pairs through
+    if skip is not None and end.last_row() <= skip:
+        return None
     key = tables[table]
     fast = _column_rows(event, plans, table, end, key) if fast_decode else None
     if fast is not None:
@@ -339,16 +355,15 @@ def _column_rows(
         return None
     if not set(key) <= set(plan.names):
         return None  # the library's path reports images without the key
-    buf = bytes(event.packet.read(event.event_size - event.packet.read_bytes))
-    if isinstance(event, WriteRowsEvent):
-        after, rows = row_decoder.decode_inserts(plan, buf)
-        return ColumnRows(table, ChangeKind.INSERT, end, plan.names, key, after, None, rows)
-    indexes = [plan.names.index(name) for name in key]
-    if update:
-        keys, changed = row_decoder.decode_updates(plan, buf, indexes)
-        return ColumnRows(table, ChangeKind.UPDATE, end, plan.names, key, changed, keys, len(keys))
-    keys = row_decoder.decode_deletes(plan, buf, indexes)
-    return ColumnRows(table, ChangeKind.DELETE, end, plan.names, key, None, keys, len(keys))
+    data = bytes(event.packet.read(event.event_size - event.packet.read_bytes))
+    kind = (
+        ChangeKind.INSERT
+        if isinstance(event, WriteRowsEvent)
+        else ChangeKind.UPDATE
+        if update
+        else ChangeKind.DELETE
+    )
+    return row_scan.scan_rows(table, kind, end, plan, key, data)
 
 
 def _image(values: dict[str, Any], none_sources: dict[str, str]) -> dict[str, Any]:

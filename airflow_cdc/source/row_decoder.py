@@ -1,15 +1,23 @@
-"""Row images of the common column types decoded in one pass over the event's bytes.
+"""Row images of the common column types, read straight from a row event's bytes.
 
 mysql-replication reads every value through layers of packet reads and a long type
 dispatch; that is most of the stream's cost. For tables whose columns are all of the types
-below, a per-table plan (one small decoder per column, chosen once per table map) decodes
-the images straight from the event's bytes into **exactly the values the library gives**
-(same algorithms, same quirks), so the rest of the pipeline cannot tell the difference; a
-test decodes real events both ways and compares them. Other types (TIME, BIT, ENUM, SET,
-JSON, spatial, the pre-5.6 temporal formats) keep the library's path for the whole event.
+below, a per-table plan (:class:`RowPlan`, made once per table map) reads the images
+itself, in two ways:
+
+* value by value (:func:`decode_at`), into **exactly the values the library gives** (same
+  algorithms, same quirks), for consumers that want rows (``ColumnRows.rows``);
+* as a layout: :func:`scan_image` finds where each column's value starts in an image (a
+  length prefix read per variable-width column, nothing decoded), so the stream's slices
+  can keep offsets and decode whole columns at once (``source.column_decoder``).
+
+A test decodes real events both ways and compares them with the library. Other types
+(TIME, BIT, ENUM, SET, MySQL's binary JSON, spatial, the pre-5.6 temporal formats) keep the
+library's path for the whole event.
 
 Types: TINYINT..BIGINT (signed and unsigned), FLOAT, DOUBLE, YEAR, DECIMAL, DATE,
-DATETIME(n), TIMESTAMP(n), CHAR/VARCHAR/BINARY/VARBINARY, TEXT/BLOB.
+DATETIME(n), TIMESTAMP(n), CHAR/VARCHAR/BINARY/VARBINARY, TEXT/BLOB (and MariaDB's JSON,
+a LONGTEXT).
 
 No I/O and no import of the library here: the caller hands over the columns (the
 library's ``Column`` objects: ``type``, ``unsigned``, ``max_length``, ``length_size``,
@@ -22,18 +30,27 @@ import datetime as dt
 import decimal
 import struct
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DATE",
+    "DATETIME2",
+    "DECIMAL",
+    "DOUBLE",
+    "FLOAT",
+    "INT24",
+    "TIMESTAMP2",
+    "YEAR",
+    "ColumnLayout",
     "Key",
     "RowPlan",
-    "append_image",
-    "decode_deletes",
-    "decode_image",
-    "decode_inserts",
-    "decode_updates",
-    "image_key",
+    "decimal_size",
+    "decode_at",
+    "image_offsets",
+    "key_at",
     "plan_for",
+    "scan_image",
 ]
 
 #: Key column values, in the key's order.
@@ -49,24 +66,60 @@ _INTS = {  # FIELD_TYPE: (size, signed format, unsigned format)
     3: (4, "<i", "<I"),
     8: (8, "<q", "<Q"),
 }
-_INT24, _FLOAT, _DOUBLE, _YEAR, _DATE = 9, 4, 5, 13, 10
-_VARCHAR, _STRING, _BLOB, _NEWDECIMAL = 15, 254, 252, 246
-_TIMESTAMP2, _DATETIME2 = 17, 18
+INT24, FLOAT, DOUBLE, YEAR, DATE = 9, 4, 5, 13, 10
+_VARCHAR, _STRING, _BLOB, DECIMAL = 15, 254, 252, 246
+TIMESTAMP2, DATETIME2 = 17, 18
 _DECIMAL_DIGIT_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnLayout:
+    """How one column's values are stored in a row image: its binlog type, a fixed
+    ``size`` in bytes (0: variable width, a little-endian length of ``prefix`` bytes
+    first) and what its decoding needs (``encoding``: Python's name for its character
+    set, None for none given)."""
+
+    field_type: int
+    size: int = 0
+    prefix: int = 0
+    unsigned: bool = False
+    fsp: int = 0
+    precision: int = 0
+    scale: int = 0
+    encoding: str | None = None
+
+
 class RowPlan:
-    """Per column of a table map: its name, a decoder and a skipper."""
+    """Per column of a table map: its name, layout and value decoder."""
 
-    __slots__ = ("decoders", "names", "skippers", "width")
+    __slots__ = ("decoders", "layouts", "names", "steps", "width")
 
-    def __init__(self, names: Sequence[str], columns: Sequence[tuple[Decode, Skip]]) -> None:
+    def __init__(
+        self, names: Sequence[str], layouts: Sequence[ColumnLayout], decoders: Sequence[Decode]
+    ) -> None:
         self.names = tuple(names)
-        self.decoders = tuple(decode for decode, _ in columns)
-        self.skippers = tuple(skip for _, skip in columns)
+        self.layouts = tuple(layouts)
+        self.decoders = tuple(decoders)
+        #: Per column, bytes to step over: the fixed size, or minus the length prefix.
+        self.steps = tuple(c.size if c.size else -c.prefix for c in self.layouts)
         #: Bytes of an image's null bitmap.
         self.width = (len(self.names) + 7) // 8
+
+    def same_layout(self, other: RowPlan) -> bool:
+        """Whether ``other`` reads images exactly as this plan does."""
+        return other is self or (other.names == self.names and other.layouts == self.layouts)
+
+
+def decimal_size(precision: int, scale: int) -> int:
+    """Bytes of a DECIMAL(precision, scale) value in a row image."""
+    whole_words, whole_rest = divmod(precision - scale, 9)
+    scale_words, scale_rest = divmod(scale, 9)
+    return (
+        _DECIMAL_DIGIT_BYTES[whole_rest]
+        + 4 * (whole_words + scale_words)
+        + _DECIMAL_DIGIT_BYTES[scale_rest]
+    )
 
 
 def _fixed(size: int, fmt: str) -> tuple[Decode, Skip]:
@@ -211,130 +264,103 @@ def _string(prefix: int, encoding: str | None) -> tuple[Decode, Skip]:
     return decode, skip
 
 
-def _column(column: Any, encoding_of: Callable[[str], str]) -> tuple[Decode, Skip] | None:
+def _layout(column: Any, encoding_of: Callable[[str], str]) -> ColumnLayout | None:
+    """The column's layout, or None for a type not handled here."""
     kind = column.type
+    unsigned = bool(column.unsigned)
     if kind in _INTS:
-        size, signed, unsigned = _INTS[kind]
-        return _fixed(size, unsigned if column.unsigned else signed)
-    if kind == _INT24:
-        return _int24(bool(column.unsigned))
-    if kind == _FLOAT:
-        return _fixed(4, "<f")
-    if kind == _DOUBLE:
-        return _fixed(8, "<d")
-    if kind == _YEAR:
-        return _year()
-    if kind == _DATE:
-        return _date()
-    if kind == _DATETIME2:
-        return _datetime2(int(column.fsp))
-    if kind == _TIMESTAMP2:
-        return _timestamp2(int(column.fsp))
-    if kind == _NEWDECIMAL:
-        return _decimal(int(column.precision), int(column.decimals))
+        return ColumnLayout(kind, _INTS[kind][0], unsigned=unsigned)
+    fixed = {INT24: 3, FLOAT: 4, DOUBLE: 8, YEAR: 1, DATE: 3}
+    if kind in fixed:
+        return ColumnLayout(kind, fixed[kind], unsigned=unsigned)
+    if kind in (DATETIME2, TIMESTAMP2):
+        fsp = int(column.fsp)
+        size = (5 if kind == DATETIME2 else 4) + (fsp + 1) // 2
+        return ColumnLayout(kind, size, fsp=fsp)
+    if kind == DECIMAL:
+        precision, scale = int(column.precision), int(column.decimals)
+        size = decimal_size(precision, scale)
+        return ColumnLayout(kind, size, precision=precision, scale=scale)
     if kind in (_VARCHAR, _STRING, _BLOB):
         prefix = int(column.length_size) if kind == _BLOB else 2 if column.max_length > 255 else 1
         charset = column.character_set_name
-        return _string(prefix, None if charset is None else encoding_of(charset))
+        encoding = None if charset is None else encoding_of(charset)
+        return ColumnLayout(kind, prefix=prefix, encoding=encoding)
     return None
+
+
+def _decoder(layout: ColumnLayout) -> Decode:
+    kind = layout.field_type
+    if kind in _INTS:
+        _, signed, unsigned = _INTS[kind]
+        return _fixed(layout.size, unsigned if layout.unsigned else signed)[0]
+    by_kind: dict[int, Callable[[], tuple[Decode, Skip]]] = {
+        INT24: lambda: _int24(layout.unsigned),
+        FLOAT: lambda: _fixed(4, "<f"),
+        DOUBLE: lambda: _fixed(8, "<d"),
+        YEAR: _year,
+        DATE: _date,
+        DATETIME2: lambda: _datetime2(layout.fsp),
+        TIMESTAMP2: lambda: _timestamp2(layout.fsp),
+        DECIMAL: lambda: _decimal(layout.precision, layout.scale),
+    }
+    make = by_kind.get(kind, lambda: _string(layout.prefix, layout.encoding))
+    return make()[0]
 
 
 def plan_for(columns: Sequence[Any], encoding_of: Callable[[str], str]) -> RowPlan | None:
     """The plan for a table map's columns, or None when one has a type not handled here
     (or no name: the library's path then reports it)."""
-    decoders = []
+    layouts = []
     for column in columns:
-        decoder = _column(column, encoding_of)
-        if decoder is None or not column.name:
+        layout = _layout(column, encoding_of)
+        if layout is None or not column.name:
             return None
-        decoders.append(decoder)
-    return RowPlan([column.name for column in columns], decoders)
+        layouts.append(layout)
+    return RowPlan([c.name for c in columns], layouts, [_decoder(c) for c in layouts])
 
 
-def append_image(plan: RowPlan, buf: bytes, pos: int, columns: Sequence[list[Any]]) -> int:
-    """Decode the full row image at ``pos`` onto ``columns`` (one list per column of the
-    plan, in its order); the offset after it."""
+def scan_image(plan: RowPlan, buf: bytes, pos: int, offsets: Sequence[list[int]]) -> int:
+    """Append where each column's value starts in the full row image at ``pos`` (-1: NULL)
+    to ``offsets`` (one list per column of the plan); the offset after the image."""
     width = plan.width
     nulls = buf[pos : pos + width]
     pos += width
     if not any(nulls):  # the common case, NOT NULL columns: no bit tests
-        for decode, values in zip(plan.decoders, columns, strict=True):
-            value, pos = decode(buf, pos)
-            values.append(value)
+        for step, column in zip(plan.steps, offsets, strict=True):
+            column.append(pos)
+            pos += step if step > 0 else int.from_bytes(buf[pos : pos - step], "little") - step
         return pos
-    for i, decode in enumerate(plan.decoders):
+    for i, step in enumerate(plan.steps):
         if nulls[i >> 3] & (1 << (i & 7)):
-            columns[i].append(None)
-        else:
-            value, pos = decode(buf, pos)
-            columns[i].append(value)
+            offsets[i].append(-1)
+            continue
+        offsets[i].append(pos)
+        pos += step if step > 0 else int.from_bytes(buf[pos : pos - step], "little") - step
     return pos
 
 
-def image_key(plan: RowPlan, buf: bytes, pos: int, key: Sequence[int]) -> tuple[Key, int]:
-    """The values of the columns at indexes ``key`` (in that order) of the row image at
-    ``pos``, the other columns skipped; and the offset after the image."""
+def image_offsets(plan: RowPlan, buf: bytes, pos: int) -> tuple[list[int], int]:
+    """Where each column's value starts in the image at ``pos`` (-1: NULL), and its end."""
     width = plan.width
     nulls = buf[pos : pos + width]
     pos += width
-    found: dict[int, Any] = {}
-    wanted = set(key)
-    for i, (decode, skip) in enumerate(zip(plan.decoders, plan.skippers, strict=True)):
+    offsets: list[int] = []
+    for i, step in enumerate(plan.steps):
         if nulls[i >> 3] & (1 << (i & 7)):
-            found[i] = None
-        elif i in wanted:
-            found[i], pos = decode(buf, pos)
-        else:
-            pos = skip(buf, pos)
-    return tuple(found[i] for i in key), pos
+            offsets.append(-1)
+            continue
+        offsets.append(pos)
+        pos += step if step > 0 else int.from_bytes(buf[pos : pos - step], "little") - step
+    return offsets, pos
 
 
-def decode_inserts(plan: RowPlan, buf: bytes) -> tuple[list[list[Any]], int]:
-    """The after-images of a write-rows event's body: per column its values, and the rows."""
-    columns: list[list[Any]] = [[] for _ in plan.names]
-    pos, rows, end = 0, 0, len(buf)
-    while pos < end:
-        pos = append_image(plan, buf, pos, columns)
-        rows += 1
-    return columns, rows
+def decode_at(plan: RowPlan, column: int, buf: bytes, offset: int) -> Any:
+    """The value of ``column`` at ``offset`` (-1: NULL, None) as the library gives it."""
+    return None if offset < 0 else plan.decoders[column](buf, offset)[0]
 
 
-def decode_updates(
-    plan: RowPlan, buf: bytes, key: Sequence[int]
-) -> tuple[list[Key], list[list[Any]]]:
-    """An update-rows event's body: per row the before-image's ``key`` values, and per
-    column the after-images' values."""
-    columns: list[list[Any]] = [[] for _ in plan.names]
-    keys: list[Key] = []
-    pos, end = 0, len(buf)
-    while pos < end:
-        before, pos = image_key(plan, buf, pos, key)
-        keys.append(before)
-        pos = append_image(plan, buf, pos, columns)
-    return keys, columns
-
-
-def decode_deletes(plan: RowPlan, buf: bytes, key: Sequence[int]) -> list[Key]:
-    """A delete-rows event's body: per row the before-image's ``key`` values."""
-    keys: list[Key] = []
-    pos, end = 0, len(buf)
-    while pos < end:
-        before, pos = image_key(plan, buf, pos, key)
-        keys.append(before)
-    return keys
-
-
-def decode_image(
-    plan: RowPlan, buf: bytes, pos: int, key: frozenset[str] | None = None
-) -> tuple[dict[str, Any], int]:
-    """One full row image at ``pos`` (every column present): the values by name, and the
-    offset after it. With ``key``, only those columns are decoded (the rest ``None``)."""
-    if key is None:
-        columns: list[list[Any]] = [[] for _ in plan.names]
-        pos = append_image(plan, buf, pos, columns)
-        return {name: values[0] for name, values in zip(plan.names, columns, strict=True)}, pos
-    indexes = [i for i, name in enumerate(plan.names) if name in key]
-    values, pos = image_key(plan, buf, pos, indexes)
-    image: dict[str, Any] = dict.fromkeys(plan.names)
-    image.update(zip((plan.names[i] for i in indexes), values, strict=True))
-    return image, pos
+def key_at(plan: RowPlan, key: Sequence[int], buf: bytes, offsets: Sequence[int]) -> Key:
+    """The values of the ``key`` columns of one image, from its column ``offsets``."""
+    decoders = plan.decoders
+    return tuple(None if offsets[i] < 0 else decoders[i](buf, offsets[i])[0] for i in key)

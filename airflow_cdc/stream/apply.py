@@ -29,7 +29,8 @@ from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, TableSchema
 from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, Sink
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
-from airflow_cdc.source.arrow_types import arrow_schema, python_values, rows_to_arrow
+from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
+from airflow_cdc.source.column_decoder import column_array
 from airflow_cdc.stream.reduce import LatestColumns, LatestReducer
 
 __all__ = [
@@ -124,25 +125,33 @@ def columns_table(
     latest: LatestColumns,
     should_emit: Callable[[Key, BinlogPosition], bool] | None = None,
 ) -> pa.Table:
-    """:func:`changes_table` of rows in columns (``stream.reduce.ColumnLatest``), the values
-    converted as the row path converts them; with ``should_emit``, only the rows it keeps."""
+    """:func:`changes_table` of the rows the fast decoder read (``stream.reduce.ColumnLatest``):
+    each column decoded at once (``source.column_decoder``) into the arrays the row path
+    makes; with ``should_emit``, only the rows it keeps."""
     target = arrow_schema(schema)
-    by_name = dict(zip(latest.names, latest.columns, strict=True))
-    values = {f.name: python_values(schema.column(f.name), by_name[f.name]) for f in target}
-    positions, deleted = latest.positions, latest.deleted
-    if should_emit is not None:
-        basename = latest.first.file.rsplit(".", 1)[0]
-        keys = zip(*(values[name] for name in schema.key), strict=True)
-        kept = [
-            i
-            for i, (key, position) in enumerate(zip(keys, positions, strict=True))
-            if should_emit(key, BinlogPosition.decode(position, basename))
-        ]
-        values = {name: [column[i] for i in kept] for name, column in values.items()}
-        positions = [positions[i] for i in kept]
-        deleted = [deleted[i] for i in kept]
-    arrays = [pa.array(values[f.name], type=f.type) for f in target]
-    return _sink_layout(target, arrays, positions, deleted)
+    index = {name: i for i, name in enumerate(latest.plan.names)}
+    arrays = [
+        column_array(
+            latest.plan,
+            index[field.name],
+            schema.column(field.name),
+            field.type,
+            latest.buffers,
+            latest.sources,
+            latest.columns[index[field.name]],
+        )
+        for field in target
+    ]
+    table = _sink_layout(target, arrays, latest.positions, latest.deleted)
+    if should_emit is None:
+        return table
+    basename = latest.first.file.rsplit(".", 1)[0]
+    keys = zip(*(table.column(name).to_pylist() for name in schema.key), strict=True)
+    kept = [
+        should_emit(key, BinlogPosition.decode(position, basename))
+        for key, position in zip(keys, latest.positions, strict=True)
+    ]
+    return table.filter(pa.array(kept, pa.bool_()))
 
 
 def _sink_layout(

@@ -25,11 +25,12 @@ from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog_index import (
+    Cut,
     batch_end,
     binary_logs,
     events_query,
     range_bytes,
-    transaction_cuts,
+    slice_cuts,
 )
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
@@ -193,9 +194,12 @@ class BatchPlanner:
         schemas = {table_to_text(t): columns[t] for t in tables}
         marks = store.tables_watermarks({t: sort_key_for(columns[t]) for t in tables})
         watermarks = {table_to_text(t): marks[t] for t in tables}
-        edges = [start.position, *cuts]
-        ends = [*(Offset(cut) for cut in cuts), end]
-        return [SlicePlan(a, b, schemas, watermarks) for a, b in zip(edges, ends, strict=True)]
+        edges = [Cut(start.position, start.position), *cuts]
+        ends = [*(Offset(cut.at) for cut in cuts), end]
+        return [
+            SlicePlan(a.at, b, schemas, watermarks, a.dump_from)
+            for a, b in zip(edges, ends, strict=True)
+        ]
 
     def _load_and_cut(
         self,
@@ -203,9 +207,9 @@ class BatchPlanner:
         unknown: list[TableId],
         first: BinlogPosition,
         last: BinlogPosition,
-    ) -> list[BinlogPosition]:
+    ) -> list[Cut]:
         """Load the catalog's columns of the ``unknown`` tables read for the first time, and
-        the positions where the batch of ``tables`` is cut into slices (none for a small
+        the cuts of the batch of ``tables`` into slices (none for a small
         batch or one core): one connection."""
         missing = [t for t in unknown if t not in self._catalog]
         parallelism = self.spec.bounds.decode_parallelism or self._cores or os.cpu_count() or 1
@@ -218,12 +222,12 @@ class BatchPlanner:
         if not missing and not worth_cutting:
             return []
 
-        def load_and_cut(conn: DbConnection) -> list[BinlogPosition]:
+        def load_and_cut(conn: DbConnection) -> list[Cut]:
             self._catalog.update(zip(missing, load_table_schemas(conn, missing), strict=True))
             if not worth_cutting:
                 return []
             size = range_bytes(binary_logs(conn), first, last) if span is None else span
             parts = min(parallelism, size // self.spec.bounds.min_slice_bytes)
-            return transaction_cuts(conn, first, last, parts) if parts > 1 else []
+            return slice_cuts(conn, first, last, parts) if parts > 1 else []
 
         return on_server(self.spec.source, load_and_cut, what="planning the batch")

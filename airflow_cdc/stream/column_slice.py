@@ -50,11 +50,11 @@ class ColumnSlice:
 
     def add(self, rows: ColumnRows) -> None:
         latest = self._tables.get(rows.table)
-        if latest is None or latest.names != rows.names:
-            if latest is not None:  # the table map's column order changed: a new block
+        if latest is None or not latest.plan.same_layout(rows.plan):
+            if latest is not None:  # the table map changed (its columns): a new block
                 self._flush(rows.table, latest)
             latest = self._tables[rows.table] = ColumnLatest(
-                rows.names, self._schemas[rows.table].key
+                rows.plan, self._schemas[rows.table].key
             )
         latest.add(rows)
         self.events += rows.count

@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Key, Row, TableId
 from airflow_cdc.source.binlog_events import ColumnRows
+from airflow_cdc.source.row_decoder import RowPlan
 
 __all__ = ["ColumnLatest", "Latest", "LatestColumns", "LatestReducer", "reduce_to_latest"]
 
@@ -81,13 +82,16 @@ def reduce_to_latest(events: Iterable[ChangeEvent], key_of: Callable[[Row], Key]
 
 @dataclass(frozen=True)
 class LatestColumns:
-    """What :class:`ColumnLatest` held: one row per key, in columns (``names``' order; a
-    delete marker holds the key and ``None`` elsewhere), with the encoded position of each
-    row's change and whether it is a delete marker; ``first``: the position of the first
-    change added (every row's change is at or after it)."""
+    """What :class:`ColumnLatest` held: one row per key. Per column of ``plan``, where
+    each row's value starts in its row event's images (``buffers[sources[row]]``; -1:
+    NULL, as every non-key column of a delete marker); per row the encoded position of its
+    change and whether it is a delete marker; ``first``: the position of the first change
+    added (every row's change is at or after it)."""
 
-    names: tuple[str, ...]
-    columns: list[list[Any]]
+    plan: RowPlan
+    columns: list[list[int]]
+    sources: list[int]
+    buffers: list[bytes]
     positions: list[int]
     deleted: list[bool]
     first: BinlogPosition
@@ -97,19 +101,22 @@ class LatestColumns:
 
 
 class ColumnLatest:
-    """:class:`LatestReducer`'s rule for one table's row events in columns
-    (:class:`~airflow_cdc.source.binlog_events.ColumnRows`, the stream's fast path): rows are
-    appended as they come, with the row of each key's newest change, so a run of inserts
-    costs a few list extends instead of a dict per row. Positions are the sink's encoded
-    ones (:meth:`BinlogPosition.encode`: a row event's rows are consecutive numbers)."""
+    """:class:`LatestReducer`'s rule for one table's row events as the fast decoder reads
+    them (:class:`~airflow_cdc.source.binlog_events.ColumnRows`, the stream's slices): rows
+    are appended as offsets into their event's images, with the row of each key's newest
+    change, so a run of inserts costs a few list extends instead of a dict per row, and
+    only the rows kept are ever decoded. Positions are the sink's encoded ones
+    (:meth:`BinlogPosition.encode`: a row event's rows are consecutive numbers)."""
 
-    def __init__(self, names: Sequence[str], key: Sequence[str]) -> None:
-        self.names = tuple(names)
-        self._key = [self.names.index(name) for name in key]
+    def __init__(self, plan: RowPlan, key: Sequence[str]) -> None:
+        self.plan = plan
+        self._key = [plan.names.index(name) for name in key]
         self._start()
 
     def _start(self) -> None:
-        self._columns: list[list[Any]] = [[] for _ in self.names]
+        self._columns: list[list[int]] = [[] for _ in self.plan.names]
+        self._sources: list[int] = []
+        self._buffers: list[bytes] = []
         self._positions: list[int] = []
         self._deleted: list[bool] = []
         self._newest: dict[Key, int] = {}
@@ -137,51 +144,73 @@ class ColumnLatest:
         self._previous = base + rows.count - 1
         if self._first is None:
             self._first = first
+        source = len(self._buffers)
+        self._buffers.append(rows.data)
         if rows.kind is ChangeKind.DELETE:
+            assert rows.before is not None
             assert rows.before_keys is not None
-            self._append_markers(rows.before_keys, range(base, base + rows.count))
+            self._append_markers(rows.before, rows.before_keys, base, source)
             return
         assert rows.after is not None
-        keys = list(zip(*(rows.after[i] for i in self._key), strict=True))
-        if rows.kind is ChangeKind.INSERT or rows.before_keys == keys:
-            self._append(rows.after, keys, base)
+        assert rows.after_keys is not None
+        if rows.kind is ChangeKind.INSERT or rows.before_keys == rows.after_keys:
+            self._append(rows.after, rows.after_keys, base, source)
             return
+        assert rows.before is not None
         assert rows.before_keys is not None
-        for row, (before, after) in enumerate(zip(rows.before_keys, keys, strict=True)):
+        for row, (before, after) in enumerate(zip(rows.before_keys, rows.after_keys, strict=True)):
             # A moved key: a delete marker for the old key at the update's position.
             if before != after:
-                self._append_markers([before], [base + row])
-            self._append([values[row : row + 1] for values in rows.after], [after], base + row)
+                cells = [column[row : row + 1] for column in rows.before]
+                self._append_markers(cells, [before], base + row, source)
+            cells = [column[row : row + 1] for column in rows.after]
+            self._append(cells, [after], base + row, source)
 
-    def _append(self, after: Sequence[Sequence[Any]], keys: Sequence[Key], base: int) -> None:
-        at = len(self._positions)
-        for values, column in zip(after, self._columns, strict=True):
-            column.extend(values)
-        self._positions.extend(range(base, base + len(keys)))
-        self._deleted.extend([False] * len(keys))
-        self._newest.update(zip(keys, range(at, at + len(keys)), strict=True))
+    def _append(
+        self, cells: Sequence[list[int]], keys: Sequence[Key], base: int, source: int
+    ) -> None:
+        at, count = len(self._positions), len(keys)
+        for offsets, column in zip(cells, self._columns, strict=True):
+            column.extend(offsets)
+        self._grow(count, base, source, deleted=False)
+        self._newest.update(zip(keys, range(at, at + count), strict=True))
 
-    def _append_markers(self, keys: Sequence[Key], positions: Iterable[int]) -> None:
-        at = len(self._positions)
-        self._positions.extend(positions)
-        self._deleted.extend([True] * len(keys))
-        by_column = dict(zip(self._key, zip(*keys, strict=True), strict=True))
+    def _append_markers(
+        self, key_cells: Sequence[list[int]], keys: Sequence[Key], base: int, source: int
+    ) -> None:
+        at, count = len(self._positions), len(keys)
+        by_column = dict(zip(self._key, key_cells, strict=True))
         for index, column in enumerate(self._columns):
-            column.extend(by_column.get(index, [None] * len(keys)))
-        self._newest.update(zip(keys, range(at, at + len(keys)), strict=True))
+            column.extend(by_column.get(index, [-1] * count))
+        self._grow(count, base, source, deleted=True)
+        self._newest.update(zip(keys, range(at, at + count), strict=True))
+
+    def _grow(self, count: int, base: int, source: int, *, deleted: bool) -> None:
+        self._positions.extend(range(base, base + count))
+        self._deleted.extend([deleted] * count)
+        self._sources.extend([source] * count)
 
     def take(self) -> LatestColumns | None:
         """The newest row of every key held (None when empty); starts empty again."""
         if self._first is None:
             return None
-        rows = list(self._newest.values())
-        columns, positions, deleted = self._columns, self._positions, self._deleted
-        if len(rows) < len(positions):  # keys changed more than once: keep their newest
-            pick = itemgetter(*rows)
-            single = len(rows) == 1
-            columns = [[pick(c)] if single else list(pick(c)) for c in columns]
-            positions = [pick(positions)] if single else list(pick(positions))
-            deleted = [pick(deleted)] if single else list(pick(deleted))
-        taken = LatestColumns(self.names, columns, positions, deleted, self._first)
+        kept = list(self._newest.values())
+        columns, sources = self._columns, self._sources
+        positions, deleted = self._positions, self._deleted
+        if len(kept) < len(positions):  # keys changed more than once: keep their newest
+            pick = _picker(kept)
+            columns = [pick(c) for c in columns]
+            sources, positions, deleted = pick(sources), pick(positions), pick(deleted)
+        taken = LatestColumns(
+            self.plan, columns, sources, self._buffers, positions, deleted, self._first
+        )
         self._start()
         return taken
+
+
+def _picker(rows: list[int]) -> Callable[[list[Any]], list[Any]]:
+    """A function taking ``rows`` of a list, in that order."""
+    if len(rows) == 1:
+        return lambda values: [values[rows[0]]]
+    pick = itemgetter(*rows)
+    return lambda values: list(pick(values))

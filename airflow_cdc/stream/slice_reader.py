@@ -54,7 +54,7 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
     began = time.monotonic()
     if schemas and start < end:
         emit = EmitFilter(marks, schemas)
-        changes = read_changes_in_columns(spec.source, schemas, start, end)
+        changes = read_changes_in_columns(spec.source, schemas, start, end, plan.dump_from)
         put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
         staged: list[tuple[TableId, Block]] = []
 

@@ -175,12 +175,15 @@ class Offset:
 @dataclass(frozen=True)
 class SlicePlan:
     """One slice ``(start, end]`` of a batch: the tables to read in it, their schemas and
-    their chunks' high watermarks (as the driver read them when planning the batch)."""
+    their chunks' high watermarks (as the driver read them when planning the batch).
+    ``dump_from``: where its reader opens the dump, when ``start`` is inside a transaction
+    (``source.binlog_index.Cut``)."""
 
     start: BinlogPosition
     end: Offset
     schemas: dict[str, TableSchema]
     watermarks: dict[str, list[tuple[ChunkRange, BinlogPosition]]]
+    dump_from: BinlogPosition | None = None
 
     @property
     def tables(self) -> list[str]:

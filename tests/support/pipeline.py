@@ -92,9 +92,10 @@ def job_spec(
 
 
 def run_spark_submit(
-    script: Path, arguments: Sequence[str], log_path: Path
+    script: Path, arguments: Sequence[str], log_path: Path, *, master: str = "local[2]"
 ) -> subprocess.Popen[bytes]:
-    """Run a script with the real spark-submit (local[2]) in its own process group."""
+    """Run a script with the real spark-submit (``master``: local[2] unless a caller, such
+    as the benchmark of one against two cores, asks otherwise) in its own process group."""
     env = dict(os.environ)
     env.update(spark_environment())
     log = open(log_path, "ab")  # noqa: SIM115
@@ -102,7 +103,7 @@ def run_spark_submit(
         [
             spark_submit_binary(),
             "--master",
-            "local[2]",
+            master,
             "--conf",
             "spark.ui.enabled=false",
             *(arg for name, value in JOB_JVM_CONF.items() for arg in ("--conf", f"{name}={value}")),
@@ -261,10 +262,15 @@ def stream_spec(
     )
 
 
-def spark_submit_stream(spec: Any, workdir: Path) -> subprocess.Popen[bytes]:
-    """Start the stream job; its log is ``stream.log``."""
+def spark_submit_stream(
+    spec: Any, workdir: Path, *, master: str = "local[2]"
+) -> subprocess.Popen[bytes]:
+    """Start the stream job (on ``master``, see :func:`run_spark_submit`); its log is
+    ``stream.log``."""
     job_file = spec.write(workdir / f"stream-{time.monotonic_ns()}.json")
-    return run_spark_submit(STREAM_SCRIPT, ["--job-file", str(job_file)], workdir / "stream.log")
+    return run_spark_submit(
+        STREAM_SCRIPT, ["--job-file", str(job_file)], workdir / "stream.log", master=master
+    )
 
 
 def snapshot_all(

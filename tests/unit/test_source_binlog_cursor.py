@@ -19,6 +19,7 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
+from airflow_cdc.source import row_decoder
 from airflow_cdc.source.binlog_events import (
     Boundary,
     ColumnRows,
@@ -28,6 +29,7 @@ from airflow_cdc.source.binlog_events import (
     RowsEvent,
 )
 from airflow_cdc.source.binlog_reader import BinlogCursor, ReconnectPolicy, reader_server_id
+from airflow_cdc.source.row_scan import scan_rows
 
 CFG = SourceConfig(host="db.example", server_id_base=1000)
 T = TableId("shop", "orders")
@@ -61,13 +63,26 @@ BINLOG: list[RawEvent] = [
 START = pos(1, 100)
 
 
+#: The scripted table's row images as the fast decoder reads them: INT, VARCHAR(10).
+PLAN = row_decoder.RowPlan(
+    ("id", "v"),
+    [row_decoder.ColumnLayout(3, 4), row_decoder.ColumnLayout(15, prefix=1, encoding="utf8")],
+    [
+        row_decoder._decoder(row_decoder.ColumnLayout(3, 4)),
+        row_decoder._decoder(row_decoder.ColumnLayout(15, prefix=1, encoding="utf8")),
+    ],
+)
+
+
 def in_columns(event: RawEvent) -> RawEvent:
     """A scripted insert event as the fast decoder hands it over."""
     if not isinstance(event, RowsEvent):
         return event
-    ids = [after["id"] for _, after in event.rows]  # type: ignore[index]
-    after = [ids, [f"r{i}" for i in ids]]
-    return ColumnRows(T, event.kind, event.end, ("id", "v"), ("id",), after, None, len(ids))
+    data = b"".join(
+        b"\x00" + after["id"].to_bytes(4, "little") + bytes([len(after["v"])]) + after["v"].encode()  # type: ignore[index]
+        for _, after in event.rows
+    )
+    return scan_rows(T, event.kind, event.end, PLAN, ("id",), data)
 
 
 class Server:
@@ -82,7 +97,12 @@ class Server:
         self.opened: list[BinlogPosition] = []
 
     def __call__(
-        self, start: BinlogPosition, *, server_id: int, blocking: bool
+        self,
+        start: BinlogPosition,
+        *,
+        server_id: int,
+        blocking: bool,
+        skip_through: BinlogPosition | None = None,
     ) -> Generator[RawEvent, None, None]:
         self.opened.append(start)
         return self._serve(start)
@@ -197,7 +217,11 @@ def test_refusal_of_a_present_file_is_not_called_purged() -> None:
 
 def test_row_without_column_names_names_the_setting() -> None:
     def source(
-        start: BinlogPosition, *, server_id: int, blocking: bool
+        start: BinlogPosition,
+        *,
+        server_id: int,
+        blocking: bool,
+        skip_through: BinlogPosition | None = None,
     ) -> Generator[RawEvent, None, None]:
         yield RowsEvent(T, ChangeKind.INSERT, pos(1, 200), [(None, {"UNKNOWN_COL0": 1})])
 
@@ -207,7 +231,11 @@ def test_row_without_column_names_names_the_setting() -> None:
 
 def test_follower_stops_at_end_without_waiting_for_more() -> None:
     def source(
-        start: BinlogPosition, *, server_id: int, blocking: bool
+        start: BinlogPosition,
+        *,
+        server_id: int,
+        blocking: bool,
+        skip_through: BinlogPosition | None = None,
     ) -> Generator[RawEvent, None, None]:
         assert blocking
         yield from BINLOG[:2]
@@ -270,7 +298,7 @@ def test_row_events_in_columns_lose_and_repeat_nothing(after: int | None) -> Non
     reader = cursor(Server(breaks=[] if after is None else [after], columns=True))
     items = list(reader.in_columns())
     assert all(isinstance(item, ColumnRows) for item in items)
-    assert [i for item in items for i in item.after[0]] == [1, 2, 3, 4, 5, 6, 7]  # type: ignore[union-attr]
+    assert [key for item in items for (key,) in item.after_keys] == [1, 2, 3, 4, 5, 6, 7]  # type: ignore[union-attr]
     assert reader.last_position == pos(2, 300).at_row(0)
 
 
@@ -278,3 +306,10 @@ def test_row_events_in_columns_become_change_events_for_other_readers() -> None:
     by_rows = [(e.position, e.after) for e in cursor(Server())]
     by_columns = [(e.position, e.after) for e in cursor(Server(columns=True))]
     assert by_columns == by_rows
+
+
+def test_a_start_inside_a_transaction_reads_on_from_its_dump_start() -> None:
+    server = Server()
+    reader = cursor(server, start=pos(1, 300).last_row(), dump_from=pos(1, 230))
+    assert ids(list(reader)) == [4, 5, 6, 7]
+    assert server.opened == [pos(1, 230)]

@@ -16,6 +16,7 @@ from airflow_cdc.source.binlog_index import (
     batch_end,
     boundary_after,
     byte_targets,
+    cut_near,
     is_boundary,
 )
 
@@ -93,6 +94,58 @@ def test_a_transaction_longer_than_the_search_gives_no_cut() -> None:
     events = scripted_file([50_000])
     run, _ = query(events)
     assert boundary_after(run, "mysql-bin.000001", FIRST_EVENT, 1_000) is None
+
+
+def is_rows(event: EventRow) -> bool:
+    return event.kind.startswith(("Write_rows", "Update_rows", "Delete_rows"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.integers(0, 200), min_size=1, max_size=60),
+    st.integers(0, 2**16),
+    st.floats(0.0, 1.0),
+    st.integers(0, 20_000),
+)
+def test_a_cut_waits_for_a_near_commit_else_cuts_the_transaction_at_a_row_event(
+    transactions: list[int], seed: int, fraction: float, reach: int
+) -> None:
+    events = scripted_file(transactions, seed)
+    target = FIRST_EVENT + int(fraction * (events[-1].end - FIRST_EVENT))
+    run, _ = query(events)
+    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, target, reach)
+    after = [e for e in events if e.end >= target]
+    first_boundary = next((e for e in after if is_boundary(e)), None)
+    first_rows = next((e for e in after if is_rows(e)), None)
+    if found is None:
+        assert first_boundary is None
+        assert first_rows is None
+        return
+    offset, dump_from = found
+    cut = next(e for e in events if e.end == offset)
+    if dump_from == offset:  # at a commit: the first after the target, and near it or first
+        assert cut is first_boundary
+        assert first_rows is None or first_rows.end > offset or offset - target <= reach
+        return
+    # Inside a transaction: at the first row event after the target, no commit near it,
+    # and the dump opens at a commit before it.
+    assert cut is first_rows
+    assert first_boundary is None or first_boundary.end - target > reach
+    assert first_boundary is None or first_boundary.end > offset
+    if dump_from is not None:
+        assert any(e.end == dump_from and is_boundary(e) for e in events)
+        assert dump_from < target
+
+
+def test_a_huge_transaction_is_cut_near_the_target() -> None:
+    events = scripted_file([50_000])
+    run, _ = query(events)
+    target = events[len(events) // 2].pos
+    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, target, reach=10_000)
+    assert found is not None
+    offset, dump_from = found
+    assert 0 <= offset - target < 1_000  # the next row event's end
+    assert dump_from is None  # its commit before lies far before the windows read
 
 
 @given(

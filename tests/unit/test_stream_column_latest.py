@@ -1,6 +1,7 @@
-"""ColumnLatest (the stream's fast path, rows in columns) keeps exactly what LatestReducer
-keeps for the same row events: the same newest row (or delete marker) per key at the same
-position, whatever the mix of inserts, updates that move keys, and deletes."""
+"""ColumnLatest (the stream's fast path: rows kept as offsets into their row events) keeps
+exactly what LatestReducer keeps for the same row events: the same newest row (or delete
+marker) per key at the same position, whatever the mix of inserts, updates that move keys,
+and deletes; and the sink blocks built from it equal the row path's, emit filter and all."""
 
 from __future__ import annotations
 
@@ -11,51 +12,58 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Column, TableId, TableSchema
+from airflow_cdc.source import row_decoder as rd
 from airflow_cdc.source.binlog_events import ColumnRows
+from airflow_cdc.source.row_scan import scan_rows
 from airflow_cdc.stream.apply import changes_table, columns_table
 from airflow_cdc.stream.reduce import ColumnLatest, LatestReducer
 
 T = TableId("db", "t")
-NAMES = ("v", "id")  # the key is not the first column
 KEY = ("id",)
+#: ``v INT NULL, id BIGINT NOT NULL``: the key is not the first column.
+LAYOUTS = [rd.ColumnLayout(3, 4), rd.ColumnLayout(8, 8)]
+PLAN = rd.RowPlan(("v", "id"), LAYOUTS, [rd._decoder(layout) for layout in LAYOUTS])
+SCHEMA = TableSchema(
+    T,
+    (Column("v", "int", "int(11)", True), Column("id", "bigint", "bigint(20)", False)),
+    KEY,
+)
+
+
+def image(key: int, value: int | None) -> bytes:
+    if value is None:
+        return b"\x01" + key.to_bytes(8, "little", signed=True)
+    return (
+        b"\x00" + value.to_bytes(4, "little", signed=True) + key.to_bytes(8, "little", signed=True)
+    )
 
 
 @st.composite
 def row_events(draw: st.DrawFn) -> list[ColumnRows]:
     events, offset = [], 100
+    keys, values = st.integers(0, 5), st.none() | st.integers(-9, 9)
     for _ in range(draw(st.integers(0, 25))):
         offset += draw(st.integers(1, 50))
         kind = draw(st.sampled_from(list(ChangeKind)))
-        count = draw(st.integers(1, 4))
-        keys = [(draw(st.integers(0, 5)),) for _ in range(count)]
-        after = None
-        if kind is not ChangeKind.DELETE:
-            moved = [(draw(st.integers(0, 5)),) for _ in range(count)]
-            after_keys = keys if kind is ChangeKind.UPDATE and draw(st.booleans()) else moved
-            after = [[draw(st.integers(0, 9)) for _ in range(count)], [k for (k,) in after_keys]]
+        data = b""
+        for _ in range(draw(st.integers(1, 4))):
+            before = draw(keys)
+            if kind is not ChangeKind.INSERT:
+                data += image(before, draw(values))
+            if kind is not ChangeKind.DELETE:
+                moved = kind is ChangeKind.INSERT or draw(st.booleans())
+                data += image(draw(keys) if moved else before, draw(values))
         end = BinlogPosition("mysql-bin.000001", offset)
-        before = None if kind is ChangeKind.INSERT else keys
-        events.append(ColumnRows(T, kind, end, NAMES, KEY, after, before, count))
+        events.append(scan_rows(T, kind, end, PLAN, KEY, data))
     return events
 
 
-def as_change_events(rows: ColumnRows) -> list[ChangeEvent]:
-    return [
-        ChangeEvent(T, rows.kind, rows.end.at_row(i), before, after)
-        for i, (before, after) in enumerate(rows.rows())
-    ]
-
-
-def by_rows(events: list[ColumnRows]) -> dict[Any, tuple[int, Any]]:
+def by_rows(events: list[ColumnRows]) -> dict[Any, tuple[BinlogPosition, Any]]:
     reducer = LatestReducer(lambda _table, row: tuple(row[name] for name in KEY))
     for rows in events:
-        for event in as_change_events(rows):
-            reducer.add(event)
-    latest = reducer.take().get(T, {})
-    return {
-        key: (position.encode(), None if row is None else dict(row))
-        for key, (position, row) in latest.items()
-    }
+        for i, (before, after) in enumerate(rows.rows()):
+            reducer.add(ChangeEvent(T, rows.kind, rows.end.at_row(i), before, after))
+    return reducer.take().get(T, {})
 
 
 def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tuple[int, Any]]:
@@ -66,7 +74,11 @@ def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tup
         return {}
     found = {}
     for i, position in enumerate(taken.positions):
-        row = {name: column[i] for name, column in zip(taken.names, taken.columns, strict=True)}
+        data = taken.buffers[taken.sources[i]]
+        row = {
+            name: rd.decode_at(PLAN, c, data, taken.columns[c][i])
+            for c, name in enumerate(PLAN.names)
+        }
         key = tuple(row[name] for name in KEY)
         assert key not in found, "one row per key"
         found[key] = (position, None if taken.deleted[i] else row)
@@ -75,61 +87,11 @@ def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tup
 
 @given(row_events())
 def test_columns_keep_what_rows_keep(events: list[ColumnRows]) -> None:
-    reducer = ColumnLatest(NAMES, KEY)
-    assert by_columns(reducer, events) == by_rows(events)
+    reducer = ColumnLatest(PLAN, KEY)
+    expected = {key: (p.encode(), row) for key, (p, row) in by_rows(events).items()}
+    assert by_columns(reducer, events) == expected
     assert reducer.size == reducer.rows == 0  # taking empties it
     assert reducer.take() is None
-
-
-def test_a_delete_marker_holds_the_key_only() -> None:
-    reducer = ColumnLatest(NAMES, KEY)
-    end = BinlogPosition("mysql-bin.000001", 200)
-    reducer.add(ColumnRows(T, ChangeKind.INSERT, end, NAMES, KEY, [["a", "b"], [1, 2]], None, 2))
-    reducer.add(
-        ColumnRows(T, ChangeKind.DELETE, end.moved_to(end.file, 300), NAMES, KEY, None, [(2,)], 1)
-    )
-    assert reducer.size == 2
-    assert reducer.rows == 3
-    taken = reducer.take()
-    assert taken is not None
-    assert taken.first == end
-    rows = sorted(
-        zip(taken.columns[1], taken.columns[0], taken.deleted, taken.positions, strict=True)
-    )
-    assert rows == [
-        (1, "a", False, end.encode()),
-        (2, None, True, end.moved_to(end.file, 300).encode()),
-    ]
-
-
-def test_row_events_out_of_order_are_refused() -> None:
-    reducer = ColumnLatest(NAMES, KEY)
-    late = BinlogPosition("mysql-bin.000001", 300)
-    reducer.add(ColumnRows(T, ChangeKind.INSERT, late, NAMES, KEY, [["a"], [1]], None, 1))
-    early = ColumnRows(
-        T, ChangeKind.INSERT, late.moved_to(late.file, 200), NAMES, KEY, [["b"], [2]], None, 1
-    )
-    with pytest.raises(ValueError, match="out of binlog order"):
-        reducer.add(early)
-
-
-def test_rows_read_before_a_reconnect_are_left_out() -> None:
-    end = BinlogPosition("mysql-bin.000001", 300)
-    rows = ColumnRows(
-        T, ChangeKind.UPDATE, end, NAMES, KEY, [["a", "b", "c"], [1, 2, 3]], [(1,), (2,), (3,)], 3
-    )
-    rest = rows.from_row(2)
-    assert (rest.count, rest.after, rest.before_keys) == (1, [["c"], [3]], [(3,)])
-    assert rows.from_row(3).count == 0
-    assert rows.from_row(0) is rows
-    assert rest.rows() == [({"v": None, "id": 3}, {"v": "c", "id": 3})]
-
-
-SCHEMA = TableSchema(
-    T,
-    (Column("v", "int", "int(11)", True), Column("id", "bigint", "bigint(20)", False)),
-    KEY,
-)
 
 
 @given(row_events(), st.integers(0, 5))
@@ -139,18 +101,49 @@ def test_the_emit_filter_keeps_the_same_rows_on_both_paths(
     def should_emit(key: Any, position: BinlogPosition) -> bool:
         return (key[0] + position.offset) % (odd + 2) != 0
 
-    reducer = LatestReducer(lambda _table, row: tuple(row[name] for name in KEY))
-    for rows in events:
-        for event in as_change_events(rows):
-            reducer.add(event)
-    latest = reducer.take().get(T, {})
+    latest = by_rows(events)
     kept = {k: v for k, v in latest.items() if should_emit(k, v[0])}
-    columns = ColumnLatest(NAMES, KEY)
+    columns = ColumnLatest(PLAN, KEY)
     for rows in events:
         columns.add(rows)
     taken = columns.take()
     if taken is None:
         assert not kept
         return
-    by_rows = changes_table(SCHEMA, kept).sort_by("_cdc_position")
-    assert columns_table(SCHEMA, taken, should_emit).sort_by("_cdc_position").equals(by_rows)
+    by_row_path = changes_table(SCHEMA, kept).sort_by("_cdc_position")
+    assert columns_table(SCHEMA, taken, should_emit).sort_by("_cdc_position").equals(by_row_path)
+
+
+def test_a_delete_marker_holds_the_key_only() -> None:
+    reducer = ColumnLatest(PLAN, KEY)
+    end = BinlogPosition("mysql-bin.000001", 200)
+    later = end.moved_to(end.file, 300)
+    reducer.add(scan_rows(T, ChangeKind.INSERT, end, PLAN, KEY, image(1, 7) + image(2, 8)))
+    reducer.add(scan_rows(T, ChangeKind.DELETE, later, PLAN, KEY, image(2, 8)))
+    assert (reducer.size, reducer.rows) == (2, 3)
+    taken = reducer.take()
+    assert taken is not None
+    assert taken.first == end
+    rows = columns_table(SCHEMA, taken).sort_by("id").to_pylist()
+    assert [(r["id"], r["v"], r["_cdc_deleted"]) for r in rows] == [(1, 7, False), (2, None, True)]
+    assert [int(r["_cdc_position"]) for r in rows] == [end.encode(), later.encode()]
+
+
+def test_row_events_out_of_order_are_refused() -> None:
+    reducer = ColumnLatest(PLAN, KEY)
+    late = BinlogPosition("mysql-bin.000001", 300)
+    reducer.add(scan_rows(T, ChangeKind.INSERT, late, PLAN, KEY, image(1, 1)))
+    early = scan_rows(T, ChangeKind.INSERT, late.moved_to(late.file, 200), PLAN, KEY, image(2, 2))
+    with pytest.raises(ValueError, match="out of binlog order"):
+        reducer.add(early)
+
+
+def test_rows_read_before_a_reconnect_are_left_out() -> None:
+    end = BinlogPosition("mysql-bin.000001", 300)
+    data = b"".join(image(k, k) + image(k, k + 10) for k in (1, 2, 3))
+    rows = scan_rows(T, ChangeKind.UPDATE, end, PLAN, KEY, data)
+    rest = rows.from_row(2)
+    assert (rest.count, rest.after_keys, rest.before_keys) == (1, [(3,)], [(3,)])
+    assert rows.from_row(3).count == 0
+    assert rows.from_row(0) is rows
+    assert rest.rows() == [({"v": None, "id": 3}, {"v": 13, "id": 3})]
