@@ -31,6 +31,17 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("cold_snapshot_vs_spark_jdbc", "chunk job rows/s, fresh JVM ÷ Spark JDBC → Parquet", ">="),
     ("end_to_end_vs_cli", "rows/s through Airflow (plan → all chunks in Delta) ÷ CLI", ">="),
     ("stream_vs_single_decoder", "stream changes/s ÷ one mysql-replication decoder", ">="),
+    (
+        "stream_vs_mariadb_binlog",
+        "stream changes/s ÷ `mariadb-binlog -vv` changes/s, the smallest of three workloads "
+        "(single-row INSERTs, 1,000-row UPDATEs, wide single-row INSERTs)",
+        ">=",
+    ),
+    (
+        "big_transaction_speedup_2_cores",
+        "one UPDATE of 1,000,000 rows: stream batch time on 1 core ÷ on 2",
+        ">=",
+    ),
     ("stream_latency_p99_s", "commit → visible in Delta, p99 (s)", "<="),
     ("handoff_gap_s", "last chunk done → first stream batch committed (s)", "<="),
     ("plan_ms_per_chunk", "planning an uneven string-key split, ms per chunk", "<="),
@@ -57,6 +68,8 @@ TARGETS: dict[str, float | None] = {
     "snapshot_vs_spark_jdbc": 1.5,
     "end_to_end_vs_cli": 0.25,
     "stream_vs_single_decoder": 1.7,
+    "stream_vs_mariadb_binlog": 0.25,
+    "big_transaction_speedup_2_cores": 1.8,
     "stream_latency_p99_s": 5.0,
     "handoff_gap_s": 30.0,
     "many_tables_vs_one_table": 2.0,
@@ -244,6 +257,66 @@ def memory_lines(section: dict[str, Any]) -> list[str]:
         "workers",
         "batch s",
     ]
+    return _table(header, rows)
+
+
+#: The workloads of ``bench/stream_workloads.py``, in the order they are shown.
+WORKLOADS = ("inserts", "updates", "wide")
+
+
+def workload_lines(section: dict[str, Any]) -> list[str]:
+    """Per backlog size and workload: mariadb-binlog, one decoder and the stream, changes/s
+    and the stream's ratios to each (a failed workload shows as –)."""
+    rows = []
+    for size in _sizes(section):
+        for workload in WORKLOADS:
+            f = (section[str(size)] or {}).get(workload) or {}
+            rows.append(
+                [
+                    size,
+                    workload,
+                    f.get("changes"),
+                    None if f.get("binlog_bytes") is None else f["binlog_bytes"] / 2**20,
+                    f.get("mariadb_binlog_changes_per_s"),
+                    f.get("single_decoder_changes_per_s"),
+                    f.get("stream_changes_per_s"),
+                    f.get("stream_vs_mariadb_binlog"),
+                    f.get("stream_vs_single_decoder"),
+                    f.get("stream_seconds"),
+                    f.get("batches"),
+                ]
+            )
+    header = [
+        "changes",
+        "workload",
+        "row changes",
+        "binlog MB",
+        "mariadb-binlog changes/s",
+        "one decoder changes/s",
+        "stream changes/s",
+        "stream ÷ mariadb-binlog",
+        "stream ÷ decoder",
+        "stream s",
+        "batches",
+    ]
+    return _table(header, rows)
+
+
+def cores_lines(section: dict[str, Any]) -> list[str]:
+    """The big transaction on one core and on two."""
+    rows = [
+        [
+            f.get("transaction_rows"),
+            None if f.get("binlog_bytes") is None else f["binlog_bytes"] / 2**20,
+            f.get("seconds_1_core"),
+            f.get("seconds_2_cores"),
+            f.get("slices_2_cores"),
+            f.get("big_transaction_speedup_2_cores"),
+        ]
+        for f in section.values()
+        if f
+    ]
+    header = ["UPDATE rows", "binlog MB", "1 core s", "2 cores s", "slices", "speed-up"]
     return _table(header, rows)
 
 
@@ -471,6 +544,28 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
                     "stream_latency_max_s",
                 ),
             ),
+            "",
+        ]
+    if raw.get("stream_workloads") or raw.get("stream_cores"):
+        parts += [
+            "## Stream per kind of change, against mariadb-binlog",
+            "",
+            "`bench/stream_workloads.py`: per backlog size, three workloads each on a fresh",
+            "snapshotted table; on each one's binlog range `mariadb-binlog",
+            "--read-from-remote-server --base64-output=decode-rows -vv` (MariaDB's own",
+            "reader, every value of every row printed: the bound), one mysql-replication",
+            "decoder and the stream (local[2], from its first batch's start to its last",
+            "batch's end). `inserts`: single-row INSERT transactions into the benchmark",
+            "table's row shape; `updates`: 1,000-row UPDATE transactions; `wide`: single-row",
+            "INSERTs of a BIGINT key, 300-char TEXT, JSON object, DECIMAL(20,6), DATETIME(6).",
+            "",
+            *workload_lines(raw.get("stream_workloads") or {}),
+            "",
+            "One UPDATE of every row of a table as one transaction, streamed with one",
+            "executor core (`local[1]`) and with two, each into its own snapshot of the table;",
+            "the speed-up is the first batch time over the second.",
+            "",
+            *cores_lines(raw.get("stream_cores") or {}),
             "",
         ]
     if raw.get("stream_memory"):

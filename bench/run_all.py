@@ -16,6 +16,10 @@ server against local disk (``object_store.py``). Then **plan**: the planner on a
 table grown through the sizes (``plan.py``), and
 **stream**, per backlog size (``--stream-sizes``, row changes):
 ``stream.measure_stream(server, changes, workdir)``, which sets up its own tables; and
+**stream_workloads**, per backlog size: single-row INSERTs, 1,000-row UPDATEs and wide
+single-row INSERTs, each read by ``mariadb-binlog``, one decoder and the stream on the same
+binlog range (``stream_workloads.py``); and **stream_cores**: one UPDATE of 1,000,000 rows
+streamed on one core and on two (``stream_big.py``); and
 **many_tables**: 300 tables of 2,000 rows against one table of 600,000 through Airflow end
 to end, and the stream's latency over the 300 tables (``many_tables.py``); and
 **add_column**: an instant ``ADD COLUMN ... NOT NULL DEFAULT`` on a 1,000,000-row table
@@ -67,9 +71,17 @@ from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 DEFAULT_SIZES = (1_000_000, 5_000_000, 10_000_000)
 #: The table of the add_column section (issue 21's figure is for 1,000,000 rows).
 ADD_COLUMN_ROWS = 1_000_000
-#: Backlog sizes (row changes) of the stream section: the stream decodes ~5-10k changes/s
-#: here, so 10M changes would not fit the run's time budget.
-DEFAULT_STREAM_SIZES = (100_000, 300_000, 1_000_000)
+#: Backlog sizes (row changes) of the stream sections: the mixed backlog and each of the three
+#: workloads (the largest is the headline). Not 1M any more: one Python decoder reads
+#: single-row INSERTs at ~6.5k changes/s here (the stream ~15k, mariadb-binlog ~50k), so the
+#: three workloads at 1M would take ~12 min, on top of the ~7.5 min the stream section took
+#: before them. From 300k on the rates are flat (mixed backlog, 2026-11-24: stream 36.5k/s at
+#: 300k and 36.2k at 1M, decoder 13.9k and 14.3k), so 300k measures the steady rate and 100k
+#: shows the trend: ~5 min for the mixed backlog and its latency run, ~6 for the workloads,
+#: ~2 for the big transaction on one core and on two, ~13 min in all.
+DEFAULT_STREAM_SIZES = (100_000, 300_000)
+#: Rows of the one UPDATE transaction streamed on one core and on two (``stream_cores``).
+BIG_TRANSACTION_ROWS = 1_000_000
 HEADLINE_KEYS = (
     "snapshot_vs_cli",
     "snapshot_vs_spark_jdbc",
@@ -77,6 +89,8 @@ HEADLINE_KEYS = (
     "cold_snapshot_vs_spark_jdbc",
     "end_to_end_vs_cli",
     "stream_vs_single_decoder",
+    "stream_vs_mariadb_binlog",
+    "big_transaction_speedup_2_cores",
     "stream_latency_p99_s",
     "handoff_gap_s",
     "plan_ms_per_chunk",
@@ -387,14 +401,49 @@ def stream_section(run: Run, server: LocalMariaDB, changes: Sequence[int], workd
             shutil.rmtree(here)
 
 
+def stream_workloads_section(
+    run: Run, server: LocalMariaDB, changes: Sequence[int], workdir: Path
+) -> None:
+    """``stream_workloads.measure_workloads`` per backlog size, each workload its own stage."""
+    measure, status = optional("stream_workloads", "measure_workloads")
+    run.sections["stream_workloads"] = status
+    if measure is None:
+        return
+    section = run.raw.setdefault("stream_workloads", {})
+    for size in changes:
+        here = workdir / f"stream-workloads-{size}"
+
+        def attempt(name: str, fn: Callable[[], Any], size: int = size) -> Any:
+            return run.attempt("stream_workloads", f"stream_workloads.{size}.{name}", fn)
+
+        section[str(size)] = measure(server, size, here, attempt=attempt)
+        with contextlib.suppress(OSError):
+            shutil.rmtree(here)
+
+
+def stream_cores_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``stream_big.measure_core_speedup``: one UPDATE of :data:`BIG_TRANSACTION_ROWS` rows
+    streamed on one core and on two."""
+    measure, status = optional("stream_big", "measure_core_speedup")
+    run.sections["stream_cores"] = status
+    if measure is None:
+        return
+    rows, here = BIG_TRANSACTION_ROWS, workdir / "stream-cores"
+    result = run.attempt("stream_cores", "stream_cores", lambda: measure(server, rows, here))
+    if result is not None:
+        run.raw["stream_cores"] = {str(rows): result}
+    with contextlib.suppress(OSError):
+        shutil.rmtree(here)
+
+
 #: Peak memory of the stream applying one big transaction: (transaction rows, max_merge_rows
 #: or None for the default). The same bound at two sizes shows memory set by configuration.
 MEMORY_RUNS = ((300_000, 100_000), (1_000_000, 100_000), (1_000_000, None))
 
 
 def memory_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
-    """``stream.measure_big_transaction`` per :data:`MEMORY_RUNS`."""
-    measure, status = optional("stream", "measure_big_transaction")
+    """``stream_big.measure_big_transaction`` per :data:`MEMORY_RUNS`."""
+    measure, status = optional("stream_big", "measure_big_transaction")
     run.sections["memory"] = status
     if measure is None:
         return
@@ -435,6 +484,12 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         "cold_snapshot_vs_spark_jdbc": _largest(snap, "cold_snapshot_vs_spark_jdbc"),
         "end_to_end_vs_cli": _largest(e2e, "end_to_end_vs_cli"),
         "stream_vs_single_decoder": _largest(stream, "stream_vs_single_decoder"),
+        "stream_vs_mariadb_binlog": _largest(
+            raw.get("stream_workloads"), "stream_vs_mariadb_binlog"
+        ),
+        "big_transaction_speedup_2_cores": _largest(
+            raw.get("stream_cores"), "big_transaction_speedup_2_cores"
+        ),
         "stream_latency_p99_s": _largest(stream, "stream_latency_p99_s"),
         "handoff_gap_s": _largest(e2e, "handoff_gap_s", "handoff_gap_seconds"),
         "many_tables_vs_one_table": _largest(raw.get("many_tables"), "many_tables_vs_one_table"),
@@ -537,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--stream-sizes",
         type=_sizes,
         default=None,
-        help="row changes for the stream section (default: 100k,300k,1M; with --sizes: the same)",
+        help="row changes for the stream sections (default: 100k,300k; with --sizes: the same)",
     )
     parser.add_argument(
         "--plan-chunk-rows",
@@ -570,6 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 plan_section(run, server, sizes, workdir, args.plan_chunk_rows)
             if "stream" not in skip:
                 stream_section(run, server, stream_sizes, workdir)
+            if "stream_workloads" not in skip:
+                stream_workloads_section(run, server, stream_sizes, workdir)
+            if "stream_cores" not in skip:
+                stream_cores_section(run, server, workdir)
             if "memory" not in skip:
                 memory_section(run, server, workdir)
             if "many_tables" not in skip:

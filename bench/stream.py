@@ -15,7 +15,11 @@ on its own database ``benchstream`` of the benchmark table's row shape, same bin
    its commit (``NOW(6)`` in the row) to the end of the first batch whose committed
    position covers it (the batch log line is written after the Delta commit). Rows of the
    first ``WARM_UP`` seconds are left out (counted in the result): the run's first batches
-   start Spark's Python workers.
+   start Spark's Python workers (``stream_latency.py``).
+
+Backlogs of one kind of change each, against ``mariadb-binlog`` too:
+``stream_workloads.py``; one big transaction (the stream's memory, its speed-up from a
+second core): ``stream_big.py``.
 
     .venv/bin/python bench/stream.py --changes 110000
 """
@@ -26,7 +30,6 @@ import argparse
 import datetime as dt
 import json
 import re
-import statistics
 import sys
 import tempfile
 import threading
@@ -51,8 +54,6 @@ OUT = Path(__file__).resolve().parent / "out"
 DB = "benchstream"
 BASE_ROWS = 100_000
 UPDATE_ROWS = 1_000
-#: Seconds of the latency run's start left out of the percentiles.
-WARM_UP = 10.0
 #: ``2026-11-22 02:42:15,858 INFO airflow_cdc.stream: batch 0 from mysql-bin.000052:4: 7230
 #: changes, ... in 12.03 s (2 slices decoded in 11.44 s, 1 merges); committed up to
 #: mysql-bin.000052:15684``
@@ -83,12 +84,22 @@ def snapshotted_table(
 ) -> tuple[str, Path, SourceConfig]:
     """``benchstream.t`` with ``rows`` rows, snapshotted into a Delta table in one chunk:
     the metadata URL, the lake and the source config."""
+    create_table(server, rows)
+    return snapshot_tables(server, [f"{DB}.t"], rows * 2, workdir)
+
+
+def snapshot_tables(
+    server: LocalMariaDB, tables: Sequence[str], chunk_rows: int, workdir: Path
+) -> tuple[str, Path, SourceConfig]:
+    """``tables`` as they are, planned and snapshotted into a lake under ``workdir`` (in
+    process, no JVM: the benchmarks time what the stream does after it): the metadata
+    URL, the lake and the source config. Twice on the same tables gives two lakes a stream
+    can each apply the same later binlog to."""
     from tests.support.pipeline import plan, snapshot_all, source_config
 
     workdir.mkdir(parents=True, exist_ok=True)
-    create_table(server, rows)
     meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
-    record = plan(server, [f"{DB}.t"], chunk_rows=rows * 2, metadata_url=meta)
+    record = plan(server, list(tables), chunk_rows=chunk_rows, metadata_url=meta)
     snapshot_all(server, record, meta, lake)
     return meta, lake, source_config(server)
 
@@ -173,7 +184,7 @@ def measure_stream(
     latency_rate: int = 2_000,
 ) -> dict[str, Any]:
     """Throughput on a backlog of about ``changes`` row changes, then the latency run."""
-    from tests.support.pipeline import server_position, spark_submit_stream, stream_spec
+    from tests.support.pipeline import server_position
 
     meta, lake, cfg = snapshotted_table(server, BASE_ROWS, workdir)
     start = server_position(cfg)
@@ -181,29 +192,17 @@ def measure_stream(
     end = server_position(cfg)
 
     decoded, decode_seconds = raw_decode(cfg, start, end)
-    # Spark's parallel slices take the whole backlog (the driver's start batch is a single
-    # process, for a quick first commit at the hand-off, not for throughput).
-    spec = stream_spec(
-        server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="bench", start_batch_bytes=0
-    )
-    job = spark_submit_stream(spec, workdir)
-    if job.wait(timeout=3600) != 0:
-        raise RuntimeError((workdir / "stream.log").read_text()[-4000:])
-    log = (workdir / "stream.log").read_text()
-    OUT.mkdir(exist_ok=True)
-    (OUT / f"stream-backlog-{changes}.log").write_text(log)
-    done = batches(log)
-    streamed = sum(b["changes"] for b in done)
-    span = done[-1]["ended"] - (done[0]["ended"] - done[0]["seconds"]) if done else 0.0
+    run = stream_backlog(server, [f"{DB}.t"], meta, lake, workdir, f"stream-backlog-{changes}.log")
+    done = run["batches"]
     decode_rate = decoded / decode_seconds
-    stream_rate = streamed / span if span else 0.0
+    stream_rate = run["changes_per_s"]
     result: dict[str, Any] = {
         "changes": made,
-        "binlog_bytes": _bytes(server, start, end),
+        "binlog_bytes": binlog_bytes(server, start, end),
         "single_decoder_changes_per_s": round(decode_rate),
         "single_decoder_seconds": round(decode_seconds, 2),
-        "stream_changes": streamed,
-        "stream_seconds": round(span, 2),
+        "stream_changes": run["changes"],
+        "stream_seconds": round(run["seconds"], 2),
         "stream_changes_per_s": round(stream_rate),
         "stream_vs_single_decoder": round(stream_rate / decode_rate, 3),
         "batches": len(done),
@@ -213,11 +212,55 @@ def measure_stream(
         ),
     }
     if latency_seconds > 0:
+        from stream_latency import measure_latency
+
         result.update(measure_latency(server, meta, lake, workdir, latency_seconds, latency_rate))
     return result
 
 
-def _bytes(server: LocalMariaDB, start: BinlogPosition, end: BinlogPosition) -> int:
+def stream_backlog(
+    server: LocalMariaDB,
+    tables: Sequence[str],
+    meta: str,
+    lake: Path,
+    workdir: Path,
+    log_name: str,
+    *,
+    master: str = "local[2]",
+) -> dict[str, Any]:
+    """The stream job (spark-submit on ``master``, ``until_caught_up``) applying the backlog
+    of ``tables`` to ``lake``; its log kept as ``bench/out/<log_name>``. Its time runs from
+    the first micro-batch's start to the last one's end (the job's own log lines), so
+    Spark's planning between batches counts and the JVM's start does not: the changes,
+    seconds, changes/s and the batches (:func:`batches`)."""
+    from tests.support.pipeline import killed_on_exit, spark_submit_stream, stream_spec
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    # Spark's parallel slices take the whole backlog (the driver's start batch is a single
+    # process, for a quick first commit at the hand-off, not for throughput).
+    spec = stream_spec(
+        server, tables, meta, lake, workdir / "ckpt", stream_id="bench", start_batch_bytes=0
+    )
+    with killed_on_exit(spark_submit_stream(spec, workdir, master=master)) as job:
+        code = job.wait(timeout=3600)
+    log = (workdir / "stream.log").read_text()
+    OUT.mkdir(exist_ok=True)
+    (OUT / log_name).write_text(log)
+    if code != 0:
+        raise RuntimeError(log[-4000:])
+    done = batches(log)
+    streamed = sum(b["changes"] for b in done)
+    span = done[-1]["ended"] - (done[0]["ended"] - done[0]["seconds"]) if done else 0.0
+    return {
+        "changes": streamed,
+        "seconds": span,
+        "changes_per_s": streamed / span if span else 0.0,
+        "batches": done,
+    }
+
+
+def binlog_bytes(server: LocalMariaDB, start: BinlogPosition, end: BinlogPosition) -> int:
+    """Bytes of the binlog from ``start`` to ``end``, across files."""
     from airflow_cdc.source.binlog_index import binary_logs, range_bytes
 
     conn = server.root(DB)
@@ -225,86 +268,6 @@ def _bytes(server: LocalMariaDB, start: BinlogPosition, end: BinlogPosition) -> 
         return range_bytes(binary_logs(conn), start, end)
     finally:
         conn.close()
-
-
-def measure_latency(
-    server: LocalMariaDB, meta: str, lake: Path, workdir: Path, seconds: float, rate: int
-) -> dict[str, Any]:
-    """Commit-to-visible latency of rows written at ``rate`` changes/s for ``seconds``."""
-    from airflow_cdc.metadata import MetadataStore
-    from airflow_cdc.model import TableId
-    from airflow_cdc.sinks.delta import DeltaSink
-    from tests.support.pipeline import kill_group, spark_submit_stream, stream_spec
-
-    spec = stream_spec(
-        server, [f"{DB}.t"], meta, lake, workdir / "ckpt", mode="continuous", stream_id="bench"
-    )
-    store = MetadataStore.connect(meta)
-    before = store.stream_state("bench")
-    done_before = before.last_batch_id if before is not None else None
-    job = spark_submit_stream(spec, workdir)
-    deadline = time.time() + 180
-    while time.time() < deadline:  # steady state: the new run has committed a batch
-        state = store.stream_state("bench")
-        batch = None if state is None else state.last_batch_id
-        if batch is not None and (done_before is None or batch > done_before):
-            break
-        time.sleep(0.5)
-    time.sleep(3)  # and its Python workers are up (the first batches start them)
-    first_id = 50_000_000
-    per_tx = 40
-    stop = threading.Event()
-
-    def write() -> None:
-        conn = server.root(DB)
-        interval = per_tx / rate
-        next_at = time.perf_counter()
-        i = 0
-        with conn.cursor() as cur:
-            while not stop.is_set():
-                values = ", ".join(
-                    f"({first_id + i + k}, 2, 'lat', 1, 'latency', NOW(6), NOW(6))"
-                    for k in range(per_tx)
-                )
-                cur.execute(f"INSERT INTO t VALUES {values}")
-                i += per_tx
-                next_at += interval
-                time.sleep(max(0.0, next_at - time.perf_counter()))
-        conn.close()
-
-    def caught_up() -> bool:
-        state = store.stream_state("bench")
-        return state is not None and state.committed_position is not None and state.lag_bytes == 0
-
-    writer_started, written_until = write_for(write, stop, seconds, caught_up, 60)
-    kill_group(job)
-    log = (workdir / "stream.log").read_text()
-    OUT.mkdir(exist_ok=True)
-    (OUT / "stream-latency.log").write_text(log)
-    done = [b for b in batches(log) if b["ended"] > written_until - seconds - 5]
-    rows = (
-        DeltaSink(str(lake))
-        .read_all(TableId(DB, "t"))
-        .filter(__import__("pyarrow.compute", fromlist=["field"]).field("id") >= first_id)
-        .select(["created", "_cdc_position"])
-        .to_pylist()
-    )
-    ends = sorted((b["end"].encode(), b["ended"]) for b in done)
-    latencies, warm_up_rows = commit_latencies(rows, ends, writer_started + WARM_UP)
-    return {
-        "latency_rate_changes_per_s": rate,
-        "latency_seconds_written": seconds,
-        "latency_rows": len(latencies),
-        "latency_warm_up_rows_left_out": warm_up_rows,
-        "latency_warm_up_s": WARM_UP,
-        "latency_rows_written": len(rows),
-        "stream_latency_p50_s": round(statistics.median(latencies), 3) if latencies else None,
-        "stream_latency_p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 3)
-        if latencies
-        else None,
-        "stream_latency_max_s": round(latencies[-1], 3) if latencies else None,
-        "latency_batches": len(done),
-    }
 
 
 def write_for(
@@ -353,53 +316,6 @@ def commit_latencies(
     return latencies, warm_up_rows
 
 
-def measure_big_transaction(
-    server: LocalMariaDB, rows: int, workdir: Path, **settings: int
-) -> dict[str, Any]:
-    """Peak memory of the stream (JVM, Python driver and workers) applying one UPDATE
-    transaction of ``rows`` rows: a transaction is never cut into slices, so this is the
-    stream's worst case."""
-    from tests.support.memory import tree_pss
-    from tests.support.pipeline import server_position, spark_submit_stream, stream_spec
-
-    meta, lake, cfg = snapshotted_table(server, rows, workdir)
-    start = server_position(cfg)
-    server.execute(f"UPDATE {DB}.t SET n = n + 1, updated = NOW(6)")
-    end = server_position(cfg)
-    spec = stream_spec(
-        server, [f"{DB}.t"], meta, lake, workdir / "ckpt", stream_id="big", **settings
-    )
-    started = time.perf_counter()
-    job = spark_submit_stream(spec, workdir)
-    peak = 0
-    peaks = {"jvm": 0, "driver": 0, "workers": 0}
-    while job.poll() is None:
-        roles = tree_pss(job.pid)
-        peak = max(peak, sum(roles.values()))
-        peaks = {role: max(peaks[role], roles[role]) for role in peaks}
-        time.sleep(0.2)
-    seconds = time.perf_counter() - started
-    log = (workdir / "stream.log").read_text()
-    OUT.mkdir(exist_ok=True)
-    (OUT / f"stream-big-transaction-{rows}.log").write_text(log)
-    if job.returncode != 0:
-        raise RuntimeError(log[-4000:])
-    done = batches(log)
-    return {
-        "transaction_rows": rows,
-        "block_rows": spec.bounds.block_rows,
-        "max_merge_rows": spec.bounds.max_merge_rows,
-        "binlog_bytes": _bytes(server, start, end),
-        "peak_pss_mb": round(peak / 2**20),
-        "peak_pss_mb_by_role": {role: round(value / 2**20) for role, value in peaks.items()},
-        "batches": len(done),
-        "merges": sum(b["merges"] for b in done),
-        "changes": sum(b["changes"] for b in done),
-        "spark_submit_seconds": round(seconds, 1),
-        "batch_seconds": round(sum(b["seconds"] for b in done), 1),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -430,6 +346,8 @@ def main() -> None:
                     )
                     if value
                 }
+                from stream_big import measure_big_transaction
+
                 result = measure_big_transaction(
                     server, args.big_transaction, Path(tmp) / "big", **settings
                 )
