@@ -198,25 +198,26 @@ def _window_near(
     first = events(file, known, 0, _WINDOW)
     if not first:
         return [], 0
-    window = first
+    window, at = first, 0  # the last window read and the events it skips
     if first[-1].end < target:
         # Jump close to the target by the mean event size, then correct.
         per_event = max(1.0, (first[-1].end - known) / len(first))
         skip = int((target - known) / per_event)
         for _ in range(_MAX_SEEKS):
-            window = events(file, known, skip, _WINDOW)
-            if not window:  # past the file's end
-                skip = max(0, skip // 2)
+            found = events(file, known, skip, _WINDOW)
+            if not found:  # past the file's end: back towards the last window read
+                skip = max(at + len(window), skip // 2)
                 continue
-            if window[0].pos > target and skip > 0:
-                skip = max(0, int(skip * (target - known) / max(1, window[0].pos - known)) - 1)
+            window, at = found, skip
+            if found[0].pos > target and skip > 0:
+                skip = max(0, int(skip * (target - known) / max(1, found[0].pos - known)) - 1)
                 continue
-            if window[-1].end < target:
-                per_event = max(1.0, (window[-1].end - known) / (skip + len(window)))
-                skip = max(skip + len(window), int((target - known) / per_event))
+            if found[-1].end < target:
+                per_event = max(1.0, (found[-1].end - known) / (skip + len(found)))
+                skip = max(skip + len(found), int((target - known) / per_event))
                 continue
             break
-    return window, skip
+    return window, at
 
 
 def events_query(conn: Any) -> EventsQuery:

@@ -8,7 +8,7 @@ import json
 from decimal import Decimal
 
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import Column
@@ -142,6 +142,7 @@ _COLUMN_VALUES = [
 ]
 
 
+@settings(deadline=None)
 @given(st.data())
 def test_a_columns_values_convert_as_each_value_does(data: st.DataObject) -> None:
     column, values = data.draw(st.sampled_from(_COLUMN_VALUES))

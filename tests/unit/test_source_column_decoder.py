@@ -128,7 +128,7 @@ def by_value(
     return pa.array(python_values(column, values), type=target)
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(columns(), st.data())
 def test_a_column_decodes_as_its_values_do(case: Any, data: st.DataObject) -> None:
     layout, column, stored = case

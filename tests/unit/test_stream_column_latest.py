@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Column, TableId, TableSchema
@@ -85,6 +85,7 @@ def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tup
     return found
 
 
+@settings(deadline=None)  # the first example starts pyarrow
 @given(row_events())
 def test_columns_keep_what_rows_keep(events: list[ColumnRows]) -> None:
     reducer = ColumnLatest(PLAN, KEY)
@@ -94,6 +95,7 @@ def test_columns_keep_what_rows_keep(events: list[ColumnRows]) -> None:
     assert reducer.take() is None
 
 
+@settings(deadline=None)
 @given(row_events(), st.integers(0, 5))
 def test_the_emit_filter_keeps_the_same_rows_on_both_paths(
     events: list[ColumnRows], odd: int
