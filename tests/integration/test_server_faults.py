@@ -324,11 +324,16 @@ def test_server_restart_then_binlog_dump_kills_under_the_stream(
         raise AssertionError("the big transaction kept deadlocking with the writer")
 
     def kill_dumps() -> None:
-        killed = [
-            dump_id
-            for _ in range(2)
-            for dump_id in kill_busy_binlog_dump(server, big_update, timeout=60)
-        ]
+        # A slice reads the big transaction in well under a second: a kill can land as its
+        # reader finishes and go unnoticed, so kill again until two reopenings are logged.
+        log_file, lost = tmp_path / "stream.log", "binlog connection lost"
+        before = log_file.read_text(errors="replace").count(lost)
+        killed: list[int] = []
+        for _ in range(6):
+            killed += kill_busy_binlog_dump(server, big_update, timeout=60, busy_for=0.1)
+            time.sleep(1.0)
+            if log_file.read_text(errors="replace").count(lost) >= before + 2:
+                break
         assert killed, "no binlog dump connection was busy long enough to be killed"
 
     stream_through_faults(

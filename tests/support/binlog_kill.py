@@ -23,9 +23,10 @@ def kill_busy_binlog_dump(
     make_busy: Callable[[], None],
     timeout: float = 45,
     user: str = "cdc",
+    busy_for: float = 0.3,
 ) -> list[int]:
     """Run ``make_busy`` on a thread and KILL every dump connection of ``user`` that stays
-    busy for 0.3 s; returns the killed connection ids (empty: none was seen in time)."""
+    busy for ``busy_for`` s; returns the killed connection ids (empty: none seen in time)."""
     busy_thread = threading.Thread(target=make_busy)
     busy_thread.start()
     deadline, conn = time.monotonic() + timeout, server.root()
@@ -40,7 +41,7 @@ def kill_busy_binlog_dump(
                 )
                 now = time.monotonic()
                 ids = [int(row[0]) for row in cur.fetchall()]
-                busy = [i for i in ids if now - seen.setdefault(i, now) >= 0.3]
+                busy = [i for i in ids if now - seen.setdefault(i, now) >= busy_for]
                 for dump_id in busy:
                     with contextlib.suppress(Exception):  # it may have ended meanwhile
                         cur.execute(f"KILL {dump_id}")
