@@ -56,10 +56,11 @@ BASE_ROWS = 100_000
 UPDATE_ROWS = 1_000
 #: ``2026-11-22 02:42:15,858 INFO airflow_cdc.stream: batch 0 from mysql-bin.000052:4: 7230
 #: changes, ... in 12.03 s (2 slices decoded in 11.44 s, 1 merges); committed up to
-#: mysql-bin.000052:15684``
+#: mysql-bin.000052:15684`` (``300 merges in 2 tasks on the executors`` for many tables)
 BATCH_LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO airflow_cdc\.stream: batch (\d+) from \S+: (\d+) "
-    r"changes, (\d+) applied .* in ([0-9.]+) s \((\d+) slices decoded in ([0-9.]+) s, (\d+) merges\); "
+    r"changes, (\d+) applied .* in ([0-9.]+) s \((\d+) slices decoded in ([0-9.]+) s, (\d+) merges"
+    r"(?: in \d+ tasks on the executors)?\); "
     r"committed up to (\S+)$",
     re.MULTILINE,
 )

@@ -37,6 +37,8 @@ if "SPARK_LOCAL_DIRS" not in os.environ:
         f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={_spark_scratch}".strip()
     )
     atexit.register(shutil.rmtree, _spark_scratch, ignore_errors=True)
+    # The stream's merge tasks claim their cores there too (``stream.table_merge``).
+    os.environ.setdefault("AIRFLOW_CDC_CORE_CLAIMS", os.path.join(_spark_scratch, "cores"))
 
 
 @pytest.fixture(scope="session")

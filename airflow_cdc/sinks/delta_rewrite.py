@@ -298,7 +298,10 @@ def _held_rows(
     filesystem, root = location.resolve()
     parts: list[pa.Table] = []
     for number, f in enumerate(files):
-        rows = pq.read_table(f"{root}/{f.path}", filesystem=filesystem)
+        # One small file: a plain reader, without the dataset machinery and its threads
+        # (0.3 ms against 0.85 ms a file here).
+        with filesystem.open_input_file(f"{root}/{f.path}") as handle:
+            rows = pq.ParquetFile(handle).read(use_threads=False)
         if sorted(rows.column_names) != sorted(columns):
             return None, ()
         try:  # files written by delta-rs and by this module may differ in physical types

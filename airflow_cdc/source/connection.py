@@ -27,6 +27,7 @@ __all__ = [
     "LOST_CONNECTION_CODES",
     "UNREACHABLE_RETRY_SECONDS",
     "DbConnection",
+    "PooledTlsConnection",
     "connect",
     "connection_broke",
     "fetch_all",
@@ -80,7 +81,7 @@ class DbConnection(Protocol):
     def rollback(self) -> None: ...
 
 
-class _Connection(pymysql.connections.Connection):  # type: ignore[misc]
+class PooledTlsConnection(pymysql.connections.Connection):  # type: ignore[misc]
     """PyMySQL's connection with one TLS context per process for its default (preferred,
     unverified) TLS: building one costs ~28 ms here (it loads the system's certificates),
     more than the rest of a small chunk's connection."""
@@ -104,7 +105,7 @@ def connect(
 ) -> pymysql.connections.Connection:
     """Open a connection to the source; raise ConfigurationError with the fix if it fails."""
     try:
-        return _Connection(
+        return PooledTlsConnection(
             host=cfg.host,
             port=cfg.port,
             user=cfg.user,

@@ -12,7 +12,8 @@ Only one stream per set of tables runs at a time: a lease in the metadata DB. Ta
 join a running stream (``stream.joining``): a backfill of a table new to the stream asks for
 it, or, with table patterns, the stream finds it in the catalog and snapshots it itself
 (``stream.discovery``); the first batch after its snapshot is done replays and then reads
-it. A batch's tables are merged in parallel (``apply_parallelism``).
+it. A batch's tables are merged in parallel: as tasks on the executors
+(``stream.table_merge``), or, for a few, in the driver (``apply_parallelism``).
 
 At a first start (no checkpoint) the driver applies a *start batch* itself, in-process,
 while Spark starts: Spark's start-up (the session, then four Python planner processes one
@@ -49,6 +50,7 @@ from airflow_cdc.spark._entry import (
     job_file_argument,
     report_failure,
     spark_conf,
+    start_python_workers,
     start_sql_python_workers,
 )
 from airflow_cdc.spark.checkpoint import read_checkpoint, set_aside_if_stale
@@ -148,7 +150,10 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
             conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
         ).getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
-        start_sql_python_workers(spark)
+        start_sql_python_workers(spark)  # the slices'
+        context = spark.sparkContext
+        start_python_workers(context)  # the merge tasks'
+        writer.merge_on(spark_runner(context), int(context.defaultParallelism))
         _snapshotter(spec, spark, stop)
         return _run_query(spec, job_file, spark, writer, start_batch, keeper, began)
     finally:

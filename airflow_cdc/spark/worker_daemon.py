@@ -26,7 +26,7 @@ CHUNK_PRELOAD = (
     "airflow_cdc.snapshot.reader",
     "airflow_cdc.snapshot.write",
 )
-#: What the stream's binlog slices import on the executors.
+#: What the stream's binlog slices and table merges import on the executors.
 STREAM_PRELOAD = (
     "pyarrow",
     "pyarrow.ipc",
@@ -40,6 +40,8 @@ STREAM_PRELOAD = (
     "airflow_cdc.source.schema_check",
     "airflow_cdc.stream.staging",
     "airflow_cdc.spark.binlog_source",
+    "deltalake",
+    "airflow_cdc.stream.table_merge",
 )
 #: Both: this module's own set, for a job that runs either kind of task.
 PRELOADED = tuple(dict.fromkeys((*CHUNK_PRELOAD, *STREAM_PRELOAD)))

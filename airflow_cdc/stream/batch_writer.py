@@ -29,10 +29,8 @@ from airflow_cdc.model import (
     TableSelection,
     describe_tables,
 )
-from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
-from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.sinks.staging import remove_staged
+from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
@@ -48,8 +46,17 @@ from airflow_cdc.stream.joining import (
     tables_to_read,
 )
 from airflow_cdc.stream.known_columns import KnownColumns
-from airflow_cdc.stream.slice_rows import Block, SliceBatch, slice_batch
-from airflow_cdc.stream.staging import merge_groups, read_block, staging_dir
+from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
+from airflow_cdc.stream.staging import staging_dir
+from airflow_cdc.stream.table_merge import (
+    Merged,
+    MergeTask,
+    TableMerge,
+    merge_table,
+    merge_tasks,
+    run_merge_task,
+    stream_sink,
+)
 
 __all__ = ["LEASE_SECONDS", "START_BATCH_ID", "BatchWriter"]
 
@@ -85,11 +92,7 @@ class BatchWriter:
         #: Per table: its schema as loaded against its Delta table's columns and key.
         self.sink_drift: dict[TableId, Drift] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
-        # Streamed: delta-rs reads the merge's source as it goes instead of holding it (a
-        # lower driver peak); the bucket predicate still prunes.
-        self.sink = DeltaSink.of(
-            spec.sink, streamed_exec=True, keep_open=True, rewrite=RewriteLimits()
-        )
+        self.sink = stream_sink(spec.sink)
         #: The GTID state at the committed position, now and then (``stream.failover``).
         self.gtid = GtidRecorder(
             spec.source, self.store, f"stream:{spec.stream_id}", spec.bounds.gtid_record_seconds
@@ -97,12 +100,19 @@ class BatchWriter:
         #: Blocks staged by the executors; what a killed batch left is stale.
         self.staging = staging_dir(spec.sink, spec.stream_id)
         remove_staged(self.staging)
-        #: Merges of a batch's tables run on it (``stream.apply.apply_each``).
+        #: Merges of a batch's tables run on it in the driver (``stream.apply.apply_each``).
         self.pool = (
             ThreadPoolExecutor(spec.bounds.apply_parallelism, thread_name_prefix="apply")
             if spec.bounds.apply_parallelism > 1
             else None
         )
+        #: Where merges run as tasks, and on how many cores (``merge_on``); None: here.
+        self._executors: tuple[Runner, int] | None = None
+
+    def merge_on(self, runner: Runner, cores: int) -> None:
+        """Merge a batch of ``executor_merge_tables`` tables or more as tasks of ``runner``
+        (Spark's executors, ``cores`` of them) from now on (``stream.table_merge``)."""
+        self._executors = (runner, max(1, cores))
 
     def __call__(self, frame: Collects, batch_id: int) -> None:
         started = time.monotonic()
@@ -126,15 +136,11 @@ class BatchWriter:
         # every change up to here", so a replay of this batch, or of any batch ending
         # before it, from whatever checkpoint (or none), is skipped.
         version = batch.end.boundary_number() if batch.end is not None else None
-        merged = apply_each(
-            lambda table: self._merge(table, batch.blocks[table], version),
-            [(table, sum(b.rows for b in batch.blocks[table])) for table in needed],
-            self.pool,
-            parallelism=self.spec.bounds.apply_parallelism,
-            max_rows=self.spec.bounds.max_merge_rows,
+        merged, tasks = self._merge_all(
+            [TableMerge(t, self.schemas[t].key, tuple(batch.blocks[t])) for t in needed], version
         )
-        written = sum(applied for applied, _ in merged) + in_order
-        merges = sum(count for _, count in merged)
+        written = sum(m.rows for m in merged) + in_order
+        merges = sum(m.merges for m in merged)
         self.probe.reach("stream_after_apply")
         if batch.end is not None:
             if joining:  # but a table dropped or replaced meanwhile
@@ -156,7 +162,7 @@ class BatchWriter:
         remove_staged(self.staging)  # the next batch's tasks start after this function returns
         log.info(
             "batch %d%s from %s: %d changes, %d applied to %s in %.2f s (%d slices decoded "
-            "in %.2f s, %d merges); committed up to %s",
+            "in %.2f s, %d merges%s); committed up to %s",
             batch_id,
             " (start batch, in the driver)" if batch_id == START_BATCH_ID else "",
             batch.start,
@@ -167,50 +173,57 @@ class BatchWriter:
             batch.slices,
             read_seconds,
             merges,
+            f" in {tasks} tasks on the executors" if tasks else "",
             batch.end,
         )
 
-    def _merge(self, table: TableId, blocks: list[Block], version: int | None) -> tuple[int, int]:
-        """Merge a table's blocks, at most ``max_merge_rows`` rows a merge (newest
-        row per key within each); the last merge records ``version`` as the stream's Delta
-        application transaction. A batch replayed after a crash between two merges merges
-        them all again, which changes nothing the first run wrote (last writer wins).
-        Rows and merges."""
-
-        try:
-            return self._merge_groups(table, blocks, version)
-        except SinkColumnsChangedError as exc:
-            if table in joined_tables(self.store, self.spec.stream_id):
-                raise
-            # Replaced under this batch (a backfill with replace): the table joins anew
-            # once its new snapshot is done, replaying its changes from there.
-            log.warning("%s is left out of this batch: it is being replaced (%s)", table, exc)
-            return 0, 0
-
-    def _merge_groups(
-        self, table: TableId, blocks: list[Block], version: int | None
-    ) -> tuple[int, int]:
-        groups = merge_groups([b.rows for b in blocks], self.spec.bounds.max_merge_rows)
-        if version is not None and len(groups) > 1:  # one merge: apply() checks it itself
-            applied = self.sink.applied_version(table, self.spec.stream_id)
-            if applied is not None and applied >= version:
-                return 0, 0  # the table holds this batch already
-        written = 0
-        for number, group in enumerate(groups, start=1):
-            rows = newest_per_key(
-                [read_block(self.spec.sink, blocks[i]) for i in group],
-                self.schemas[table].key,
+    def _merge_all(self, merges: list[TableMerge], version: int | None) -> tuple[list[Merged], int]:
+        """Merge each table's blocks (``stream.table_merge``): as tasks on the executors
+        when there are enough tables, else here, ``apply_parallelism`` at a time. A table
+        that failed fails the batch once every table has run. The outcomes, and how many
+        executor tasks ran them (0: here)."""
+        bounds = self.spec.bounds
+        if self._executors is not None and len(merges) >= bounds.executor_merge_tables:
+            runner, cores = self._executors
+            tasks = merge_tasks(
+                self.spec.sink,
+                self.spec.stream_id,
+                version,
+                bounds.max_merge_rows,
+                merges,
+                cores,
+                pin_core=bounds.pin_merge_cores,
             )
-            record = version is not None and number == len(groups)
-            result = self.sink.apply(
-                table,
-                rows,
-                app_id=self.spec.stream_id if record else None,
-                app_version=version if record else None,
-                keys_unique=True,
-            )
-            written += 0 if result.replayed else rows.num_rows
-        return written, len(groups)
+            outcomes = [merged for done in runner(run_merge_task, tasks) for merged in done]
+            return self._settled(outcomes), len(tasks)
+        task = MergeTask(self.spec.sink, self.spec.stream_id, version, bounds.max_merge_rows, ())
+        outcomes = apply_each(
+            lambda merge: merge_table(self.sink, task, merge),
+            [(merge, merge.rows) for merge in merges],
+            self.pool,
+            parallelism=bounds.apply_parallelism,
+            max_rows=bounds.max_merge_rows,
+        )
+        return self._settled(outcomes), 0
+
+    def _settled(self, outcomes: list[Merged]) -> list[Merged]:
+        """The outcomes, or the first error among them. A table replaced under this batch
+        (a backfill with replace) is left out of it: it joins anew once its new snapshot
+        is done, replaying its changes from there."""
+        errors = [m for m in outcomes if m.error is not None]
+        if errors:
+            joined = set(joined_tables(self.store, self.spec.stream_id))
+            for merged in errors:
+                if isinstance(merged.error, SinkColumnsChangedError) and merged.table not in joined:
+                    log.warning(
+                        "%s is left out of this batch: it is being replaced (%s)",
+                        merged.table,
+                        merged.error,
+                    )
+                    continue
+                assert merged.error is not None
+                raise merged.error
+        return [m for m in outcomes if m.error is None]
 
     def _apply_in_order(self, batch: SliceBatch) -> int:
         """The tables a slice set aside (a schema change in the batch), each applied in

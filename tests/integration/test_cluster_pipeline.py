@@ -20,6 +20,7 @@ the lake's secret appears in no command line, log, XCom or Spark event log.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import time
@@ -41,6 +42,15 @@ from devtools.local_seaweedfs import LocalSeaweedFS
 from devtools.spark_cluster import LocalSparkCluster
 from tests.integration.test_lake_object_store import lake_objects, lake_options
 from tests.support.compare import assert_replica_equals_source
+from tests.support.pipeline import (
+    arm,
+    kill_group,
+    plan,
+    snapshot_all,
+    spark_submit_stream,
+    stream_spec,
+    wait_for,
+)
 from tests.support.secrets import CommandLineWatch, files_containing
 from tests.support.writer import RandomWriter, create_tables
 
@@ -248,3 +258,48 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
         xcom = conn.execute("SELECT value::text FROM xcom").fetchall()
     assert xcom
     assert not [row for row in xcom if seaweedfs.secret_key in str(row[0])]
+
+
+def test_merge_tasks_on_the_cluster_executors_write_the_lake_on_s3(
+    mariadb: LocalMariaDB,
+    seaweedfs: LocalSeaweedFS,
+    spark_cluster: LocalSparkCluster,
+    fresh_db: str,
+    tmp_path: Path,
+) -> None:
+    """The stream's batches merged as tasks on the cluster's executors (processes and
+    folders of their own: they read the slices' staged blocks from the store and commit to
+    the lake on S3), under a random writer, through a replay of a killed batch: the replica
+    equals the source."""
+    db = fresh_db
+    create_tables(mariadb, db, accounts=6_000, items=3_000)
+    tables = [f"{db}.accounts", f"{db}.items"]
+    options, lake = lake_options(seaweedfs), f"s3://lake/{db}-merges"
+    meta, checkpoint = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "checkpoint"
+    settings: dict[str, Any] = {
+        "storage_options": options,
+        "executor_merge_tables": 1,  # two tables: on the executors all the same
+        "start_batch_bytes": 0,  # every batch a Spark batch
+    }
+    writer = RandomWriter(mariadb, db, seed=31, max_pause=0.02).start()
+    try:
+        record = plan(mariadb, tables, chunk_rows=2_000, metadata_url=meta)
+        snapshot_all(mariadb, record, meta, lake, storage_options=options)
+        pause = arm(tmp_path / "pause", "stream_after_apply")
+        spec = stream_spec(
+            mariadb, tables, meta, lake, checkpoint, mode="continuous", pause_dir=pause, **settings
+        )
+        job = spark_submit_stream(spec, tmp_path, master=spark_cluster.master_url)
+        wait_for(pause / "stream_after_apply.reached", job, timeout=300)
+        kill_group(job)  # after the executors' merges, before Spark's commit: replayed
+        time.sleep(2)
+    finally:
+        writer.stop()
+    assert writer.transactions > 20
+    spec = stream_spec(mariadb, tables, meta, lake, checkpoint, **settings)
+    job = spark_submit_stream(spec, tmp_path, master=spark_cluster.master_url)
+    assert job.wait(timeout=400) == 0, (tmp_path / "stream.log").read_text()[-6000:]
+    log = (tmp_path / "stream.log").read_text()
+    assert re.search(r"merges in [12] tasks on the executors\)", log), log[-4000:]
+    assert_replica_equals_source(mariadb, lake, TableId(db, "accounts"), ["id"], options)
+    assert_replica_equals_source(mariadb, lake, TableId(db, "items"), ["grp", "n"], options)

@@ -39,7 +39,8 @@ pytestmark = pytest.mark.integration
 #: ``batch 3 from b.000001:4: 120 changes, 118 applied to db.t in 0.21 s (2 slices decoded in
 #: 0.1 s, 1 merges)``
 BATCH_LINE = re.compile(
-    r"batch \d+ from \S+: (\d+) changes.*\((\d+) slices decoded in \S+ s, (\d+) merges\)"
+    r"batch \d+ from \S+: (\d+) changes.*\((\d+) slices decoded in \S+ s, (\d+) merges"
+    r"(?: in \d+ tasks on the executors)?\)"
 )
 
 

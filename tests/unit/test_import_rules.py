@@ -2,7 +2,7 @@
 
 * Packages are layered: each may import only the packages before it in :data:`ORDER` (its
   own modules aside), so no two packages import each other, at module level or inside a
-  function. A top-level module (``config.py``) counts as a package of its own.
+  function. A top-level module (``probe.py``) counts as a package of its own.
 * Only the Airflow face imports airflow; only ``spark/`` imports pyspark.
 * No private name (``_x``, or a ``_module``) is imported from another package.
 * The product imports none of the repository's tools (``devtools/``: local servers, the demo,

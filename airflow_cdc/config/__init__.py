@@ -1,0 +1,45 @@
+"""Configuration objects, one per concern, validated when built.
+
+They are passed whole through the layers (operator -> job file -> Spark job) instead of
+long argument lists. Secrets live only in :class:`SourceConfig`, the metadata URL and the
+sink's storage options, all hidden from ``repr`` so they never reach a log line.
+
+Each concern in its module: the source (``source``), the chunks (``snapshot``), the
+sink (``sink``), the stream (``stream``), the job files (``jobs``) and their JSON form
+(``fields``); every name is also here.
+"""
+
+from __future__ import annotations
+
+from airflow_cdc.config.fields import JobFile, from_fields, setting_types
+from airflow_cdc.config.jobs import ChunkJobSpec, StreamJobSpec
+from airflow_cdc.config.sink import SinkConfig
+from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS, ChunkingConfig, ReadConfig
+from airflow_cdc.config.source import SourceConfig
+from airflow_cdc.config.stream import (
+    DROPPED_COLUMN_MODES,
+    NOT_IN_PLACE_MODES,
+    STREAM_MODES,
+    DiscoveryConfig,
+    SchemaChangeConfig,
+    StreamBounds,
+)
+
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "DROPPED_COLUMN_MODES",
+    "NOT_IN_PLACE_MODES",
+    "STREAM_MODES",
+    "ChunkJobSpec",
+    "ChunkingConfig",
+    "DiscoveryConfig",
+    "JobFile",
+    "ReadConfig",
+    "SchemaChangeConfig",
+    "SinkConfig",
+    "SourceConfig",
+    "StreamBounds",
+    "StreamJobSpec",
+    "from_fields",
+    "setting_types",
+]

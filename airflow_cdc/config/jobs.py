@@ -1,0 +1,72 @@
+"""The job files an Airflow task writes for its Spark job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from airflow_cdc.config.fields import JobFile
+from airflow_cdc.config.sink import SinkConfig
+from airflow_cdc.config.snapshot import ReadConfig
+from airflow_cdc.config.source import SourceConfig
+from airflow_cdc.config.stream import (
+    STREAM_MODES,
+    DiscoveryConfig,
+    SchemaChangeConfig,
+    StreamBounds,
+)
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.probe import ProbeConfig
+
+__all__ = ["ChunkJobSpec", "StreamJobSpec"]
+
+
+@dataclass(frozen=True)
+class ChunkJobSpec(JobFile):
+    """Everything one chunk job needs: the chunks of one work unit (``planning.packing``).
+    Written by the Airflow task to a private file (mode 0600) whose path is the job's only
+    argument, so no secret is on a command line."""
+
+    chunk_ids: tuple[int, ...]
+    source: SourceConfig
+    metadata_url: str = field(repr=False)
+    sink: SinkConfig
+    read: ReadConfig = field(default_factory=ReadConfig)
+    #: An observer of the job's phases (tests pause there); none by default.
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+
+    def __post_init__(self) -> None:
+        if not self.chunk_ids:
+            raise ConfigurationError("a chunk job needs at least one chunk id")
+
+
+@dataclass(frozen=True)
+class StreamJobSpec(JobFile):
+    """Everything the stream job needs; like :class:`ChunkJobSpec`, written to a 0600 file.
+
+    ``mode``: ``continuous`` runs until stopped; ``until_caught_up`` processes up to the
+    server's binlog position at its start, then exits. ``stream_id`` names the stream (its
+    lease, state and Delta application transactions); one stream per set of tables.
+    """
+
+    stream_id: str
+    tables: tuple[str, ...]
+    source: SourceConfig
+    metadata_url: str = field(repr=False)
+    sink: SinkConfig
+    checkpoint_dir: str
+    mode: str = "continuous"
+    bounds: StreamBounds = field(default_factory=StreamBounds)
+    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    schema_changes: SchemaChangeConfig = field(default_factory=SchemaChangeConfig)
+    #: An observer of each batch's apply (tests pause there); none by default.
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+
+    def __post_init__(self) -> None:
+        if self.mode not in STREAM_MODES:
+            raise ConfigurationError(
+                f"stream_mode must be one of {STREAM_MODES}, got {self.mode!r}"
+            )
+        if not self.tables:
+            raise ConfigurationError("the stream needs at least one table")
+        if not self.stream_id:
+            raise ConfigurationError("stream_id is empty")

@@ -1,0 +1,143 @@
+"""How the stream batches, finds new tables and takes schema changes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS
+from airflow_cdc.errors import ConfigurationError
+
+__all__ = [
+    "DROPPED_COLUMN_MODES",
+    "NOT_IN_PLACE_MODES",
+    "STREAM_MODES",
+    "DiscoveryConfig",
+    "SchemaChangeConfig",
+    "StreamBounds",
+]
+
+STREAM_MODES = ("continuous", "until_caught_up")
+
+
+@dataclass(frozen=True)
+class StreamBounds:
+    """How often a stream makes a micro-batch, how big one is, and what memory it takes."""
+
+    #: Seconds between micro-batches in continuous mode.
+    trigger_seconds: float = 2.0
+    #: Upper bound of binlog bytes per micro-batch (bounds memory of one batch); a single
+    #: transaction larger than this still makes one batch.
+    max_batch_bytes: int = 64 * 1024 * 1024
+    #: Slices a micro-batch is decoded in, in parallel (0: the executors' cores, Spark's
+    #: default parallelism).
+    decode_parallelism: int = 0
+    #: A batch is cut into slices of at least this many binlog bytes (a slice's own cost,
+    #: a binlog connection and a Spark task, is tens of milliseconds; decoding 256 KiB of
+    #: small transactions takes a few hundred).
+    min_slice_bytes: int = 256 * 1024
+    #: Keys a slice reduces in memory before it writes them out as a block (bounds an
+    #: executor's memory, ~1 KB a key while held).
+    block_rows: int = 50_000
+    #: Reduced rows a slice hands to the driver in its own result, in bytes (Arrow IPC);
+    #: more go through staged files (``stream.staging``), which a batch of hundreds of small
+    #: tables would otherwise write and read one per table (0: always files).
+    inline_slice_bytes: int = 2 * 1024 * 1024
+    #: Rows of one Delta merge: a batch with more is merged in several (bounds the driver's
+    #: memory, ~150 B a row plus delta-rs's working set; a merge also has a fixed cost).
+    max_merge_rows: int = 500_000
+    #: Tables of a batch merged at once (delta-rs merges outside the GIL): a batch touching
+    #: hundreds of tables would otherwise pay each merge's fixed cost one after another.
+    #: Only tables of at most ``max_merge_rows / apply_parallelism`` rows share the time, so
+    #: the driver's memory bound holds.
+    apply_parallelism: int = 4
+    #: A batch touching at least this many tables has them merged as tasks on the
+    #: executors (``stream.table_merge``: each merge's fixed cost then runs on every core,
+    #: without the GIL); fewer are merged in the driver, sparing a Spark job (~0.1 s).
+    executor_merge_tables: int = 8
+    #: Each merge task holds one core of its host while it merges (``stream.table_merge.
+    #: one_core``: delta-rs's threads then hand work over on that core, not across cores).
+    pin_merge_cores: bool = True
+    #: At a first start (no checkpoint yet), binlog bytes the driver applies itself while
+    #: Spark starts, so the replica moves on seconds after the hand-off rather than after
+    #: Spark's start-up (0: none; Spark's first batch then starts from the watermarks).
+    start_batch_bytes: int = 4 * 1024 * 1024
+    #: How often the committed position's GTID state is recorded (``stream.gtid_recorder``).
+    gtid_record_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("trigger_seconds", "gtid_record_seconds"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
+        for name in (
+            "max_batch_bytes",
+            "min_slice_bytes",
+            "block_rows",
+            "apply_parallelism",
+            "executor_merge_tables",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("decode_parallelism", "start_batch_bytes", "inline_slice_bytes"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(
+                    f"{name} must be 0 (off or automatic) or more, got {getattr(self, name)}"
+                )
+        if self.max_merge_rows < self.block_rows:
+            raise ConfigurationError(
+                "max_merge_rows at least block_rows, so a staged block fits one merge; got "
+                f"{self.max_merge_rows} and {self.block_rows}"
+            )
+
+
+@dataclass(frozen=True)
+class DiscoveryConfig:
+    """How a stream whose tables are patterns finds new tables (``stream.discovery``)."""
+
+    #: The stream's table patterns (``model.selection``; empty: its tables are exact names):
+    #: a new table they match is snapshotted by the stream and joins it.
+    patterns: tuple[str, ...] = ()
+    exclude_patterns: tuple[str, ...] = ()
+    #: Seconds between two looks at the catalog for new tables (with ``patterns``).
+    discover_seconds: float = 30.0
+    #: Rows per chunk of the snapshot of a table the stream finds.
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.discover_seconds) or self.discover_seconds <= 0:
+            raise ConfigurationError(
+                f"discover_seconds must be a positive number, got {self.discover_seconds!r}"
+            )
+        if self.chunk_rows < 1:
+            raise ConfigurationError(f"chunk_rows must be positive, got {self.chunk_rows}")
+
+
+DROPPED_COLUMN_MODES = ("keep", "remove")
+NOT_IN_PLACE_MODES = ("replace", "stop")
+
+
+@dataclass(frozen=True)
+class SchemaChangeConfig:
+    """What the stream does with the source's schema changes (``stream.schema_decisions``).
+
+    ``dropped_columns``: after ``DROP COLUMN``, ``keep`` leaves the column in the Delta
+    table (older rows keep their values, versions written after the drop hold NULL; no
+    rewrite, and readers' queries naming it keep working); ``remove`` rewrites the table
+    without it. ``not_in_place``: a change that cannot be carried over in place (a new
+    primary key, a narrowing or another type): ``replace`` snapshots the table again into a
+    replacement Delta table while the stream goes on with the others; ``stop`` stops the
+    stream, naming the change and the way on."""
+
+    dropped_columns: str = "keep"
+    not_in_place: str = "replace"
+
+    def __post_init__(self) -> None:
+        for name, modes in (
+            ("dropped_columns", DROPPED_COLUMN_MODES),
+            ("not_in_place", NOT_IN_PLACE_MODES),
+        ):
+            if getattr(self, name) not in modes:
+                raise ConfigurationError(
+                    f"{name} must be one of {modes}, got {getattr(self, name)!r}"
+                )
