@@ -46,8 +46,8 @@ from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.classify import keys_in_range
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
-from airflow_cdc.source.gtid import gtid_at
-from airflow_cdc.source.server import ServerInfo, current_position, server_info
+from airflow_cdc.source.gtid import end_and_gtid
+from airflow_cdc.source.server import ServerInfo, server_info
 from airflow_cdc.source.watermark import ConsistentReadView
 
 __all__ = [
@@ -327,8 +327,7 @@ def _read(
             max((r.seconds for r in results), default=0.0),
         )
     probe.reach("after_read")
-    high = current_position(conn, info)
-    high_gtid = gtid_at(conn, high) if info.is_mariadb else None
+    high, high_gtid = end_and_gtid(conn, info)
     return _Read(low, high, results, time.monotonic() - started, high_gtid)
 
 

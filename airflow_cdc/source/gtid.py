@@ -6,6 +6,8 @@ replica of a failover), whose files and offsets are its own.
   (the server reads the file from its start, skipping event bodies: measured 0.14 s at
   614 MB into a file here);
 * :func:`server_gtid`: ``@@gtid_binlog_pos``, every transaction the server's binlog holds;
+* :func:`end_and_gtid`: the binlog's end and the state there, without reading the binlog
+  (a chunk's high watermark);
 * :func:`require_covers`: refuses a server that lacks transactions already applied;
 * :func:`position_after`: a non-blocking GTID dump from the state. The server answers with a
   fake ``Gtid_list`` event whose end is where the first transaction after the state starts
@@ -29,11 +31,15 @@ from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
 from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.mysql_replication import dump_settings
+from airflow_cdc.source.server import ServerInfo, current_position
 
-__all__ = ["gtid_at", "position_after", "require_covers", "server_gtid"]
+__all__ = ["end_and_gtid", "gtid_at", "position_after", "require_covers", "server_gtid"]
 
 #: Events read from a GTID dump before its start must have been told.
 _MAX_PRELUDE_EVENTS = 16
+#: Reads of the binlog's end between two reads of the server's state before
+#: :func:`end_and_gtid` asks ``BINLOG_GTID_POS`` instead.
+_END_READS = 3
 
 
 def gtid_at(conn: DbConnection, position: BinlogPosition) -> MariaGtidPos | None:
@@ -46,6 +52,28 @@ def gtid_at(conn: DbConnection, position: BinlogPosition) -> MariaGtidPos | None
 def server_gtid(conn: DbConnection) -> MariaGtidPos:
     row = fetch_one(conn, "SELECT @@GLOBAL.gtid_binlog_pos")
     return MariaGtidPos.parse("" if row is None or row[0] is None else str(row[0]))
+
+
+def end_and_gtid(
+    conn: DbConnection, info: ServerInfo
+) -> tuple[BinlogPosition, MariaGtidPos | None]:
+    """The binlog's current end, and on MariaDB the GTID state there (None elsewhere).
+
+    The server's state (:func:`server_gtid`) is read before and after the end: when the two
+    agree, no transaction was written between them, so it is the state at that end (a
+    transaction's GTID is in the state once its GTID event is written, before the end
+    moves past the transaction). Three cheap reads instead of :func:`gtid_at`, which reads
+    the binlog file from its start (20 ms a chunk at 140 MB into a file, ~2 s of a
+    300-table snapshot here); that one is asked only if writes keep coming between the
+    reads."""
+    if not info.is_mariadb:
+        return current_position(conn, info), None
+    for _ in range(_END_READS):
+        before = server_gtid(conn)
+        end = current_position(conn, info)
+        if server_gtid(conn) == before:
+            return end, before
+    return end, gtid_at(conn, end)
 
 
 def require_covers(server: MariaGtidPos, applied: MariaGtidPos, *, where: str) -> None:

@@ -9,15 +9,23 @@ after it follow."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 
 from airflow_cdc.errors import MissingTransactionsError
-from airflow_cdc.model import BinlogPosition
+from airflow_cdc.model import BinlogPosition, ServerEpoch
 from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
 from airflow_cdc.source.connection import connect
-from airflow_cdc.source.gtid import gtid_at, position_after, require_covers, server_gtid
+from airflow_cdc.source.gtid import (
+    end_and_gtid,
+    gtid_at,
+    position_after,
+    require_covers,
+    server_gtid,
+)
+from airflow_cdc.source.server import server_info
 from devtools.local_mariadb import LocalMariaDB, promote, wait_replicated
 from tests.support.pipeline import server_position, source_config
 from tests.support.servers import gtid_pair
@@ -94,3 +102,42 @@ def test_a_position_of_the_old_primary_carries_over_to_the_promoted_replica(
     assert gtid_of(replica, resume) == applied  # a boundary holding exactly the state
     idle = position_after(source_config(replica), now, server_id=DUMP_ID, epoch=1)
     assert idle == server_position(source_config(replica), 1)  # nothing after it yet
+
+
+def test_the_state_read_around_the_binlog_end_is_the_state_at_that_end(
+    mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    """end_and_gtid (a chunk's high watermark) under a writer committing all the while: the
+    state it reads without the binlog is the one BINLOG_GTID_POS reads at that end."""
+    primary = mariadb
+    primary.execute(f"CREATE TABLE {fresh_db}.t (id INT PRIMARY KEY)")
+    stop = threading.Event()
+
+    def write() -> None:
+        conn = primary.root(fresh_db)
+        try:
+            n = 0
+            with conn.cursor() as cursor:
+                while not stop.is_set():
+                    cursor.execute("INSERT INTO t VALUES (%s)", (n,))
+                    n += 1
+        finally:
+            conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    conn = connect(source_config(primary))
+    try:
+        found = server_info(conn)
+        info = found.in_epoch(ServerEpoch(found.server_id, 0))
+        seen = set()
+        for _ in range(200):
+            end, state = end_and_gtid(conn, info)
+            assert state is not None
+            assert state == gtid_at(conn, end), end
+            seen.add(end)
+    finally:
+        stop.set()
+        writer.join()
+        conn.close()
+    assert len(seen) > 50  # the writer moved the end between most reads
