@@ -55,6 +55,9 @@ class StreamBounds:
     #: executors (``stream.table_merge``: each merge's fixed cost then runs on every core,
     #: without the GIL); fewer are merged in the driver, sparing a Spark job (~0.1 s).
     executor_merge_tables: int = 8
+    #: A table's batch of at least this many rows is split by key over the executors'
+    #: cores and committed once (``sinks.delta_split``): a big transaction on every core.
+    split_merge_rows: int = 100_000
     #: Each merge task holds one core of its host while it merges (``stream.table_merge.
     #: one_core``: delta-rs's threads then hand work over on that core, not across cores).
     pin_merge_cores: bool = True
@@ -76,6 +79,7 @@ class StreamBounds:
             "block_rows",
             "apply_parallelism",
             "executor_merge_tables",
+            "split_merge_rows",
         ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)}")

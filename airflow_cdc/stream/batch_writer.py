@@ -36,6 +36,7 @@ from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
+from airflow_cdc.stream.executor_merges import merge_on_executors
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
 from airflow_cdc.stream.health import look_at_source
 from airflow_cdc.stream.joining import (
@@ -53,8 +54,6 @@ from airflow_cdc.stream.table_merge import (
     MergeTask,
     TableMerge,
     merge_table,
-    merge_tasks,
-    run_merge_task,
     stream_sink,
 )
 
@@ -179,23 +178,26 @@ class BatchWriter:
 
     def _merge_all(self, merges: list[TableMerge], version: int | None) -> tuple[list[Merged], int]:
         """Merge each table's blocks (``stream.table_merge``): as tasks on the executors
-        when there are enough tables, else here, ``apply_parallelism`` at a time. A table
-        that failed fails the batch once every table has run. The outcomes, and how many
-        executor tasks ran them (0: here)."""
+        when there are enough tables or a big one (``stream.executor_merges``), else here,
+        ``apply_parallelism`` at a time. A table that failed fails the batch once every
+        table has run. The outcomes, and how many executor tasks ran them (0: here)."""
         bounds = self.spec.bounds
-        if self._executors is not None and len(merges) >= bounds.executor_merge_tables:
+        many = len(merges) >= bounds.executor_merge_tables
+        if self._executors is not None and (
+            many or any(m.rows >= bounds.split_merge_rows for m in merges)
+        ):
             runner, cores = self._executors
-            tasks = merge_tasks(
+            outcomes, tasks = merge_on_executors(
+                self.sink,
                 self.spec.sink,
                 self.spec.stream_id,
                 version,
-                bounds.max_merge_rows,
                 merges,
+                runner,
                 cores,
-                pin_core=bounds.pin_merge_cores,
+                bounds,
             )
-            outcomes = [merged for done in runner(run_merge_task, tasks) for merged in done]
-            return self._settled(outcomes), len(tasks)
+            return self._settled(outcomes), tasks
         task = MergeTask(self.spec.sink, self.spec.stream_id, version, bounds.max_merge_rows, ())
         outcomes = apply_each(
             lambda merge: merge_table(self.sink, task, merge),

@@ -59,7 +59,7 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
         staged: list[tuple[TableId, Block]] = []
 
         def stage(table: TableId, rows: pa.Table) -> None:
-            staged.append((table, put.put(rows)))
+            staged.append((table, put.put(rows, schemas[table].key[0])))
 
         aside: dict[TableId, Aside] = {}
 

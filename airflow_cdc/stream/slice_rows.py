@@ -83,11 +83,29 @@ class Block:
     rows: int
     path: str = ""
     data: bytes = b""
+    #: The least and greatest value of its first key column, when that is an integer
+    #: (a big table's split reads only the blocks that may hold its part's keys).
+    low: int | None = None
+    high: int | None = None
+
+    def may_hold(self, lo: int | None, hi: int | None) -> bool:
+        """Whether a first key in ``[lo, hi)`` (None: unbounded) may be in the block."""
+        if self.low is None or self.high is None:
+            return True
+        return (lo is None or self.high >= lo) and (hi is None or self.low < hi)
 
 
 def block_payload(block: Block) -> bytes:
     """A ``block`` row's payload."""
-    return pickle.dumps({"rows": block.rows, "path": block.path, "data": block.data})
+    return pickle.dumps(
+        {
+            "rows": block.rows,
+            "path": block.path,
+            "data": block.data,
+            "low": block.low,
+            "high": block.high,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -139,7 +157,7 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
             continue
         block = decode_payload(payload)
         blocks.setdefault(TableId.parse(ref), []).append(
-            Block(block["rows"], block["path"], block["data"])
+            Block(block["rows"], block["path"], block["data"], block.get("low"), block.get("high"))
         )
     return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices, aside)
 

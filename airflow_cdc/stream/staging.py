@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.sinks.naming import escape_segment
@@ -61,15 +62,28 @@ class SliceBlocks:
         self._folder = folder
         self._left = inline_bytes
 
-    def put(self, rows: pa.Table) -> Block:
+    def put(self, rows: pa.Table, first_key: str | None = None) -> Block:
+        """A block of ``rows``, with the bounds of its ``first_key`` column when that is
+        an integer."""
+        low, high = _bounds(rows, first_key)
         if rows.nbytes <= self._left:
             out = pa.BufferOutputStream()
             with pa.ipc.new_stream(out, rows.schema) as writer:
                 writer.write_table(rows)
             data = out.getvalue().to_pybytes()
             self._left -= len(data)
-            return Block(rows.num_rows, data=data)
-        return Block(rows.num_rows, path=write_block(self._folder, rows))
+            return Block(rows.num_rows, data=data, low=low, high=high)
+        return Block(rows.num_rows, path=write_block(self._folder, rows), low=low, high=high)
+
+
+def _bounds(rows: pa.Table, column: str | None) -> tuple[int | None, int | None]:
+    if column is None or not rows.num_rows or column not in rows.column_names:
+        return None, None
+    values = rows.column(column)
+    if not pa.types.is_integer(values.type) or values.null_count:
+        return None, None
+    low, high = pc.min_max(values).values()
+    return int(low.as_py()), int(high.as_py())
 
 
 def read_block(sink: SinkConfig, block: Block) -> pa.Table:

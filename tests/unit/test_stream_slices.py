@@ -150,3 +150,26 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
             sink.apply(T, order[0])
         results.append(rows_of(sink.read_all(T).drop_columns(["_cdc_bucket"]).sort_by("id")))
     assert results[0] == results[1]
+
+
+def test_blocks_carry_their_first_key_bounds_through_the_batch(tmp_path: Any) -> None:
+    import pyarrow as pa
+
+    from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.stream.slice_rows import BLOCK, block_payload, slice_batch
+    from airflow_cdc.stream.staging import SliceBlocks
+
+    put = SliceBlocks(Location(str(tmp_path)), 64)  # the second block goes to a file
+    ints = put.put(pa.table({"id": pa.array([7, 3, 9], pa.int64())}), "id")
+    staged = put.put(pa.table({"id": pa.array(range(100, 200), pa.int64())}), "id")
+    texts = put.put(pa.table({"k": pa.array(["a", "b"])}), "k")
+    assert (ints.low, ints.high, bool(ints.data)) == (3, 9, True)
+    assert (staged.low, staged.high, bool(staged.path)) == (100, 199, True)
+    assert (texts.low, texts.high) == (None, None)
+    assert ints.may_hold(None, 4)
+    assert ints.may_hold(9, None)
+    assert not ints.may_hold(10, None)
+    assert not ints.may_hold(None, 3)
+    assert texts.may_hold(0, 1)  # unknown bounds: it may
+    rows = [(BLOCK, "db.t", block_payload(b)) for b in (ints, staged, texts)]
+    assert slice_batch(rows).blocks[TableId("db", "t")] == [ints, staged, texts]

@@ -1,0 +1,254 @@
+"""A batch's merges as tasks on the executors, in one Spark job.
+
+Two kinds of task share the job:
+
+* a :class:`~airflow_cdc.stream.table_merge.MergeTask` merges a share of the batch's
+  tables one after another (many small tables: each merge's fixed cost on every core);
+* a :class:`SplitTask` rewrites one key range of one big table's batch
+  (``sinks.delta_split``: a million-row transaction on every core). The driver plans a
+  table's parts from its files, the tasks write their parts' new files, and the driver
+  commits them all in one Delta transaction with the batch's application version; when
+  that commit loses a race (a chunk re-run committed into the same buckets meanwhile),
+  the table is merged in the driver instead, which retries as every merge does.
+
+A table the driver cannot split (a key that is not a signed integer, files too big for a
+few parts) goes to a merge task like the small ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from airflow_cdc.config import SinkConfig, StreamBounds
+from airflow_cdc.model import TableId
+from airflow_cdc.sinks.base import POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.delta_changes import prepare_changes
+from airflow_cdc.sinks.delta_commits import commit_properties, writer_transaction
+from airflow_cdc.sinks.delta_files import remove_data_files
+from airflow_cdc.sinks.delta_layout import TableLayout, writable_layout
+from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta_split import (
+    PartRewrite,
+    SplitPart,
+    commit_split,
+    plan_split,
+    rewrite_part,
+    split_buckets,
+)
+from airflow_cdc.sinks.last_writer_wins import apply_newer, newest_per_key
+from airflow_cdc.sinks.retry import is_commit_conflict
+from airflow_cdc.snapshot.runners import Runner
+from airflow_cdc.stream.slice_rows import Block
+from airflow_cdc.stream.staging import read_block
+from airflow_cdc.stream.table_merge import (
+    Merged,
+    MergeTask,
+    TableMerge,
+    executor_sink,
+    merge_table,
+    merge_tasks,
+    one_core,
+    run_merge_task,
+)
+
+__all__ = ["PartOutcome", "SplitTask", "merge_on_executors", "run_task", "warm_up"]
+
+log = logging.getLogger("airflow_cdc.stream")
+
+#: Parts of one table at most, per executor core (a part is one task; each reads all of
+#: the batch's blocks of the table to keep its own keys).
+_PARTS_PER_CORE = 8
+
+
+@dataclass(frozen=True)
+class SplitTask:
+    """One key range of one table's batch, rewritten by one executor task."""
+
+    sink: SinkConfig
+    table: TableId
+    layout: TableLayout
+    part: SplitPart
+    #: The batch's blocks of the table that may hold keys of the part.
+    blocks: tuple[Block, ...]
+    pin_core: bool = True
+
+
+@dataclass(frozen=True)
+class PartOutcome:
+    """A split task's rewrite, or the error that stopped it."""
+
+    rewrite: PartRewrite | None
+    error: BaseException | None = None
+
+
+def run_task(task: MergeTask | SplitTask) -> list[Merged] | PartOutcome:
+    """One task of the job, on an executor."""
+    if isinstance(task, MergeTask):
+        return run_merge_task(task)
+    with one_core() if task.pin_core else contextlib.nullcontext():
+        try:
+            return PartOutcome(_rewrite(task))
+        except Exception as exc:  # the driver merges the table itself then
+            return PartOutcome(None, exc)
+
+
+def warm_up(_: object = None) -> int:
+    """Run once in each merge worker when the stream starts: a worker's first group-by,
+    join and Parquet round trip set up Arrow's machinery (~0.5 s of a big table's first
+    split here), which the first batch would otherwise wait for."""
+    rows = pa.table(
+        {"k": pa.array([1, 2, 2], pa.int64()), POSITION_COLUMN: pa.array([1, 2, 3], POSITION_TYPE)}
+    )
+    newest_per_key([rows.slice(0, 2), rows.slice(2)], ("k",))
+    apply_newer(rows.slice(0, 1), rows.slice(1), ("k",))
+    buffer = pa.BufferOutputStream()
+    pq.write_table(rows, buffer)
+    pq.ParquetFile(pa.BufferReader(buffer.getvalue())).read(use_threads=False)
+    return 0
+
+
+def _rewrite(task: SplitTask) -> PartRewrite:
+    """The part's changes (its keys of every block, newest per key) applied to its files."""
+    key = task.layout.key
+    pieces = []
+    part = task.part
+    for block in task.blocks:
+        rows = read_block(task.sink, block)
+        within = (
+            block.low is not None and block.high is not None and part.holds(block.low, block.high)
+        )
+        pieces.append(rows if within else rows.filter(part.mask(rows.column(key[0]))))
+    changes = pa.concat_tables(pieces) if _apart(task.blocks) else newest_per_key(pieces, key)
+    prepared = prepare_changes(task.table, task.layout, changes, check_keys=False)
+    location = executor_sink(task.sink).table_location(task.table)
+    return rewrite_part(location, task.layout, task.part, prepared)
+
+
+def _apart(blocks: Sequence[Block]) -> bool:
+    """Whether no key can be in two of the blocks: their first-key ranges are known and
+    do not overlap (a big UPDATE in key order makes such blocks; the newest row per key
+    is then each block's own, without a group-by over them all)."""
+    ranges = sorted((b.low, b.high) for b in blocks if b.low is not None and b.high is not None)
+    if len(ranges) < len(blocks):
+        return False
+    return all(left[1] < right[0] for left, right in itertools.pairwise(ranges))
+
+
+@dataclass
+class _Split:
+    """A table's split as the driver planned it (``dt``: the version it was planned on)."""
+
+    merge: TableMerge
+    dt: DeltaTable
+    tasks: list[SplitTask]
+
+
+def merge_on_executors(
+    sink: DeltaSink,
+    config: SinkConfig,
+    stream_id: str,
+    version: int | None,
+    merges: Sequence[TableMerge],
+    runner: Runner,
+    cores: int,
+    bounds: StreamBounds,
+) -> tuple[list[Merged], int]:
+    """Merge the batch's tables (``version``: its end, recorded in each) as one job of
+    tasks on the executors; the outcomes and the number of tasks."""
+    splits: list[_Split] = []
+    whole: list[TableMerge] = []
+    done: list[Merged] = []
+    for merge in merges:
+        if merge.rows < bounds.split_merge_rows:
+            whole.append(merge)
+        elif (
+            version is not None and (sink.applied_version(merge.table, stream_id) or -1) >= version
+        ):
+            done.append(Merged(merge.table))  # the table holds this batch already
+        else:
+            split = _plan(sink, config, merge, cores, bounds)
+            (whole.append(merge) if split is None else splits.append(split))
+    grouped = merge_tasks(
+        config,
+        stream_id,
+        version,
+        bounds.max_merge_rows,
+        whole,
+        cores,
+        pin_core=bounds.pin_merge_cores,
+    )
+    tasks: list[MergeTask | SplitTask] = [*grouped, *(t for s in splits for t in s.tasks)]
+    results = runner(run_task, tasks)
+    outcomes = [m for result in results[: len(grouped)] for m in result]
+    at = len(grouped)
+    for split in splits:
+        parts = results[at : at + len(split.tasks)]
+        at += len(split.tasks)
+        outcomes.append(_commit(sink, config, stream_id, version, split, parts, bounds))
+    return [*done, *outcomes], len(tasks)
+
+
+def _plan(
+    sink: DeltaSink, config: SinkConfig, merge: TableMerge, cores: int, bounds: StreamBounds
+) -> _Split | None:
+    """The table's parts, at least one per core and one per ``max_merge_rows`` changes,
+    or None when it cannot be split (or would be one part)."""
+    dt = DeltaTable(sink.table_uri(merge.table), storage_options=sink.storage_options)
+    layout = writable_layout(dt, merge.table)
+    parts = plan_split(
+        dt,
+        layout,
+        max(cores, math.ceil(merge.rows / bounds.max_merge_rows)),
+        max_part_bytes=RewriteLimits().max_file_bytes,
+        max_parts=_PARTS_PER_CORE * cores,
+    )
+    if parts is None or len(parts) < 2:
+        return None
+    tasks = [
+        SplitTask(config, merge.table, layout, part, blocks, bounds.pin_merge_cores)
+        for part in parts
+        if (blocks := tuple(b for b in merge.blocks if b.may_hold(part.lo, part.hi)))
+    ]  # a part no block may touch keeps its files as they are
+    return _Split(merge, dt, tasks)
+
+
+def _commit(
+    sink: DeltaSink,
+    config: SinkConfig,
+    stream_id: str,
+    version: int | None,
+    split: _Split,
+    parts: list[PartOutcome],
+    bounds: StreamBounds,
+) -> Merged:
+    """Commit the parts in one transaction; merge the table in the driver instead when a
+    part failed or the commit lost a race (its new files are removed then)."""
+    table = split.merge.table
+    rewrites = [p.rewrite for p in parts if p.rewrite is not None]
+    if len(rewrites) == len(parts):
+        app = writer_transaction(stream_id, version) if version is not None else None
+        commit = commit_properties(split_buckets(rewrites), split.dt.version(), app)
+        try:
+            commit_split(split.dt, sink.table_location(table), rewrites, commit)
+            rows = sum(r.inserted + r.updated for r in rewrites)
+            return Merged(table, rows, 1)
+        except Exception as exc:
+            if not is_commit_conflict(exc):
+                return Merged(table, error=exc)
+            log.info("%s is merged in the driver: its split lost a commit race (%s)", table, exc)
+    else:
+        failed = next(p.error for p in parts if p.error is not None)
+        log.warning("%s is merged in the driver: a part of its split failed (%s)", table, failed)
+        remove_data_files(sink.table_location(table), [f for r in rewrites for f in r.written])
+    task = MergeTask(config, stream_id, version, bounds.max_merge_rows, ())
+    return merge_table(sink, task, split.merge)
