@@ -51,6 +51,21 @@ def status_report(url: str) -> dict[str, Any]:
     ]
     now = dt.datetime.now(dt.UTC)
     report["streams"] = [_stream_report(store, state, now) for state in store.stream_states()]
+    report["verifications"] = [
+        {
+            "table": str(v.table),
+            "status": v.status,
+            "checked_at": v.checked_at,
+            "cut": v.cut.to_text() if v.cut else None,
+            "rows": v.rows,
+            "differences": v.differences,
+            "keys": v.keys,
+            "repair_plan_id": v.repair_plan_id,
+            "seconds": v.seconds,
+            "notes": v.notes,
+        }
+        for v in store.verifications.latest()
+    ]
     return report
 
 
@@ -172,6 +187,13 @@ def _print(report: dict[str, Any]) -> None:
         if s["waiting_tables"]:
             print(f"  waiting to join (after their snapshot): {', '.join(s['waiting_tables'])}")
         _print_schema_changes(s)
+    for v in report["verifications"]:
+        found = "equal to the source" if v["status"] == "clean" else v["keys"]
+        repair = f"; repair plan {v['repair_plan_id']}" if v["repair_plan_id"] else ""
+        print(
+            f"verified {v['table']} {v['checked_at']:%Y-%m-%d %H:%M} ({v['status']}): "
+            f"{v['rows']:,} rows at {v['cut']} in {v['seconds']:.1f} s, {found}{repair}"
+        )
 
 
 def _print_schema_changes(stream: dict[str, Any]) -> None:

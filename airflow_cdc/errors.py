@@ -20,7 +20,8 @@ Each message names the cause and the fix. The tree::
     ├── MetadataError             the metadata DB is unreachable or inconsistent
     ├── SnapshotUnitError         chunks of a work unit failed (each recorded with its error)
     ├── StreamLeaseError          another stream runs (or ran) on these tables; lease lost
-    └── StreamBehindError         the watchdog: a stream is behind the source, or not running
+    ├── StreamBehindError         the watchdog: a stream is behind the source, or not running
+    └── ReplicaDiffersError       verify: a replica differs from its source (keys named)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "MissingTransactionsError",
     "PositionPurgedError",
     "PrivilegeError",
+    "ReplicaDiffersError",
     "SchemaChangedError",
     "SchemaChangedInWindowError",
     "SinkColumnsChangedError",
@@ -136,6 +138,11 @@ class StreamLeaseError(CdcError):
 class StreamBehindError(CdcError):
     """The stream watchdog found a stream behind the source for longer than its threshold,
     or not running; the message names the stream, its lag and where it stands."""
+
+
+class ReplicaDiffersError(CdcError):
+    """Verify found rows of a replica that differ from its source (or could not check a
+    table); the message names the tables and keys, and the way to repair them."""
 
 
 def wrapped_error(exc: BaseException) -> str | None:

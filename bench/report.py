@@ -60,6 +60,11 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
         "ADD COLUMN ... NOT NULL DEFAULT on 1M rows, in place ÷ a full re-snapshot",
         "<=",
     ),
+    (
+        "verify_vs_cli",
+        "verify of a whole table (source and lake summed, compared) ÷ one `mariadb --quick` read",
+        "<=",
+    ),
 )
 
 #: Targets not carried by the results (a section may report ``target_<key>`` itself).
@@ -75,6 +80,7 @@ TARGETS: dict[str, float | None] = {
     "many_tables_vs_one_table": 2.0,
     "many_tables_stream_p99_s": 5.0,
     "add_column_vs_resnapshot": 0.1,
+    "verify_vs_cli": 2.0,
 }
 
 REPRODUCE = """\
@@ -406,6 +412,21 @@ def add_column_lines(section: dict[str, Any]) -> list[str]:
     )
 
 
+def verify_lines(section: dict[str, Any]) -> list[str]:
+    """Verify against one CLI read of the table, and within a rows-per-second bound."""
+    rows = [
+        (
+            f"{figures.get('rows'):,}",
+            " / ".join(f"{s} s" for s in figures.get("cli_seconds") or []),
+            " / ".join(f"{s} s" for s in figures.get("verify_seconds") or []),
+            figures.get("verify_vs_cli"),
+            f"{_num(figures.get('bound_rows_per_s'))} → {_num(figures.get('bounded_rows_per_s'))}",
+        )
+        for figures in section.values()
+    ]
+    return _table(("rows", "`mariadb --quick`", "verify", "ratio", "bound → observed rows/s"), rows)
+
+
 def many_tables_lines(section: dict[str, Any]) -> list[str]:
     """Many tables against one, and the stream's latency over many tables."""
     rows = []
@@ -619,6 +640,20 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "compared.",
             "",
             *add_column_lines(raw["add_column"]),
+            "",
+        ]
+    if raw.get("verify"):
+        parts += [
+            "## Verify",
+            "",
+            "`bench/verify.py`: `bench.t` snapshotted into a lake, then verified",
+            "(`verify.check`: two read views sum the table's ranges by fingerprint in the",
+            "server while DuckDB sums the Delta table, compared at one binlog position) against",
+            "one `mariadb --quick` read of it. Twice each, alternating; the faster of each",
+            "compared. Then once with a bound of half the rows a second the unbounded verify",
+            "read, and the rate observed.",
+            "",
+            *verify_lines(raw["verify"]),
             "",
         ]
     extra = {k: raw[k] for k in ("stream_latency", "stream_big_transaction") if raw.get(k)}

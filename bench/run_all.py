@@ -23,7 +23,9 @@ streamed on one core and on two (``stream_big.py``); and
 **many_tables**: 300 tables of 2,000 rows against one table of 600,000 through Airflow end
 to end, and the stream's latency over the 300 tables (``many_tables.py``); and
 **add_column**: an instant ``ADD COLUMN ... NOT NULL DEFAULT`` on a 1,000,000-row table
-carried over in place against a full re-snapshot of it (``add_column.py``); and **upkeep**:
+carried over in place against a full re-snapshot of it (``add_column.py``); and **verify**:
+``bench.t`` at the largest size verified against one ``mariadb --quick`` read of it
+(``verify.py``); and **upkeep**:
 the maintenance DAG on a table the stream wrote for 500 versions, files and a full read
 before and after (``upkeep.py``).
 
@@ -97,6 +99,7 @@ HEADLINE_KEYS = (
     "many_tables_vs_one_table",
     "many_tables_stream_p99_s",
     "add_column_vs_resnapshot",
+    "verify_vs_cli",
 )
 RESULTS = BENCH / "results.json"
 
@@ -326,6 +329,17 @@ def add_column_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
             run.raw["add_column"] = {str(rows): result}
 
 
+def verify_section(run: Run, server: LocalMariaDB, rows: int, workdir: Path) -> None:
+    """``verify.measure_verify``: verify of ``bench.t`` at the largest size against one
+    ``mariadb --quick`` read of it, and within a rows-per-second bound."""
+    measure, status = optional("verify", "measure_verify")
+    run.sections["verify"] = status
+    if measure is not None:
+        result = run.attempt("verify", f"verify.{rows}", lambda: measure(server, rows, workdir))
+        if result is not None:
+            run.raw["verify"] = {str(rows): result}
+
+
 def upkeep_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``upkeep.measure_upkeep``: the maintenance DAG on a table the stream wrote for 500
     versions, beside the running stream; keyed by the table's rows."""
@@ -495,6 +509,7 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         "many_tables_vs_one_table": _largest(raw.get("many_tables"), "many_tables_vs_one_table"),
         "many_tables_stream_p99_s": _largest(raw.get("many_tables"), "many_tables_stream_p99_s"),
         "add_column_vs_resnapshot": _largest(raw.get("add_column"), "add_column_vs_resnapshot"),
+        "verify_vs_cli": _largest(raw.get("verify"), "verify_vs_cli"),
     }
     plan = raw.get("plan") or {}
     plan_sizes = [int(k) for k in plan.get("sizes", {})]
@@ -621,6 +636,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in skip:
                 run.sections[name] = "skipped (--skip)"
             table_sections(run, server, sizes, workdir, skip)
+            if "verify" not in skip:  # bench.t as the table sections left it
+                verify_section(run, server, max(sizes), workdir / "verify")
             if "plan" not in skip:
                 plan_section(run, server, sizes, workdir, args.plan_chunk_rows)
             if "stream" not in skip:

@@ -5,7 +5,7 @@ long argument lists. Secrets live only in :class:`SourceConfig`, the metadata UR
 sink's storage options, all hidden from ``repr`` so they never reach a log line.
 
 Each concern in its module: the source (``source``), the chunks (``snapshot``), the
-sink (``sink``), the stream (``stream``), the job files (``jobs``) and their JSON form
+sink (``sink``), the stream (``stream``), verify (``verify``), the job files (``jobs``) and their JSON form
 (``fields``); every name is also here.
 """
 
@@ -24,6 +24,7 @@ from airflow_cdc.config.stream import (
     SchemaChangeConfig,
     StreamBounds,
 )
+from airflow_cdc.config.verify import VerifySettings
 
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
@@ -40,6 +41,7 @@ __all__ = [
     "SourceConfig",
     "StreamBounds",
     "StreamJobSpec",
+    "VerifySettings",
     "from_fields",
     "setting_types",
 ]

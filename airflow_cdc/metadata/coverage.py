@@ -38,7 +38,8 @@ class PlanChunk:
 def merge_plans(
     plans: Sequence[Sequence[PlanChunk]], sort_key: Callable[[Key], Any] | None = None
 ) -> list[tuple[ChunkRange, BinlogPosition]]:
-    """``plans`` newest first, each its chunks in key order; stops after the first full plan.
+    """``plans`` newest first, each its chunks in key order; stops after the first full plan
+    (one whose chunks tile every key).
 
     Returns the done chunks (cut where newer done chunks overlap them) with their high
     watermarks; no two returned ranges overlap.
@@ -53,10 +54,26 @@ def merge_plans(
             for taken in claimed:
                 pieces = [part for piece in pieces for part in subtract(piece, taken, compare)]
             result.extend((piece, high) for piece in pieces)
-        if chunks and chunks[0].range.lo is None and chunks[-1].range.hi is None:
+        if _whole(chunks):
             break  # a full plan: nothing older counts
         claimed.extend(rng for rng, _ in done)
     return result
+
+
+def _whole(chunks: Sequence[PlanChunk]) -> bool:
+    """Whether the chunks tile every key: from the one open below, each ends where the next
+    starts, up to the one open above. A repair's scattered chunks may reach both ends with
+    gaps between; they cover only themselves."""
+    starting = {c.range.lo: c for c in chunks}
+    at: Key | None = None
+    for count in range(1, len(chunks) + 1):
+        chunk = starting.get(at)
+        if chunk is None:
+            return False
+        if chunk.range.hi is None:
+            return count == len(chunks)
+        at = chunk.range.hi
+    return False
 
 
 def subtract(piece: ChunkRange, taken: ChunkRange, compare: Compare) -> list[ChunkRange]:

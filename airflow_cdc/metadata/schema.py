@@ -25,6 +25,7 @@ __all__ = [
     "stream_lease_lock",
     "stream_state",
     "stream_tables",
+    "verifications",
 ]
 
 #: Constraint names are fixed so later migrations (SQLite batch mode) can address them.
@@ -214,4 +215,25 @@ gtid_points = sa.Table(
     sa.Column("gtid", sa.Text, nullable=False),
     sa.Column("recorded_by", sa.String(200), nullable=False),
     sa.Column("recorded_at", sa.DateTime, nullable=False),
+)
+
+#: Revision 0009: each table's verifications (``metadata.verifications``): what a check of
+#: the replica against the source found, and what its repair planned.
+verifications = sa.Table(
+    "cdc_verifications",
+    metadata,
+    sa.Column("verification_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_label", sa.String(250), nullable=False),
+    sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), nullable=False, index=True),
+    sa.Column("checked_at", sa.DateTime, nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),  # VERIFICATION_STATUSES
+    sa.Column("cut", sa.Text, nullable=True),  # codec.encode_position
+    sa.Column("rows", sa.BigInteger, nullable=False),
+    sa.Column("ranges", sa.Integer, nullable=False),
+    sa.Column("passes", sa.Integer, nullable=False),
+    sa.Column("differences", sa.Integer, nullable=False),
+    sa.Column("keys", sa.Text, nullable=False),  # what the keys were, as text
+    sa.Column("repair_plan_id", sa.Integer, nullable=True),
+    sa.Column("seconds", sa.Float, nullable=False),
+    sa.Column("notes", sa.Text, nullable=False),
 )

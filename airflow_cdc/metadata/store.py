@@ -39,6 +39,7 @@ from airflow_cdc.metadata.records import (
 )
 from airflow_cdc.metadata.schema_history import History
 from airflow_cdc.metadata.servers import SourceServers
+from airflow_cdc.metadata.verifications import Verifications
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId, TablePlan, TableSchema
 
 __all__ = ["MAX_ERROR_CHARS", "MetadataStore", "truncate_error"]
@@ -65,6 +66,11 @@ class MetadataStore:
     def servers(self) -> SourceServers:
         """The source servers (epochs) and GTID points (``metadata.servers``)."""
         return SourceServers(self._engine)
+
+    @property
+    def verifications(self) -> Verifications:
+        """Each table's verifications (``metadata.verifications``)."""
+        return Verifications(self._engine)
 
     @property
     def url(self) -> str:

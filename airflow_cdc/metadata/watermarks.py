@@ -20,6 +20,7 @@ from airflow_cdc.metadata.engine import mask_url, with_retry
 from airflow_cdc.metadata.plans import read_label
 from airflow_cdc.metadata.records import ChunkStatus, FullSnapshot
 from airflow_cdc.metadata.schema import chunks as t_chunks
+from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId
 
 __all__ = [
@@ -89,21 +90,7 @@ def chunks_since_full_plans(
         return {}
 
     def read(connection: Connection) -> list[RowMapping]:
-        chunk, full, open_end = t_chunks, t_chunks.alias("full"), t_chunks.alias("open_end")
-        has_open_end = (
-            sa.select(open_end.c.plan_id)
-            .where(
-                open_end.c.plan_id == full.c.plan_id,
-                open_end.c.table_name == full.c.table_name,
-                open_end.c.hi.is_(None),
-            )
-            .exists()
-        )
-        latest_full = (
-            sa.select(sa.func.max(full.c.plan_id))
-            .where(full.c.table_name == chunk.c.table_name, full.c.lo.is_(None), has_open_end)
-            .scalar_subquery()
-        )
+        chunk = t_chunks
         query = (
             sa.select(
                 chunk.c.table_name,
@@ -115,7 +102,7 @@ def chunks_since_full_plans(
             )
             .where(
                 chunk.c.table_name.in_(list(names)),
-                chunk.c.plan_id >= sa.func.coalesce(latest_full, 0),
+                chunk.c.plan_id >= sa.func.coalesce(_latest_full_plan(chunk), 0),
             )
             .order_by(chunk.c.table_name, chunk.c.plan_id.desc(), chunk.c.chunk_no)
         )
@@ -126,6 +113,40 @@ def chunks_since_full_plans(
     for row in rows:
         found[names[row["table_name"]]].append(row)
     return found
+
+
+def _latest_full_plan(chunk: sa.Table) -> sa.ScalarSelect[Any]:
+    """The newest plan of `chunk`'s table whose chunks reach both ends of the key space;
+    a repair's scattered plan may too, but covers only the ranges that differed."""
+    full, open_end = t_chunks.alias("full"), t_chunks.alias("open_end")
+    has_open_end = (
+        sa.select(open_end.c.plan_id)
+        .where(
+            open_end.c.plan_id == full.c.plan_id,
+            open_end.c.table_name == full.c.table_name,
+            open_end.c.hi.is_(None),
+        )
+        .exists()
+    )
+    scattered = (
+        sa.select(t_plan_tables.c.plan_id)
+        .where(
+            t_plan_tables.c.plan_id == full.c.plan_id,
+            t_plan_tables.c.table_name == full.c.table_name,
+            t_plan_tables.c.method == "scattered",
+        )
+        .exists()
+    )
+    return (
+        sa.select(sa.func.max(full.c.plan_id))
+        .where(
+            full.c.table_name == chunk.c.table_name,
+            full.c.lo.is_(None),
+            has_open_end,
+            ~scattered,
+        )
+        .scalar_subquery()
+    )
 
 
 def _watermarks(

@@ -13,7 +13,9 @@ __all__ = ["EVERY_KEY", "SplitMethod", "TablePlan"]
 #: The range of a full plan: every key.
 EVERY_KEY = ChunkRange(None, None)
 
-SplitMethod = Literal["even", "uneven", "single"]
+#: How a table's chunks were planned; ``scattered``: at given key ranges, disjoint, with
+#: gaps between (a verification's repair: ``verify.repair``), never the whole table.
+SplitMethod = Literal["even", "uneven", "single", "scattered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +25,8 @@ class TablePlan:
 
     A full plan (the default, ``covers`` unbounded) has ``None`` at both ends so rows
     inserted outside today's min/max still belong to a chunk; a range plan (a backfill of
-    ``[lo, hi)``) re-snapshots only that part of the key space.
+    ``[lo, hi)``) re-snapshots only that part of the key space; a ``scattered`` plan holds
+    disjoint ranges with gaps between (a repair), whatever ``covers`` says.
     """
 
     table: TableId
@@ -36,6 +39,8 @@ class TablePlan:
     def __post_init__(self) -> None:
         if not self.ranges:
             raise ValueError(f"plan of {self.table} has no chunk")
+        if self.method == "scattered":
+            return  # ranges the caller made disjoint, in its server's order or none
         if self.ranges[0].lo != self.covers.lo or self.ranges[-1].hi != self.covers.hi:
             what = "the whole key space" if self.covers.unbounded else self.covers.label()
             raise ValueError(f"plan of {self.table} does not cover {what}")
@@ -48,4 +53,4 @@ class TablePlan:
     @property
     def is_full(self) -> bool:
         """Whether the plan covers the whole key space (not a range backfill)."""
-        return self.covers.unbounded
+        return self.covers.unbounded and self.method != "scattered"

@@ -45,6 +45,7 @@ __all__ = [
     "RewriteLimits",
     "SinkFile",
     "commit_rewrite",
+    "plain_protocol",
     "plan_rewrite",
     "rewrite_actions",
 ]
@@ -111,7 +112,7 @@ def plan_rewrite(
     column, one row per key) to ``dt``, or None when it is not a small one (too many
     rows or bytes to read, or files whose columns differ from the changes': the delta-rs
     merge then handles it)."""
-    if changes.num_rows > limits.max_rows or not _plain_protocol(dt):
+    if changes.num_rows > limits.max_rows or not plain_protocol(dt):
         return None
     files = _bucket_files(dt, changes)
     may_hold = _may_hold_keys(files, changes, key[0])
@@ -137,7 +138,7 @@ def plan_rewrite(
 _PLAIN_FEATURES = frozenset({"timestampNtz"})
 
 
-def _plain_protocol(dt: DeltaTable) -> bool:
+def plain_protocol(dt: DeltaTable) -> bool:
     """Whether the table asks nothing of writers beyond files and their statistics (the
     sink creates its tables so): deletion vectors, column mapping, a change data feed,
     constraints and other features need more than a rewrite of Parquet files."""

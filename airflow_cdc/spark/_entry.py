@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -53,16 +53,16 @@ def job_file_argument(argv: Sequence[str] | None, *, prog: str, description: str
     return str(args.job_file)
 
 
-def start_python_workers(context: Any, warm: Callable[[int], object] = int) -> threading.Thread:
+def start_python_workers(context: Any) -> threading.Thread:
     """Start the executors' Python workers in the background while the driver sets up (a
     chunk's read view, the stream's query): forked from the preloading daemon, with the
     read path imported, and kept by Spark for the job's tasks, so the first task does not
-    pay their start (~2-5 s here); ``warm`` runs once in each."""
+    pay their start (~2-5 s here)."""
     slots = max(1, int(context.defaultParallelism))
 
     def run() -> None:
         try:
-            context.parallelize(range(slots), slots).map(warm).collect()
+            context.parallelize(range(slots), slots).map(int).collect()
         except Exception:  # only a head start: the tasks start their workers anyway
             log.debug("starting the Python workers early failed", exc_info=True)
 

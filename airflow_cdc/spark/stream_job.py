@@ -50,7 +50,6 @@ from airflow_cdc.spark._entry import (
     job_file_argument,
     report_failure,
     spark_conf,
-    start_python_workers,
     start_sql_python_workers,
 )
 from airflow_cdc.spark.checkpoint import read_checkpoint, set_aside_if_stale
@@ -58,7 +57,6 @@ from airflow_cdc.spark.environment import prefer_installed_pyspark
 from airflow_cdc.spark.snapshot_job import spark_runner
 from airflow_cdc.stream.batch_writer import LEASE_SECONDS, START_BATCH_ID, BatchWriter
 from airflow_cdc.stream.discovery import Discovery, every
-from airflow_cdc.stream.executor_merges import warm_up
 from airflow_cdc.stream.joining import joined_tables
 from airflow_cdc.stream.lease import LeaseKeeper, reclaim_dead_owner
 from airflow_cdc.stream.own_plans import run_own_plans
@@ -151,9 +149,8 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
             conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
         ).getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
-        start_sql_python_workers(spark)  # the slices'
+        start_sql_python_workers(spark)
         context = spark.sparkContext
-        start_python_workers(context, warm_up)  # the merge tasks'
         writer.merge_on(spark_runner(context), int(context.defaultParallelism))
         _snapshotter(spec, spark, stop)
         return _run_query(spec, job_file, spark, writer, start_batch, keeper, began)

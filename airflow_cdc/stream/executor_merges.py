@@ -25,12 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig, StreamBounds
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.base import POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_changes import prepare_changes
 from airflow_cdc.sinks.delta_commits import commit_properties, writer_transaction
@@ -45,7 +43,7 @@ from airflow_cdc.sinks.delta_split import (
     rewrite_part,
     split_buckets,
 )
-from airflow_cdc.sinks.last_writer_wins import apply_newer, newest_per_key
+from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.sinks.retry import is_commit_conflict
 from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.stream.slice_rows import Block
@@ -61,7 +59,7 @@ from airflow_cdc.stream.table_merge import (
     run_merge_task,
 )
 
-__all__ = ["PartOutcome", "SplitTask", "merge_on_executors", "run_task", "warm_up"]
+__all__ = ["PartOutcome", "SplitTask", "merge_on_executors", "run_task"]
 
 log = logging.getLogger("airflow_cdc.stream")
 
@@ -100,21 +98,6 @@ def run_task(task: MergeTask | SplitTask) -> list[Merged] | PartOutcome:
             return PartOutcome(_rewrite(task))
         except Exception as exc:  # the driver merges the table itself then
             return PartOutcome(None, exc)
-
-
-def warm_up(_: object = None) -> int:
-    """Run once in each merge worker when the stream starts: a worker's first group-by,
-    join and Parquet round trip set up Arrow's machinery (~0.5 s of a big table's first
-    split here), which the first batch would otherwise wait for."""
-    rows = pa.table(
-        {"k": pa.array([1, 2, 2], pa.int64()), POSITION_COLUMN: pa.array([1, 2, 3], POSITION_TYPE)}
-    )
-    newest_per_key([rows.slice(0, 2), rows.slice(2)], ("k",))
-    apply_newer(rows.slice(0, 1), rows.slice(1), ("k",))
-    buffer = pa.BufferOutputStream()
-    pq.write_table(rows, buffer)
-    pq.ParquetFile(pa.BufferReader(buffer.getvalue())).read(use_threads=False)
-    return 0
 
 
 def _rewrite(task: SplitTask) -> PartRewrite:

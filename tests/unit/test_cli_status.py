@@ -141,3 +141,36 @@ def test_status_lists_plans_not_done_but_the_latest(url: str) -> None:
     assert "snapshot plan 3 (run-3" in out
     assert "unfinished plan 1 (run-1): 1/2 chunks done" in out
     assert "unfinished plan 2 (stream s1: shop.items replaced at b.000001:990): 0/1" in out
+
+
+def test_status_shows_each_table_s_newest_verification(url: str) -> None:
+    import datetime as dt
+
+    from airflow_cdc.metadata.verifications import Verification
+
+    store = MetadataStore.connect(url)
+    for status, keys in (("clean", "none"), ("repairing", "1 with other values (7)")):
+        store.verifications.record(
+            Verification(
+                run_label="mysql_cdc_verify/r1",
+                table=TableId("shop", "orders"),
+                checked_at=dt.datetime(2026, 11, 25, 12, 30, tzinfo=dt.UTC),
+                status=status,
+                cut=BinlogPosition("b.000001", 900),
+                rows=1234,
+                ranges=1,
+                passes=3,
+                differences=1,
+                keys=keys,
+                seconds=2.5,
+                repair_plan_id=7,
+            )
+        )
+    script = Path(sys.executable).parent / "airflow-cdc"
+    out = subprocess.run(
+        [str(script), "status", "--metadata-url", url], capture_output=True, text=True, check=True
+    ).stdout
+    assert (
+        "verified shop.orders 2026-11-25 12:30 (repairing): 1,234 rows at b.000001:900 in "
+        "2.5 s, 1 with other values (7); repair plan 7"
+    ) in out

@@ -32,6 +32,7 @@ ORDER = (
     "planning",
     "snapshot",
     "stream",
+    "verify",
     "spark",
     "hooks",
     "triggers",

@@ -1,0 +1,233 @@
+"""One row's fingerprint, computed the same way by the source server and over the lake.
+
+A row is hashed from a canonical text: each column's value as text (or ``N`` for NULL; a
+text column's value prefixed with its length in characters, so no text can pose as NULL
+or as two values; numbers, dates and hex cannot), joined with ``|``;
+the fingerprint is the first 64 bits of the text's MD5. A key is hashed the same way from
+its key columns alone (its digest places it in a bucket, ``verify.buckets``). The source computes it in SQL
+(:func:`mysql_row_hash`, MariaDB/MySQL functions only, no row leaves the server), the lake
+side in DuckDB over the Delta table's Arrow data (:func:`duckdb_row_hash`). Each column
+type has one canonical text and two spellings of it, side by side in :func:`column_form`:
+
+=========================  =====================================  ============================
+type (source)              canonical text                         lake (the type mapping)
+=========================  =====================================  ============================
+integers, YEAR, BOOL       decimal digits                         the integer
+BIGINT UNSIGNED            decimal digits                         decimal(20,0)
+BIT(1)                     ``0`` or ``1``                         boolean
+BIT(n)                     hex of its ceil(n/8) bytes             binary
+DECIMAL(p,s)               digits with s decimals (``-0.50``)     decimal(p,s), or string > 38
+FLOAT, DOUBLE              significant digits, see below          float, double
+DATE                       ``YYYY-MM-DD``; zero dates: NULL       date (zero dates NULL)
+DATETIME, TIMESTAMP        microseconds since 1970 (UTC session)  timestamp(µs); zero: NULL
+TIME(n)                    the server's text                      string
+text, ENUM, SET, JSON      the text (utf8mb4)                     string
+BINARY, BLOB, GEOMETRY     hex (geometry: WKB without its SRID)   binary
+=========================  =====================================  ============================
+
+FLOAT and DOUBLE are compared another way: to 6 (FLOAT) and 12 (DOUBLE) significant
+digits, because the two sides print a binary fraction differently (MariaDB ``1e20``,
+DuckDB ``1e+20``; a FLOAT's shortest text differs once widened); the report names such columns
+(:attr:`ColumnForm.note`). ``tests/integration/test_verify_canonical.py`` holds every type
+of the mapping to the same fingerprint on both sides, value by value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_cdc.model import Column, TableSchema
+from airflow_cdc.source.keyset import sql_identifier
+
+__all__ = [
+    "HASH_MODULUS",
+    "ColumnForm",
+    "column_form",
+    "duckdb_key_digest",
+    "duckdb_key_text",
+    "duckdb_row_hash",
+    "mysql_key_digest",
+    "mysql_key_text",
+    "mysql_row_hash",
+    "notes",
+]
+
+#: The fingerprints of a range add up modulo this (64 bits).
+HASH_MODULUS = 2**64
+
+_INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
+_TEXT = {
+    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json",
+}  # fmt: skip
+_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+#: Character sets whose text the server hashes as it is (else converted to utf8mb4 first).
+_UTF8 = {"utf8mb4", "utf8mb3", "utf8", "ascii"}
+_GEOMETRY = {
+    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+    "multipolygon", "geometrycollection",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ColumnForm:
+    """One column's canonical text as a MySQL and as a DuckDB expression (NULL for NULL),
+    and, when it is compared another way than by its exact value, why."""
+
+    name: str
+    mysql: str
+    duckdb: str
+    note: str = ""
+    #: Whether the text can hold anything (``|``, ``N``, digits): it then carries its
+    #: length. Numbers, dates and hex cannot pose as NULL or as two values.
+    free: bool = False
+    #: Whether the value can be NULL (a NOT NULL source column's rows never are).
+    nullable: bool = True
+
+
+def _duck(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def column_form(column: Column) -> ColumnForm:
+    """The canonical text of one column on both sides (see the module docstring)."""
+    # MySQL names are quoted for a pymysql format string (``%`` doubled): queries pass values.
+    m, d, kind = sql_identifier(column.name), _duck(column.name), column.data_type
+    if kind in _INTEGERS or (kind == "decimal"):  # CONCAT_WS makes the digits
+        return ColumnForm(column.name, m, f"CAST({d} AS VARCHAR)", nullable=column.nullable)
+    if kind == "bit":
+        size = _bit_width(column.column_type)
+        if size == 1:
+            return ColumnForm(
+                column.name, f"CAST({m} + 0 AS CHAR)", f"CAST(CAST({d} AS INTEGER) AS VARCHAR)"
+            )
+        return ColumnForm(
+            column.name, f"LPAD(HEX({m} + 0), {2 * math.ceil(size / 8)}, '0')", f"hex({d})"
+        )
+    if kind in {"float", "double", "real"}:
+        return _approximate(column, m, d)
+    if kind == "date":
+        return ColumnForm(
+            column.name,
+            f"IF(MONTH({m}) = 0 OR DAYOFMONTH({m}) = 0, NULL, CAST({m} AS CHAR))",
+            f"CAST({d} AS VARCHAR)",
+        )
+    if kind in {"datetime", "timestamp"}:  # microseconds since 1970 (the server: a zero
+        # date is no date, NULL, as in the lake; a TIMESTAMP in the UTC session)
+        return ColumnForm(
+            column.name,
+            f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {m})",
+            f"CAST(epoch_us({d}) AS VARCHAR)",
+        )
+    if kind == "time":
+        return ColumnForm(column.name, f"CAST({m} AS CHAR)", d)
+    if kind in _TEXT:
+        text = m if column.charset in _UTF8 or kind == "json" else f"CONVERT({m} USING utf8mb4)"
+        return ColumnForm(column.name, text, d, free=True, nullable=column.nullable)
+    if kind in _BINARY:
+        return ColumnForm(column.name, f"HEX({m})", f"hex({d})")
+    if kind in _GEOMETRY:
+        return ColumnForm(column.name, f"HEX(ST_AsWKB({m}))", f"hex({d})")
+    raise ValueError(
+        f"column {column.name} has type {column.column_type}, which verify cannot hash"
+    )
+
+
+def _approximate(column: Column, m: str, d: str) -> ColumnForm:
+    """FLOAT and DOUBLE to their first significant digits, as ``<digits>e<exponent>``: both
+    sides take the same double (a FLOAT widened exactly) through the same C library's
+    ``log10``, ``pow`` and rounding, where their own texts of it differ."""
+    digits = _SIGNIFICANT[column.data_type == "float"]
+    shift = digits - 1
+
+    def parts(v: str, integer: str) -> tuple[str, str]:
+        exponent = f"CAST(FLOOR(LOG10(ABS({v}))) AS {integer}) - {shift}"
+        return f"CAST(ROUND({v} / POW(10, {exponent})) AS {integer})", exponent
+
+    mantissa, exponent = parts(m, "SIGNED")
+    mysql = f"IF({m} = 0, '0', CONCAT({mantissa}, 'e', {exponent}))"
+    double = f"({d})::DOUBLE"
+    mantissa, exponent = parts(double, "BIGINT")
+    duck = (
+        f"CASE WHEN {double} = 0 THEN '0' "
+        f"ELSE CAST({mantissa} AS VARCHAR) || 'e' || CAST({exponent} AS VARCHAR) END"
+    )
+    return ColumnForm(
+        column.name,
+        mysql,
+        duck,
+        f"{column.name} ({column.data_type}): compared to {digits} significant digits",
+    )
+
+
+#: Significant digits an approximate value is compared to: DOUBLE, FLOAT.
+_SIGNIFICANT = (12, 6)
+
+
+def _bit_width(column_type: str) -> int:
+    found = re.search(r"\((\d+)\)", column_type)
+    return int(found.group(1)) if found else 1
+
+
+def _mysql_text(forms: Sequence[ColumnForm]) -> str:
+    return f"CONCAT_WS('|', {', '.join(_mysql_part(f) for f in forms)})"
+
+
+def _mysql_part(form: ColumnForm) -> str:
+    text = f"CONCAT(CHAR_LENGTH({form.mysql}), ':', {form.mysql})" if form.free else form.mysql
+    return f"COALESCE({text}, 'N')" if form.nullable else text
+
+
+def _duckdb_text(forms: Sequence[ColumnForm]) -> str:
+    parts = [
+        f"coalesce(CAST(length({f.duckdb}) AS VARCHAR) || ':' || {f.duckdb}, 'N')"
+        if f.free
+        else f"coalesce({f.duckdb}, 'N')"
+        for f in forms
+    ]
+    return " || '|' || ".join(parts)
+
+
+def mysql_row_hash(schema: TableSchema) -> str:
+    """The row's fingerprint as a MySQL expression (an unsigned 64-bit integer)."""
+    text = _mysql_text([column_form(c) for c in schema.columns])
+    return f"CAST(CONV(LEFT(MD5({text}), 16), 16, 10) AS UNSIGNED)"
+
+
+def duckdb_row_hash(schema: TableSchema) -> str:
+    """The same fingerprint as a DuckDB expression over the lake's columns (UBIGINT)."""
+    text = _duckdb_text([column_form(c) for c in schema.columns])
+    return f"('0x' || left(md5({text}), 16))::UBIGINT"
+
+
+def _key_columns(schema: TableSchema) -> list[Column]:
+    return [schema.column(name) for name in schema.key]
+
+
+def mysql_key_text(schema: TableSchema) -> str:
+    """The key's canonical text as a MySQL expression: the same on both sides, so rows are
+    matched by it (not by driver values, which differ by side for some types)."""
+    return _mysql_text([column_form(c) for c in _key_columns(schema)])
+
+
+def duckdb_key_text(schema: TableSchema) -> str:
+    """:func:`mysql_key_text` as a DuckDB expression over the lake's columns."""
+    return _duckdb_text([column_form(c) for c in _key_columns(schema)])
+
+
+def mysql_key_digest(schema: TableSchema) -> str:
+    """The MD5 (hex) of the key's canonical text, as a MySQL expression: a key's bucket is
+    a prefix of it (``verify.buckets``), the same on both sides whatever the collation."""
+    return f"MD5({mysql_key_text(schema)})"
+
+
+def duckdb_key_digest(schema: TableSchema) -> str:
+    """:func:`mysql_key_digest` as a DuckDB expression over the lake's columns."""
+    return f"md5({duckdb_key_text(schema)})"
+
+
+def notes(schema: TableSchema) -> list[str]:
+    """The columns compared another way than by their exact value, and how."""
+    return [form.note for form in map(column_form, schema.columns) if form.note]

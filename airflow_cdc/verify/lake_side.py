@@ -1,0 +1,104 @@
+"""The lake's side of a check: one version of the Delta table summed by bucket with DuckDB
+(the table's files read through Arrow, every core; no row is handled in Python).
+
+Rows at or before the cut (``_cdc_position`` up to the source views' earliest position)
+are summed; delete markers are not rows. Keys whose version in the lake is newer than the
+cut (the stream applied a change after a source view was opened) are returned instead:
+both sides leave them out, the source by subtracting its own rows of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+from deltalake import DeltaTable
+
+from airflow_cdc.model import BinlogPosition, Key, TableSchema
+from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.delta_rewrite import plain_protocol
+from airflow_cdc.verify.buckets import bucket_width
+from airflow_cdc.verify.canonical import duckdb_key_digest, duckdb_key_text, duckdb_row_hash
+from airflow_cdc.verify.sums import RangeSum
+
+__all__ = ["LakeVersion"]
+
+_POSITION, _DELETED = f'"{POSITION_COLUMN}"', f'"{DELETED_COLUMN}"'
+
+
+class LakeVersion:
+    """A version of a table's Delta table, read with DuckDB (one connection, this thread)."""
+
+    def __init__(self, uri: str, storage_options: dict[str, str] | None, schema: TableSchema):
+        self.table = DeltaTable(uri, storage_options=storage_options)
+        self.version = self.table.version()
+        self.schema = schema
+        self._db = duckdb.connect()
+        self._db.execute("SET TimeZone = 'UTC'")
+        files = self.table.file_uris()
+        if files and plain_protocol(self.table) and all("://" not in f for f in files):
+            # DuckDB's own Parquet reader: a third faster than through an Arrow dataset.
+            self._db.read_parquet(files, union_by_name=True).create_view("lake")
+        else:  # an object store (DuckDB here reads local files only), or no file yet
+            self._db.register("lake", self.table.to_pyarrow_dataset())
+
+    def close(self) -> None:
+        self._db.close()
+
+    def bucket_sums(
+        self, level: int, within: Sequence[str] | None, cut: BinlogPosition
+    ) -> tuple[dict[str, RangeSum], list[tuple[Key, str]]]:
+        """The rows at or before ``cut`` summed by bucket at ``level`` (of the level
+        ``level - 1`` buckets ``within``; None: all), and the keys (with their canonical
+        text) whose version is newer than ``cut``."""
+        where, params = self._where(level - 1, within)
+        rows = self._db.execute(
+            f"SELECT {self._bucket(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
+            f"count(*), sum({duckdb_row_hash(self.schema)}) FROM lake "
+            f"WHERE {where} AND NOT {_DELETED} AND {_POSITION} <= ?::DECIMAL(38, 0) GROUP BY b",
+            [*params, str(cut.encode())],
+        ).fetchall()
+        sums = {str(b): RangeSum(int(count), int(total or 0)) for b, count, total in rows}
+        return sums, self._newer(where, params, cut)
+
+    def rows(
+        self, level: int, within: Sequence[str], cut: BinlogPosition
+    ) -> tuple[dict[str, tuple[int, Key]], list[tuple[Key, str]]]:
+        """The rows at or before ``cut`` in the level-``level`` buckets ``within``: key
+        text -> (fingerprint, key); and the keys newer than ``cut`` there."""
+        where, params = self._where(level, within)
+        keys = ", ".join(_quoted(k) for k in self.schema.key)
+        found = self._db.execute(
+            f"SELECT {duckdb_key_text(self.schema)}, {duckdb_row_hash(self.schema)}, {keys} "  # noqa: S608 - quoted names, values as parameters
+            f"FROM lake WHERE {where} AND NOT {_DELETED} AND {_POSITION} <= ?::DECIMAL(38, 0)",
+            [*params, str(cut.encode())],
+        ).fetchall()
+        listed = {str(text): (int(h), tuple(values)) for text, h, *values in found}
+        return listed, self._newer(where, params, cut)
+
+    def _newer(self, where: str, params: list[Any], cut: BinlogPosition) -> list[tuple[Key, str]]:
+        keys = ", ".join(_quoted(k) for k in self.schema.key)
+        found = self._db.execute(
+            f"SELECT {duckdb_key_text(self.schema)}, {keys} FROM lake "  # noqa: S608 - quoted names, values as parameters
+            f"WHERE {where} AND {_POSITION} > ?::DECIMAL(38, 0)",
+            [*params, str(cut.encode())],
+        ).fetchall()
+        return [(tuple(values), str(text)) for text, *values in found]
+
+    def _bucket(self, level: int) -> str:
+        """A row's bucket at ``level`` (level 0: one, the table: no digest computed)."""
+        if level == 0:
+            return "''"
+        return f"left({duckdb_key_digest(self.schema)}, {bucket_width(level)})"
+
+    def _where(self, level: int, within: Sequence[str] | None) -> tuple[str, list[Any]]:
+        if within is None or level <= 0:
+            return "true", []
+        listed = ", ".join(["?"] * len(within))
+        digest = duckdb_key_digest(self.schema)
+        return f"left({digest}, {bucket_width(level)}) IN ({listed})", list(within)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

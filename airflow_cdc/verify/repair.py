@@ -1,0 +1,88 @@
+"""The key ranges that re-snapshot the keys a check found, through the chunk path.
+
+For a key the source has (missing in the lake, or with other values there) the range runs
+from the key to the next key the source has: it holds that row alone. A key only the lake
+has lies in no such range of its own; its range runs from the source key before it to the
+next one (the lake's extra key falls between them), so the chunk re-run writes that one
+source row and a delete marker for the extra key. The bounds are always source keys (or
+the table's ends), so two ranges are either the same or disjoint: no chunk of a repair plan
+overlaps another. The server finds the neighbours in its own key order (collations
+included): one index seek each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_cdc.model import ChunkRange, Key, TablePlan, TableSchema
+from airflow_cdc.source.connection import DbConnection, fetch_one
+from airflow_cdc.source.keyset import key_list, order_by, range_condition
+from airflow_cdc.verify.buckets import Differences
+
+__all__ = ["repair_plan", "repair_ranges"]
+
+
+def repair_ranges(conn: DbConnection, schema: TableSchema, found: Differences) -> list[ChunkRange]:
+    """Disjoint ranges holding every key of ``found`` (see the module docstring)."""
+    ranges: dict[tuple[Any, Any], ChunkRange] = {}
+
+    def add(lo: Key | None) -> None:
+        rng = ChunkRange(lo, _next(conn, schema, lo))
+        ranges[(rng.lo, rng.hi)] = rng
+
+    for key in (*found.missing, *found.changed):
+        add(_plain(key))
+    for key in found.extra:
+        add(_before(conn, schema, _plain(key)))
+    return list(ranges.values())
+
+
+def repair_plan(schema: TableSchema, ranges: Sequence[ChunkRange]) -> list[TablePlan]:
+    """The table's ranges as one scattered plan (a chunk each, gaps between: never taken
+    for a full plan, whatever its ends), or none."""
+    if not ranges:
+        return []
+    return [TablePlan(schema.table, schema.key, tuple(ranges), len(ranges), "scattered")]
+
+
+def _plain(key: Key) -> Key:
+    """A key's values as the driver sends them (an instant as naive UTC, as the session's
+    time zone reads it)."""
+    return tuple(
+        v.astimezone(dt.UTC).replace(tzinfo=None)
+        if isinstance(v, dt.datetime) and v.tzinfo is not None
+        else v
+        for v in key
+    )
+
+
+def _table(schema: TableSchema) -> str:
+    return schema.table.quoted().replace("%", "%%")  # a pymysql format string
+
+
+def _next(conn: DbConnection, schema: TableSchema, key: Key | None) -> Key | None:
+    """The source's first key after ``key`` (a key it has; None: its first key), or None
+    at the end."""
+    where, params = range_condition(schema.key, ChunkRange(key, None))
+    skip = 0 if key is None else 1  # ``key`` itself comes first
+    row = fetch_one(
+        conn,
+        f"SELECT {key_list(schema.key)} FROM {_table(schema)} WHERE {where} "  # noqa: S608 - quoted names, values as parameters
+        f"ORDER BY {order_by(schema.key)} LIMIT 1 OFFSET {skip}",
+        params,
+    )
+    return None if row is None else tuple(row)
+
+
+def _before(conn: DbConnection, schema: TableSchema, key: Key) -> Key | None:
+    """The source's last key before ``key``, or None when there is none."""
+    where, params = range_condition(schema.key, ChunkRange(None, key))
+    row = fetch_one(
+        conn,
+        f"SELECT {key_list(schema.key)} FROM {_table(schema)} WHERE {where} "  # noqa: S608 - quoted names, values as parameters
+        f"ORDER BY {order_by(schema.key, descending=True)} LIMIT 1",
+        params,
+    )
+    return None if row is None else tuple(row)

@@ -1,0 +1,119 @@
+"""Tables verified one after another (each checked at its own point, ``verify.check``), with
+the key ranges that would repair each (``verify.repair``), and what is recorded of it.
+
+A table that cannot be checked (no Delta table yet, a stream that does not catch up, a type
+the fingerprint cannot take) is reported with its error; the others are checked all the
+same.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from airflow_cdc.config import SinkConfig, SourceConfig, VerifySettings
+from airflow_cdc.errors import CdcError, first_line
+from airflow_cdc.metadata.verifications import Verification
+from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema
+from airflow_cdc.source.connection import connect
+from airflow_cdc.source.server import ServerInfo
+from airflow_cdc.verify.check import StreamPosition, TableCheck, check_table
+from airflow_cdc.verify.repair import repair_plan, repair_ranges
+
+__all__ = ["TableOutcome", "verify_tables"]
+
+log = logging.getLogger("airflow_cdc.verify")
+
+
+@dataclass(frozen=True)
+class TableOutcome:
+    """One table's verification: its check, or the error that stopped it; the ranges a
+    repair re-snapshots (when asked for)."""
+
+    schema: TableSchema
+    check: TableCheck | None = None
+    error: str | None = None
+    repair: tuple[ChunkRange, ...] = ()
+
+    @property
+    def table(self) -> TableId:
+        return self.schema.table
+
+    @property
+    def status(self) -> str:
+        if self.check is None:
+            return "failed"
+        if self.check.clean:
+            return "clean"
+        return "repairing" if self.repair else "differs"
+
+    def plans(self) -> list[TablePlan]:
+        return repair_plan(self.schema, self.repair)
+
+    def summary(self) -> str:
+        if self.check is None:
+            return f"{self.table}: not checked: {self.error}"
+        found = self.check
+        head = (
+            f"{self.table}: {found.rows} rows in {found.ranges} range(s), {found.passes} "
+            f"pass(es) in {found.seconds:.1f} s, compared at {found.cut} (lake version "
+            f"{found.lake_version})"
+        )
+        if found.clean:
+            return f"{head}: equal to the source"
+        repair = f"; {len(self.repair)} range(s) to re-snapshot" if self.repair else ""
+        return f"{head}: {found.differences.describe()}{repair}"
+
+    def verification(self, label: str, repair_plan_id: int | None) -> Verification:
+        """What the metadata DB records of it."""
+        found = self.check
+        return Verification(
+            run_label=label,
+            table=self.table,
+            checked_at=dt.datetime.now(dt.UTC),
+            status=self.status,
+            cut=found.cut if found else None,
+            rows=found.rows if found else 0,
+            ranges=found.ranges if found else 0,
+            passes=found.passes if found else 0,
+            differences=len(found.differences.keys) if found else 0,
+            keys=(found.differences.describe(shown=50) if found else self.error or ""),
+            seconds=found.seconds if found else 0.0,
+            notes="; ".join(found.notes) if found else "",
+            repair_plan_id=repair_plan_id if self.repair else None,
+        )
+
+
+def verify_tables(
+    source: SourceConfig,
+    info: ServerInfo,
+    sink: SinkConfig,
+    schemas: Sequence[TableSchema],
+    settings: VerifySettings,
+    stream_position: StreamPosition,
+    *,
+    repair: bool,
+    on_table: Callable[[TableOutcome], None] = lambda outcome: None,
+) -> list[TableOutcome]:
+    """Check each table; with ``repair``, find the ranges that re-snapshot the keys that
+    differ. ``on_table`` sees each outcome as it is known (the task logs it)."""
+    outcomes = []
+    for schema in schemas:
+        try:
+            found = check_table(source, info, sink, schema, settings, stream_position)
+        except (CdcError, ValueError) as exc:
+            outcome = TableOutcome(schema, error=first_line(str(exc), type(exc).__name__))
+        else:
+            ranges: tuple[ChunkRange, ...] = ()
+            if repair and not found.clean:
+                conn = connect(source)
+                try:
+                    ranges = tuple(repair_ranges(conn, schema, found.differences))
+                finally:
+                    conn.close()
+            outcome = TableOutcome(schema, found, repair=ranges)
+        on_table(outcome)
+        outcomes.append(outcome)
+    return outcomes

@@ -1,0 +1,194 @@
+"""The source's side of a check: key ranges of a table summed by bucket inside one
+consistent read view, the sums computed by the server (no row leaves it).
+
+A :class:`SourceShare` holds a read view open (its ``position``: every change before it is
+seen, none after) over a contiguous share of the table's chunk ranges, each summed by an
+index range scan in the server's own key order. It stays open until the lake's side has
+been read, because the rows of the keys the stream changed after the lake's cut are taken
+out of its sums as this view sees them (:meth:`SourceShare.keys_sums`). Every query waits
+for the shared :class:`RowRate` first, which bounds the rows the check reads per second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from typing import Any
+
+from airflow_cdc.config import SourceConfig
+from airflow_cdc.model import ChunkRange, Key, TableSchema
+from airflow_cdc.source.connection import connect, fetch_all
+from airflow_cdc.source.keyset import range_condition, sql_identifier
+from airflow_cdc.source.server import ServerInfo
+from airflow_cdc.source.watermark import ConsistentReadView
+from airflow_cdc.verify.buckets import bucket_width
+from airflow_cdc.verify.canonical import mysql_key_digest, mysql_key_text, mysql_row_hash
+from airflow_cdc.verify.sums import RangeSum
+
+__all__ = ["KEYS_PER_QUERY", "RowRate", "SourceShare"]
+
+#: Keys named in one statement (well below max_allowed_packet).
+KEYS_PER_QUERY = 500
+#: Key column types whose lake values are the same literals to the server (else the keys
+#: are matched by their canonical text).
+_LITERAL_TYPES = {
+    "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "char",
+    "varchar", "date", "datetime", "binary", "varbinary",
+}  # fmt: skip
+
+
+class RowRate:
+    """At most ``rows_per_second`` rows read, over every thread of a check (0: unbounded).
+
+    Each read of ``rows`` rows takes a slot of ``rows / rows_per_second`` seconds after the
+    slots already taken: it starts at its slot's start and its caller waits out the slot's
+    end, so the reads of a check never average more than the bound (one read, a range,
+    goes as fast as the server reads it within its slot)."""
+
+    def __init__(self, rows_per_second: int) -> None:
+        self._rate = rows_per_second
+        self._lock = threading.Lock()
+        self._free_at = time.monotonic()
+
+    @contextlib.contextmanager
+    def reading(self, rows: int) -> Iterator[None]:
+        """Around one read of ``rows`` rows."""
+        if self._rate <= 0:
+            yield
+            return
+        with self._lock:
+            start = max(self._free_at, time.monotonic())
+            self._free_at = end = start + rows / self._rate
+        time.sleep(max(0.0, start - time.monotonic()))
+        yield
+        time.sleep(max(0.0, end - time.monotonic()))
+
+
+class SourceShare:
+    """Chunk ranges of one table, read in one consistent view (close it when done)."""
+
+    def __init__(
+        self,
+        cfg: SourceConfig,
+        info: ServerInfo,
+        schema: TableSchema,
+        ranges: Sequence[tuple[ChunkRange, int]],
+        rate: RowRate,
+    ) -> None:
+        if not ranges:
+            raise ValueError("a share holds at least one range")
+        self.schema = schema
+        self._ranges = list(ranges)  # each with its estimated rows
+        self._rate = rate
+        self._conn = connect(cfg)
+        self._view = ConsistentReadView(self._conn, info)
+        self._view.__enter__()
+        #: Where the view stands in the binlog.
+        self.position = self._view.low_watermark
+        self.span = ChunkRange(ranges[0][0].lo, ranges[-1][0].hi)
+
+    def close(self) -> None:
+        try:
+            self._view.__exit__(None, None, None)
+        finally:
+            self._conn.close()
+
+    # -- the server's sums -------------------------------------------------------------
+
+    def bucket_sums(self, level: int, within: Sequence[str] | None) -> dict[str, RangeSum]:
+        """The share's rows summed by bucket at ``level``, of the level ``level - 1``
+        buckets ``within`` (None: every row)."""
+        sums: dict[str, RangeSum] = {}
+        for rng, rows in self._ranges:
+            where, params = self._where(rng, level - 1, within)
+            sql = (
+                f"SELECT {self._bucket(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
+                f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} WHERE {where} "
+                "GROUP BY b"
+            )
+            with self._rate.reading(rows):
+                found_rows = fetch_all(self._conn, sql, params)
+            for bucket, count, total in found_rows:
+                found = RangeSum(int(count), int(Decimal(total or 0)))
+                sums[str(bucket)] = sums.get(str(bucket), RangeSum()).plus(found)
+        return sums
+
+    def keys_sums(
+        self, level: int, keys: Sequence[Key], texts: Sequence[str]
+    ) -> dict[str, RangeSum]:
+        """The rows this view sees of ``keys`` (their canonical ``texts`` beside) within the
+        share, summed by bucket: what to take out of :meth:`bucket_sums` for keys the lake
+        holds newer versions of."""
+        sums: dict[str, RangeSum] = {}
+        span, span_params = range_condition(self.schema.key, self.span)
+        by_value = all(self.schema.column(k).data_type in _LITERAL_TYPES for k in self.schema.key)
+        for start in range(0, len(keys), KEYS_PER_QUERY):
+            if by_value:
+                match, params = _in_values(self.schema.key, keys[start : start + KEYS_PER_QUERY])
+            else:  # no index: a scan of the share, but exact whatever the key's type
+                batch = texts[start : start + KEYS_PER_QUERY]
+                match = f"{mysql_key_text(self.schema)} IN ({', '.join(['%s'] * len(batch))})"
+                params = list(batch)
+            sql = (
+                f"SELECT {self._bucket(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
+                f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} "
+                f"WHERE ({span}) AND ({match}) GROUP BY b"
+            )
+            for bucket, count, total in fetch_all(self._conn, sql, [*span_params, *params]):
+                found = RangeSum(int(count), int(Decimal(total or 0)))
+                sums[str(bucket)] = sums.get(str(bucket), RangeSum()).plus(found)
+        return sums
+
+    def rows(self, level: int, within: Sequence[str]) -> dict[str, tuple[int, Key]]:
+        """The share's rows in the level-``level`` buckets ``within``: key text ->
+        (fingerprint, key)."""
+        found: dict[str, tuple[int, Key]] = {}
+        key = ", ".join(sql_identifier(k) for k in self.schema.key)
+        for rng, rows in self._ranges:
+            where, params = self._where(rng, level, within)
+            sql = (
+                f"SELECT {mysql_key_text(self.schema)}, {mysql_row_hash(self.schema)}, {key} "  # noqa: S608 - quoted names, values as parameters
+                f"FROM {self._table} WHERE {where}"
+            )
+            with self._rate.reading(rows):
+                listed = fetch_all(self._conn, sql, params)
+            for text, fingerprint, *values in listed:
+                found[str(text)] = (int(fingerprint), tuple(values))
+        return found
+
+    # -- SQL ---------------------------------------------------------------------------
+
+    @property
+    def _table(self) -> str:
+        return self.schema.table.quoted().replace("%", "%%")  # a pymysql format string
+
+    def _bucket(self, level: int) -> str:
+        """A row's bucket at ``level`` (level 0: one, the table: no digest computed)."""
+        if level == 0:
+            return "''"
+        return f"LEFT({mysql_key_digest(self.schema)}, {bucket_width(level)})"
+
+    def _where(
+        self, rng: ChunkRange, level: int, within: Sequence[str] | None
+    ) -> tuple[str, list[Any]]:
+        """The range, narrowed to the level-``level`` buckets ``within`` (None, or level 0:
+        every bucket)."""
+        where, params = range_condition(self.schema.key, rng)
+        if within is None or level <= 0:
+            return where, params
+        listed = ", ".join(["%s"] * len(within))
+        where += f" AND LEFT({mysql_key_digest(self.schema)}, {bucket_width(level)}) IN ({listed})"
+        return where, [*params, *within]
+
+
+def _in_values(columns: Sequence[str], keys: Sequence[Key]) -> tuple[str, list[Any]]:
+    """``(a, b) IN ((%s, %s), ...)`` of ``keys``."""
+    names = ", ".join(sql_identifier(c) for c in columns)
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    params = [value for key in keys for value in key]
+    if len(columns) == 1:
+        return f"{names} IN ({', '.join(['%s'] * len(keys))})", params
+    return f"({names}) IN ({', '.join([one] * len(keys))})", params
