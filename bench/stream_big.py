@@ -8,9 +8,8 @@ applies one UPDATE of every row of a table of ``rows`` rows.
 ``measure_core_speedup(server, rows, workdir)`` (``run_all.py``'s ``stream_cores``): the
 same UPDATE applied by the stream with one executor core (``local[1]``) and with two, each
 into its own snapshot of the table taken before it (the same binlog range, the same work);
-the speed-up is the first batch time over the second. A transaction is never cut into
-slices today, so the second core has nothing to do and this shows ~1.0; the target (1.8) is
-for a stream that cuts slices inside a transaction.
+the speed-up is the first batch time over the second: the transaction is cut into slices
+at row events, decoded on both cores, and its merge split by key over both (target 1.8).
 
     .venv/bin/python bench/stream_big.py --rows 100000
 """
@@ -53,8 +52,8 @@ def measure_big_transaction(
     server: LocalMariaDB, rows: int, workdir: Path, **settings: int
 ) -> dict[str, Any]:
     """Peak memory of the stream (JVM, Python driver and workers) applying one UPDATE
-    transaction of ``rows`` rows: a transaction is never cut into slices, so this is the
-    stream's worst case."""
+    transaction of ``rows`` rows (its slices and merge parts held at once: the stream's
+    worst case)."""
     from tests.support.memory import tree_pss
     from tests.support.pipeline import server_position, spark_submit_stream, stream_spec
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import total_ordering
 
 __all__ = ["BinlogPosition", "binlog_file_number"]
 
@@ -50,7 +49,6 @@ def binlog_file_number(file: str) -> int:
     return int(match.group(1))
 
 
-@total_ordering
 @dataclass(frozen=True, slots=True)
 class BinlogPosition:
     """A place in the binlog: a file, a byte offset in it, a row number, and the epoch of
@@ -65,11 +63,16 @@ class BinlogPosition:
     offset: int
     row: int = 0
     epoch: int = 0
-    #: The file's number, parsed once: positions are compared millions of times a batch.
+    #: The file's number, parsed once, and the order's key, built once: positions are
+    #: compared millions of times a batch.
     _number: int = field(default=0, init=False, repr=False, compare=False)
+    _order: tuple[int, int, int, int] = field(
+        default=(0, 0, 0, 0), init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_number", binlog_file_number(self.file))
+        object.__setattr__(self, "_order", (self.epoch, self._number, self.offset, self.row))
         if self._number >= 10**_FILE_DIGITS:
             raise ValueError(f"binlog file number out of range: {self.file}")
         if not 0 <= self.epoch <= MAX_EPOCH:
@@ -83,13 +86,27 @@ class BinlogPosition:
     def file_number(self) -> int:
         return self._number
 
-    def _key(self) -> tuple[int, int, int, int]:
-        return (self.epoch, self._number, self.offset, self.row)
-
+    # The four orders written out (not functools.total_ordering, whose derived ones cost
+    # two calls each): the reader compares positions per row event.
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, BinlogPosition):
             return NotImplemented
-        return self._key() < other._key()
+        return self._order < other._order
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, BinlogPosition):
+            return NotImplemented
+        return self._order <= other._order
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, BinlogPosition):
+            return NotImplemented
+        return self._order > other._order
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, BinlogPosition):
+            return NotImplemented
+        return self._order >= other._order
 
     def encode(self) -> int:
         """An integer with the same order as the positions, for the sink's ``decimal(38,0)``."""
@@ -118,7 +135,11 @@ class BinlogPosition:
 
     def moved_to(self, file: str, offset: int) -> BinlogPosition:
         """Another boundary in the binlog of the same server (same epoch)."""
-        return BinlogPosition(file, offset, 0, self.epoch)
+        if file != self.file:
+            return BinlogPosition(file, offset, 0, self.epoch)
+        if not 0 <= offset < _OFFSET_SCALE:
+            raise ValueError(f"binlog offset out of range: {offset}")
+        return self._copy(offset, 0)
 
     def last_row(self) -> BinlogPosition:
         """The greatest position of the row event ending here: after every row of it and
@@ -128,16 +149,19 @@ class BinlogPosition:
     def at_row(self, row: int) -> BinlogPosition:
         if not 0 <= row < _ROW_SCALE:
             raise ValueError(f"row number out of range: {row}")
-        # Without __init__: the file name was checked when ``self`` was made.
+        return self._copy(self.offset, row)
+
+    def _copy(self, offset: int, row: int) -> BinlogPosition:
+        """A position in this one's file, without ``__init__``: the file name was parsed
+        and checked when ``self`` was made (the reader makes one per event)."""
         position = object.__new__(BinlogPosition)
-        for name, value in (
-            ("file", self.file),
-            ("offset", self.offset),
-            ("row", row),
-            ("epoch", self.epoch),
-            ("_number", self._number),
-        ):
-            object.__setattr__(position, name, value)
+        setter = object.__setattr__
+        setter(position, "file", self.file)
+        setter(position, "offset", offset)
+        setter(position, "row", row)
+        setter(position, "epoch", self.epoch)
+        setter(position, "_number", self._number)
+        setter(position, "_order", (self.epoch, self._number, offset, row))
         return position
 
     def to_text(self) -> str:

@@ -208,9 +208,10 @@ class BinlogCursor:
                     if self._end is not None and raw.end > self._end:
                         return
                     if columns and isinstance(raw, ColumnRows) and self._in_columns(raw):
-                        kept = self._new_rows(raw)
+                        last = raw.end.at_row(max(0, raw.count - 1))
+                        kept = self._new_rows(raw, last)
                         if kept.count:
-                            self._last, failures = raw.end.at_row(raw.count - 1), 0
+                            self._last, failures = last, 0
                             yield kept
                         continue
                     for event in self._changes(raw):
@@ -247,10 +248,11 @@ class BinlogCursor:
         names = self._names[raw.table]
         return len(raw.names) == len(names) and names.issuperset(raw.names)
 
-    def _new_rows(self, raw: ColumnRows) -> ColumnRows:
-        """``raw`` without the rows at or before ``start`` or the last one yielded."""
+    def _new_rows(self, raw: ColumnRows, last: BinlogPosition) -> ColumnRows:
+        """``raw`` without the rows at or before ``start`` or the last one yielded
+        (``last``: the position of its last row)."""
         threshold = self._start if self._last is None else max(self._start, self._last)
-        if raw.count == 0 or raw.end.at_row(raw.count - 1) <= threshold:
+        if raw.count == 0 or last <= threshold:
             return raw.from_row(raw.count)
         if raw.end.at_row(0) > threshold:
             return raw

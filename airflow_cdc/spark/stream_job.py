@@ -50,6 +50,7 @@ from airflow_cdc.spark._entry import (
     job_file_argument,
     report_failure,
     spark_conf,
+    start_python_workers,
     start_sql_python_workers,
 )
 from airflow_cdc.spark.checkpoint import read_checkpoint, set_aside_if_stale
@@ -149,8 +150,9 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
             conf=spark_conf(f"airflow-cdc stream {spec.stream_id}")
         ).getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
-        start_sql_python_workers(spark)
+        start_sql_python_workers(spark)  # the slices'
         context = spark.sparkContext
+        start_python_workers(context)  # the merge tasks'
         writer.merge_on(spark_runner(context), int(context.defaultParallelism))
         _snapshotter(spec, spark, stop)
         return _run_query(spec, job_file, spark, writer, start_batch, keeper, began)

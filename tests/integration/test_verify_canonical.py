@@ -28,17 +28,18 @@ from airflow_cdc.verify.canonical import (
     notes,
 )
 from devtools.local_mariadb import LocalMariaDB
-from tests.integration.test_type_fidelity import (
+from tests.support.pipeline import plan, snapshot_all, source_config
+from tests.support.type_matrix import (
     COLUMNS,
     HIGH,
     LOW,
     MIDDLE,
-    _insert,
-    _nulls,
-    _stream_in_process,
-    _update,
+    create_zero_dates_table,
+    insert_row,
+    null_row,
+    stream_in_process,
+    update_row,
 )
-from tests.support.pipeline import plan, snapshot_all, source_config
 
 pytestmark = pytest.mark.integration
 
@@ -69,20 +70,20 @@ def test_every_type_has_one_canonical_text_on_both_sides(
     db = fresh_db
     mariadb.execute(f"CREATE TABLE `{db}`.types ({COLUMNS}) CHARACTER SET utf8mb4")
     mariadb.execute(
-        _insert(db, 1, LOW), _insert(db, 2, HIGH), _insert(db, 3, MIDDLE), _nulls(db, 4)
+        insert_row(db, 1, LOW), insert_row(db, 2, HIGH), insert_row(db, 3, MIDDLE), null_row(db, 4)
     )
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     table = TableId(db, "types")
     snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
     mariadb.execute(  # the binlog path: new rows, updates, NULLs
-        _insert(db, 11, HIGH),
-        _insert(db, 12, LOW),
-        _insert(db, 13, MIDDLE),
-        _nulls(db, 14),
-        _update(db, 1, HIGH),
-        _update(db, 2, MIDDLE),
+        insert_row(db, 11, HIGH),
+        insert_row(db, 12, LOW),
+        insert_row(db, 13, MIDDLE),
+        null_row(db, 14),
+        update_row(db, 1, HIGH),
+        update_row(db, 2, MIDDLE),
     )
-    _stream_in_process(mariadb, meta, lake, [table])
+    stream_in_process(mariadb, meta, lake, [table])
     conn = connect(source_config(mariadb))
     try:
         schema = load_table_schema(conn, table)
@@ -145,23 +146,7 @@ def test_zero_dates_are_no_date_on_both_sides(
     """A zero date (or a zero month or day) is NULL in the lake; its canonical text on the
     server is NULL too, so a table holding some verifies clean."""
     db = fresh_db
-    values = [
-        "'0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00.000000', '0000-00-00 00:00:00'",
-        "'2024-00-15', '2024-02-00 10:00:00', '2024-00-00 00:00:00.5', '2024-01-01 00:00:00'",
-        "'2024-02-29', '2024-02-29 10:00:00', '2024-02-29 10:00:00.5', '2024-02-29 10:00:00'",
-    ]
-    conn = mariadb.root()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION sql_mode = ''")
-            cur.execute(
-                f"CREATE TABLE `{db}`.z (id INT PRIMARY KEY, d DATE, t DATETIME, t6 DATETIME(6), "
-                "ts TIMESTAMP NULL)"
-            )
-            for i, row in enumerate(values):
-                cur.execute(f"INSERT INTO `{db}`.z VALUES ({i}, {row})")
-    finally:
-        conn.close()
+    create_zero_dates_table(mariadb, db)
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     snapshot_all(mariadb, plan(mariadb, [f"{db}.z"], 1000, meta), meta, lake)
     conn = connect(source_config(mariadb))
