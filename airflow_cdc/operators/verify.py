@@ -20,7 +20,9 @@ from airflow_cdc.rendered import as_bool, as_config
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_cdc.config import SinkConfig, SourceConfig
     from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.model import BinlogPosition, TableSelection
     from airflow_cdc.verify.run import TableOutcome
 
 __all__ = ["VerifyOperator"]
@@ -107,9 +109,9 @@ class VerifyOperator(BaseOperator):
     def _verify(
         self,
         store: MetadataStore,
-        source: Any,
-        sink: Any,
-        selection: Any,
+        source: SourceConfig,
+        sink: SinkConfig,
+        selection: TableSelection,
         settings: VerifySettings,
         repair: bool,
     ) -> list[TableOutcome]:
@@ -128,7 +130,7 @@ class VerifyOperator(BaseOperator):
         self.log.info("Verifying %d table(s) against %s", len(schemas), info)
         stream_id = str(self.stream_id or "").strip()
 
-        def stream_position() -> Any:
+        def stream_position() -> BinlogPosition | None:
             state = store.stream_state(stream_id) if stream_id else None
             return state.committed_position if state is not None else None
 
