@@ -19,7 +19,7 @@ from airflow_cdc.source import catalog, server
 from airflow_cdc.source.connection import connect, fetch_all
 from devtools.local_mariadb import LocalMariaDB
 from devtools.sample_data import create_sample_schema
-from tests.support.pipeline import source_config
+from tests.support.pipeline import source_config, table_schema
 
 pytestmark = pytest.mark.integration
 
@@ -82,11 +82,7 @@ def test_range_plans_cover_exactly_the_range(mariadb: LocalMariaDB) -> None:
 
 def test_key_range_values_are_typed_by_the_catalog(mariadb: LocalMariaDB) -> None:
     create_sample_schema(mariadb, "ops_types", orders=10, customers=10)
-    conn = connect(source_config(mariadb))
-    try:
-        schema = catalog.load_table_schema(conn, TableId("ops_types", "customers"))
-    finally:
-        conn.close()
+    schema = table_schema(mariadb, TableId("ops_types", "customers"))
     rng = key_range_from_json(schema, {"lo": ["DE", "a@x"], "hi": None})
     assert rng == ChunkRange(("DE", "a@x"), None)
     from airflow_cdc.errors import ConfigurationError

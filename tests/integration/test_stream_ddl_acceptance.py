@@ -33,8 +33,6 @@ from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_layout import column_differences, planned_table
 from airflow_cdc.source.arrow_types import arrow_schema
-from airflow_cdc.source.catalog import load_table_schema
-from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
@@ -45,6 +43,7 @@ from tests.support.pipeline import (
     spark_submit_stream,
     stop_stream,
     stream_spec,
+    table_schema,
 )
 
 pytestmark = pytest.mark.integration
@@ -260,11 +259,7 @@ def test_ddl_while_streaming_under_a_writer(
     for name in ("b", "c"):
         assert_replica_equals_source(mariadb, str(lake), TableId(db, name), ["id"])
     # The evolved types: a's Delta columns are the ones its catalog maps to now.
-    conn = connect(source_config(mariadb))
-    try:
-        schema = load_table_schema(conn, TableId(db, "a"))
-    finally:
-        conn.close()
+    schema = table_schema(mariadb, TableId(db, "a"))
     layout = DeltaSink(str(lake)).layout(TableId(db, "a"))
     wanted = planned_table(schema, arrow_schema(schema), None).schema
     assert column_differences(layout, wanted) == []

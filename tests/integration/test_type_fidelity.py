@@ -28,7 +28,7 @@ from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.pipeline import plan, snapshot_all, source_config
+from tests.support.pipeline import plan, snapshot_all, source_config, table_schema
 from tests.support.type_matrix import (
     COLUMNS,
     HIGH,
@@ -349,8 +349,6 @@ def _evolving_source(server: LocalMariaDB, db: str) -> dict[int, dict[str, Any]]
 def _assert_evolved_replica(server: LocalMariaDB, db: str, lake: Path) -> None:
     from airflow_cdc.sinks.delta_layout import column_differences, planned_table
     from airflow_cdc.source.arrow_types import arrow_schema
-    from airflow_cdc.source.catalog import load_table_schema
-    from airflow_cdc.source.connection import connect
 
     source = _evolving_source(server, db)
     sink = {row["id"]: row for row in DeltaSink(str(lake)).read_live(TableId(db, "ev")).to_pylist()}
@@ -362,11 +360,7 @@ def _assert_evolved_replica(server: LocalMariaDB, db: str, lake: Path) -> None:
         if value != sink[row_id].get(column) or type(value) is not type(sink[row_id].get(column))
     ]
     assert not problems, "\n".join(problems)
-    conn = connect(source_config(server))
-    try:
-        schema = load_table_schema(conn, TableId(db, "ev"))
-    finally:
-        conn.close()
+    schema = table_schema(server, TableId(db, "ev"))
     wanted = planned_table(schema, arrow_schema(schema), None).schema
     assert column_differences(DeltaSink(str(lake)).layout(TableId(db, "ev")), wanted) == []
 

@@ -17,7 +17,6 @@ from deltalake import DeltaTable
 
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect, fetch_all
 from airflow_cdc.verify.canonical import (
     column_form,
@@ -28,7 +27,7 @@ from airflow_cdc.verify.canonical import (
     notes,
 )
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.pipeline import plan, snapshot_all, source_config
+from tests.support.pipeline import snapshot_table, source_config, table_schema
 from tests.support.type_matrix import (
     COLUMNS,
     HIGH,
@@ -72,9 +71,8 @@ def test_every_type_has_one_canonical_text_on_both_sides(
     mariadb.execute(
         insert_row(db, 1, LOW), insert_row(db, 2, HIGH), insert_row(db, 3, MIDDLE), null_row(db, 4)
     )
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     table = TableId(db, "types")
-    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    meta, lake = snapshot_table(mariadb, table, tmp_path)
     mariadb.execute(  # the binlog path: new rows, updates, NULLs
         insert_row(db, 11, HIGH),
         insert_row(db, 12, LOW),
@@ -84,11 +82,7 @@ def test_every_type_has_one_canonical_text_on_both_sides(
         update_row(db, 2, MIDDLE),
     )
     stream_in_process(mariadb, meta, lake, [table])
-    conn = connect(source_config(mariadb))
-    try:
-        schema = load_table_schema(conn, table)
-    finally:
-        conn.close()
+    schema = table_schema(mariadb, table)
 
     problems = []
     for column in schema.columns:
@@ -127,13 +121,8 @@ def test_null_and_empty_and_shifted_values_hash_differently(
         f"INSERT INTO `{db}`.t VALUES (1, NULL, ''), (2, '', NULL), (3, 'x|y', ''), "
         "(4, 'x', 'y|'), (5, 'N', NULL), (6, NULL, 'N')",
     )
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [f"{db}.t"], 1000, meta), meta, lake)
-    conn = connect(source_config(mariadb))
-    try:
-        schema = load_table_schema(conn, TableId(db, "t"))
-    finally:
-        conn.close()
+    _, lake = snapshot_table(mariadb, TableId(db, "t"), tmp_path)
+    schema = table_schema(mariadb, TableId(db, "t"))
     values = TableSchema(schema.table, (schema.column("a"), schema.column("b")), ("a",))
     source = source_side(mariadb, schema, mysql_row_hash(values))
     assert len(set(source.values())) == 6
@@ -147,13 +136,8 @@ def test_zero_dates_are_no_date_on_both_sides(
     server is NULL too, so a table holding some verifies clean."""
     db = fresh_db
     create_zero_dates_table(mariadb, db)
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [f"{db}.z"], 1000, meta), meta, lake)
-    conn = connect(source_config(mariadb))
-    try:
-        schema = load_table_schema(conn, TableId(db, "z"))
-    finally:
-        conn.close()
+    _, lake = snapshot_table(mariadb, TableId(db, "z"), tmp_path)
+    schema = table_schema(mariadb, TableId(db, "z"))
     assert source_side(mariadb, schema, mysql_row_hash(schema)) == lake_side(
         lake, schema, duckdb_row_hash(schema)
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.spark.environment import JOB_JVM_CONF, spark_environment, spark_submit_binary
 from devtools.local_mariadb import LocalMariaDB
@@ -43,6 +43,23 @@ def server_position(cfg: SourceConfig, epoch: int = 0) -> BinlogPosition:
         return current_position(conn, info.in_epoch(ServerEpoch(info.server_id, epoch)))
     finally:
         conn.close()
+
+
+def table_schemas(server: LocalMariaDB, *tables: TableId) -> dict[TableId, TableSchema]:
+    """The tables' schemas as the catalog has them now (one connection)."""
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+
+    conn = connect(source_config(server))
+    try:
+        return {table: load_table_schema(conn, table) for table in tables}
+    finally:
+        conn.close()
+
+
+def table_schema(server: LocalMariaDB, table: TableId) -> TableSchema:
+    """One table's schema as the catalog has it now."""
+    return table_schemas(server, table)[table]
 
 
 def plan(server: LocalMariaDB, tables: Sequence[str], chunk_rows: int, metadata_url: str) -> Any:
@@ -300,6 +317,14 @@ def snapshot_all(
     ]
     with ThreadPoolExecutor(parallel) as pool:
         list(pool.map(run_chunk, specs))
+
+
+def snapshot_table(server: LocalMariaDB, table: TableId, workdir: Path) -> tuple[str, Path]:
+    """``table`` planned in chunks of 1,000 rows and snapshotted in-process into a lake
+    under ``workdir``: the metadata URL and the lake."""
+    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
+    snapshot_all(server, plan(server, [str(table)], 1000, meta), meta, lake)
+    return meta, lake
 
 
 def binlog_files(server: LocalMariaDB) -> list[str]:

@@ -11,7 +11,7 @@ from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.pipeline import source_config
+from tests.support.pipeline import source_config, table_schemas
 
 COLUMNS = """
     id INT NOT NULL PRIMARY KEY,
@@ -118,19 +118,13 @@ def stream_in_process(
     stream's sink: small batches rewritten in Arrow)."""
     from airflow_cdc.planning.key_order import sort_key_for
     from airflow_cdc.source.binlog_reader import read_changes
-    from airflow_cdc.source.catalog import load_table_schema
-    from airflow_cdc.source.connection import connect
     from airflow_cdc.stream.apply import apply_batch
     from airflow_cdc.stream.emit_filter import EmitFilter
     from airflow_cdc.stream.start import start_position
 
     store = MetadataStore.connect(meta)
     cfg = source_config(server)
-    conn = connect(cfg)
-    try:
-        schemas = {t: load_table_schema(conn, t) for t in tables}
-    finally:
-        conn.close()
+    schemas = table_schemas(server, *tables)
     start, end = start_position(store, tables), server_position(server)
     events = list(read_changes(cfg, schemas, start, end))
     assert events, "no binlog events to apply"
