@@ -12,10 +12,10 @@ the server answers by scanning its own files: a few small queries per cut, no ro
 * :func:`slice_cuts` puts them together against a live server.
 
 A transaction larger than a slice is cut too, at the end of a row event near the target
-(:class:`Cut` with ``dump_from`` before it): the reader of the slice after it opens its dump
-at a transaction boundary before the cut, so it reads the transaction's table maps, and
-skips the row events up to the cut without decoding them (``source.binlog_reader``). The
-driver applies all slices of a batch together, so the transaction still lands atomically.
+(:class:`Cut` with ``dump_from``, a transaction boundary before it): the reader of the slice
+after it reads the transaction's table maps from there and opens its dump at the cut
+(``source.transaction_cut``). The driver applies all slices of a batch together, so the
+transaction still lands atomically.
 """
 
 from __future__ import annotations
@@ -148,15 +148,14 @@ def boundary_after(events: EventsQuery, file: str, known: int, target: int) -> i
     """The end offset of the first boundary event of ``file`` that ends at or after
     ``target``, scanning from ``known`` (an event start: the range's start or the file's
     first event). None when the file has no boundary there (a huge transaction, the end)."""
-    window, skip = _window_near(events, file, known, target)
+    window = _window_near(events, file, known, target)
     for _ in range(_MAX_WINDOWS):
         for event in window:
             if event.end >= target and is_boundary(event):
                 return event.end
         if len(window) < _WINDOW:
             return None
-        skip += len(window)
-        window = events(file, known, skip, _WINDOW)
+        window = events(file, window[-1].end, 0, _WINDOW)
     return None
 
 
@@ -168,7 +167,7 @@ def cut_near(
     big to wait for). Returns the cut's offset and where a dump may open to read on from
     it (the cut itself, or the last boundary seen before a row event cut; None when none
     was seen), or None when the file has neither."""
-    window, skip = _window_near(events, file, known, target)
+    window = _window_near(events, file, known, target)
     last: int | None = None
     row_cut: tuple[int, int | None] | None = None
     for _ in range(_MAX_WINDOWS):
@@ -183,41 +182,36 @@ def cut_near(
                 row_cut = (event.end, last)
         if len(window) < _WINDOW:
             break
-        skip += len(window)
-        window = events(file, known, skip, _WINDOW)
+        window = events(file, window[-1].end, 0, _WINDOW)
     return row_cut
 
 
-def _window_near(
-    events: EventsQuery, file: str, known: int, target: int
-) -> tuple[list[EventRow], int]:
-    """A window of ``file``'s events (from ``known``) that ends at or after ``target`` and
-    starts at or before it when it can, found by jumping on the mean event size; and how
-    many events it skips."""
-    skip = 0
-    first = events(file, known, 0, _WINDOW)
-    if not first:
-        return [], 0
-    window, at = first, 0  # the last window read and the events it skips
-    if first[-1].end < target:
-        # Jump close to the target by the mean event size, then correct.
-        per_event = max(1.0, (first[-1].end - known) / len(first))
-        skip = int((target - known) / per_event)
-        for _ in range(_MAX_SEEKS):
-            found = events(file, known, skip, _WINDOW)
-            if not found:  # past the file's end: back towards the last window read
-                skip = max(at + len(window), skip // 2)
-                continue
-            window, at = found, skip
-            if found[0].pos > target and skip > 0:
-                skip = max(0, int(skip * (target - known) / max(1, found[0].pos - known)) - 1)
-                continue
-            if found[-1].end < target:
-                per_event = max(1.0, (found[-1].end - known) / (skip + len(found)))
-                skip = max(skip + len(found), int((target - known) / per_event))
-                continue
+def _window_near(events: EventsQuery, file: str, known: int, target: int) -> list[EventRow]:
+    """A window of ``file``'s events (from ``known``, an event start) that ends at or after
+    ``target`` and starts at or before it when it can, found by jumping on the mean event
+    size. Each jump starts from the end of the last window read before the target: the
+    server scans the events it skips, so it never scans the same bytes twice."""
+    window = events(file, known, 0, _WINDOW)
+    skip: int | None = None  # the next jump from the end of ``window``
+    for _ in range(_MAX_SEEKS):
+        if not window or window[-1].end >= target:
             break
-    return window, at
+        origin = window[-1].end
+        if skip is None:
+            per_event = max(1.0, (window[-1].end - window[0].pos) / len(window))
+            skip = int((target - origin) / per_event)
+        found = events(file, origin, skip, _WINDOW)
+        if skip > 0 and (not found or found[0].pos > target):
+            # Past the file's end or the target: a shorter jump from the same place.
+            beyond = found[0].pos if found else None
+            skip = (
+                skip // 2 if beyond is None else int(skip * (target - origin) / (beyond - origin))
+            )
+            continue
+        if not found:
+            break  # ``origin`` is the file's end
+        window, skip = found, None
+    return window
 
 
 def events_query(conn: Any) -> EventsQuery:
@@ -288,7 +282,8 @@ def slice_cuts(conn: Any, start: BinlogPosition, end: BinlogPosition, parts: int
     cuts: list[Cut] = []
     for target in byte_targets(files, start, end, parts):
         opened = cuts[-1].dump_from if cuts else start  # a boundary before the target
-        cut = _cut_at(files, events, start, end, target, reach, opened)
+        after = cuts[-1].at if cuts else start  # the search scans from there
+        cut = _cut_at(files, events, start, end, target, reach, opened, after)
         if cut is not None and start < cut.at < end and (not cuts or cuts[-1].at < cut.at):
             cuts.append(cut)
     return cuts
@@ -302,12 +297,14 @@ def _cut_at(
     target: BinlogPosition,
     reach: int,
     opened: BinlogPosition,
+    after: BinlogPosition,
 ) -> Cut | None:
-    """The cut for one target (see :func:`slice_cuts`); ``opened``: a boundary before it."""
+    """The cut for one target (see :func:`slice_cuts`); ``opened``: a boundary before it;
+    ``after``: an event start before it (the range's start or the last cut)."""
     if target.offset <= FIRST_EVENT and target.file != start.file:
         first = start.moved_to(target.file, FIRST_EVENT)
         return Cut(first, first)
-    known = start.offset if target.file == start.file else FIRST_EVENT
+    known = after.offset if target.file == after.file else FIRST_EVENT
     found = cut_near(events, target.file, known, target.offset, reach)
     if found is not None:
         offset, dump_from = found

@@ -42,13 +42,19 @@ def scripted_file(transactions: list[int], seed: int = 0) -> list[EventRow]:
     return events
 
 
-def query(events: list[EventRow]):  # type: ignore[no-untyped-def]
+def query(events: list[EventRow], scanned: list[int] | None = None):  # type: ignore[no-untyped-def]
+    """The server's ``SHOW BINLOG EVENTS``; ``scanned``: the events each call read (the
+    server reads the ones it skips too)."""
     calls: list[int] = []
+    starts = {e.pos: i for i, e in enumerate(events)}
 
     def run(file: str, known: int, skip: int, count: int) -> list[EventRow]:
         calls.append(skip)
-        start = next(i for i, e in enumerate(events) if e.pos == known)
-        return events[start + skip : start + skip + count]
+        start = starts[known]  # a KeyError: a query from a place that is not an event start
+        found = events[start + skip : start + skip + count]
+        if scanned is not None:
+            scanned.append(skip + len(found))
+        return found
 
     return run, calls
 
@@ -138,6 +144,22 @@ def test_a_cut_waits_for_a_near_commit_else_cuts_the_transaction_at_a_row_event(
     if dump_from is not None:
         assert any(e.end == dump_from and is_boundary(e) for e in events)
         assert dump_from < target
+
+
+def test_the_server_scans_the_bytes_before_a_cut_about_once() -> None:
+    """Windows read on past the target (looking for a commit within ``reach``) start where
+    the last one ended, not from the range's start with a growing skip: 11 windows of a
+    1M-row UPDATE's 210 MB cost 0.28 s of server scans the old way."""
+    events = scripted_file([50_000])
+    scanned: list[int] = []
+    run, _ = query(events, scanned)
+    half = len(events) // 2
+    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, events[half].pos, reach=2_000_000)
+    assert found is not None
+    assert found[1] is None  # no commit near: cut inside the transaction
+    windows = 2_000_000 // 465 // 400  # about 10 windows of 400 events of 465 bytes on average
+    assert windows >= 8
+    assert sum(scanned) < half * 1.3 + (windows + 4) * 400, scanned
 
 
 def test_a_huge_transaction_is_cut_near_the_target() -> None:
