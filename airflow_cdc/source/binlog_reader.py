@@ -112,9 +112,10 @@ class BinlogCursor:
     and the schema changes DDL statements make to them (:class:`SchemaEvent`, at the end of
     their statement, after every change before it and before every change after it).
 
-    ``start`` is a transaction boundary, or with ``dump_from`` (a boundary before it) a
-    place inside a transaction: the dump opens there and the row events up to ``start`` are
-    skipped without being decoded (a slice cut inside a big transaction).
+    ``start`` is a transaction boundary, or with ``dump_from`` (a boundary before it) the
+    end of a row event inside a transaction (a slice cut inside a big transaction): the
+    table maps are read from ``dump_from`` and the dump opens at ``start``
+    (``source.transaction_cut``).
 
     ``end=None`` reads without an upper bound. ``stop_when_idle=True`` ends the iteration
     at the current end of the binlog (non-blocking dump); ``False`` waits for new events

@@ -1,6 +1,6 @@
 """The binlog event source over mysql-replication (with ``source.library_rows``, which
-turns its row events into the cursor's, and ``source.gtid``'s GTID dump, the only modules
-that import it).
+turns its row events into the cursor's, ``source.transaction_cut`` and ``source.gtid``'s
+GTID dump, the only modules that import it).
 
 Choices that matter (each found against the library and a real server):
 
@@ -18,16 +18,16 @@ Choices that matter (each found against the library and a real server):
   dropped at every rotation, so an id is never read with another table's layout;
 * before-images (UPDATE, DELETE) are decoded for their key columns only
   (``source.library_rows``);
-* a slice cut inside a transaction opens its dump at the transaction's start (for its
-  table maps) and has the library pass over the row events before the cut without
-  building them (:func:`_pass_row_events`; reaches into the library, pinned version).
+* a slice cut inside a transaction opens its dump at the cut, with the table maps read
+  from the transaction's start by a short dump before it (``source.transaction_cut``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
 # At module level: this module is itself imported only when a binlog reader starts.
@@ -52,6 +52,15 @@ from airflow_cdc.source.binlog_events import (
 from airflow_cdc.source.connection import LOST_CONNECTION_CODES
 from airflow_cdc.source.ddl import schema_changes
 from airflow_cdc.source.library_rows import column_rows, library_rows
+from airflow_cdc.source.transaction_cut import (
+    ROW_EVENTS,
+    MappedTables,
+    UnmappedTable,
+    pass_row_events,
+    row_events_cut,
+    table_maps_to_first_rows,
+    take_row_events,
+)
 
 __all__ = ["binary_logs", "dump_settings", "mysql_event_source"]
 
@@ -133,19 +142,34 @@ def _events(
     skip_through: BinlogPosition | None = None,
 ) -> Generator[RawEvent, None, None]:
     """The cursor's events from ``start``: boundaries and the rows of ``tables`` (their
-    key columns), until a non-blocking read reaches the end; the reader closes with it."""
-    stream = _open_stream(cfg, tables, start, server_id=server_id, blocking=blocking)
+    key columns), until a non-blocking read reaches the end; the reader closes with it.
+    A ``skip_through`` that ends a row event inside the transaction open at ``start`` is a
+    slice's cut: the dump opens there (``source.transaction_cut``)."""
+    opened = functools.partial(_open_stream, cfg, tables, server_id=server_id, blocking=blocking)
+    cut = row_events_cut(start, skip_through)
+    stream = _open_at_cut(opened, start, cut) if cut is not None else None
+    if stream is not None:
+        cut = None
+    else:
+        stream = opened(start)
+        if cut is not None:
+            pass_row_events(stream, until=cut)
     #: Per table id: the fast decoder plan of its table map, or None (the library's path).
     plans: dict[int, Any] = {}
-    cut = _row_events_cut(start, skip_through)
-    if cut is not None:
-        _pass_row_events(stream, until=cut)
     try:
         while True:
-            event = _next_event(stream)
+            try:
+                event = _next_event(stream)
+            except UnmappedTable as unmapped:
+                cut = stream.log_pos  # the unmapped event starts there: pass up to it
+                log.info("%s; reading on from %s, passing to offset %s", unmapped, start, cut)
+                stream.close()
+                stream = opened(start)
+                pass_row_events(stream, until=cut)
+                continue
             if event is None:
                 if cut is not None and stream.is_past_end_log_pos:
-                    _take_row_events(stream, cut)
+                    take_row_events(stream, cut)
                     cut = None
                     continue
                 return
@@ -159,37 +183,26 @@ def _events(
             stream.close()
 
 
-#: The library's filter of the events it builds (name-mangled attribute; pinned version).
-_PACKET_FILTER = "_BinLogStreamReader__allowed_events_in_packet"
-_ROW_EVENTS = frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent})
-
-
-def _row_events_cut(start: BinlogPosition, skip: BinlogPosition | None) -> int | None:
-    """Where a slice cut inside a transaction begins (the end of a row event in
-    ``start``'s file), when the dump opens before it to read the table maps."""
-    if skip is None or skip.file != start.file or skip.offset <= start.offset:
+def _open_at_cut(opened: Callable[..., Any], boundary: BinlogPosition, cut: int) -> Any | None:
+    """A dump opened at ``cut`` (inside the transaction open at ``boundary``) with the
+    table maps read from ``boundary`` to its first row event; None when there is none."""
+    maps_reader = opened(boundary, blocking=False, watched_only=False, events=ROW_EVENTS)
+    try:
+        maps = table_maps_to_first_rows(maps_reader, cut, _next_event)
+    finally:
+        maps_reader.close()
+    if maps is None:
         return None
-    return skip.offset if skip == start.moved_to(skip.file, skip.offset).last_row() else None
-
-
-def _pass_row_events(stream: Any, *, until: int) -> None:
-    """Have the library pass over row events up to offset ``until`` (it reads each one's
-    header only; the table maps it still reads) and stop there: the rows of a cut
-    transaction before the cut are the previous slice's, and building their events cost
-    0.25 s per 100 MB of a big UPDATE against 0.09 s."""
-    setattr(stream, _PACKET_FILTER, getattr(stream, _PACKET_FILTER) - _ROW_EVENTS)
-    stream.end_log_pos, stream.is_past_end_log_pos = until, False
-
-
-def _take_row_events(stream: Any, cut: int) -> None:
-    """Back to every event after :func:`_pass_row_events` stopped at ``cut``."""
-    if stream.log_pos != cut:  # a row event would span the cut: its rows were passed over
-        raise SourceError(
-            f"the binlog dump passed the slice's cut at offset {cut} (now at "
-            f"{stream.log_pos}): a cut must end a row event"
-        )
-    setattr(stream, _PACKET_FILTER, getattr(stream, _PACKET_FILTER) | _ROW_EVENTS)
-    stream.end_log_pos, stream.is_past_end_log_pos = None, False
+    stream = opened(boundary.moved_to(boundary.file, cut), watched_only=False)
+    try:
+        rotate = _next_event(stream)  # the server's first event: where the dump starts
+        if not isinstance(rotate, RotateEvent) or rotate.position != cut:
+            raise SourceError(f"a binlog dump opened at offset {cut} began with {rotate!r}")
+    except BaseException:
+        stream.close()
+        raise
+    stream.table_map = MappedTables(maps)
+    return stream
 
 
 def dump_settings(cfg: SourceConfig) -> dict[str, Any]:
@@ -203,6 +216,18 @@ def dump_settings(cfg: SourceConfig) -> dict[str, Any]:
     }
 
 
+#: The events a cursor reads.
+_CURSOR_EVENTS = (
+    WriteRowsEvent,
+    UpdateRowsEvent,
+    DeleteRowsEvent,
+    XidEvent,
+    QueryEvent,
+    RotateEvent,
+    XAPrepareEvent,
+)
+
+
 def _open_stream(
     cfg: SourceConfig,
     tables: Mapping[TableId, tuple[str, ...]],
@@ -210,8 +235,12 @@ def _open_stream(
     *,
     server_id: int,
     blocking: bool,
+    watched_only: bool = True,
+    events: Iterable[type] = _CURSOR_EVENTS,
 ) -> Any:
-    """The library's reader from ``start``, for the events the cursor needs of ``tables``."""
+    """The library's reader from ``start``, for the ``events`` the cursor needs of ``tables``
+    (``watched_only=False``: of every table; a dump opened at a cut keeps every table map,
+    ``source.transaction_cut``)."""
     settings = dump_settings(cfg)
     if blocking:
         settings["read_timeout"] = _READ_TIMEOUT_SECONDS
@@ -223,17 +252,9 @@ def _open_stream(
         resume_stream=True,
         blocking=blocking,
         is_mariadb=False,
-        only_events=[
-            WriteRowsEvent,
-            UpdateRowsEvent,
-            DeleteRowsEvent,
-            XidEvent,
-            QueryEvent,
-            RotateEvent,
-            XAPrepareEvent,
-        ],
-        only_schemas=sorted({t.database for t in tables}),
-        only_tables=sorted({t.table for t in tables}),
+        only_events=list(events),
+        only_schemas=sorted({t.database for t in tables}) if watched_only else None,
+        only_tables=sorted({t.table for t in tables}) if watched_only else None,
         slave_heartbeat=_HEARTBEAT_SECONDS if blocking else None,
         pymysql_wrapper=_Connection,
         enable_logging=False,

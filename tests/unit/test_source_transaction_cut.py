@@ -26,7 +26,9 @@ def test_anything_else_is_read_as_it_comes() -> None:
 
 def test_an_unmapped_table_id_is_an_error_not_a_key_error() -> None:
     maps = MappedTables({7: "t"})
-    assert maps[7] == "t" and 7 in maps and 8 not in maps
+    assert maps[7] == "t"
+    assert 7 in maps
+    assert 8 not in maps  # membership asks, it does not raise
     maps[8] = "u"  # a map read after the cut
     assert maps[8] == "u"
     with pytest.raises(UnmappedTable, match="table id 9") as raised:

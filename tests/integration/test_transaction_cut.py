@@ -1,0 +1,102 @@
+"""Slices cut inside one transaction, each read from its own cut on the real MariaDB
+(``source.transaction_cut``): together they give every change of the whole read once, in
+order, with the same values; a table first mapped after the transaction's first row event
+(a later statement) is read by passing to its event, not dropped."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from airflow_cdc.config import SourceConfig
+from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
+from airflow_cdc.source.binlog_index import Cut, slice_cuts
+from airflow_cdc.source.binlog_reader import BinlogCursor
+from airflow_cdc.source.connection import connect
+from devtools.local_mariadb import LocalMariaDB
+from tests.support.pipeline import server_position, source_config, table_schemas
+
+pytestmark = pytest.mark.integration
+
+ROWS = 3000
+#: What the reader logs when it passes to an unmapped table's event.
+FALLBACK = "passing to offset"
+
+Schemas = dict[TableId, TableSchema]
+
+
+def _create(mariadb: LocalMariaDB, db: str, *names: str) -> None:
+    for name in names:
+        mariadb.execute(
+            f"CREATE TABLE `{db}`.`{name}` (id INT PRIMARY KEY, v VARCHAR(300))",
+            f"INSERT INTO `{db}`.`{name}` SELECT seq, RPAD('x', 200, 'y') FROM `{db}`.seq_1_to_{ROWS}",
+        )
+
+
+def _slices(
+    cfg: SourceConfig, schemas: Schemas, start: BinlogPosition, end: BinlogPosition
+) -> tuple[list[Cut], list[ChangeEvent]]:
+    """The range cut in four slices on the server, and each slice read from its cut."""
+    conn = connect(cfg)
+    try:
+        cuts = slice_cuts(conn, start, end, 4)
+    finally:
+        conn.close()
+    edges = [Cut(start, start), *cuts]
+    ends = [*(cut.at for cut in cuts), end]
+    read: list[ChangeEvent] = []
+    for edge, last in zip(edges, ends, strict=True):
+        read += BinlogCursor(cfg, schemas, edge.at, last, dump_from=edge.dump_from)
+    return cuts, read
+
+
+@pytest.fixture
+def cfg(mariadb: LocalMariaDB) -> SourceConfig:
+    return source_config(mariadb)
+
+
+def test_slices_of_one_big_update_read_from_their_cuts(
+    mariadb: LocalMariaDB, fresh_db: str, cfg: SourceConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="airflow_cdc.source.mysql_replication")
+    _create(mariadb, fresh_db, "a")
+    schemas = table_schemas(mariadb, TableId(fresh_db, "a"))
+    start = server_position(cfg)
+    mariadb.execute(f"UPDATE `{fresh_db}`.a SET v = CONCAT(id, v)")
+    end = server_position(cfg)
+
+    cuts, sliced = _slices(cfg, schemas, start, end)
+    assert len(cuts) == 3, cuts
+    assert all(cut.dump_from < cut.at for cut in cuts), cuts  # inside the transaction
+    whole = list(BinlogCursor(cfg, schemas, start, end))
+    assert len(whole) == ROWS
+    assert sliced == whole
+    assert FALLBACK not in caplog.text  # every slice opened at its cut
+
+
+def test_a_later_statements_table_is_passed_to_not_dropped(
+    mariadb: LocalMariaDB, fresh_db: str, cfg: SourceConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One transaction updates a, then b (mapped after a's first row event), then c (not
+    watched): a cut inside b's rows finds no map of b at the transaction's start."""
+    caplog.set_level(logging.INFO, logger="airflow_cdc.source.mysql_replication")
+    _create(mariadb, fresh_db, "a", "b", "c")
+    schemas = table_schemas(mariadb, TableId(fresh_db, "a"), TableId(fresh_db, "b"))
+    start = server_position(cfg)
+    mariadb.execute(
+        "BEGIN",
+        f"UPDATE `{fresh_db}`.a SET v = CONCAT('a', id, v)",
+        f"UPDATE `{fresh_db}`.b SET v = CONCAT('b', id, v)",
+        f"UPDATE `{fresh_db}`.c SET v = CONCAT('c', id, v) WHERE id <= 500",
+        "COMMIT",
+    )
+    end = server_position(cfg)
+
+    cuts, sliced = _slices(cfg, schemas, start, end)
+    assert len(cuts) == 3, cuts
+    assert all(cut.dump_from < cut.at for cut in cuts), cuts
+    whole = list(BinlogCursor(cfg, schemas, start, end))
+    assert len(whole) == 2 * ROWS
+    assert sliced == whole
+    assert FALLBACK in caplog.text  # a slice inside b's rows passed to them
