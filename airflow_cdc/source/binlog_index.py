@@ -201,12 +201,12 @@ def _window_near(events: EventsQuery, file: str, known: int, target: int) -> lis
             per_event = max(1.0, (window[-1].end - window[0].pos) / len(window))
             skip = int((target - origin) / per_event)
         found = events(file, origin, skip, _WINDOW)
-        if skip > 0 and (not found or found[0].pos > target):
-            # Past the file's end or the target: a shorter jump from the same place.
+        if skip > 0 and (not found or found[0].pos >= target):
+            # Past the file's end or the target (the event ending at it unseen): a shorter
+            # jump from the same place.
             beyond = found[0].pos if found else None
-            skip = (
-                skip // 2 if beyond is None else int(skip * (target - origin) / (beyond - origin))
-            )
+            shorter = skip // 2 if beyond is None else skip * (target - origin) // (beyond - origin)
+            skip = min(skip - 1, shorter)
             continue
         if not found:
             break  # ``origin`` is the file's end

@@ -116,6 +116,14 @@ def is_rows(event: EventRow) -> bool:
 # A target at the file's last byte: the jump overshoots the end, and must scan on from the
 # last window it read (CI found it).
 @example(transactions=[0, 0, 0, 0, 178, 200, 200, 200], seed=651, fraction=1.0, reach=0)
+# A jump that lands on an event starting exactly at the target: the event ending there is
+# the one to find, before the window (hypothesis found it).
+@example(
+    transactions=[0, 0, 0, 0, 0, 0, 158, 200, 200, 200, 200, 200],
+    seed=22,
+    fraction=0.44928532419734746,
+    reach=0,
+)
 def test_a_cut_waits_for_a_near_commit_else_cuts_the_transaction_at_a_row_event(
     transactions: list[int], seed: int, fraction: float, reach: int
 ) -> None:
