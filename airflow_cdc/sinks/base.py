@@ -25,8 +25,19 @@ import pyarrow as pa
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
+from airflow_cdc.sinks.cdc_columns import (
+    BUCKET_COLUMN,
+    CDC_COLUMNS,
+    CDC_PREFIX,
+    DELETED_COLUMN,
+    ICEBERG_RESERVED,
+    LIVE_ROWS_PREDICATE,
+    POSITION_COLUMN,
+    POSITION_TYPE,
+    repeated_position,
+)
 
-if TYPE_CHECKING:  # it imports this module's column names
+if TYPE_CHECKING:
     from airflow_cdc.sinks.columns_change import ColumnsChange
 
 __all__ = [
@@ -44,31 +55,6 @@ __all__ = [
     "live_rows_sql",
     "repeated_position",
 ]
-
-POSITION_COLUMN = "_cdc_position"
-DELETED_COLUMN = "_cdc_deleted"
-BUCKET_COLUMN = "_cdc_bucket"
-CDC_PREFIX = "_cdc_"
-CDC_COLUMNS = (POSITION_COLUMN, DELETED_COLUMN, BUCKET_COLUMN)
-#: 38 digits hold every encoded position (see ``model.position``) and Delta, Iceberg,
-#: Spark and Parquet all have this type.
-POSITION_TYPE = pa.decimal128(38, 0)
-
-
-def repeated_position(position: int, count: int) -> pa.Array:
-    """``count`` copies of ``position`` as a ``POSITION_TYPE`` array, built from its
-    16-byte value (a decimal's unscaled integer, little-endian two's complement).
-    ``pa.repeat`` of a decimal scalar takes 0.38 s per million rows, and any conversion
-    from a Python number makes pyarrow import pandas (0.4 s in each new worker)."""
-    value = position.to_bytes(16, "little", signed=True)
-    return pa.Array.from_buffers(POSITION_TYPE, count, [None, pa.py_buffer(value * count)])
-
-
-#: Iceberg metadata columns; a source column with one of these names would shadow them.
-ICEBERG_RESERVED = frozenset({"_pos", "_deleted", "_file", "_spec_id", "_partition"})
-
-#: The filter that gives the live rows of a sink table in any SQL engine.
-LIVE_ROWS_PREDICATE = f"{DELETED_COLUMN} = false"
 
 
 def check_column_names(table: TableId | str, names: Iterable[str]) -> None:

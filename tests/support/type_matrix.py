@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from devtools.local_mariadb import LocalMariaDB
@@ -126,8 +126,10 @@ def stream_in_process(
     cfg = source_config(server)
     schemas = table_schemas(server, *tables)
     start, end = start_position(store, tables), server_position(server)
-    events = list(read_changes(cfg, schemas, start, end))
+    items = list(read_changes(cfg, schemas, start, end))
+    events = [item for item in items if isinstance(item, ChangeEvent)]
     assert events, "no binlog events to apply"
+    assert len(events) == len(items), "DDL in the range: this applies row changes only"
     marks = {t: store.table_watermarks(t, sort_key=sort_key_for(s)) for t, s in schemas.items()}
     if sink is None:
         sink = DeltaSink(str(lake), keep_open=True, rewrite=RewriteLimits())
