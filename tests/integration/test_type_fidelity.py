@@ -30,14 +30,11 @@ from airflow_cdc.sinks.storage import Location
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import plan, snapshot_all, source_config, table_schema
 from tests.support.type_matrix import (
-    COLUMNS,
-    HIGH,
     LOW,
-    MIDDLE,
     WRITABLE,
+    binlog_rows_and_updates,
+    create_types_table,
     create_zero_dates_table,
-    insert_row,
-    null_row,
     stream_in_process,
     update_row,
 )
@@ -126,23 +123,14 @@ def test_every_type_same_value_by_snapshot_and_binlog(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, engine: str, sink_merges: str
 ) -> None:
     db = fresh_db
-    mariadb.execute(f"CREATE TABLE `{db}`.types ({COLUMNS}) CHARACTER SET utf8mb4")
-    mariadb.execute(
-        insert_row(db, 1, LOW), insert_row(db, 2, HIGH), insert_row(db, 3, MIDDLE), null_row(db, 4)
-    )
+    table = create_types_table(mariadb, db)
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    table = TableId(db, "types")
     snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake, engine=engine)
     assert _compare(mariadb, db, lake) == 4  # the snapshot path
 
     # The binlog path: new rows, every column updated to other values, to NULL, deletes.
     mariadb.execute(
-        insert_row(db, 11, HIGH),
-        insert_row(db, 12, LOW),
-        insert_row(db, 13, MIDDLE),
-        null_row(db, 14),
-        update_row(db, 1, HIGH),
-        update_row(db, 2, MIDDLE),
+        *binlog_rows_and_updates(db),
         update_row(
             db,
             3,

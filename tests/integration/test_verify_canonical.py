@@ -29,15 +29,10 @@ from airflow_cdc.verify.canonical import (
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import snapshot_table, source_config, table_schema
 from tests.support.type_matrix import (
-    COLUMNS,
-    HIGH,
-    LOW,
-    MIDDLE,
+    binlog_rows_and_updates,
+    create_types_table,
     create_zero_dates_table,
-    insert_row,
-    null_row,
     stream_in_process,
-    update_row,
 )
 
 pytestmark = pytest.mark.integration
@@ -66,21 +61,9 @@ def lake_side(lake: Path, schema: TableSchema, expression: str) -> dict[Any, Any
 def test_every_type_has_one_canonical_text_on_both_sides(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    db = fresh_db
-    mariadb.execute(f"CREATE TABLE `{db}`.types ({COLUMNS}) CHARACTER SET utf8mb4")
-    mariadb.execute(
-        insert_row(db, 1, LOW), insert_row(db, 2, HIGH), insert_row(db, 3, MIDDLE), null_row(db, 4)
-    )
-    table = TableId(db, "types")
+    table = create_types_table(mariadb, fresh_db)
     meta, lake = snapshot_table(mariadb, table, tmp_path)
-    mariadb.execute(  # the binlog path: new rows, updates, NULLs
-        insert_row(db, 11, HIGH),
-        insert_row(db, 12, LOW),
-        insert_row(db, 13, MIDDLE),
-        null_row(db, 14),
-        update_row(db, 1, HIGH),
-        update_row(db, 2, MIDDLE),
-    )
+    mariadb.execute(*binlog_rows_and_updates(fresh_db))  # the binlog path
     stream_in_process(mariadb, meta, lake, [table])
     schema = table_schema(mariadb, table)
 

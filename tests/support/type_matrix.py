@@ -101,6 +101,32 @@ def null_row(db: str, row_id: int) -> str:
     return f"INSERT INTO `{db}`.types (id) VALUES ({row_id})"
 
 
+def create_types_table(server: LocalMariaDB, db: str) -> TableId:
+    """``db.types`` with every type of the matrix, rows 1-3 at the low, high and middle
+    values and row 4 NULL in every column."""
+    server.execute(
+        f"CREATE TABLE `{db}`.types ({COLUMNS}) CHARACTER SET utf8mb4",
+        insert_row(db, 1, LOW),
+        insert_row(db, 2, HIGH),
+        insert_row(db, 3, MIDDLE),
+        null_row(db, 4),
+    )
+    return TableId(db, "types")
+
+
+def binlog_rows_and_updates(db: str) -> list[str]:
+    """Statements for the binlog path on ``db.types``: rows 11-14 new (row 14 NULL), rows 1
+    and 2 updated to other values."""
+    return [
+        insert_row(db, 11, HIGH),
+        insert_row(db, 12, LOW),
+        insert_row(db, 13, MIDDLE),
+        null_row(db, 14),
+        update_row(db, 1, HIGH),
+        update_row(db, 2, MIDDLE),
+    ]
+
+
 def server_position(server: LocalMariaDB) -> BinlogPosition:
     file, offset = server.query("SHOW MASTER STATUS")[0][:2]
     return BinlogPosition(str(file), int(offset))
