@@ -34,7 +34,6 @@ from typing import Any
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import SourceError
@@ -151,9 +150,7 @@ def _events(
     if stream is not None:
         cut = None
     else:
-        stream = opened(start)
-        if cut is not None:
-            pass_row_events(stream, until=cut)
+        stream = _opened_passing(opened, start, cut)
     #: Per table id: the fast decoder plan of its table map, or None (the library's path).
     plans: dict[int, Any] = {}
     try:
@@ -164,8 +161,7 @@ def _events(
                 cut = stream.log_pos  # the unmapped event starts there: pass up to it
                 log.info("%s; reading on from %s, passing to offset %s", unmapped, start, cut)
                 stream.close()
-                stream = opened(start)
-                pass_row_events(stream, until=cut)
+                stream = _opened_passing(opened, start, cut)
                 continue
             if event is None:
                 if cut is not None and stream.is_past_end_log_pos:
@@ -181,6 +177,15 @@ def _events(
     finally:
         with contextlib.suppress(Exception):  # a broken connection may fail to close
             stream.close()
+
+
+def _opened_passing(opened: Callable[..., Any], start: BinlogPosition, cut: int | None) -> Any:
+    """A dump opened at ``start``, passing over the row events up to offset ``cut`` when
+    there is one (``source.transaction_cut``)."""
+    stream = opened(start)
+    if cut is not None:
+        pass_row_events(stream, until=cut)
+    return stream
 
 
 def _open_at_cut(opened: Callable[..., Any], boundary: BinlogPosition, cut: int) -> Any | None:
@@ -217,15 +222,7 @@ def dump_settings(cfg: SourceConfig) -> dict[str, Any]:
 
 
 #: The events a cursor reads.
-_CURSOR_EVENTS = (
-    WriteRowsEvent,
-    UpdateRowsEvent,
-    DeleteRowsEvent,
-    XidEvent,
-    QueryEvent,
-    RotateEvent,
-    XAPrepareEvent,
-)
+_CURSOR_EVENTS = (*ROW_EVENTS, XidEvent, QueryEvent, RotateEvent, XAPrepareEvent)
 
 
 def _open_stream(
