@@ -21,7 +21,7 @@ transaction still lands atomically.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,14 +148,9 @@ def boundary_after(events: EventsQuery, file: str, known: int, target: int) -> i
     """The end offset of the first boundary event of ``file`` that ends at or after
     ``target``, scanning from ``known`` (an event start: the range's start or the file's
     first event). None when the file has no boundary there (a huge transaction, the end)."""
-    window = _window_near(events, file, known, target)
-    for _ in range(_MAX_WINDOWS):
-        for event in window:
-            if event.end >= target and is_boundary(event):
-                return event.end
-        if len(window) < _WINDOW:
-            return None
-        window = events(file, window[-1].end, 0, _WINDOW)
+    for event in _events_near(events, file, known, target):
+        if event.end >= target and is_boundary(event):
+            return event.end
     return None
 
 
@@ -167,23 +162,30 @@ def cut_near(
     big to wait for). Returns the cut's offset and where a dump may open to read on from
     it (the cut itself, or the last boundary seen before a row event cut; None when none
     was seen), or None when the file has neither."""
-    window = _window_near(events, file, known, target)
     last: int | None = None
     row_cut: tuple[int, int | None] | None = None
-    for _ in range(_MAX_WINDOWS):
-        for event in window:
-            if event.end < target:
-                last = event.end if is_boundary(event) else last
-            elif is_boundary(event) and (row_cut is None or event.end - target <= reach):
-                return event.end, event.end
-            elif row_cut is not None and event.end - target > reach:
-                return row_cut
-            elif row_cut is None and event.kind.startswith(_ROW_EVENTS):
-                row_cut = (event.end, last)
-        if len(window) < _WINDOW:
-            break
-        window = events(file, window[-1].end, 0, _WINDOW)
+    for event in _events_near(events, file, known, target):
+        if event.end < target:
+            last = event.end if is_boundary(event) else last
+        elif is_boundary(event) and (row_cut is None or event.end - target <= reach):
+            return event.end, event.end
+        elif row_cut is not None and event.end - target > reach:
+            return row_cut
+        elif row_cut is None and event.kind.startswith(_ROW_EVENTS):
+            row_cut = (event.end, last)
     return row_cut
+
+
+def _events_near(events: EventsQuery, file: str, known: int, target: int) -> Iterator[EventRow]:
+    """``file``'s events from a window near ``target`` on (:func:`_window_near`), up to
+    ``_MAX_WINDOWS`` windows or the file's end; each window read on from where the last
+    one ended."""
+    window = _window_near(events, file, known, target)
+    for _ in range(_MAX_WINDOWS):
+        yield from window
+        if len(window) < _WINDOW:
+            return
+        window = events(file, window[-1].end, 0, _WINDOW)
 
 
 def _window_near(events: EventsQuery, file: str, known: int, target: int) -> list[EventRow]:
