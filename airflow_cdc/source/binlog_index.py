@@ -20,6 +20,7 @@ transaction still lands atomically.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -47,8 +48,11 @@ log = logging.getLogger(__name__)
 FIRST_EVENT = 4
 #: Events fetched per ``SHOW BINLOG EVENTS`` window.
 _WINDOW = 400
-#: Windows scanned past a target before giving up (a transaction larger than that).
+#: Windows a slice cut scans past its target before cutting inside the transaction.
 _MAX_WINDOWS = 25
+#: The largest window of a scan to a transaction's end (windows double up to it, so a
+#: million-row transaction's end is found in a few dozen queries).
+_MAX_WINDOW = 12_800
 #: Re-estimates of how many events to skip to reach a target.
 _MAX_SEEKS = 6
 #: Query events that open (not close) a transaction (as ``source.mysql_replication``).
@@ -144,11 +148,16 @@ class Cut:
     dump_from: BinlogPosition
 
 
-def boundary_after(events: EventsQuery, file: str, known: int, target: int) -> int | None:
+def boundary_after(
+    events: EventsQuery, file: str, known: int, target: int, until: int | None = None
+) -> int | None:
     """The end offset of the first boundary event of ``file`` that ends at or after
     ``target``, scanning from ``known`` (an event start: the range's start or the file's
-    first event). None when the file has no boundary there (a huge transaction, the end)."""
-    for event in _events_near(events, file, known, target):
+    first event) through however long a transaction. None when no boundary ends by ``until``
+    (the file's end when None)."""
+    for event in _events_near(events, file, known, target, bounded=False):
+        if until is not None and event.end > until:
+            return None
         if event.end >= target and is_boundary(event):
             return event.end
     return None
@@ -176,16 +185,19 @@ def cut_near(
     return row_cut
 
 
-def _events_near(events: EventsQuery, file: str, known: int, target: int) -> Iterator[EventRow]:
-    """``file``'s events from a window near ``target`` on (:func:`_window_near`), up to
-    ``_MAX_WINDOWS`` windows or the file's end; each window read on from where the last
-    one ended."""
-    window = _window_near(events, file, known, target)
-    for _ in range(_MAX_WINDOWS):
+def _events_near(
+    events: EventsQuery, file: str, known: int, target: int, *, bounded: bool = True
+) -> Iterator[EventRow]:
+    """``file``'s events from a window near ``target`` on (:func:`_window_near`), each
+    window read on from where the last one ended: up to ``_MAX_WINDOWS`` windows when
+    ``bounded``, else to the file's end in windows that grow."""
+    window, size = _window_near(events, file, known, target), _WINDOW
+    for count in itertools.count(1):
         yield from window
-        if len(window) < _WINDOW:
+        if len(window) < size or (bounded and count >= _MAX_WINDOWS):
             return
-        window = events(file, window[-1].end, 0, _WINDOW)
+        size = size if bounded else min(2 * size, _MAX_WINDOW)
+        window = events(file, window[-1].end, 0, size)
 
 
 def _window_near(events: EventsQuery, file: str, known: int, target: int) -> list[EventRow]:
@@ -262,7 +274,7 @@ def batch_end(
         if passed + (hi - lo) > limit:
             if index > 0:
                 return min(start.moved_to(name, FIRST_EVENT), latest)
-            found = boundary_after(events, name, lo, lo + limit - passed)
+            found = boundary_after(events, name, lo, lo + limit - passed, until=hi)
             if found is not None:
                 return min(start.moved_to(name, found), latest)
             if len(spans) > 1:  # one transaction fills the rest of the file

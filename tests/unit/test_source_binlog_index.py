@@ -96,10 +96,23 @@ def test_a_far_target_is_reached_by_skipping_not_by_reading_every_window() -> No
     assert len(calls) <= 8  # a few seeks, not ~190 windows of 400 events
 
 
-def test_a_transaction_longer_than_the_search_gives_no_cut() -> None:
-    events = scripted_file([50_000])
-    run, _ = query(events)
-    assert boundary_after(run, "mysql-bin.000001", FIRST_EVENT, 1_000) is None
+def test_a_batch_in_a_transaction_longer_than_any_window_ends_at_its_commit() -> None:
+    # Two 50k-row transactions, the cap inside the first: the batch is the first whole,
+    # not both (nor everything up to ``latest``, however far).
+    events = scripted_file([50_000, 50_000])
+    run, calls = query(events)
+    first_commit = next(e.end for e in events if is_boundary(e) and e.end > FIRST_EVENT + 256)
+    files = [("mysql-bin.000001", events[-1].end)]
+    start = BinlogPosition("mysql-bin.000001", FIRST_EVENT)
+    latest = BinlogPosition("mysql-bin.000001", events[-1].end)
+    assert batch_end(files, run, start, latest, 1_000) == start.moved_to(
+        "mysql-bin.000001", first_commit
+    )
+    assert len(calls) <= 20  # windows that grow: not 125 windows of 400 events
+    # No boundary before ``until``: none.
+    assert (
+        boundary_after(run, "mysql-bin.000001", FIRST_EVENT, 1_000, until=first_commit - 1) is None
+    )
 
 
 def is_rows(event: EventRow) -> bool:
