@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from devtools.local_mariadb import LocalMariaDB
+from devtools.spark_scratch import use_private_spark_scratch
 
 #: InnoDB's buffer pool of the benchmark's server: large enough for every table the run
 #: creates (the 10M-row snapshot and planning tables are about 1.5 and 0.9 GB), as a
@@ -16,7 +17,10 @@ BUFFER_POOL = "4G"
 
 
 def bench_server(base_dir: Path) -> LocalMariaDB:
-    """The benchmark's MariaDB (not started): the tests' server with :data:`BUFFER_POOL`."""
+    """The benchmark's MariaDB (not started): the tests' server with :data:`BUFFER_POOL`.
+    The Spark jobs a benchmark starts afterwards keep their scratch folders in a private
+    folder, removed when the benchmark ends (the latency runs kill their streams)."""
+    use_private_spark_scratch()
     return LocalMariaDB(base_dir, extra_args=(f"--innodb-buffer-pool-size={BUFFER_POOL}",))
 
 

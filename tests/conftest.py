@@ -16,6 +16,7 @@ from devtools.local_mariadb import LocalMariaDB
 from devtools.local_postgres import LocalPostgres
 from devtools.local_seaweedfs import LocalSeaweedFS
 from devtools.spark_cluster import LocalSparkCluster
+from devtools.spark_scratch import use_private_spark_scratch
 from devtools.temp_folder import started_in_temp_folder
 from tests.support.servers import own_mariadb
 
@@ -27,18 +28,8 @@ if "AIRFLOW_HOME" not in os.environ:
     os.environ["AIRFLOW_HOME"] = _airflow_home
     atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-# Spark's scratch folders (spark-*, blockmgr-*, pyspark-*, userFiles-*) go to one folder the
-# session removes: a job a test kills (SIGKILL) cannot remove its own. Every spark-submit a
-# test starts, directly or through Airflow, inherits this environment.
-if "SPARK_LOCAL_DIRS" not in os.environ:
-    _spark_scratch = tempfile.mkdtemp(prefix="cdc-spark-scratch-")
-    os.environ["SPARK_LOCAL_DIRS"] = _spark_scratch
-    os.environ["SPARK_SUBMIT_OPTS"] = (
-        f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={_spark_scratch}".strip()
-    )
-    atexit.register(shutil.rmtree, _spark_scratch, ignore_errors=True)
-    # The stream's merge tasks claim their cores there too (``stream.table_merge``).
-    os.environ.setdefault("AIRFLOW_CDC_CORE_CLAIMS", os.path.join(_spark_scratch, "cores"))
+# Before any test starts spark-submit (see devtools.spark_scratch).
+use_private_spark_scratch()
 
 
 @pytest.fixture(scope="session")
