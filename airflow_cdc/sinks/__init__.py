@@ -1,6 +1,7 @@
 """Sinks: where change rows land, merged by binlog position (last writer wins).
 
-:mod:`.base` defines the contract (columns, :class:`Sink`, :class:`ApplyResult`);
+:mod:`.base` defines the contract (:class:`Sink`, :class:`ApplyResult`), :mod:`.cdc_columns`
+the sink's own columns;
 :mod:`.delta` is the embedded default, Delta Lake tables written with delta-rs.
 
 The names below load their module on first use: workers that only need a light
@@ -13,25 +14,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_cdc.sinks.base import (
+    from airflow_cdc.sinks.base import ApplyResult, Sink, check_column_names, live_rows_sql
+    from airflow_cdc.sinks.cdc_columns import (
         BUCKET_COLUMN,
         DELETED_COLUMN,
         LIVE_ROWS_PREDICATE,
         POSITION_COLUMN,
         POSITION_TYPE,
-        ApplyResult,
-        Sink,
-        check_column_names,
-        live_rows_sql,
     )
     from airflow_cdc.sinks.delta import DeltaSink, TableLayout
 
 _HOMES = {
-    "BUCKET_COLUMN": "base",
-    "DELETED_COLUMN": "base",
-    "LIVE_ROWS_PREDICATE": "base",
-    "POSITION_COLUMN": "base",
-    "POSITION_TYPE": "base",
+    "BUCKET_COLUMN": "cdc_columns",
+    "DELETED_COLUMN": "cdc_columns",
+    "LIVE_ROWS_PREDICATE": "cdc_columns",
+    "POSITION_COLUMN": "cdc_columns",
+    "POSITION_TYPE": "cdc_columns",
     "ApplyResult": "base",
     "Sink": "base",
     "check_column_names": "base",

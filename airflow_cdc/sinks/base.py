@@ -26,35 +26,16 @@ import pyarrow as pa
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.cdc_columns import (
-    BUCKET_COLUMN,
     CDC_COLUMNS,
     CDC_PREFIX,
-    DELETED_COLUMN,
     ICEBERG_RESERVED,
     LIVE_ROWS_PREDICATE,
-    POSITION_COLUMN,
-    POSITION_TYPE,
-    repeated_position,
 )
 
 if TYPE_CHECKING:
     from airflow_cdc.sinks.columns_change import ColumnsChange
 
-__all__ = [
-    "BUCKET_COLUMN",
-    "CDC_COLUMNS",
-    "CDC_PREFIX",
-    "DELETED_COLUMN",
-    "ICEBERG_RESERVED",
-    "LIVE_ROWS_PREDICATE",
-    "POSITION_COLUMN",
-    "POSITION_TYPE",
-    "ApplyResult",
-    "Sink",
-    "check_column_names",
-    "live_rows_sql",
-    "repeated_position",
-]
+__all__ = ["ApplyResult", "Sink", "check_column_names", "live_rows_sql"]
 
 
 def check_column_names(table: TableId | str, names: Iterable[str]) -> None:

@@ -41,7 +41,8 @@ from deltalake.exceptions import TableNotFoundError
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
-from airflow_cdc.sinks.base import DELETED_COLUMN, ApplyResult
+from airflow_cdc.sinks.base import ApplyResult
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
 from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta_changes import Batch
 from airflow_cdc.sinks.delta_commits import writer_transaction

@@ -20,7 +20,7 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Tr
 from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.sinks.base import BUCKET_COLUMN
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta_files import DataFile
 from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
 from airflow_cdc.sinks.stagger import due

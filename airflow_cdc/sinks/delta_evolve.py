@@ -38,7 +38,7 @@ from deltalake.schema import Field as DeltaField
 from deltalake.schema import Schema as DeltaSchema
 
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.base import BUCKET_COLUMN
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
 from airflow_cdc.sinks.delta_commits import add_actions
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files

@@ -25,15 +25,15 @@ from deltalake.schema import Schema as DeltaSchema
 
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError, TableEvolvingError
 from airflow_cdc.model import TableId, TableSchema
-from airflow_cdc.sinks.base import (
+from airflow_cdc.sinks.base import check_column_names
+from airflow_cdc.sinks.buckets import check_bucket_width
+from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     CDC_PREFIX,
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
-    check_column_names,
 )
-from airflow_cdc.sinks.buckets import check_bucket_width
 from airflow_cdc.sinks.naming import quote_column
 
 __all__ = [

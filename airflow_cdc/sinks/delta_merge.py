@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from deltalake import CommitProperties, DeltaTable
 
-from airflow_cdc.sinks.base import BUCKET_COLUMN, ApplyResult
+from airflow_cdc.sinks.base import ApplyResult
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta_changes import Batch
 from airflow_cdc.sinks.delta_commits import commit_actions
 from airflow_cdc.sinks.last_writer_wins import newer_than_target

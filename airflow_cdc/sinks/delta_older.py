@@ -19,7 +19,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from deltalake import DeltaTable
 
-from airflow_cdc.sinks.base import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.cdc_columns import (
+    BUCKET_COLUMN,
+    DELETED_COLUMN,
+    POSITION_COLUMN,
+    POSITION_TYPE,
+)
 from airflow_cdc.sinks.naming import quote_column
 
 __all__ = ["OlderRows", "older_predicate", "older_rows", "position_literal"]

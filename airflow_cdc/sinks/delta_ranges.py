@@ -17,8 +17,13 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from airflow_cdc.model import ChunkRange
-from airflow_cdc.sinks.base import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.sinks.buckets import bucket_of
+from airflow_cdc.sinks.cdc_columns import (
+    BUCKET_COLUMN,
+    DELETED_COLUMN,
+    POSITION_COLUMN,
+    POSITION_TYPE,
+)
 from airflow_cdc.sinks.delta_commits import add_actions, commit_actions, commit_properties
 from airflow_cdc.sinks.delta_files import DataFile
 from airflow_cdc.sinks.delta_layout import TableLayout

@@ -32,7 +32,8 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
-from airflow_cdc.sinks.base import BUCKET_COLUMN, ApplyResult
+from airflow_cdc.sinks.base import ApplyResult
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta_commits import add_actions, commit_actions
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
 from airflow_cdc.sinks.delta_layout import TableLayout

@@ -37,7 +37,7 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkColumnsChangedError
-from airflow_cdc.sinks.base import BUCKET_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.delta_commits import add_actions, commit_actions
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
 from airflow_cdc.sinks.delta_layout import TableLayout

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from deltalake import DeltaTable, Transaction
 
-from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.delta_commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta_layout import TableLayout
 from airflow_cdc.sinks.delta_older import (

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.model import ChangeEvent, ChunkRange, Key, TableId, TableSchema
-from airflow_cdc.sinks.base import (
+from airflow_cdc.sinks.cdc_columns import (
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,

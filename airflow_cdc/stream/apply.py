@@ -27,7 +27,8 @@ import pyarrow as pa
 
 from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, TableSchema
-from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, Sink
+from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 from airflow_cdc.source.column_decoder import column_array

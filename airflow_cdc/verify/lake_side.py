@@ -16,7 +16,7 @@ import duckdb
 from deltalake import DeltaTable
 
 from airflow_cdc.model import BinlogPosition, Key, TableSchema
-from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.delta_rewrite import plain_protocol
 from airflow_cdc.verify.buckets import bucket_width
 from airflow_cdc.verify.canonical import duckdb_key_digest, duckdb_key_text, duckdb_row_hash

@@ -12,12 +12,10 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PositionPurgedError, SourceError
-from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId
 from airflow_cdc.source.binlog_reader import BinlogCursor, ReconnectPolicy, read_changes
-from airflow_cdc.source.catalog import load_table_schema
-from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.pipeline import server_position
+from tests.support.pipeline import server_position, source_config, table_schemas
 
 pytestmark = pytest.mark.integration
 
@@ -26,17 +24,7 @@ FAST = ReconnectPolicy(attempts=5, first_delay=0.05, max_delay=0.5)
 
 @pytest.fixture
 def cfg(mariadb: LocalMariaDB) -> SourceConfig:
-    return SourceConfig(
-        host="127.0.0.1", port=mariadb.port, user="cdc", password=mariadb.cdc_password
-    )
-
-
-def schemas(cfg: SourceConfig, *tables: TableId) -> dict[TableId, TableSchema]:
-    conn = connect(cfg)
-    try:
-        return {t: load_table_schema(conn, t) for t in tables}
-    finally:
-        conn.close()
+    return source_config(mariadb)
 
 
 def create(mariadb: LocalMariaDB, db: str, *names: str) -> list[TableId]:
@@ -88,7 +76,7 @@ def test_transactions_give_ordered_unique_positions_within_the_range(
         cur.execute("INSERT INTO c VALUES (2, 'ignored')")
     conn.close()
     end = server_position(cfg)
-    tables = schemas(cfg, a, b)
+    tables = table_schemas(mariadb, a, b)
 
     reader = BinlogCursor(cfg, tables, start, end)
     events = list(reader)
@@ -128,7 +116,7 @@ def test_rotation_is_followed(mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db
         mariadb.execute(f"INSERT INTO t VALUES ({i}, 'v')", "FLUSH BINARY LOGS", database=fresh_db)
     mariadb.execute("INSERT INTO t VALUES (3, 'v')", database=fresh_db)
     end = server_position(cfg)
-    reader = BinlogCursor(cfg, schemas(cfg, t), start, end)
+    reader = BinlogCursor(cfg, table_schemas(mariadb, t), start, end)
     events = list(reader)
     assert [e.after["id"] for e in events if e.after] == [0, 1, 2, 3]
     assert_strictly_ordered(events)
@@ -137,7 +125,7 @@ def test_rotation_is_followed(mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db
     # The end of the last transaction: MariaDB may write a binlog checkpoint event after it
     # (asynchronously, after FLUSH BINARY LOGS), which ``end`` then includes.
     assert events[-1].position < reader.last_boundary <= end
-    assert list(read_changes(cfg, schemas(cfg, t), reader.last_boundary, end)) == []
+    assert list(read_changes(cfg, table_schemas(mariadb, t), reader.last_boundary, end)) == []
 
 
 def test_kill_of_an_idle_follower_loses_and_repeats_nothing(
@@ -148,7 +136,7 @@ def test_kill_of_an_idle_follower_loses_and_repeats_nothing(
     # A follower bounded far ahead in this file: FLUSH BINARY LOGS at the end stops it.
     reader = BinlogCursor(
         cfg,
-        schemas(cfg, t),
+        table_schemas(mariadb, t),
         start,
         BinlogPosition(start.file, 10**12),
         stop_when_idle=False,
@@ -204,7 +192,7 @@ def test_kill_in_the_middle_of_a_large_transaction(
         database=fresh_db,
     )
     end = server_position(cfg)
-    reader = BinlogCursor(cfg, schemas(cfg, t), start, end, reconnect=FAST)
+    reader = BinlogCursor(cfg, table_schemas(mariadb, t), start, end, reconnect=FAST)
     events: Iterator[ChangeEvent] = iter(reader)
     got = [next(events)]
     wait_until(lambda: len(dump_threads(mariadb)) == 1)
@@ -235,7 +223,7 @@ def test_purged_start_says_to_resnapshot(
 
     wait_until(purged)
     with pytest.raises(PositionPurgedError) as info:
-        list(read_changes(cfg, schemas(cfg, t), old, None))
+        list(read_changes(cfg, table_schemas(mariadb, t), old, None))
     message = str(info.value)
     assert str(old) in message
     assert newest in message  # the oldest file the server still has
@@ -257,4 +245,4 @@ def test_rows_without_column_names_name_the_setting(
     finally:
         mariadb.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
     with pytest.raises(SourceError, match="binlog_row_metadata=FULL"):
-        list(read_changes(cfg, schemas(cfg, t), start, server_position(cfg)))
+        list(read_changes(cfg, table_schemas(mariadb, t), start, server_position(cfg)))

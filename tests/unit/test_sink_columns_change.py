@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition
-from airflow_cdc.sinks.base import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, conform_rows
 
 AT = BinlogPosition("mysql-bin.000002", 500)
