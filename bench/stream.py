@@ -228,9 +228,11 @@ def stream_backlog(
     log_name: str,
     *,
     master: str = "local[2]",
+    **bounds: Any,
 ) -> dict[str, Any]:
-    """The stream job (spark-submit on ``master``, ``until_caught_up``) applying the backlog
-    of ``tables`` to ``lake``; its log kept as ``bench/out/<log_name>``. Its time runs from
+    """The stream job (spark-submit on ``master``, ``until_caught_up``, ``bounds``: fields of
+    its ``StreamBounds``) applying the backlog of ``tables`` to ``lake``; its log kept as
+    ``bench/out/<log_name>``. Its time runs from
     the first micro-batch's start to the last one's end (the job's own log lines), so
     Spark's planning between batches counts and the JVM's start does not: the changes,
     seconds, changes/s and the batches (:func:`batches`)."""
@@ -240,7 +242,13 @@ def stream_backlog(
     # Spark's parallel slices take the whole backlog (the driver's start batch is a single
     # process, for a quick first commit at the hand-off, not for throughput).
     spec = stream_spec(
-        server, tables, meta, lake, workdir / "ckpt", stream_id="bench", start_batch_bytes=0
+        server,
+        tables,
+        meta,
+        lake,
+        workdir / "ckpt",
+        stream_id="bench",
+        **{"start_batch_bytes": 0, **bounds},
     )
     with killed_on_exit(spark_submit_stream(spec, workdir, master=master)) as job:
         code = job.wait(timeout=3600)
