@@ -61,7 +61,7 @@ from end_to_end import (  # noqa: E402
     STREAM_ID,
     _wait_for_run,
 )
-from stream import batches, commit_latencies, write_for  # noqa: E402
+from stream_runs import batches, commit_latencies, write_for  # noqa: E402
 
 from airflow_cdc.model import TableId  # noqa: E402
 from devtools.airflow_deployment import AirflowDeployment  # noqa: E402

@@ -99,7 +99,7 @@ def streams(
     server: LocalMariaDB, changes: int, workdir: Path, options: dict[str, str]
 ) -> dict[str, Any]:
     """The stream job over one backlog into local lakes and S3 lakes."""
-    from stream import BASE_ROWS, DB, backlog, batches, create_table
+    from stream_runs import BASE_ROWS, DB, backlog, batches, create_table
 
     from tests.support.pipeline import plan, snapshot_all, spark_submit_stream, stream_spec
 

@@ -29,10 +29,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table, stream
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table, stream_runs
 
 from bench_table import bench_server  # noqa: E402
-from stream import (  # noqa: E402
+from stream_runs import (  # noqa: E402
     DB,
     OUT,
     batches,
@@ -190,7 +190,8 @@ def _big_batch(
     if len(big) != 1:
         changes = [b["changes"] for b in run["batches"]]
         raise RuntimeError(f"the big transaction is not one batch alone: batches of {changes}")
-    return big[0]
+    found: dict[str, Any] = big[0]
+    return found
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stream import DB, OUT, batches, commit_latencies, write_for
+from stream_runs import DB, OUT, batches, commit_latencies, write_for
 
 from devtools.local_mariadb import LocalMariaDB
 

@@ -53,10 +53,10 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table, stream
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_table, stream_runs
 
 from bench_table import bench_server  # noqa: E402
-from stream import (  # noqa: E402
+from stream_runs import (  # noqa: E402
     BASE_ROWS,
     DB,
     OUT,

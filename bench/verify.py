@@ -45,7 +45,7 @@ RUNS = 2
 
 def measure_verify(server: LocalMariaDB, rows: int, workdir: Path) -> dict[str, Any]:
     """The figures above, for ``bench.t`` as it is (``rows`` rows)."""
-    from stream import snapshot_tables
+    from stream_runs import snapshot_tables
 
     from airflow_cdc.config import SinkConfig, VerifySettings
     from airflow_cdc.model import ServerEpoch, TableId

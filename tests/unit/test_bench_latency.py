@@ -9,7 +9,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from bench.many_tables import delta_commit_times
-from bench.stream import commit_latencies
+from bench.stream_runs import commit_latencies
 
 
 def _commit(table: DeltaTable, *apps: tuple[str, int]) -> None:
