@@ -19,7 +19,8 @@ table grown through the sizes (``plan.py``), and
 **stream_workloads**, per backlog size: single-row INSERTs, 1,000-row UPDATEs and wide
 single-row INSERTs, each read by ``mariadb-binlog``, one decoder and the stream on the same
 binlog range (``stream_workloads.py``); and **stream_cores**: one UPDATE of 1,000,000 rows
-streamed on one core and on two (``stream_big.py``); and
+streamed on one core and on two, three pairs in a running stream and one as a fresh job's
+first batch (``stream_big.py``); and
 **many_tables**: 300 tables of 2,000 rows against one table of 600,000 through Airflow end
 to end, and the stream's latency over the 300 tables (``many_tables.py``); and
 **add_column**: an instant ``ADD COLUMN ... NOT NULL DEFAULT`` on a 1,000,000-row table
@@ -80,7 +81,7 @@ ADD_COLUMN_ROWS = 1_000_000
 #: before them. From 300k on the rates are flat (mixed backlog, 2026-11-24: stream 36.5k/s at
 #: 300k and 36.2k at 1M, decoder 13.9k and 14.3k), so 300k measures the steady rate and 100k
 #: shows the trend: ~5 min for the mixed backlog and its latency run, ~6 for the workloads,
-#: ~2 for the big transaction on one core and on two, ~13 min in all.
+#: ~3.5 for the big transaction on one core and on two (four pairs), ~15 min in all.
 DEFAULT_STREAM_SIZES = (100_000, 300_000)
 #: Rows of the one UPDATE transaction streamed on one core and on two (``stream_cores``).
 BIG_TRANSACTION_ROWS = 1_000_000
