@@ -78,25 +78,39 @@ def snapshot_tables(
     return meta, lake, source_config(server)
 
 
+def update_transactions(server: LocalMariaDB, changes: int) -> int:
+    """``changes / 1,000`` UPDATE transactions of 1,000 rows each, round robin over the
+    rows of ``benchstream.t``; the row changes made."""
+    count = max(1, round(changes / UPDATE_ROWS))
+    conn = server.root(DB)
+    try:
+        with conn.cursor() as cur:
+            for i in range(count):
+                lo = 1 + (i * UPDATE_ROWS) % BASE_ROWS
+                cur.execute(
+                    "UPDATE t SET n = n + 1, updated = NOW(6) WHERE id BETWEEN %s AND %s",
+                    (lo, lo + UPDATE_ROWS - 1),
+                )
+    finally:
+        conn.close()
+    return count * UPDATE_ROWS
+
+
 def backlog(server: LocalMariaDB, changes: int, first_id: int) -> int:
     """About ``changes`` row changes: 1,000-row UPDATEs and single-row INSERTs, 10:1."""
-    updates = max(1, round(changes * 10 / 11 / UPDATE_ROWS))
-    inserts = max(0, changes - updates * UPDATE_ROWS)
+    updated = update_transactions(server, round(changes * 10 / 11 / UPDATE_ROWS) * UPDATE_ROWS)
+    inserts = max(0, changes - updated)
     conn = server.root(DB)
-    with conn.cursor() as cur:
-        for i in range(updates):
-            lo = 1 + (i * UPDATE_ROWS) % BASE_ROWS
-            cur.execute(
-                "UPDATE t SET n = n + 1, updated = NOW(6) WHERE id BETWEEN %s AND %s",
-                (lo, lo + UPDATE_ROWS - 1),
-            )
-        for i in range(inserts):
-            cur.execute(
-                "INSERT INTO t VALUES (%s, 1, 'new', 1.50, 'inserted row', NOW(6), NOW(6))",
-                (first_id + i,),
-            )
-    conn.close()
-    return updates * UPDATE_ROWS + inserts
+    try:
+        with conn.cursor() as cur:
+            for i in range(inserts):
+                cur.execute(
+                    "INSERT INTO t VALUES (%s, 1, 'new', 1.50, 'inserted row', NOW(6), NOW(6))",
+                    (first_id + i,),
+                )
+    finally:
+        conn.close()
+    return updated + inserts
 
 
 def raw_decode(cfg: SourceConfig, start: BinlogPosition, end: BinlogPosition) -> tuple[int, float]:

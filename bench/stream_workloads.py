@@ -60,12 +60,12 @@ from stream_runs import (  # noqa: E402
     BASE_ROWS,
     DB,
     OUT,
-    UPDATE_ROWS,
     binlog_bytes,
     create_table,
     raw_decode,
     snapshot_tables,
     stream_backlog,
+    update_transactions,
 )
 
 from airflow_cdc.config import SourceConfig  # noqa: E402
@@ -136,24 +136,6 @@ def write_backlog(server: LocalMariaDB, workload: str, changes: int) -> int:
     first = WIDE_ROWS + 1 if workload == "wide" else BASE_ROWS + 1_000_000
     server.execute(f"CALL {DB}.single_row_inserts({first}, {changes})")
     return changes
-
-
-def update_transactions(server: LocalMariaDB, changes: int) -> int:
-    """``changes / 1,000`` UPDATE transactions of 1,000 rows each, round robin over the
-    rows of ``benchstream.t``; the row changes made."""
-    count = max(1, round(changes / UPDATE_ROWS))
-    conn = server.root(DB)
-    try:
-        with conn.cursor() as cur:
-            for i in range(count):
-                lo = 1 + (i * UPDATE_ROWS) % BASE_ROWS
-                cur.execute(
-                    "UPDATE t SET n = n + 1, updated = NOW(6) WHERE id BETWEEN %s AND %s",
-                    (lo, lo + UPDATE_ROWS - 1),
-                )
-    finally:
-        conn.close()
-    return count * UPDATE_ROWS
 
 
 # -- the limit: mariadb-binlog ----------------------------------------------------------------
