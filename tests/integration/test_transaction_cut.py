@@ -1,7 +1,8 @@
 """Slices cut inside one transaction, each read from its own cut on the real MariaDB
 (``source.transaction_cut``): together they give every change of the whole read once, in
 order, with the same values; a table first mapped after the transaction's first row event
-(a later statement) is read by passing to its event, not dropped."""
+(a later statement) is read by passing to its event, not dropped. A batch capped inside a
+transaction longer than any search window ends at that transaction's commit."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
-from airflow_cdc.source.binlog_index import Cut, slice_cuts
+from airflow_cdc.source import binlog_index
+from airflow_cdc.source.binlog_index import Cut, batch_end, binary_logs, events_query, slice_cuts
 from airflow_cdc.source.binlog_reader import BinlogCursor
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
@@ -100,3 +102,29 @@ def test_a_later_statements_table_is_passed_to_not_dropped(
     assert len(whole) == 2 * ROWS
     assert sliced == whole
     assert FALLBACK in caplog.text  # a slice inside b's rows passed to them
+
+
+def test_a_batch_capped_inside_a_long_transaction_ends_at_its_commit(
+    mariadb: LocalMariaDB, fresh_db: str, cfg: SourceConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two UPDATEs of every row, one after the other; the cap lies early in the first. With
+    windows of 2 events the first has many more row events past the cap than the 25
+    windows a slice cut scans (the size at which 1M-row transactions met it): the batch is
+    still the first transaction, not both."""
+    monkeypatch.setattr(binlog_index, "_WINDOW", 2)
+    _create(mariadb, fresh_db, "a")
+    start = server_position(cfg)
+    mariadb.execute(f"UPDATE `{fresh_db}`.a SET v = CONCAT('1', v)")
+    first_commit = server_position(cfg)
+    mariadb.execute(f"UPDATE `{fresh_db}`.a SET v = CONCAT('2', v)")
+    latest = server_position(cfg)
+    conn = connect(cfg)
+    try:
+        events = events_query(conn)
+        rows_events = [
+            e for e in events(start.file, start.offset, 0, 100_000) if e.pos < first_commit.offset
+        ]
+        assert len(rows_events) > 25 * 2 * 2, len(rows_events)  # far past the bounded scan
+        assert batch_end(binary_logs(conn), events, start, latest, 10_000) == first_commit
+    finally:
+        conn.close()
