@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId
+from airflow_cdc.model import ChangeEvent, TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.pipeline import source_config, table_schemas
+from tests.support.pipeline import server_position, source_config, table_schemas
 
 COLUMNS = """
     id INT NOT NULL PRIMARY KEY,
@@ -127,11 +127,6 @@ def binlog_rows_and_updates(db: str) -> list[str]:
     ]
 
 
-def server_position(server: LocalMariaDB) -> BinlogPosition:
-    file, offset = server.query("SHOW MASTER STATUS")[0][:2]
-    return BinlogPosition(str(file), int(offset))
-
-
 def stream_in_process(
     server: LocalMariaDB,
     meta: str,
@@ -151,7 +146,7 @@ def stream_in_process(
     store = MetadataStore.connect(meta)
     cfg = source_config(server)
     schemas = table_schemas(server, *tables)
-    start, end = start_position(store, tables), server_position(server)
+    start, end = start_position(store, tables), server_position(cfg)
     items = list(read_changes(cfg, schemas, start, end))
     events = [item for item in items if isinstance(item, ChangeEvent)]
     assert events, "no binlog events to apply"
