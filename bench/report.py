@@ -309,7 +309,8 @@ def workload_lines(section: dict[str, Any]) -> list[str]:
 
 
 def cores_lines(section: dict[str, Any]) -> list[str]:
-    """The big transaction on one core and on two."""
+    """The big transaction on one core and on two, and the speed-up the machine's CPU left
+    room for (``bench/machine_cpu.py``)."""
     rows = [
         [
             f.get("transaction_rows"),
@@ -319,6 +320,7 @@ def cores_lines(section: dict[str, Any]) -> list[str]:
             f.get("slices_2_cores"),
             f.get("big_transaction_speedup_2_cores"),
             " / ".join(str(p.get("speedup")) for p in f.get("pairs") or []) or None,
+            f.get("speedup_bound_2_cores"),
             f.get("first_batch_seconds_1_core"),
             f.get("first_batch_seconds_2_cores"),
             f.get("first_batch_speedup_2_cores"),
@@ -334,6 +336,7 @@ def cores_lines(section: dict[str, Any]) -> list[str]:
         "slices",
         "speed-up",
         "pairs",
+        "bound: machine CPU",
         "first batch: 1 core s",
         "2 cores s",
         "speed-up",
