@@ -2,8 +2,9 @@
 
 A stream on ``local[2]`` of a 2-core machine shares both cores with the MariaDB server, the
 JVM and the driver; on ``local[1]`` those have the other core to themselves. So the batch
-time on two cores is at least the CPU every process spent in it over two, and a speed-up
-is at most ``2 x (time on one core) / (CPU spent on two)`` (the machine's cores for 2): :func:`speedup_bound`.
+time on two cores is at least the CPU every process spent in it over the machine's cores,
+and a speed-up is at most ``cores x (time on one core) / (CPU spent on two)``
+(:func:`speedup_bound`).
 
     with MachineCpu() as cpu:
         ...                                 # the run
