@@ -147,8 +147,15 @@ class Sink(Protocol):
         bucket_width: int | None,
         replaced_for: str,
     ) -> bool:
-        """Create the table again, empty, with ``schema``'s columns and key, for
-        ``replaced_for`` (a plan that snapshots it again); False when it was already."""
+        """Start a new generation of the table, empty, with ``schema``'s columns and key,
+        for ``replaced_for`` (a plan that snapshots it again): its writers write it, its
+        readers keep the current rows until :meth:`promote`; False when there is one for
+        it already (no table yet: the table is created)."""
+        ...
+
+    def promote(self, table: TableId, replaced_for: str) -> bool:
+        """Put the table's new generation for ``replaced_for`` in its place, in one commit
+        readers see at once; False when it has none. Idempotent."""
         ...
 
     def copy_table(self, source: TableId, target: TableId, origin: str) -> bool:

@@ -17,11 +17,9 @@ A source ``TRUNCATE TABLE``: :meth:`DeltaSink.truncate`. Upkeep: :meth:`DeltaSin
 
 A key range the table holds no row of can instead take data files written elsewhere
 (:mod:`.delta_files`) in one plain commit, :meth:`DeltaSink.commit_new_range`: no merge,
-so a chunk's executors encode its Parquet in parallel. A blind append would not see a
-writer that put rows into the range since the emptiness check, so every commit names the
-buckets it writes as Delta application transactions (``airflow-cdc.bucket.<n>``,
-:mod:`.delta_commits`); delta-rs fails a commit whose application ids a concurrent commit
-also wrote, and the retry checks the range again (then it merges).
+so a chunk's executors encode its Parquet in parallel (:mod:`.delta_ranges` keeps
+concurrent writers apart). While a table is replaced, its writers write its next
+generation and readers keep the live table (:mod:`.delta_places`, :mod:`.delta_generations`).
 """
 
 from __future__ import annotations
@@ -32,42 +30,37 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
 from airflow_cdc.config import SinkConfig
-from airflow_cdc.errors import SinkColumnsChangedError, SinkError
+from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.base import ApplyResult
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
 from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta_changes import Batch
 from airflow_cdc.sinks.delta_commits import writer_transaction
 from airflow_cdc.sinks.delta_copy import Copied, copy_delta_table
-from airflow_cdc.sinks.delta_evolve import evolve_table, replace_table
+from airflow_cdc.sinks.delta_evolve import evolve_table
 from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
+from airflow_cdc.sinks.delta_generations import delete_retired, promote, start_generation
 from airflow_cdc.sinks.delta_layout import (
     CONFIG_BUCKET_WIDTH,
     CONFIG_KEY,
     STATS_COLUMNS,
     TableLayout,
     check_same_layout,
-    column_differences,
     create_table,
     layout_of,
     planned_table,
     writable_layout,
 )
 from airflow_cdc.sinks.delta_merge import merge
-from airflow_cdc.sinks.delta_open_tables import OpenTables
-from airflow_cdc.sinks.delta_ranges import commit_files, range_rows
+from airflow_cdc.sinks.delta_places import TablePlaces
+from airflow_cdc.sinks.delta_ranges import commit_if_empty, range_rows
+from airflow_cdc.sinks.delta_reads import all_rows, live_rows
 from airflow_cdc.sinks.delta_rewrite import RewriteLimits, commit_rewrite, plan_rewrite
 from airflow_cdc.sinks.delta_truncate import truncate_older
 from airflow_cdc.sinks.delta_upkeep import UpkeepResult, UpkeepSettings, upkeep_table
-from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
 
@@ -103,7 +96,8 @@ class DeltaSink:
         self.rewrite = rewrite
         #: With ``keep_open``, each table stays open between calls and only its new commits
         #: are read (a writer that applies to the same tables again and again: the stream).
-        self._tables = OpenTables(self._open, keep_open=keep_open, newer_commit=self._has_commit)
+        self._places = TablePlaces(self.root, self.storage_options, keep_open=keep_open)
+        self._tables = self._places.open_tables
 
     @classmethod
     def of(cls, config: SinkConfig, **kwargs: Any) -> DeltaSink:
@@ -116,35 +110,24 @@ class DeltaSink:
     # -- paths and tables ---------------------------------------------------------------
 
     def table_uri(self, table: TableId) -> str:
-        """Where ``table`` lives: ``<root>/<escaped database>/<escaped table>``."""
-        return f"{self.root}/{escape_segment(table.database)}/{escape_segment(table.table)}"
+        """Where ``table`` lives: ``<root>/<escaped database>/<escaped table>`` (the live
+        table readers read; writers may be sent to its next generation, below it)."""
+        return self._places.uri(table)
 
     def table_location(self, table: TableId) -> Location:
-        """:meth:`table_uri` with the sink's storage options, for writing files into it."""
-        return Location(self.table_uri(table), self.storage_options or {})
+        """Where writers of ``table`` write (:mod:`.delta_places`)."""
+        return self._places.writable_location(table)
 
     def exists(self, table: TableId) -> bool:
-        return DeltaTable.is_deltatable(self.table_uri(table), self.storage_options)
-
-    def _has_commit(self, table: TableId, after: int) -> bool:
-        """Whether ``table``'s log holds the commit after version ``after``."""
-        commit = f"{after + 1:020d}.json"  # Delta's name of the commit after ``after``
-        filesystem, root = self.table_location(table).child("_delta_log", commit).resolve()
-        return bool(filesystem.get_file_info(root).type != pafs.FileType.NotFound)
+        return self._places.exists(table)
 
     def _open(self, table: TableId) -> DeltaTable:
-        try:
-            return DeltaTable(self.table_uri(table), storage_options=self.storage_options)
-        except TableNotFoundError as exc:
-            raise SinkError(
-                f"sink table for {table} does not exist at {self.table_uri(table)}: "
-                "run the snapshot plan for it first (it creates the table)"
-            ) from exc
+        return self._places.open(table)
 
     def layout(self, table: TableId) -> TableLayout:
-        dt = self._tables.take(table)
+        dt = self._places.take(table)
         layout = layout_of(dt, table)
-        self._tables.keep(table, dt)
+        self._places.keep(table, dt)
         return layout
 
     # -- create -------------------------------------------------------------------------
@@ -191,10 +174,9 @@ class DeltaSink:
         and a batch whose version the table already holds for that app is skipped whole.
         """
         app = writer_transaction(app_id, app_version)
-        dt = self._tables.take(table)
+        dt = self._places.take(table)
         if isinstance(changes, pa.RecordBatchReader):
             changes = changes.read_all()
-        location = self.table_location(table)
         # The first attempt writes into the version just opened (an open replays the log);
         # a retry after a commit conflict opens the table again, and shapes the changes
         # again if its columns changed meanwhile (a widened type; else it refuses them).
@@ -207,12 +189,13 @@ class DeltaSink:
             layout = writable_layout(latest[0], table)
             if not prepared or prepared[0].layout != layout:
                 prepared[:] = [Batch.of(table, layout, changes, app, check_keys=not keys_unique)]
+            location = self._places.location_of(table, latest[0])
             return self._write(latest[0], prepared[0], location)
 
         result, attempts = retry_conflicts(
             attempt, f"apply {changes.num_rows} rows to {table}", self.retry
         )
-        self._tables.keep(table, latest[0])
+        self._places.keep(table, latest[0])
         if app is not None:
             self._tables.record(table, app)
         return dataclasses.replace(result, attempts=attempts)
@@ -252,7 +235,7 @@ class DeltaSink:
         table already holds for that app is skipped (0)."""
         app = writer_transaction(app_id, app_version)
         encoded = position.encode()
-        dt = self._tables.take(table)
+        dt = self._places.take(table)
         fresh = [dt]
         latest = [dt]
 
@@ -263,7 +246,7 @@ class DeltaSink:
             return truncate_older(latest[0], writable_layout(latest[0], table), encoded, app)
 
         marked, _ = retry_conflicts(attempt, f"truncate {table} at {position}", self.retry)
-        self._tables.keep(table, latest[0])
+        self._places.keep(table, latest[0])
         if app is not None:
             self._tables.record(table, app)
         return marked
@@ -284,16 +267,7 @@ class DeltaSink:
 
         def attempt() -> bool:
             current = self._open(table)
-            layout = writable_layout(current, table)
-            if layout.change_schema != written_with.change_schema:
-                raise SinkColumnsChangedError(
-                    f"the columns of {table}'s Delta table changed while {rng.label()} was "
-                    f"written: {'; '.join(column_differences(layout, written_with.schema))}"
-                )
-            if self._range_rows(current, layout, rng, below=None).num_rows:
-                return False
-            commit_files(current, files)
-            return True
+            return commit_if_empty(current, table, files, rng, written_with, self._range_rows)
 
         what = f"commit {len(files)} data files of {table} {rng.label()}"
         committed, _ = retry_conflicts(attempt, what, self.retry)
@@ -324,19 +298,28 @@ class DeltaSink:
         bucket_width: int | None,
         replaced_for: str,
     ) -> bool:
-        """Create the table again, empty, with ``schema``'s columns and key (Delta's CREATE
-        OR REPLACE; :mod:`.delta_evolve`), for ``replaced_for`` (a plan that snapshots it
-        again): False when it was replaced for it already."""
+        """Start a next generation of the table, empty, with ``schema``'s columns and key,
+        for ``replaced_for`` (a plan that snapshots it again); readers see the live table
+        until :meth:`promote` (:mod:`.delta_generations`). False when there is one for it
+        already."""
         table = schema.table
-        return replace_table(
-            lambda: self._open(table),
-            self.table_uri(table),
-            table,
-            planned_table(schema, arrow_schema, bucket_width),
-            replaced_for,
-            self.storage_options,
-            self.retry,
-        )
+        live = (lambda: self._places.open_live(table)) if self.exists(table) else None
+        planned = planned_table(schema, arrow_schema, bucket_width)
+        location = self._places.live_location(table)
+        started = start_generation(live, location, table, planned, replaced_for, self.retry)
+        self._places.forget(table)
+        return started
+
+    def promote(self, table: TableId, replaced_for: str) -> bool:
+        """Put the table's next generation for ``replaced_for`` in its place in one commit
+        (False: none)."""
+        if not self.exists(table):
+            return False
+        opened = functools.partial(self._places.open_live, table)
+        location = self._places.live_location(table)
+        promoted = promote(opened, location, table, replaced_for, self.retry)
+        self._places.forget(table)
+        return promoted
 
     def copy_table(self, source: TableId, target: TableId, origin: str) -> bool:
         """Copy ``source``'s Delta table to ``target``'s place, marked with ``origin``
@@ -352,12 +335,16 @@ class DeltaSink:
     def upkeep(
         self, table: TableId, settings: UpkeepSettings, purge_before: BinlogPosition | None = None
     ) -> UpkeepResult:
-        """Purge markers older than ``purge_before``, compact, checkpoint and vacuum the table
-        while others write it (:mod:`.delta_upkeep`)."""
-        key = layout_of(self._open(table), table).key
+        """Purge markers older than ``purge_before``, compact, checkpoint and vacuum the live
+        table while others write it (:mod:`.delta_upkeep`), and delete the generations it
+        replaced longer than the vacuum retention ago (:mod:`.delta_generations`)."""
+        opened = functools.partial(self._places.open_live, table)
+        key = layout_of(opened(), table).key
         floor = None if purge_before is None else purge_before.encode()
-        opened = functools.partial(self._open, table)
-        return upkeep_table(opened, key, settings, self.retry, what=str(table), purge_before=floor)
+        done = upkeep_table(opened, key, settings, self.retry, what=str(table), purge_before=floor)
+        location = self._places.live_location(table)
+        delete_retired(opened, location, settings.vacuum_retention_hours, self.retry)
+        return done
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""
@@ -383,17 +370,10 @@ class DeltaSink:
     _range_rows = staticmethod(range_rows)
 
     def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
-        """Current rows: delete markers left out, ``_cdc_`` columns dropped."""
-        dt = self._open(table)
-        layout = layout_of(dt, table)
-        wanted = list(columns) if columns is not None else layout.source_columns
-        unknown = [c for c in wanted if c not in layout.source_columns]
-        if unknown:
-            raise SinkError(f"{table} has no source columns {unknown}")
-        dataset: pads.Dataset = dt.to_pyarrow_dataset()
-        return dataset.to_table(columns=wanted, filter=~pc.field(DELETED_COLUMN))
+        """Current rows of the live table: delete markers left out, ``_cdc_`` columns
+        dropped."""
+        return live_rows(self._places.open_live(table), table, columns)
 
     def read_all(self, table: TableId) -> pa.Table:
-        """Every row with the ``_cdc_`` columns, delete markers included."""
-        dataset: pads.Dataset = self._open(table).to_pyarrow_dataset()
-        return dataset.to_table()
+        """Every row of the live table with the ``_cdc_`` columns, delete markers included."""
+        return all_rows(self._places.open_live(table))

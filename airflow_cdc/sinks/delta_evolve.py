@@ -23,7 +23,6 @@ time travel keeps the old.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
@@ -45,19 +44,21 @@ from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_dat
 from airflow_cdc.sinks.delta_layout import (
     CONFIG_DROPPED,
     CONFIG_EVOLVING,
-    CONFIG_REPLACED,
     STATS_COLUMNS,
-    PlannedTable,
     TableLayout,
     delta_fields,
     layout_of,
     stats_columns,
-    write_table_metadata,
 )
 from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
 
-__all__ = ["COLUMNS_APP", "change_version", "evolve_table", "replace_table"]
+__all__ = [
+    "COLUMNS_APP",
+    "change_version",
+    "enable_zoneless_timestamps",
+    "evolve_table",
+]
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def _change(
     layout = layout_of(dt, table)
     fields, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
     fields = delta_fields(table, fields)
-    _enable_zoneless_timestamps(dt, fields)
+    enable_zoneless_timestamps(dt, fields)
     commit = CommitProperties(app_transactions=[Transaction(COLUMNS_APP, version)])
     if change.rewrites(layout.dropped_columns):
         _rewrite(dt, location, layout, change, fields, commit)
@@ -140,7 +141,7 @@ def _change(
         )
 
 
-def _enable_zoneless_timestamps(dt: DeltaTable, fields: list[pa.Field]) -> None:
+def enable_zoneless_timestamps(dt: DeltaTable, fields: list[pa.Field]) -> None:
     """A table gaining its first zone-less timestamp (a ``DATETIME`` column) needs Delta's
     ``timestampNtz`` feature first (delta-rs 1.6 refuses the schema without it; a table
     created with such a column has it)."""
@@ -206,39 +207,3 @@ def _finish(open_table: Callable[[], DeltaTable], table: TableId, retry: RetryPo
         dt.alter.set_table_properties(properties, raise_if_not_exists=False)
 
     retry_conflicts(finish, f"{table}: finishing a change of columns", retry)
-
-
-def replace_table(
-    open_table: Callable[[], DeltaTable],
-    uri: str,
-    table: TableId,
-    planned: PlannedTable,
-    replaced_for: str,
-    storage_options: dict[str, str] | None,
-    retry: RetryPolicy,
-) -> bool:
-    """The table created again, empty, with ``planned``'s columns, key and buckets: Delta's
-    CREATE OR REPLACE, one commit (time travel keeps the old table), after the same mark as
-    a change of columns (a concurrent append would otherwise survive it). ``replaced_for``
-    (a plan) is recorded in the table: False when it was replaced for it already."""
-    planned = dataclasses.replace(
-        planned, configuration={**planned.configuration, CONFIG_REPLACED: replaced_for}
-    )
-    if DeltaTable.is_deltatable(uri, storage_options):
-        if open_table().metadata().configuration.get(CONFIG_REPLACED) == replaced_for:
-            return False
-        mark = json.dumps({"replacing": replaced_for, "since": time.time(), "dropped": []})
-        retry_conflicts(
-            lambda: open_table().alter.set_table_properties(
-                {CONFIG_EVOLVING: mark}, raise_if_not_exists=False
-            ),
-            f"{table}: replacing its Delta table (marking)",
-            retry,
-        )
-    retry_conflicts(
-        lambda: write_table_metadata(uri, table, planned, storage_options, mode="overwrite"),
-        f"{table}: replacing its Delta table",
-        retry,
-    )
-    log.info("%s: Delta table replaced by an empty one (%s)", table, replaced_for)
-    return True

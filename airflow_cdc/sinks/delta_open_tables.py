@@ -53,6 +53,11 @@ class OpenTables:
         if self._tables is not None:
             self._tables[table] = dt
 
+    def forget(self, table: TableId) -> None:
+        """Open ``table`` anew next time (its log was replaced: a new generation)."""
+        if self._tables is not None:
+            self._tables.pop(table, None)
+
     def record(self, table: TableId, app: Transaction) -> None:
         """Remember that this writer recorded ``app`` in ``table``."""
         self._recorded[(table, app.app_id)] = app.version

@@ -9,14 +9,15 @@ when a concurrent commit wrote one of them, and the caller's retry checks the ra
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeGuard
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from airflow_cdc.model import ChunkRange
+from airflow_cdc.errors import SinkColumnsChangedError
+from airflow_cdc.model import ChunkRange, TableId
 from airflow_cdc.sinks.buckets import bucket_of
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
@@ -26,9 +27,12 @@ from airflow_cdc.sinks.cdc_columns import (
 )
 from airflow_cdc.sinks.delta_commits import add_actions, commit_actions, commit_properties
 from airflow_cdc.sinks.delta_files import DataFile
-from airflow_cdc.sinks.delta_layout import TableLayout
+from airflow_cdc.sinks.delta_layout import TableLayout, column_differences, writable_layout
 
-__all__ = ["commit_files", "range_rows"]
+__all__ = ["RangeRows", "commit_files", "commit_if_empty", "range_rows"]
+
+#: :func:`range_rows`'s signature (a test puts another writer in between).
+RangeRows = Callable[[DeltaTable, TableLayout, ChunkRange, "int | None"], pa.Table]
 
 
 def range_rows(dt: DeltaTable, layout: TableLayout, rng: ChunkRange, below: int | None) -> pa.Table:
@@ -59,6 +63,29 @@ def range_rows(dt: DeltaTable, layout: TableLayout, rng: ChunkRange, below: int 
     dataset = dt.to_pyarrow_dataset(file_pruning_predicate=pruning or None)
     columns = [*layout.key, POSITION_COLUMN, DELETED_COLUMN]
     return dataset.to_table(columns=columns, filter=condition)
+
+
+def commit_if_empty(
+    dt: DeltaTable,
+    table: TableId,
+    files: Sequence[DataFile],
+    rng: ChunkRange,
+    written_with: TableLayout,
+    rows_in: RangeRows = range_rows,
+) -> bool:
+    """One attempt of :meth:`DeltaSink.commit_new_range` on ``dt``: ``files`` committed
+    when ``rng`` holds no row (else False); :class:`SinkColumnsChangedError` when the
+    table's columns are no longer those the files were written with."""
+    layout = writable_layout(dt, table)
+    if layout.change_schema != written_with.change_schema:
+        raise SinkColumnsChangedError(
+            f"the columns of {table}'s Delta table changed while {rng.label()} was "
+            f"written: {'; '.join(column_differences(layout, written_with.schema))}"
+        )
+    if rows_in(dt, layout, rng, None).num_rows:
+        return False
+    commit_files(dt, files)
+    return True
 
 
 def commit_files(dt: DeltaTable, files: Sequence[DataFile]) -> None:

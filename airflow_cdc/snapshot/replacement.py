@@ -1,14 +1,17 @@
-"""A table snapshotted again into a replacement Delta table (plain Python).
+"""A table snapshotted again into a new generation of its Delta table (plain Python).
 
 Where a change of a source table cannot be carried over in place (a new primary key, a
-narrowing or another type of a column), its replica is replaced rather than patched: a full
-plan of the table is recorded, the Delta table is created again, empty, with the table's
-columns and key now (Delta's CREATE OR REPLACE: one commit; time travel keeps the old
-table), and a stream that follows the table stops reading it. The plan's chunks fill the
-new table; once they are done the table joins the stream anew (``stream.joining``: its
-changes since the snapshot are replayed, filtered by the new chunks' watermarks), so its
-changes meanwhile are neither lost nor applied twice, and the stream's other tables never
-wait.
+narrowing or another type of a column, DDL the parser cannot read, rows moved without row
+events), its replica is replaced rather than patched: a full plan of the table is recorded,
+a new generation of its Delta table is started beside the live one, empty, with the
+table's columns and key now (``Sink.replace_table``), and a stream that follows the table
+stops reading it. The plan's chunks fill the new generation while readers keep reading the
+live rows; once they are done the table joins the stream anew (``stream.joining``: its
+changes since the snapshot are replayed, filtered by the new chunks' watermarks) and the
+new generation takes the live table's place in one commit (``Sink.promote``), so readers
+never see the table empty or half filled, its changes meanwhile are neither lost nor
+applied twice, and the stream's other tables never wait. A table no stream follows takes
+its new generation when its plan is done (``snapshot.unit``).
 
 The stream replaces a table itself for such a change (``stream.ddl_apply``); an operator
 asks for it with a backfill in ``replace`` mode (``mysql_cdc_backfill``). The stream is told
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from airflow_cdc.config import SinkConfig, SourceConfig
 from airflow_cdc.metadata import MetadataStore
@@ -34,9 +37,38 @@ from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 
-__all__ = ["replace_planned", "replace_tables"]
+__all__ = ["replace_planned", "replace_tables", "replaced_for", "take_new_generations"]
 
 log = logging.getLogger("airflow_cdc.snapshot")
+
+
+def replaced_for(plan_id: int) -> str:
+    """What a plan's replacement of a table is recorded as, in the table's generation."""
+    return f"plan {plan_id}"
+
+
+def take_new_generations(
+    store: MetadataStore, sink: Sink, tables: Sequence[TableId]
+) -> list[TableId]:
+    """The tables of ``tables`` that a done plan replaced and no stream follows, put in
+    their new generation; a stream that follows a table does it when the table joins it
+    again, after its catch-up (``stream.joining``). The tables promoted."""
+    done = store.full_snapshots_done(list(tables))
+    if not done:
+        return []
+    followed = {
+        entry.table
+        for state in store.stream_states()
+        for entry in store.stream_tables(state.stream_id)
+        if not entry.dropped
+    }
+    promoted = []
+    for table in sorted(done - followed):
+        latest = store.full_snapshot(table)
+        if latest is not None and sink.promote(table, replaced_for(latest.plan_id)):
+            log.warning("%s: its new generation takes the live table's place", table)
+            promoted.append(table)
+    return promoted
 
 
 def replace_planned(
@@ -61,11 +93,13 @@ def replace_planned(
             schema,
             arrow_schema(schema),
             bucket_width=bucket_width(conn, schema, chunks[table]),
-            replaced_for=f"plan {record.plan_id}",
+            replaced_for=replaced_for(record.plan_id),
         )
         if replaced:
             log.warning(
-                "%s: Delta table replaced by an empty one, which plan %d snapshots (%s)",
+                "%s: plan %d snapshots it into a new generation of its Delta table, which "
+                "takes the live table's place when done; readers see the current rows "
+                "until then (%s)",
                 table,
                 record.plan_id,
                 reason,

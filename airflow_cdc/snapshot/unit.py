@@ -24,6 +24,7 @@ from airflow_cdc.model import TableId
 from airflow_cdc.model.gtid import GtidPoint
 from airflow_cdc.planning.packing import chunk_weight, spread
 from airflow_cdc.planning.partitions import partition_count
+from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
 from airflow_cdc.snapshot.job import (
     ChunkFailure,
@@ -33,6 +34,7 @@ from airflow_cdc.snapshot.job import (
     snapshot_chunk,
     snapshot_chunks_quietly,
 )
+from airflow_cdc.snapshot.replacement import take_new_generations
 from airflow_cdc.snapshot.runners import Runner, local_runner, with_driver_share
 
 __all__ = ["UnitOutcome", "run_chunk", "run_unit"]
@@ -79,6 +81,7 @@ def run_unit(
             _record(store, [ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))])
             raise
         _record(store, [outcome])
+        _settle_replacements(store, spec, tasks)
         return UnitOutcome((outcome,), (), time.monotonic() - started)
     large = [
         t
@@ -104,7 +107,17 @@ def run_unit(
     log.info("%s in %.1f s", unit.summary(), unit.seconds)
     if unit.failed:
         raise SnapshotUnitError(_failure_message(unit.failed, len(tasks)))
+    _settle_replacements(store, spec, tasks)
     return unit
+
+
+def _settle_replacements(
+    store: MetadataStore, spec: ChunkJobSpec, tasks: Sequence[ChunkTask]
+) -> None:
+    """A replacement whose plan this unit finished, of a table no stream follows, takes the
+    live table's place (``snapshot.replacement``)."""
+    tables = list(dict.fromkeys(task.chunk.table for task in tasks))
+    take_new_generations(store, DeltaSink.of(spec.sink), tables)
 
 
 def _run_small(

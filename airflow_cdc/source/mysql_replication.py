@@ -51,6 +51,7 @@ from airflow_cdc.source.binlog_events import (
 from airflow_cdc.source.connection import LOST_CONNECTION_CODES
 from airflow_cdc.source.ddl import schema_changes
 from airflow_cdc.source.library_rows import column_rows, library_rows
+from airflow_cdc.source.shadow_tables import concerning
 from airflow_cdc.source.transaction_cut import (
     ROW_EVENTS,
     MappedTables,
@@ -318,11 +319,12 @@ def _query_boundary(
     event: Any, end: BinlogPosition, tables: Mapping[TableId, tuple[str, ...]]
 ) -> Boundary:
     """The end of a ``COMMIT`` or DDL query event; a DDL's changes to the watched tables
-    ride along. DDL naming no table the parser can find is logged: row images with other
-    columns still stop the stream (``source.schema_check``)."""
+    (and to their shadows, ``source.shadow_tables``) ride along. DDL naming no table the
+    parser can find is logged: row images with other columns still set their table aside
+    (``source.schema_check``)."""
     schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
     changes = schema_changes(event.query, schema)
     if any(change.table is None for change in changes):
         log.warning("binlog DDL at %s names no table the parser finds: %r", end, event.query)
-    kept = tuple(change for change in changes if change.table in tables)
+    kept = concerning(changes, tables.keys())
     return Boundary(end, kept, event.query if kept else "")

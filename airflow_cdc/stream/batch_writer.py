@@ -30,12 +30,13 @@ from airflow_cdc.model import (
     describe_tables,
 )
 from airflow_cdc.sinks.staging import remove_staged
+from airflow_cdc.snapshot.replacement import replaced_for
 from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
 from airflow_cdc.stream.apply import apply_each
-from airflow_cdc.stream.ddl_apply import InOrder, apply_in_order
+from airflow_cdc.stream.ddl_apply import apply_in_order
 from airflow_cdc.stream.executor_merges import merge_on_executors
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
 from airflow_cdc.stream.health import look_at_source
@@ -47,6 +48,7 @@ from airflow_cdc.stream.joining import (
     tables_to_read,
 )
 from airflow_cdc.stream.known_columns import KnownColumns
+from airflow_cdc.stream.schema_statements import InOrder
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 from airflow_cdc.stream.staging import staging_dir
 from airflow_cdc.stream.table_merge import (
@@ -356,9 +358,18 @@ class BatchWriter:
         for replay in replays:
             if replay.table not in readable:  # dropped or replaced in its replay
                 self.schemas.pop(replay.table, None)
-            elif replay.schema is not None:  # its columns changed in the replay
+                continue
+            if replay.schema is not None:  # its columns changed in the replay
                 self._keep_schema(replay.table, replay.schema)
+            self._take_new_generation(replay.table)
         return [replay for replay in replays if replay.table in readable]
+
+    def _take_new_generation(self, table: TableId) -> None:
+        """A table replaced while the stream left it (``snapshot.replacement``), caught up
+        now: its new generation takes the live table's place, in one commit."""
+        latest = self.store.full_snapshot(table)
+        if latest is not None and self.sink.promote(table, replaced_for(latest.plan_id)):
+            log.warning("%s: its new generation takes the live table's place", table)
 
 
 def _lag_bytes(spec: StreamJobSpec, end: BinlogPosition) -> int | None:

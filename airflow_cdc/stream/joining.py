@@ -35,9 +35,10 @@ from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog_reader import read_changes
 from airflow_cdc.source.schema_check import screen_events
 from airflow_cdc.stream.apply import apply_batch
-from airflow_cdc.stream.ddl_apply import InOrder, Statement, carry_out, statements
+from airflow_cdc.stream.carry_out import carry_out
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.failover import carried_to
+from airflow_cdc.stream.schema_statements import InOrder, Statement, statements
 
 __all__ = [
     "JoinReplay",

@@ -6,7 +6,9 @@ and its replica is replaced (``snapshot.replacement``), and when an added column
 the existing rows is computed by the server (``CURRENT_TIMESTAMP``): the table is read
 again, under the running stream, like a backfill. A table renamed into the followed set
 needs no snapshot: its Delta table is the old name's, copied, and its plan one chunk done
-at the rename (:func:`adopt_renamed`). The plan's label names the stream
+at the rename (:func:`adopt_renamed`); nor does a table created again in its place
+(``CREATE OR REPLACE``): it is empty there, its rows follow as row events
+(:func:`start_again`). The plan's label names the stream
 (:func:`own_label`), so the stream's snapshotter (on the stream's executors, beside the
 query) finds what is left of its plans, after a restart too, and runs it
 (:func:`run_own_plans`): every chunk run is idempotent.
@@ -18,24 +20,33 @@ import logging
 from collections.abc import Sequence
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, StreamJobSpec
-from airflow_cdc.errors import SnapshotUnitError
+from airflow_cdc.errors import SnapshotUnitError, TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FinishedChunk, PlanRecord
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan, TableSchema
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
+from airflow_cdc.planning.partitions import DEFAULT_BUCKET_WIDTH
 from airflow_cdc.planning.planner import plan_tables
+from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.snapshot.unit import run_unit
-from airflow_cdc.source.connection import DbConnection
+from airflow_cdc.source.arrow_types import arrow_schema
+from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.connection import DbConnection, on_server
+from airflow_cdc.source.schema_check import way_on
 from airflow_cdc.source.server import server_info
+from airflow_cdc.stream.schema_statements import InOrder
 
 __all__ = [
     "adopt_renamed",
+    "columns_from",
     "is_own",
     "own_label",
+    "plan_again",
     "plan_whole",
     "run_own_plans",
     "snapshot_plan",
+    "start_again",
 ]
 
 log = logging.getLogger("airflow_cdc.stream")
@@ -68,16 +79,105 @@ def adopt_renamed(
     """``schema.table`` (a table renamed to it at ``position``, whose Delta table was copied
     from the old name's) planned as one chunk done at ``position`` (the copy holds every
     change up to there), its columns recorded there, and asked for: the stream joins it,
-    replaying its changes after ``position``. A plan labelled ``label`` already recorded (a
+    replaying its changes after it. A plan labelled ``label`` already recorded (a
     replay) is kept."""
-    table = schema.table
-    latest = store.full_snapshot(table)
+    _done_at(store, schema, position, label)
+    store.request_stream_tables(stream_id, [schema.table], requested_by=label)
+
+
+def _done_at(
+    store: MetadataStore, schema: TableSchema, position: BinlogPosition, label: str
+) -> None:
+    """A plan of ``schema.table`` as one chunk done at ``position`` with ``schema``'s
+    columns, unless one labelled ``label`` is its latest (a replay)."""
+    latest = store.full_snapshot(schema.table)
     if latest is None or latest.label != label:
-        plan = TablePlan(table, schema.key, (ChunkRange(None, None),), 0, "single")
+        plan = TablePlan(schema.table, schema.key, (ChunkRange(None, None),), 0, "single")
         (chunk,) = store.create_plan(label, [plan]).chunks
         store.start_chunks([chunk.chunk_id])
         store.finish_chunks([FinishedChunk(chunk.chunk_id, position, position, 0, schema=schema)])
-    store.request_stream_tables(stream_id, [table], requested_by=label)
+
+
+def columns_from(
+    store: MetadataStore, position: BinlogPosition, schema: TableSchema
+) -> TableSchema:
+    """``schema`` is the table's from ``position`` on: recorded in the schema history."""
+    store.record_table_schema(position, schema)
+    return schema
+
+
+def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> TableSchema | None:
+    """``table`` created again at ``position`` (``CREATE OR REPLACE``), empty there: its
+    Delta table created again, empty, with the table's columns and key (the catalog's, or
+    those recorded at ``position`` by a first run of this), and a plan of one chunk done at
+    ``position``; its columns from there on (None: the new table cannot be followed, it is
+    set aside and the stream goes on without it)."""
+    label = own_label(context.stream_id, f"{table} created again at {position}")
+    history = context.store.schema_history([table]).get(table, [])
+    schema = next((s for at, s in history if at == position), None)
+    if schema is None:
+        try:
+            schema = context.load_schema(table)
+        except TableError as exc:
+            _set_aside(context, table, position, f"created again: {exc}")
+            return None
+    width = DEFAULT_BUCKET_WIDTH if schema.key_columns[0].is_integer else None
+    context.sink.replace_table(schema, arrow_schema(schema), bucket_width=width, replaced_for=label)
+    _done_at(context.store, schema, position, label)
+    return columns_from(context.store, position, schema)
+
+
+def plan_again(
+    context: InOrder,
+    table: TableId,
+    position: BinlogPosition,
+    label: str,
+    *,
+    replace: bool = False,
+    reason: str = "",
+) -> None:
+    """A plan of ``table`` whole labelled ``label`` (the one recorded already when a replay
+    carries the change out again), which the stream's snapshotter runs, for the change at
+    ``position``; with ``replace``, the table's replica replaced for it (``snapshot.
+    replacement``), and its columns from ``position`` on recorded: the catalog's, which the
+    replacement has. A table that can no longer be followed (no key) is set aside: the
+    stream goes on."""
+    store = context.store
+
+    def plan(conn: DbConnection) -> None:
+        try:
+            schema = load_table_schema(conn, table)
+        except TableError as exc:
+            _set_aside(context, table, position, f"cannot be snapshotted again: {exc}")
+            return
+        latest = store.full_snapshot(table)
+        if latest is not None and latest.label == label:
+            record = store.plan(latest.plan_id)
+        else:
+            record = plan_whole(conn, store, [schema], context.chunk_rows, label)
+        log.warning("%s: %s (plan %d, run by the stream)", table, label, record.plan_id)
+        if replace:
+            columns_from(store, position, schema)
+            replace_planned(
+                conn,
+                store,
+                context.sink,
+                record,
+                {table: schema},
+                stream_id=context.stream_id,
+                reason=reason,
+            )
+
+    on_server(context.source, plan, what=f"planning {table} again")
+
+
+def _set_aside(context: InOrder, table: TableId, position: BinlogPosition, reason: str) -> None:
+    """``table`` left by the stream at ``position``, its replica kept as it is, with the
+    reason in the status (shown as dropped): the stream goes on with the other tables."""
+    log.error("%s is set aside: %s. %s", table, reason, way_on(table))
+    context.store.mark_stream_table_dropped(
+        context.stream_id, table, position, f"set aside: {reason}"
+    )
 
 
 def snapshot_plan(

@@ -15,9 +15,12 @@ the Delta table hold what the source holds, or :class:`NotInPlace` with the reas
 * ``RENAME COLUMN a TO b`` (or ``CHANGE a b``): every row keeps its value under ``b``;
 * ``DROP COLUMN c``: the column leaves the schema; the sink keeps it (NULL in later
   versions) or removes it, by setting;
-* a new primary key, a change of a key column's name, or DDL the parser cannot read that
-  changed the columns: not in place. Unreadable DDL that changed nothing (``FORCE``,
-  ``PARTITION BY``) is nothing.
+* ``CONVERT TO CHARACTER SET``: every text keeps its characters; the text columns take the
+  catalog's types where the Delta type stays (a ``TEXT`` becoming ``MEDIUMTEXT``), but a key
+  column whose collation changes compares keys anew: not in place;
+* ``IF [NOT] EXISTS`` on a column that was (not) there: the server did nothing;
+* a new primary key, a change of a key column's name, or DDL the parser cannot read: not in
+  place.
 
 The columns after the change come from the catalog (``catalog``), read when the stream
 meets the change; they are taken only where they agree with the statement, so a catalog
@@ -49,6 +52,7 @@ __all__ = [
     "SinkStep",
     "evolve",
     "evolve_statement",
+    "same_columns",
     "widens",
 ]
 
@@ -148,17 +152,28 @@ def evolve(
 ) -> Evolution | NotInPlace:
     """``before`` (the columns the stream writes with) after ``change``, the catalog's
     columns (``catalog``) taken where they agree with the statement."""
+    if _did_nothing(before, change):
+        return Evolution(before, ())
     if change.kind is DdlKind.ADD_COLUMN:
         return _add(before, change, catalog)
     if change.kind in {DdlKind.MODIFY_COLUMN, DdlKind.RENAME_COLUMN}:
         return _change(before, change, catalog)
     if change.kind is DdlKind.DROP_COLUMN:
         return _drop(before, change)
-    if change.kind is DdlKind.UNKNOWN:
-        if _same_columns(before, catalog):
-            return Evolution(before, ())
-        return NotInPlace("the parser cannot read the statement and the table's columns changed")
+    if change.kind is DdlKind.CONVERT_CHARSET:
+        return _convert(before, catalog)
+    if change.kind in {DdlKind.COLUMN_DEFAULT, DdlKind.TABLE_OPTIONS, DdlKind.PARTITIONING}:
+        return Evolution(before, ())
     return NotInPlace(f"{change.kind.value.replace('_', ' ')} is not applied in place")
+
+
+def _did_nothing(before: TableSchema, change: SchemaChange) -> bool:
+    """``ADD COLUMN IF NOT EXISTS`` of a column that was there, or ``... IF EXISTS`` of one
+    that was not: the server changed nothing."""
+    if not change.conditional or change.column is None:
+        return False
+    there = any(column.name == change.column for column in before.columns)
+    return there if change.kind is DdlKind.ADD_COLUMN else not there
 
 
 def widens(old: pa.DataType, new: pa.DataType) -> bool:
@@ -232,6 +247,30 @@ def _drop(before: TableSchema, change: SchemaChange) -> Evolution | NotInPlace:
     return Evolution(dataclasses.replace(before, columns=columns), (DropColumn(name),))
 
 
+_TEXT_TYPES = frozenset(
+    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
+)
+
+
+def _convert(before: TableSchema, catalog: TableSchema) -> Evolution | NotInPlace:
+    """``CONVERT TO CHARACTER SET``: the text columns as the catalog has them now."""
+    columns = []
+    for column in before.columns:
+        if column.data_type not in _TEXT_TYPES:
+            columns.append(column)
+            continue
+        try:
+            now = catalog.column(column.name)
+        except KeyError:
+            return NotInPlace(f"the source's catalog has no column {column.name!r} now")
+        if now.data_type not in _TEXT_TYPES or arrow_type(now) != arrow_type(column):
+            return NotInPlace(f"{column.name!r} is {now.column_type} now (a later change)")
+        if column.name in before.key and now.collation != column.collation:
+            return NotInPlace(f"key column {column.name!r} compares by {now.collation} now")
+        columns.append(now)
+    return Evolution(dataclasses.replace(before, columns=tuple(columns)), ())
+
+
 def _named(column: str | None) -> str:
     if column is None:
         raise ValueError("a column change names its column")
@@ -285,7 +324,9 @@ def _normal(data_type: exp.DataType) -> tuple[object, tuple[str, ...]]:
     return data_type.this, params
 
 
-def _same_columns(a: TableSchema, b: TableSchema) -> bool:
+def same_columns(a: TableSchema, b: TableSchema) -> bool:
+    """Whether ``a`` and ``b`` have the same columns (names and types, in order) and key."""
+
     def shape(schema: TableSchema) -> tuple[object, ...]:
         return (tuple((c.name, c.column_type) for c in schema.columns), schema.key)
 

@@ -232,28 +232,6 @@ def test_a_first_datetime_column_brings_the_zoneless_timestamp_feature(sink: Del
     assert by_key(sink)[5]["at"] == when
 
 
-def test_a_replacement_is_empty_with_the_new_key_and_made_once(sink: DeltaSink) -> None:
-    """CREATE OR REPLACE for a plan: the table empty with the new columns and key (time
-    travel keeps the old), again for the same plan nothing, a writer holding the old table
-    open refused."""
-    stale = DeltaSink(sink.root, keep_open=True)
-    stale.apply(T, rows([(3, 1, "x", 150, False)]))
-    label = Column("label", "varchar", "varchar(10)", False)
-    keyed = TableSchema(T, (*SCHEMA.columns[:2], label), ("id", "label"))
-    arrow = pa.schema([("id", pa.int64()), ("n", pa.int64()), ("label", pa.string())])
-    assert sink.replace_table(keyed, arrow, bucket_width=10, replaced_for="plan 7")
-    layout = sink.layout(T)
-    assert (layout.key, layout.schema.field("n").type) == (("id", "label"), pa.int64())
-    assert layout.evolving is None
-    assert sink.read_all(T).num_rows == 0
-    table = DeltaTable(sink.table_uri(T))
-    assert DeltaTable(sink.table_uri(T), version=table.version() - 2).to_pyarrow_table().num_rows
-    assert not sink.replace_table(keyed, arrow, bucket_width=10, replaced_for="plan 7")
-    assert DeltaTable(sink.table_uri(T)).version() == table.version()
-    with pytest.raises(SinkColumnsChangedError, match=r"missing \['label'\]"):
-        stale.apply(T, rows([(3, 2, "y", 160, False)]))
-
-
 def test_a_table_copied_to_another_place_is_the_same_table_and_copied_once(
     sink: DeltaSink,
 ) -> None:

@@ -136,7 +136,7 @@ def test_no_replay_when_the_snapshot_is_not_older_than_the_stream(store: Metadat
         def __getattr__(self, name: str) -> object:
             raise AssertionError(f"the replay touched {name}")
 
-    from airflow_cdc.stream.ddl_apply import InOrder
+    from airflow_cdc.stream.schema_statements import InOrder
 
     context = InOrder("s", Unreachable(), Unreachable(), store, Unreachable())  # type: ignore[arg-type]
     for until in (pos(50), pos(40)):

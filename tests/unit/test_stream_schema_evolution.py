@@ -168,8 +168,43 @@ def test_a_dropped_column_leaves_the_schema() -> None:
     assert found.steps == (DropColumn("d"),)
 
 
-def test_unreadable_ddl_that_changed_no_column_changes_nothing() -> None:
-    assert evolve(BEFORE, SchemaChange(DdlKind.UNKNOWN, T), BEFORE) == Evolution(BEFORE, ())
+def test_unreadable_ddl_is_never_carried_over_in_place() -> None:
+    """Whether it changed rows cannot be told, even when the columns look the same."""
+    assert isinstance(evolve(BEFORE, SchemaChange(DdlKind.UNKNOWN, T), BEFORE), NotInPlace)
+
+
+def test_a_conditional_change_that_found_nothing_to_do_is_nothing() -> None:
+    there = SchemaChange(DdlKind.ADD_COLUMN, T, "n", definition="INT", conditional=True)
+    missing = SchemaChange(DdlKind.DROP_COLUMN, T, "nope", conditional=True)
+    assert evolve(BEFORE, there, BEFORE) == Evolution(BEFORE, ())
+    assert evolve(BEFORE, missing, BEFORE) == Evolution(BEFORE, ())
+    plain = SchemaChange(DdlKind.ADD_COLUMN, T, "n", definition="INT")
+    assert isinstance(evolve(BEFORE, plain, BEFORE), NotInPlace)
+
+
+def test_a_conversion_takes_the_text_columns_where_the_delta_type_stays() -> None:
+    convert = SchemaChange(DdlKind.CONVERT_CHARSET, T)
+    texts = [c for c in BEFORE.columns if c.data_type in ("varchar", "char", "text")]
+    assert texts, "the schema has a text column"
+    converted = dataclasses.replace(
+        BEFORE,
+        columns=tuple(
+            dataclasses.replace(c, charset="utf8mb4", collation="utf8mb4_general_ci")
+            if c in texts
+            else c
+            for c in BEFORE.columns
+        ),
+    )
+    found = evolve(BEFORE, convert, converted)
+    assert found == Evolution(converted, ())
+    retyped = dataclasses.replace(
+        BEFORE,
+        columns=tuple(
+            dataclasses.replace(c, data_type="int", column_type="int(11)") if c in texts else c
+            for c in BEFORE.columns
+        ),
+    )
+    assert isinstance(evolve(BEFORE, convert, retyped), NotInPlace)
 
 
 NUMERIC = st.sampled_from(

@@ -1,4 +1,4 @@
-"""``stream.ddl_apply.statements``: a statement's schema events of one table taken together
+"""``stream.schema_statements.statements``: a statement's schema events of one table taken together
 (pure)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from airflow_cdc.model import (
     SchemaEvent,
     TableId,
 )
-from airflow_cdc.stream.ddl_apply import Statement, statements
+from airflow_cdc.stream.schema_statements import Statement, statements
 
 TABLES = [TableId("db", "a"), TableId("db", "b")]
 

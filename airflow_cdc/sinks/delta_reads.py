@@ -1,0 +1,35 @@
+"""The rows of a sink table as readers see them (:meth:`DeltaSink.read_live`) and as they
+are stored (:meth:`DeltaSink.read_all`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+from deltalake import DeltaTable
+
+from airflow_cdc.errors import SinkError
+from airflow_cdc.model import TableId
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
+from airflow_cdc.sinks.delta_layout import layout_of
+
+__all__ = ["all_rows", "live_rows"]
+
+
+def live_rows(dt: DeltaTable, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
+    """Current rows: delete markers left out, ``_cdc_`` columns dropped."""
+    layout = layout_of(dt, table)
+    wanted = list(columns) if columns is not None else layout.source_columns
+    unknown = [c for c in wanted if c not in layout.source_columns]
+    if unknown:
+        raise SinkError(f"{table} has no source columns {unknown}")
+    dataset: pads.Dataset = dt.to_pyarrow_dataset()
+    return dataset.to_table(columns=wanted, filter=~pc.field(DELETED_COLUMN))
+
+
+def all_rows(dt: DeltaTable) -> pa.Table:
+    """Every row with the ``_cdc_`` columns, delete markers included."""
+    dataset: pads.Dataset = dt.to_pyarrow_dataset()
+    return dataset.to_table()

@@ -1,0 +1,40 @@
+"""The schema changes a binlog query event makes (pure), read from the statement's tokens
+as the server reads them, never with regular expressions.
+
+:func:`schema_changes` gives one :class:`~airflow_cdc.model.SchemaChange` per table and
+change. A statement that is not DDL of a table gives none; DDL the parser cannot read gives
+an ``UNKNOWN`` change (of its table when the tokens name it), so nothing is passed over in
+silence. Whatever surrounds the statement (comments, ``/*!50100 ... */``, whitespace, a
+``;``) gives the same changes as the plain statement.
+
+The modules: ``lexer`` (tokens, comments), ``token_stream`` (walking them), ``statements``
+(each kind of statement, renames as net moves), ``alter`` (an ALTER's actions),
+``columns`` (column definitions), ``partitions`` (partition clauses).
+"""
+
+from __future__ import annotations
+
+from airflow_cdc.model import DdlKind, SchemaChange
+from airflow_cdc.source.ddl.lexer import LexError, tokens
+from airflow_cdc.source.ddl.statements import statement_changes
+from airflow_cdc.source.ddl.token_stream import TokenStream
+
+__all__ = ["schema_changes"]
+
+#: The first word of a statement that may change a table.
+DDL_WORDS = ("ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE")
+
+
+def schema_changes(
+    sql: str, default_database: str, *, mariadb: bool = True
+) -> tuple[SchemaChange, ...]:
+    """The changes ``sql`` makes; names without a database are in ``default_database``
+    (the query event's schema). ``mariadb``: whether the server runs MariaDB's
+    ``/*M! ... */`` comments."""
+    try:
+        found = tokens(sql, mariadb=mariadb)
+    except LexError:
+        return (SchemaChange(DdlKind.UNKNOWN, None),)
+    if not found or not found[0].is_word(*DDL_WORDS):
+        return ()
+    return statement_changes(TokenStream(found), default_database)
