@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow_cdc.errors import CdcError
 from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState, codec
+from airflow_cdc.stream.table_warnings import table_warnings
 
 __all__ = ["main", "status_report"]
 
@@ -126,6 +127,9 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
         "owner": state.owner,
     }
     entry.update(_tables_report(store, state.stream_id))
+    entries = store.stream_tables(state.stream_id)
+    waiting = [e.table for e in entries if not e.joined and not e.dropped]
+    entry["warnings"] = table_warnings(entries, {t: store.full_snapshot(t) for t in waiting})
     entry["schema_changes"] = [
         {
             "table": str(change.table),
@@ -186,6 +190,8 @@ def _print(report: dict[str, Any]) -> None:
             print(f"  follows {', '.join(s['joined_tables'])}")
         if s["waiting_tables"]:
             print(f"  waiting to join (after their snapshot): {', '.join(s['waiting_tables'])}")
+        for line in s["warnings"]:
+            print(f"  WARNING {line}")
         _print_schema_changes(s)
     for v in report["verifications"]:
         found = "equal to the source" if v["status"] == "clean" else v["keys"]

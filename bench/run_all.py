@@ -100,6 +100,7 @@ HEADLINE_KEYS = (
     "many_tables_vs_one_table",
     "many_tables_stream_p99_s",
     "add_column_vs_resnapshot",
+    "online_schema_change_vs_resnapshot",
     "verify_vs_cli",
 )
 RESULTS = BENCH / "results.json"
@@ -330,6 +331,21 @@ def add_column_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
             run.raw["add_column"] = {str(rows): result}
 
 
+def online_schema_change_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``online_schema_change.measure_online_schema_change``: pt-online-schema-change's
+    swap carried over in place against a full re-snapshot of the same 1,000,000-row table,
+    and what a reader sees during the re-snapshot."""
+    measure, status = optional("online_schema_change", "measure_online_schema_change")
+    run.sections["online_schema_change"] = status
+    if measure is not None:
+        rows = ADD_COLUMN_ROWS
+        result = run.attempt(
+            "online_schema_change", "online_schema_change", lambda: measure(server, rows, workdir)
+        )
+        if result is not None:
+            run.raw["online_schema_change"] = {str(rows): result}
+
+
 def verify_section(run: Run, server: LocalMariaDB, rows: int, workdir: Path) -> None:
     """``verify.measure_verify``: verify of ``bench.t`` at the largest size against one
     ``mariadb --quick`` read of it, and within a rows-per-second bound."""
@@ -510,6 +526,9 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         "many_tables_vs_one_table": _largest(raw.get("many_tables"), "many_tables_vs_one_table"),
         "many_tables_stream_p99_s": _largest(raw.get("many_tables"), "many_tables_stream_p99_s"),
         "add_column_vs_resnapshot": _largest(raw.get("add_column"), "add_column_vs_resnapshot"),
+        "online_schema_change_vs_resnapshot": _largest(
+            raw.get("online_schema_change"), "online_schema_change_vs_resnapshot"
+        ),
         "verify_vs_cli": _largest(raw.get("verify"), "verify_vs_cli"),
     }
     plan = raw.get("plan") or {}
@@ -653,6 +672,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 many_tables_section(run, server, workdir / "many_tables")
             if "add_column" not in skip:
                 add_column_section(run, server, workdir)
+            if "online_schema_change" not in skip:
+                online_schema_change_section(run, server, workdir)
             if "upkeep" not in skip:
                 upkeep_section(run, server, workdir / "upkeep")
         finally:

@@ -33,8 +33,9 @@ fi
 command -v "$PYTHON" >/dev/null || die "$PYTHON not found: this project needs Python 3.11 (Debian 12's python3)"
 
 missing=()
-# libmariadb-java: MariaDB Connector/J for the Spark JDBC yardstick of `make bench`.
-for package in mariadb-server mariadb-client libmariadb-java; do
+# libmariadb-java: MariaDB Connector/J for the Spark JDBC yardstick of `make bench`;
+# percona-toolkit: pt-online-schema-change, which the online schema change tests run.
+for package in mariadb-server mariadb-client libmariadb-java percona-toolkit; do
     have_package "$package" || missing+=("$package")
 done
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
@@ -78,7 +79,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
         trap - EXIT
     fi
 else
-    say "system packages present (MariaDB, PostgreSQL, Java, Connector/J)"
+    say "system packages present (MariaDB, PostgreSQL, Java, Connector/J, Percona Toolkit)"
 fi
 
 # -- uv ------------------------------------------------------------------------------------

@@ -12,12 +12,15 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, fields
+from typing import Any
 
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.model import (
     BinlogPosition,
     Column,
     Key,
+    Partition,
+    Partitioning,
     TableId,
     TableSchema,
     decode_key,
@@ -87,13 +90,14 @@ def schema_to_text(schema: TableSchema | None) -> str | None:
     """A table's columns and key as JSON (each column by its fields' names)."""
     if schema is None:
         return None
-    return json.dumps(
-        {
-            "table": table_to_text(schema.table),
-            "columns": [asdict(column) for column in schema.columns],
-            "key": list(schema.key),
-        }
-    )
+    value: dict[str, Any] = {
+        "table": table_to_text(schema.table),
+        "columns": [asdict(column) for column in schema.columns],
+        "key": list(schema.key),
+    }
+    if schema.partitioning is not None:  # absent otherwise: older rows read the same
+        value["partitioning"] = asdict(schema.partitioning)
+    return json.dumps(value)
 
 
 def schema_from_text(text: str | None) -> TableSchema | None:
@@ -105,9 +109,19 @@ def schema_from_text(text: str | None) -> TableSchema | None:
         columns = tuple(
             Column(**{k: v for k, v in column.items() if k in known}) for column in value["columns"]
         )
-        return TableSchema(table_from_text(value["table"]), columns, tuple(value["key"]))
+        table, key = table_from_text(value["table"]), tuple(value["key"])
+        return TableSchema(table, columns, key, _partitioning(value.get("partitioning")))
     except (ValueError, KeyError, TypeError) as exc:
         raise MetadataError(f"unreadable table schema in the metadata DB: {text[:200]!r}") from exc
+
+
+def _partitioning(value: dict[str, Any] | None) -> Partitioning | None:
+    if value is None:
+        return None
+    partitions = tuple(Partition(**p) for p in value["partitions"])
+    return Partitioning(
+        value["method"], value["expression"], partitions, bool(value.get("subpartitioned"))
+    )
 
 
 def encode_position(position: BinlogPosition | None) -> str | None:

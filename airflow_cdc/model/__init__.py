@@ -3,6 +3,7 @@
 from airflow_cdc.model.chunk import Chunk, ChunkRange
 from airflow_cdc.model.event import ChangeEvent, ChangeKind, Row
 from airflow_cdc.model.keys import Key, KeyScalar, decode_key, encode_key, format_key
+from airflow_cdc.model.partitioning import Partition, Partitioning, RowFilter, ValueRange
 from airflow_cdc.model.plan import SplitMethod, TablePlan
 from airflow_cdc.model.position import BinlogPosition, binlog_file_number
 from airflow_cdc.model.schema_change import DdlKind, SchemaChange, SchemaEvent
@@ -26,7 +27,10 @@ __all__ = [
     "DdlKind",
     "Key",
     "KeyScalar",
+    "Partition",
+    "Partitioning",
     "Row",
+    "RowFilter",
     "SchemaChange",
     "SchemaEvent",
     "ServerEpoch",
@@ -36,6 +40,7 @@ __all__ = [
     "TablePlan",
     "TableSchema",
     "TableSelection",
+    "ValueRange",
     "binlog_file_number",
     "decode_key",
     "describe_tables",

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_cdc.model.partitioning import Partitioning
+
 __all__ = ["Column", "TableId", "TableSchema", "describe_tables", "quote_identifier"]
 
 
@@ -88,11 +90,14 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class TableSchema:
-    """The columns of a table and the columns that identify a row (primary or chunk key)."""
+    """The columns of a table and the columns that identify a row (primary or chunk key);
+    ``partitioning``: how the server partitions its rows (None: not partitioned, or not
+    known: a schema recorded before partitions were)."""
 
     table: TableId
     columns: tuple[Column, ...]
     key: tuple[str, ...]
+    partitioning: Partitioning | None = None
 
     def column(self, name: str) -> Column:
         for column in self.columns:

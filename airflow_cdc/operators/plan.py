@@ -71,10 +71,12 @@ class PlanSnapshotOperator(BaseOperator):
         new to it joins the running stream once this snapshot is done (no restart; see
         ``airflow_cdc.stream.joining``); a table it already follows is left as it is.
         Templated; ``None``: ask no stream (the stream's own table list covers it).
-    :param replace: snapshot the tables whole into replacement Delta tables (each created
-        again, empty, with the table's columns and key now; ``snapshot.replacement``): the
-        way on after a change the stream cannot carry over in place. ``join_stream`` stops
-        reading them until this snapshot is done, then joins them anew. No ``key_range``.
+    :param replace: snapshot the tables whole into new generations of their Delta tables
+        (with the table's columns and key now, built beside the live one, which readers
+        keep reading until the new one takes its place in one commit;
+        ``snapshot.replacement``): the way on after a change the stream cannot carry over
+        in place. ``join_stream`` stops reading them until this snapshot is done, then
+        joins them anew. No ``key_range``.
         Templated (a rendered ``"True"``/``"False"`` is accepted).
     :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
     :param metadata_conn_id: Airflow connection of the metadata DB (SQLAlchemy URL).
@@ -321,7 +323,7 @@ class PlanSnapshotOperator(BaseOperator):
         record: PlanRecord,
         context: Context,
     ) -> None:
-        """Replace the planned tables' Delta tables by empty ones (``replace``)."""
+        """Start new generations of the planned tables' Delta tables (``replace``)."""
         # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.snapshot.replacement import replace_tables
 
@@ -331,7 +333,8 @@ class PlanSnapshotOperator(BaseOperator):
             source, metadata_url, sink, record.plan_id, stream_id=stream_id, reason=reason
         ):
             self.log.info(
-                "%s: its Delta table is replaced by this plan's snapshot%s",
+                "%s: this plan snapshots it into a new generation of its Delta table, which "
+                "takes the live table's place when done%s",
                 table,
                 f"; stream {stream_id} joins it anew when it is done" if stream_id else "",
             )

@@ -6,7 +6,9 @@ reports the figures as Airflow metrics (``airflow_cdc.stream.<id>.lag_seconds``,
 ``seconds_since_commit``, ``last_batch_seconds``, ``rows_total``, ``running``) and fails
 with :class:`~airflow_cdc.errors.StreamBehindError` when the stream is behind for longer
 than ``max_lag_seconds`` or not running. A failed task is what Airflow alerts on: the
-DAG's ``on_failure_callback``, e-mail on failure, or a notifier.
+DAG's ``on_failure_callback``, e-mail on failure, or a notifier. Tables the stream set
+aside or is snapshotting again (``stream.table_warnings``) are warned of in its log and
+counted (``tables_not_followed``), without failing: the stream goes on with the others.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from airflow_cdc.errors import StreamBehindError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.hooks.metrics import emit_gauges
 from airflow_cdc.stream.health import WatchdogLimits, assess, look_at_source
+from airflow_cdc.stream.table_warnings import table_warnings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -74,10 +77,15 @@ class StreamWatchdogOperator(BaseOperator):
             state = store.stream_state(self.stream_id)
             committed = None if state is None else state.committed_position
             committed_on = None if committed is None else store.servers.of_epoch(committed.epoch)
+            entries = store.stream_tables(self.stream_id)
+            waiting = [e.table for e in entries if not e.joined and not e.dropped]
+            warnings = table_warnings(entries, {t: store.full_snapshot(t) for t in waiting})
+        for line in warnings:  # the stream goes on with its other tables: no failure
+            self.log.warning("Stream %s: %s", self.stream_id, line)
         source_cfg = CdcSourceHook(self.source_conn_id).source_config()
         source = look_at_source(source_cfg, committed, committed_on)
         health = assess(self.stream_id, state, source, dt.datetime.now(dt.UTC), limits)
-        gauges = health.gauges()
+        gauges = {**health.gauges(), "tables_not_followed": float(len(warnings))}
         emit_gauges("stream", self.stream_id, gauges, tag="stream_id")
         figures = ", ".join(f"{name} {value:g}" for name, value in gauges.items())
         self.log.info("Stream %s: %s", self.stream_id, figures)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import pyarrow as pa
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
 from airflow_cdc.sinks.cdc_columns import (
     CDC_COLUMNS,
     CDC_PREFIX,
@@ -127,10 +127,12 @@ class Sink(Protocol):
         *,
         app_id: str | None = None,
         app_version: int | None = None,
+        rows: RowFilter | None = None,
     ) -> int:
-        """A source ``TRUNCATE TABLE`` at ``position``: every live row older than it becomes
-        a delete marker at it (as a delete would leave it); newer rows and markers stay.
-        Idempotent; returns the rows turned into markers."""
+        """A source ``TRUNCATE TABLE`` at ``position`` (of the rows ``rows`` selects, if
+        given: a partition's): every such live row older than it becomes a delete marker at
+        it (as a delete would leave it); newer rows and markers stay. Idempotent; returns
+        the rows turned into markers."""
         ...
 
     def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:

@@ -34,7 +34,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
 from airflow_cdc.sinks.base import ApplyResult
 from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta_changes import Batch
@@ -224,15 +224,14 @@ class DeltaSink:
         *,
         app_id: str | None = None,
         app_version: int | None = None,
+        rows: RowFilter | None = None,
     ) -> int:
-        """Apply a source ``TRUNCATE TABLE`` at ``position``: every live row older than it
+        """Apply a source ``TRUNCATE TABLE`` at ``position`` (of the rows ``rows`` selects
+        if given: ``TRUNCATE``/``DROP PARTITION``): every such live row older than it
         becomes a delete marker at it (key kept, other source columns null), in one commit
-        that names the buckets it rewrites; rows at or after ``position`` and existing
-        markers stay. Returns the rows turned into markers (0 for a repeated truncate).
-
-        Retries commit conflicts like :meth:`apply`. With ``app_id``/``app_version`` the
-        commit records that application transaction, and a truncate whose version the
-        table already holds for that app is skipped (0)."""
+        naming the buckets it rewrites; rows at or after ``position`` and markers stay.
+        Returns the rows turned into markers (0 for a repeated truncate). Retries commit
+        conflicts like :meth:`apply`; ``app_id``/``app_version`` as there."""
         app = writer_transaction(app_id, app_version)
         encoded = position.encode()
         dt = self._places.take(table)
@@ -243,7 +242,8 @@ class DeltaSink:
             latest[0] = fresh.pop() if fresh else self._open(table)
             if app is not None and self._tables.holds(latest[0], table, app):
                 return 0
-            return truncate_older(latest[0], writable_layout(latest[0], table), encoded, app)
+            layout = writable_layout(latest[0], table)
+            return truncate_older(latest[0], layout, encoded, app, rows)
 
         marked, _ = retry_conflicts(attempt, f"truncate {table} at {position}", self.retry)
         self._places.keep(table, latest[0])

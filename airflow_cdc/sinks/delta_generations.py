@@ -70,6 +70,9 @@ CONFIG_RETIRED = "airflow_cdc.retired_generations"
 #: The application transaction whose version is the generation a table holds.
 GENERATION_APP = "airflow-cdc.generation"
 _PREFIX = "_cdc_gen_"
+#: The sink's own table properties: those the generation lacks are cleared (a dropped
+#: column the old table kept, say).
+_SINK_PROPERTIES = "airflow_cdc."
 #: Properties of the live table that are its own, not its generation's.
 _OWN = frozenset({CONFIG_NEXT, CONFIG_PROMOTED, CONFIG_FOLDER, CONFIG_RETIRED, CONFIG_EVOLVING})
 
@@ -209,9 +212,13 @@ def _finish(live: DeltaTable, generation: DeltaTable, found: NextGeneration) -> 
     previous = config.get(CONFIG_FOLDER)
     if previous:
         retired[previous] = time.time()
-    own = {k: v for k, v in generation.metadata().configuration.items() if k not in _OWN}
+    taken = {k: v for k, v in generation.metadata().configuration.items() if k not in _OWN}
+    stale = {
+        k: "" for k in config if k.startswith(_SINK_PROPERTIES) and k not in taken and k not in _OWN
+    }
     properties = {
-        **own,
+        **stale,
+        **taken,
         CONFIG_FOLDER: found.folder,
         CONFIG_RETIRED: json.dumps(retired),
         CONFIG_NEXT: "",

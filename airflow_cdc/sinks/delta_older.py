@@ -42,14 +42,18 @@ class OlderRows:
     buckets: tuple[int, ...]
 
 
-def older_rows(dt: DeltaTable, position: int, *, markers: bool) -> OlderRows:
+def older_rows(
+    dt: DeltaTable, position: int, *, markers: bool, among: pc.Expression | None = None
+) -> OlderRows:
     """Count and buckets of the rows of ``dt`` (as read) older than ``position`` that are
-    delete markers (``markers``) or live rows (not); a scan of the bookkeeping columns,
-    batch by batch."""
+    delete markers (``markers``) or live rows (not), ``among`` those only if given; a scan
+    of the bookkeeping columns (and ``among``'s), batch by batch."""
     marker = pc.field(DELETED_COLUMN)
     condition = (marker if markers else ~marker) & (
         pc.field(POSITION_COLUMN) < pa.scalar(position, POSITION_TYPE)
     )
+    if among is not None:
+        condition = condition & among
     dataset: pads.Dataset = dt.to_pyarrow_dataset()
     rows = 0
     buckets: set[int] = set()
@@ -60,13 +64,18 @@ def older_rows(dt: DeltaTable, position: int, *, markers: bool) -> OlderRows:
     return OlderRows(rows, tuple(sorted(buckets)))
 
 
-def older_predicate(buckets: Sequence[int], position: int, *, markers: bool) -> str:
-    """The SQL predicate of the rows :func:`older_rows` counts, in ``buckets``."""
+def older_predicate(
+    buckets: Sequence[int], position: int, *, markers: bool, among: str | None = None
+) -> str:
+    """The SQL predicate of the rows :func:`older_rows` counts, in ``buckets`` (and
+    ``among``, a predicate of its own, if given)."""
     bucket = quote_column(BUCKET_COLUMN)
     if len(buckets) <= _MAX_BUCKET_LIST:
         where = f"{bucket} IN ({', '.join(str(int(b)) for b in sorted(buckets))})"
     else:
         where = f"{bucket} BETWEEN {int(min(buckets))} AND {int(max(buckets))}"
+    if among is not None:
+        where = f"{where} AND {among}"
     return (
         f"{where} AND {quote_column(DELETED_COLUMN)} = {'true' if markers else 'false'} "
         f"AND {quote_column(POSITION_COLUMN)} < {position_literal(position)}"

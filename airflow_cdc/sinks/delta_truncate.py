@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow.compute as pc
 from deltalake import DeltaTable, Transaction
 
+from airflow_cdc.model import RowFilter
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.delta_commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta_layout import TableLayout
@@ -31,18 +33,20 @@ from airflow_cdc.sinks.delta_older import (
     position_literal,
 )
 from airflow_cdc.sinks.naming import quote_column
+from airflow_cdc.sinks.row_filters import arrow_filter, sql_filter
 
 __all__ = ["OlderRows", "marker_updates", "older_live_rows", "truncate_older", "truncate_predicate"]
 
 
-def older_live_rows(dt: DeltaTable, position: int) -> OlderRows:
-    """Count and buckets of the live rows of ``dt`` older than ``position``."""
-    return older_rows(dt, position, markers=False)
+def older_live_rows(dt: DeltaTable, position: int, among: pc.Expression | None = None) -> OlderRows:
+    """Count and buckets of the live rows of ``dt`` older than ``position`` (``among``
+    those only, if given)."""
+    return older_rows(dt, position, markers=False, among=among)
 
 
-def truncate_predicate(buckets: Sequence[int], position: int) -> str:
+def truncate_predicate(buckets: Sequence[int], position: int, among: str | None = None) -> str:
     """The rows a truncate at ``position`` turns into markers, in ``buckets``."""
-    return older_predicate(buckets, position, markers=False)
+    return older_predicate(buckets, position, markers=False, among=among)
 
 
 def marker_updates(layout: TableLayout, position: int) -> dict[str, str]:
@@ -57,19 +61,26 @@ def marker_updates(layout: TableLayout, position: int) -> dict[str, str]:
 
 
 def truncate_older(
-    dt: DeltaTable, layout: TableLayout, position: int, app: Transaction | None
+    dt: DeltaTable,
+    layout: TableLayout,
+    position: int,
+    app: Transaction | None,
+    rows: RowFilter | None = None,
 ) -> int:
-    """One attempt of a truncate of ``dt`` at ``position`` (encoded): the rows it turned into
-    markers. With ``app``, a truncate that changes nothing still records it (an empty
-    commit, as :func:`~airflow_cdc.sinks.delta_merge.merge` does)."""
+    """One attempt of a truncate of ``dt`` at ``position`` (encoded), of the rows ``rows``
+    selects if given (a partition's: ``TRUNCATE`` or ``DROP PARTITION``): the rows it
+    turned into markers. With ``app``, a truncate that changes nothing still records it (an
+    empty commit, as :func:`~airflow_cdc.sinks.delta_merge.merge` does)."""
     read_version = dt.version()
-    older = older_live_rows(dt, position)
+    among = None if rows is None else arrow_filter(rows, layout.schema.field(rows.column).type)
+    older = older_live_rows(dt, position, among)
     commit = commit_properties(older.buckets, read_version, app)
     marked = 0
     if older.rows:
+        where = None if rows is None else sql_filter(rows)
         metrics = dt.update(
             updates=marker_updates(layout, position),
-            predicate=truncate_predicate(older.buckets, position),
+            predicate=truncate_predicate(older.buckets, position, where),
             commit_properties=commit,
         )
         marked = int(metrics["num_updated_rows"])

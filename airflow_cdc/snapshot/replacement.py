@@ -81,10 +81,11 @@ def replace_planned(
     stream_id: str | None,
     reason: str,
 ) -> None:
-    """Replace the Delta table of each of ``schemas`` (planned whole in ``record``) by an
-    empty one with its columns and key; ``stream_id``: the stream that follows them, which
-    stops reading them until the plan is done. Idempotent (a table replaced for the plan
-    already is left as it is)."""
+    """Start a new generation of the Delta table of each of ``schemas`` (planned whole in
+    ``record``), empty, with its columns and key, which the plan's chunks fill while
+    readers keep the old rows; ``stream_id``: the stream that follows them, which stops
+    reading them until the plan is done. Idempotent (a table replaced for the plan already
+    is left as it is)."""
     chunks = Counter(chunk.table for chunk in record.chunks)
     if stream_id:
         store.unjoin_stream_tables(stream_id, list(schemas), reason)

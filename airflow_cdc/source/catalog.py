@@ -10,6 +10,7 @@ accepted as key columns: a range predicate on them would not select contiguous c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,8 @@ from typing import Any
 from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableId, TableSchema, TableSelection, quote_identifier
 from airflow_cdc.source.connection import DbConnection, fetch_all
+from airflow_cdc.source.partitions import load_partitioning
+from airflow_cdc.source.shadow_tables import without_shadows
 
 __all__ = [
     "KEY_TYPES",
@@ -67,9 +70,13 @@ def load_table_schemas(
     """The schemas of ``tables`` (in that order), from two catalog queries for all of them
     rather than two per table: planning hundreds of tables reads the catalog once."""
     columns, indexes = _catalog_rows(conn, tables)
+    partitioning = load_partitioning(conn, tables)
     return [
-        _schema(
-            table, columns.get(table, []), indexes.get(table, {}), (chunk_keys or {}).get(table)
+        dataclasses.replace(
+            _schema(
+                table, columns.get(table, []), indexes.get(table, {}), (chunk_keys or {}).get(table)
+            ),
+            partitioning=partitioning.get(table),
         )
         for table in tables
     ]
@@ -98,10 +105,13 @@ def list_tables(conn: DbConnection, databases: Sequence[str] | None = None) -> l
 
 def resolve_selection(conn: DbConnection, selection: TableSelection) -> list[TableId]:
     """The tables ``selection`` picks on this server (one catalog query; exact names are
-    kept even when missing, for the caller's check to name them)."""
+    kept even when missing, for the caller's check to name them); a pattern never picks an
+    online schema change's shadow of another table (``source.shadow_tables``)."""
     if selection.is_exact:
         return selection.exact_tables()
-    return selection.resolve(list_tables(conn, selection.databases()))
+    listed = list_tables(conn, selection.databases())
+    picked = selection.resolve(listed)
+    return without_shadows(picked, listed, named=selection.exact_tables())
 
 
 def _catalog_rows(

@@ -13,11 +13,11 @@ reaches the stream as the followed table's, with :attr:`SchemaChange.shadow` set
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from airflow_cdc.model import DdlKind, SchemaChange, TableId
 
-__all__ = ["SUFFIXES", "concerning", "is_shadow_of", "shadow_bases"]
+__all__ = ["SUFFIXES", "concerning", "is_shadow_of", "shadow_bases", "without_shadows"]
 
 #: pt-online-schema-change's and gh-ost's suffixes.
 SUFFIXES = ("_new", "_old", "_gho", "_ghc", "_del")
@@ -77,3 +77,15 @@ def concerning(
         elif (base := _base_in(table, followed)) is not None:
             kept.append(dataclasses.replace(change, table=base, shadow=table))
     return tuple(kept)
+
+
+def without_shadows(
+    tables: Sequence[TableId], catalog: Collection[TableId], *, named: Collection[TableId] = ()
+) -> list[TableId]:
+    """``tables`` (a pattern's matches) without the shadows of another table of
+    ``catalog``: an online schema change's helper tables are never replicas of their own.
+    A table ``named`` exactly is kept: its user asked for it."""
+    present = set(catalog)
+    return [
+        table for table in tables if table in named or _base_in(table, present - {table}) is None
+    ]

@@ -60,7 +60,6 @@ from airflow_cdc.stream.batch_writer import LEASE_SECONDS, START_BATCH_ID, Batch
 from airflow_cdc.stream.discovery import Discovery, every
 from airflow_cdc.stream.joining import joined_tables
 from airflow_cdc.stream.lease import LeaseKeeper, reclaim_dead_owner
-from airflow_cdc.stream.own_plans import run_own_plans
 from airflow_cdc.stream.slice_rows import Offset
 
 __all__ = ["main", "run_stream"]
@@ -169,8 +168,9 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
 
 def _snapshotter(spec: StreamJobSpec, spark: Any, stop: threading.Event) -> None:
     """Snapshots the stream makes itself, on its executors: the tables its patterns select
-    that it does not follow (``stream.discovery``), and what is left of its own plans (a
-    replacement, a table read again: ``stream.own_plans``). Once now, before the query
+    (or its tables, created again after a drop) that it does not follow (``stream.
+    discovery``), and what is left of its own plans (a replacement, a table read again:
+    ``stream.own_plans``). Once now, before the query
     starts, in ``until_caught_up`` mode (so they join this run); every
     ``discover_seconds`` on a thread in ``continuous`` mode, the first pass at once."""
 
@@ -180,10 +180,7 @@ def _snapshotter(spec: StreamJobSpec, spark: Any, stop: threading.Event) -> None
     store = MetadataStore.connect(spec.metadata_url)
 
     def one_pass() -> None:
-        if spec.discovery.patterns:
-            discovery.run_once(store, runner, cores)
-        else:
-            run_own_plans(spec, store, runner, cores)
+        discovery.run_once(store, runner, cores)
 
     if spec.mode == "until_caught_up":
         one_pass()

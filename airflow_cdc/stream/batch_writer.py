@@ -34,8 +34,9 @@ from airflow_cdc.snapshot.replacement import replaced_for
 from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
-from airflow_cdc.source.schema_check import Drift, sink_drift, way_on
+from airflow_cdc.source.schema_check import Drift, sink_drift
 from airflow_cdc.stream.apply import apply_each
+from airflow_cdc.stream.carry_out import replace_unexplained
 from airflow_cdc.stream.ddl_apply import apply_in_order
 from airflow_cdc.stream.executor_merges import merge_on_executors
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
@@ -130,7 +131,7 @@ class BatchWriter:
         needed = sorted(
             (t for t in batch.blocks if t in self.schemas and t not in batch.aside), key=str
         )
-        self._check_catalog(needed)
+        needed = self._check_catalog(needed, batch.start)
         self.probe.reach("stream_before_apply")
         in_order = self._apply_in_order(batch)
         # Each table records the batch's end as its Delta application transaction: "holds
@@ -282,22 +283,27 @@ class BatchWriter:
         )
         return schema
 
-    def _check_catalog(self, tables: list[TableId]) -> None:
+    def _check_catalog(self, tables: list[TableId], at: BinlogPosition | None) -> list[TableId]:
         """A schema loaded after an ALTER the stream did not see (it loaded the table after
         it: a restart, a join) matches the new images but not the Delta table: it is
         compared with the Delta table's own columns and key once, when loaded
-        (``sink_drift``). (Every ALTER the stream reads is carried out at its position,
+        (``sink_drift``); such a table is replaced (``stream.carry_out``) and left out of
+        this batch. (Every ALTER the stream reads is carried out at its position,
         ``stream.ddl_apply``, so the catalog, which may be ahead of the batch, is not
-        compared here.)"""
-
+        compared here.) The tables to merge."""
+        kept = []
         for table in tables:
             drift = self.sink_drift.get(table)
-            if drift:
-                raise SchemaChangedError(
-                    f"{table} changed before the stream loaded it: {drift.describe()} (its "
-                    f"columns now against the Delta table's). Nothing of this batch was "
-                    f"applied. {way_on(table)}"
-                )
+            if not drift:
+                kept.append(table)
+                continue
+            what = f"its columns now have {drift.describe()} against the Delta table's"
+            if at is None:
+                raise SchemaChangedError(f"{table} changed before the stream loaded it: {what}")
+            replace_unexplained(self._in_order(), table, at, what)
+            del self.schemas[table]
+            self.sink_drift.pop(table, None)
+        return kept
 
     def _load_schemas(self, conn: DbConnection, tables: Sequence[TableId]) -> None:
         """The tables' schemas from the catalog (two queries for all), and how each differs

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.metadata.schema_history import schemas_at
-from airflow_cdc.model import BinlogPosition, DdlKind, SchemaChange, TableId, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    DdlKind,
+    RowFilter,
+    SchemaChange,
+    TableId,
+    TableSchema,
+)
 from airflow_cdc.source.ddl import schema_changes
 from airflow_cdc.source.schema_check import way_on
 from airflow_cdc.source.shadow_tables import concerning, is_shadow_of
@@ -30,6 +37,7 @@ from airflow_cdc.stream.own_plans import (
     plan_again,
     start_again,
 )
+from airflow_cdc.stream.partition_rows import NotMapped, partition_rows
 from airflow_cdc.stream.schema_decisions import (
     Coverage,
     Decision,
@@ -46,7 +54,7 @@ from airflow_cdc.stream.schema_evolution import (
 from airflow_cdc.stream.schema_statements import Carried, InOrder, Statement
 from airflow_cdc.stream.table_swaps import InPlace, swap_changes
 
-__all__ = ["carry_out"]
+__all__ = ["carry_out", "replace_unexplained"]
 
 log = logging.getLogger("airflow_cdc.stream")
 
@@ -57,6 +65,8 @@ class _Decided:
     #: Why, when the decision is not the change's own (appended to the explanation).
     reason: str = ""
     evolution: Evolution | None = None
+    #: The rows a partition statement removed (``TRUNCATE_PARTITIONS``).
+    rows: RowFilter | None = None
 
 
 def carry_out(
@@ -73,6 +83,11 @@ def carry_out(
     log.warning("%s at %s %s", table, position, detail)
     if decision is Decision.TRUNCATE:
         context.sink.truncate(table, position)
+    elif decision is Decision.TRUNCATE_PARTITIONS:
+        context.sink.truncate(table, position, rows=decided.rows)
+        return Carried(decision, _partitions_after(context, schema, statement))
+    elif decision is Decision.NOTHING and _repartitioned(statement):
+        return Carried(decision, _partitions_after(context, schema, statement))
     elif decision is Decision.DROP:
         context.store.mark_stream_table_dropped(context.stream_id, table, position, detail)
         return Carried(decision, None)
@@ -97,6 +112,31 @@ def carry_out(
     return Carried(decision, schema)
 
 
+def replace_unexplained(
+    context: InOrder, table: TableId, position: BinlogPosition, what: str
+) -> Carried:
+    """A change of ``table``'s columns that no statement the stream read explains (``what``:
+    row images with other columns, a catalog unlike the Delta table): the table is replaced
+    from ``position`` on while the other tables go on (or, by setting, the stream stops)."""
+    detail = f"{what}: no DDL statement the stream read explains it"
+    if context.schema_changes.not_in_place == "stop":
+        raise SchemaChangedError(f"{table} changed under the stream: {detail}. {way_on(table)}")
+    detail += "; the table is snapshotted again into a new generation of its replica"
+    context.store.record_schema_change(
+        context.stream_id,
+        table,
+        position,
+        kind=DdlKind.UNKNOWN.value,
+        decision=Decision.REPLACE.value,
+        statement=None,
+        detail=detail,
+    )
+    log.warning("%s at %s: %s", table, position, detail)
+    label = own_label(context.stream_id, f"{table} replaced at {position}")
+    plan_again(context, table, position, label, replace=True, reason=detail)
+    return Carried(Decision.REPLACE, None)
+
+
 def _decide(
     context: InOrder, schema: TableSchema, statement: Statement, where: Coverage
 ) -> _Decided:
@@ -110,6 +150,12 @@ def _decide(
     elif decision is Decision.EVOLVE:
         own = [c for c in statement.changes if c.shadow is None]
         decided = _in_place(context, schema, statement.position, own, same_after=False)
+    elif decision is Decision.TRUNCATE_PARTITIONS:
+        found = partition_rows(schema, _partitions(statement))
+        if isinstance(found, NotMapped):
+            decided = _Decided(Decision.REPLACE, f" ({found.reason})")
+        else:
+            decided = _Decided(decision, rows=found)
     if decided.decision is Decision.REPLACE and context.schema_changes.not_in_place == "stop":
         return dataclasses.replace(decided, decision=Decision.STOP)  # the operator replaces it
     return decided
@@ -150,6 +196,41 @@ def _swap(context: InOrder, schema: TableSchema, statement: Statement, shadow: T
         same_after=True,
         reason=f" (the swap of {found.tool}: its changes of columns, without a snapshot)",
     )
+
+
+_REMOVED = (DdlKind.TRUNCATE_PARTITIONS, DdlKind.DROP_PARTITIONS)
+
+
+def _partitions(statement: Statement) -> tuple[str, ...]:
+    """The partitions whose rows the statement removed."""
+    own = (c for c in statement.changes if c.shadow is None and c.kind in _REMOVED)
+    return tuple(name for change in own for name in change.partitions)
+
+
+def _repartitioned(statement: Statement) -> bool:
+    return any(c.kind is DdlKind.PARTITIONING and c.shadow is None for c in statement.changes)
+
+
+def _partitions_after(context: InOrder, schema: TableSchema, statement: Statement) -> TableSchema:
+    """The table's schema after a partition statement, recorded at it: without the
+    partitions it dropped, or (partitions added, merged, rebuilt) as the catalog has them
+    now; a later statement the catalog already holds makes a later partition statement
+    find partitions it does not know, which replaces the table rather than guess."""
+    partitioning = schema.partitioning
+    dropped = tuple(
+        name
+        for change in statement.changes
+        if change.kind is DdlKind.DROP_PARTITIONS and change.shadow is None
+        for name in change.partitions
+    )
+    if _repartitioned(statement):
+        partitioning = context.load_schema(schema.table).partitioning
+    elif dropped and partitioning is not None:
+        partitioning = partitioning.without(dropped)
+    if partitioning == schema.partitioning:
+        return schema
+    after = dataclasses.replace(schema, partitioning=partitioning)
+    return columns_from(context.store, statement.position, after)
 
 
 def _shadow_record(context: InOrder, table: TableId, before: BinlogPosition) -> list[SchemaChange]:

@@ -27,9 +27,9 @@ from airflow_cdc.metadata.schema_history import schemas_at
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog_reader import read_changes
-from airflow_cdc.source.schema_check import screen_events
+from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import apply_batch
-from airflow_cdc.stream.carry_out import carry_out
+from airflow_cdc.stream.carry_out import carry_out, replace_unexplained
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.schema_statements import InOrder, statements
 
@@ -80,7 +80,8 @@ def apply_in_order(
 
 
 class _Run:
-    """One pass of the binlog under one schema, until its end or a change of columns."""
+    """One pass of the binlog under one schema, until its end, a change of columns, or a
+    change of columns no statement explains (row images with other columns)."""
 
     def __init__(
         self, context: InOrder, schema: TableSchema, applied_before: BinlogPosition | None
@@ -93,35 +94,53 @@ class _Run:
         self.emit = EmitFilter({schema.table: marks}, {schema.table: schema})
         self.pending: list[ChangeEvent] = []
         self.written = 0
+        #: The first change whose images have other columns than the schema's, if any.
+        self.drifted: tuple[ChangeEvent, Drift] | None = None
 
     def read(
         self, start: BinlogPosition, end: BinlogPosition
     ) -> tuple[BinlogPosition | None, TableSchema | None]:
         """Where to read again and under which schema (``None`` position: done; ``None``
-        schema: the table was dropped)."""
+        schema: the table was dropped or is being replaced)."""
         table = self.schema.table
         items = read_changes(self.context.source, {table: self.schema}, start, end)
         for item in statements(items):
             if isinstance(item, ChangeEvent):
                 if self.applied_before is None or item.position > self.applied_before:
                     self.pending.append(item)
-                if len(self.pending) >= MERGE_EVERY:
-                    self._merge()
+                if len(self.pending) >= MERGE_EVERY and not self._merge():
+                    return None, None
                 continue
-            self._merge()
+            if not self._merge():
+                return None, None
             carried = carry_out(self.context, self.schema, item, self.highs)
             if carried.schema is None:
                 return None, None
             if carried.schema != self.schema:  # read on with the new columns
                 return item.position, carried.schema
-        self._merge()
+        if not self._merge():
+            return None, None
         return None, self.schema
 
-    def _merge(self) -> None:
-        if not self.pending:
-            return
-        schemas = {self.schema.table: self.schema}
-        events = screen_events(self.pending, schemas, self.emit.should_emit)
-        result = apply_batch(self.context.sink, schemas, events, self.emit.should_emit)
-        self.written += result.rows_written
-        self.pending.clear()
+    def _merge(self) -> bool:
+        """Apply what is pending; False when a change had other columns than the schema
+        and no statement explained it: the table is then replaced from there on."""
+        if self.pending:
+            schemas = {self.schema.table: self.schema}
+            drifts: list[tuple[ChangeEvent, Drift]] = []
+            events = screen_events(
+                self.pending,
+                schemas,
+                self.emit.should_emit,
+                lambda event, drift: drifts.append((event, drift)),
+            )
+            result = apply_batch(self.context.sink, schemas, events, self.emit.should_emit)
+            self.written += result.rows_written
+            self.pending.clear()
+            self.drifted = self.drifted or (drifts[0] if drifts else None)
+        if self.drifted is None:
+            return True
+        event, drift = self.drifted
+        what = f"the change at {event.position} has {drift.describe()}"
+        replace_unexplained(self.context, self.schema.table, event.position, what)
+        return False

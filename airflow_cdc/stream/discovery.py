@@ -20,7 +20,9 @@ What a pass does with each matching table, by its most recent full plan:
 
 A table the stream stopped following because it was dropped (``StreamTable.dropped``) and
 that matches again was created again: its plans are the old table's, so it counts as never
-planned.
+planned. A stream of named tables (no pattern) looks for those in the same way, so a table
+of it dropped and created again (an ORM's ``DROP TABLE`` + ``CREATE TABLE``) is snapshotted
+into a new generation of its replica and followed again.
 
 A table whose key cannot be used (no primary key, say) is logged once and left out.
 """
@@ -41,7 +43,7 @@ from airflow_cdc.model import TableId, TableSelection
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.snapshot.runners import Runner
-from airflow_cdc.source.catalog import load_table_schema, resolve_selection
+from airflow_cdc.source.catalog import list_tables, load_table_schema, resolve_selection
 from airflow_cdc.source.connection import on_server
 from airflow_cdc.stream.own_plans import (
     is_own,
@@ -86,11 +88,12 @@ class Discovery:
 
     @functools.cached_property
     def selection(self) -> TableSelection | None:
-        if not self.spec.discovery.patterns:
+        """The stream's patterns, or without any its tables (a table of them dropped and
+        created again is found like a new one)."""
+        wanted = self.spec.discovery.patterns or self.spec.tables
+        if not wanted:
             return None
-        return TableSelection.parse(
-            self.spec.discovery.patterns, self.spec.discovery.exclude_patterns
-        )
+        return TableSelection.parse(wanted, self.spec.discovery.exclude_patterns)
 
     def find(
         self, store: MetadataStore
@@ -103,7 +106,7 @@ class Discovery:
             return [], set(), set()
         matched = on_server(
             self.spec.source,
-            lambda conn: resolve_selection(conn, selection),
+            lambda conn: _existing(conn, selection),
             what="listing the tables the stream's pattern selects",
         )
         entries = store.stream_tables(self.spec.stream_id)
@@ -184,6 +187,15 @@ class Discovery:
             record.plan_id,
             len(record.chunks),
         )
+
+
+def _existing(conn: DbConnection, selection: TableSelection) -> list[TableId]:
+    """The tables ``selection`` picks that the server has now."""
+    picked = resolve_selection(conn, selection)
+    if not selection.is_exact:
+        return picked
+    there = set(list_tables(conn, sorted({t.database for t in picked})))
+    return [table for table in picked if table in there]
 
 
 def every(seconds: float, stop: Callable[[float], bool], action: Callable[[], object]) -> None:

@@ -33,9 +33,9 @@ from airflow_cdc.model import (
 )
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog_reader import read_changes
-from airflow_cdc.source.schema_check import screen_events
+from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import apply_batch
-from airflow_cdc.stream.carry_out import carry_out
+from airflow_cdc.stream.carry_out import carry_out, replace_unexplained
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.failover import carried_to
 from airflow_cdc.stream.schema_statements import InOrder, Statement, statements
@@ -212,11 +212,20 @@ def _replay_pass(
 
     def flush() -> None:
         if pending:
-            events = screen_events(pending, schemas, emit.should_emit)
+            drifts: dict[TableId, tuple[ChangeEvent, Drift]] = {}
+
+            def drifted(event: ChangeEvent, drift: Drift) -> None:
+                drifts.setdefault(event.table, (event, drift))
+
+            events = screen_events(pending, schemas, emit.should_emit, drifted)
             result = apply_batch(context.sink, schemas, events, emit.should_emit)
             for table, rows in result.rows_per_table.items():
                 written[table] = written.get(table, 0) + rows
             pending.clear()
+            for table, (event, drift) in drifts.items():  # no statement explains them
+                what = f"the change at {event.position} has {drift.describe()}"
+                replace_unexplained(context, table, event.position, what)
+                del schemas[table]
 
     items = read_changes(context.source, dict(schemas), *span, server_id=server_id)
     for event in statements(items):

@@ -36,6 +36,7 @@ from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import way_on
 from airflow_cdc.source.server import server_info
 from airflow_cdc.stream.schema_statements import InOrder
+from airflow_cdc.stream.table_warnings import SET_ASIDE
 
 __all__ = [
     "adopt_renamed",
@@ -122,7 +123,9 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
             _set_aside(context, table, position, f"created again: {exc}")
             return None
     width = DEFAULT_BUCKET_WIDTH if schema.key_columns[0].is_integer else None
+    # A new generation, empty, put in the table's place at once: one commit readers see.
     context.sink.replace_table(schema, arrow_schema(schema), bucket_width=width, replaced_for=label)
+    context.sink.promote(table, label)
     _done_at(context.store, schema, position, label)
     return columns_from(context.store, position, schema)
 
@@ -176,7 +179,7 @@ def _set_aside(context: InOrder, table: TableId, position: BinlogPosition, reaso
     reason in the status (shown as dropped): the stream goes on with the other tables."""
     log.error("%s is set aside: %s. %s", table, reason, way_on(table))
     context.store.mark_stream_table_dropped(
-        context.stream_id, table, position, f"set aside: {reason}"
+        context.stream_id, table, position, f"{SET_ASIDE}{reason}"
     )
 
 

@@ -14,21 +14,12 @@ status`` shows what happened to each table.
 
 from __future__ import annotations
 
-import itertools
-import random
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import pymysql
 import pytest
-from deltalake import DeltaTable
 
-from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta_layout import column_differences, planned_table
@@ -37,14 +28,14 @@ from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
 from tests.support.pipeline import (
     plan,
-    server_position,
     snapshot_all,
-    source_config,
     spark_submit_stream,
     stop_stream,
     stream_spec,
     table_schema,
 )
+from tests.support.running_stream import RunningStream
+from tests.support.table_writer import TableWriter
 
 pytestmark = pytest.mark.integration
 
@@ -69,57 +60,6 @@ STEPS = [
 SNAPSHOTTED = {"add computed default", "varchar to int", "new primary key"}
 
 
-@dataclass
-class Writer:
-    """Inserts, updates and deletes of ``id`` and ``v`` (columns no step touches but the new
-    key) on the tables named in ``tables``, each its own transaction, until stopped; a
-    statement a DDL makes fail (a table renamed away) is counted and skipped."""
-
-    server: LocalMariaDB
-    db: str
-    tables: list[str]
-    done: int = 0
-    failed: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> Writer:
-        self._thread = threading.Thread(target=self._run, name="ddl-writer", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        rng = random.Random(21)
-        ids = itertools.count(10 * ROWS)
-        conn = self.server.root(self.db)
-        try:
-            while not self._stop.is_set():
-                table = rng.choice(self.tables)
-                key = rng.randrange(1, 10 * ROWS)
-                statement = rng.choice(
-                    [
-                        f"INSERT INTO {table} (id, v) VALUES ({next(ids)}, 'w{key}')",
-                        f"UPDATE {table} SET v = 'u{key}' WHERE id = {key}",
-                        f"UPDATE {table} SET v = CONCAT(v, '.') WHERE id BETWEEN {key} AND {key + 3}",
-                        f"DELETE FROM {table} WHERE id = {key}",
-                    ]
-                )
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute(statement)
-                    self.done += 1
-                except pymysql.MySQLError:
-                    self.failed += 1
-                time.sleep(0.005)
-        finally:
-            conn.close()
-
-
 def _create(server: LocalMariaDB, db: str) -> None:
     server.execute(
         f"""CREATE TABLE `{db}`.a (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL, n INT,
@@ -136,57 +76,6 @@ def _create(server: LocalMariaDB, db: str) -> None:
             )
         ),
     )
-
-
-class Pipeline:
-    """The running stream job and what a step waits for."""
-
-    def __init__(
-        self,
-        server: LocalMariaDB,
-        db: str,
-        meta: str,
-        lake: Path,
-        job: subprocess.Popen[bytes],
-        log: Path,
-    ) -> None:
-        self.server, self.db, self.lake, self.job, self.log = server, db, lake, job, log
-        self.store = MetadataStore.connect(meta)
-
-    def until(self, done: Callable[[], bool], what: str, timeout: float = 240) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if self.job.poll() is not None:
-                raise AssertionError(f"the stream exited before {what}:\n{self._tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}:\n{self._tail()}")
-            time.sleep(0.3)
-
-    def caught_up(self, what: str) -> None:
-        """The stream has applied everything up to the server's position now."""
-        target = server_position(source_config(self.server))
-
-        def reached() -> bool:
-            state = self.store.stream_state(STREAM)
-            return bool(state and state.committed_position and state.committed_position >= target)
-
-        self.until(reached, f"the stream to catch up after {what}")
-
-    def joined(self, table: str) -> bool:
-        found = TableId(self.db, table)
-        return any(e.table == found and e.joined for e in self.store.stream_tables(STREAM))
-
-    def dropped(self, table: str) -> bool:
-        found = TableId(self.db, table)
-        return any(e.table == found and e.dropped for e in self.store.stream_tables(STREAM))
-
-    def versions(self, table: str) -> int:
-        return int(
-            DeltaTable(DeltaSink(str(self.lake)).table_uri(TableId(self.db, table))).version()
-        )
-
-    def _tail(self) -> str:
-        return self.log.read_text(errors="replace")[-8000:]
 
 
 def test_ddl_while_streaming_under_a_writer(
@@ -208,9 +97,9 @@ def test_ddl_while_streaming_under_a_writer(
         patterns=(f"{db}.*",),
         discover_seconds=1.0,
     )
-    writer = Writer(mariadb, db, ["a", "b", "c"]).start()
+    writer = TableWriter(mariadb, db, ["a", "b", "c"], key_space=10 * ROWS).start()
     job = spark_submit_stream(spec, tmp_path)
-    pipeline = Pipeline(mariadb, db, meta, lake, job, tmp_path / "stream.log")
+    pipeline = RunningStream(mariadb, db, meta, lake, job, tmp_path / "stream.log", STREAM)
     try:
         pipeline.caught_up("the start")
         for what, ddl in STEPS:
@@ -290,6 +179,6 @@ def test_ddl_while_streaming_under_a_writer(
         assert line in status, (line, status)
 
 
-def _own_plan_done(pipeline: Pipeline) -> bool:
+def _own_plan_done(pipeline: RunningStream) -> bool:
     latest = pipeline.store.full_snapshot(TableId(pipeline.db, "a"))
     return latest is not None and latest.label.startswith(f"stream {STREAM}:") and latest.done

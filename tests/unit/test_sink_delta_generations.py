@@ -182,3 +182,18 @@ def test_a_table_created_again_is_a_generation_put_in_its_place_at_once(
     assert DeltaTable(sink.table_uri(T)).version() == version
     with pytest.raises(SinkColumnsChangedError, match=r"missing \['label'\]"):
         stale.apply(T, rows([(3, 2, "y", 160, False)]))
+
+
+def test_what_the_old_table_kept_is_not_carried_into_the_new_generation(sink: DeltaSink) -> None:
+    """A column the old table kept after the source dropped it is no column of the new
+    generation: the promoted table forgets it, and writes after it work."""
+    from airflow_cdc.sinks.columns_change import ColumnsChange
+    from tests.unit.test_sink_delta_evolve import at
+
+    assert sink.evolve(T, ColumnsChange(at(150), dropped=("s",), keep_dropped=True))
+    assert sink.layout(T).dropped_columns == ("s",)
+    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.promote(T, "plan 7")
+    assert sink.layout(T).dropped_columns == ()
+    sink.apply(T, keyed_rows([(9, 90, "k", 500)]))
+    assert live_ids(sink) == {9}

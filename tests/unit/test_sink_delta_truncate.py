@@ -201,10 +201,10 @@ def _truncate_racing(
     scans = 0
     real = delta_truncate.older_live_rows
 
-    def racing(table: Any, at_position: int) -> delta_truncate.OlderRows:
+    def racing(table: Any, at_position: int, among: Any = None) -> delta_truncate.OlderRows:
         nonlocal scans
         scans += 1
-        found = real(table, at_position)
+        found = real(table, at_position, among)
         if scans == 1:
             race()
         return found
@@ -406,3 +406,35 @@ def test_many_buckets_are_named_as_a_range(tmp_path: Path) -> None:
     wide.apply(T, changes([(520, 30, False)]))
     assert wide.truncate(T, at(20)) == 520
     assert wide.read_live(T).to_pylist() == [{"id": 520, "v": "520@30"}]
+
+
+def test_a_partitions_rows_become_markers_and_no_other(tmp_path: Path) -> None:
+    """``TRUNCATE``/``DROP PARTITION``: the older live rows ``rows`` selects (by a column's
+    ranges or values) become markers at the position; the rest stay, newer rows too."""
+    from airflow_cdc.model import RowFilter, ValueRange
+
+    dated = TableSchema(
+        T,
+        (*SCHEMA.columns, Column("day", "date", "date", True)),
+        ("id",),
+    )
+    arrow = ARROW.append(pa.field("day", pa.date32()))
+    sink = DeltaSink(str(tmp_path / "lake"))
+    sink.ensure_table(dated, arrow, bucket_width=8)
+    days = [dt.date(2024, 1, 1) + dt.timedelta(days=20 * i) for i in range(30)]
+    base = changes([(i, 100, False) for i in range(30)])
+    sink.apply(T, base.append_column("day", pa.array(days, pa.date32())))
+    newer = changes([(3, 300, False)]).append_column("day", pa.array([days[3]], pa.date32()))
+    sink.apply(T, newer)
+    by_id = RowFilter("id", ranges=(ValueRange(None, 5), ValueRange(20, 22)), values=(27,))
+    assert sink.truncate(T, at(200), rows=by_id) == 5 + 2 + 1 - 1  # id 3 is newer
+    held = state(sink)
+    gone = {i for i, (_, deleted, _) in held.items() if deleted}
+    assert gone == {0, 1, 2, 4, 20, 21, 27}
+    assert held[3][0] == 300
+    assert sink.truncate(T, at(200), rows=by_id) == 0  # a repeat changes nothing
+    by_day = RowFilter("day", ranges=(ValueRange(dt.date(2024, 6, 1), dt.date(2024, 9, 1)),))
+    marked = sink.truncate(T, at(250), rows=by_day)
+    expected = {i for i, d in enumerate(days) if dt.date(2024, 6, 1) <= d < dt.date(2024, 9, 1)}
+    assert marked == len(expected - gone)
+    assert {i for i, (_, deleted, _) in state(sink).items() if deleted} == gone | expected

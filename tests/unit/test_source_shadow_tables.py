@@ -71,3 +71,16 @@ def test_a_dropped_database_drops_each_followed_table_in_it() -> None:
         SchemaChange(DdlKind.DROP_TABLE, TableId("a", "t")),
         SchemaChange(DdlKind.DROP_TABLE, TableId("a", "u")),
     )
+
+
+def test_a_pattern_never_picks_a_shadow_of_another_table() -> None:
+    from airflow_cdc.source.shadow_tables import without_shadows
+
+    catalog = [TableId("s", n) for n in ("items", "_items_new", "_items_old", "_gone_new", "x")]
+    assert without_shadows(catalog, catalog) == [
+        TableId("s", "items"),
+        TableId("s", "_gone_new"),  # no table named gone: a table of its own
+        TableId("s", "x"),
+    ]
+    kept = without_shadows(catalog, catalog, named=[TableId("s", "_items_new")])
+    assert TableId("s", "_items_new") in kept
