@@ -287,8 +287,11 @@ def _record(context: InOrder, statement: Statement, decision: Decision, reason: 
     to a shadow) and kind of change (the explanations of changes of one kind joined); the
     explanation of them all."""
     by_kind: dict[tuple[TableId, str], list[str]] = {}
+    swapped = any(c.kind is DdlKind.SWAP_TABLE for c in statement.changes)
     for event in statement.events:
         change = event.change
+        if swapped and change.kind is DdlKind.RENAME_TABLE:
+            continue  # the swap says it: the table now holds the other one's rows
         key = (change.shadow or statement.table, change.kind.value)
         by_kind.setdefault(key, []).append(explain(change, decision) + reason)
     for (table, kind), details in by_kind.items():

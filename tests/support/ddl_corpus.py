@@ -45,6 +45,10 @@ SETUPS: dict[str, tuple[str, ...]] = {
         f"CREATE TABLE t_arch {_COLUMNS}",
     ),
     "hash": (f"CREATE TABLE t {_COLUMNS} PARTITION BY HASH (id) PARTITIONS 4",),
+    "ranged_open": (
+        f"""CREATE TABLE t {_COLUMNS} PARTITION BY RANGE (id) (
+            PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200))""",
+    ),
     "shadow": (
         f"CREATE TABLE t {_COLUMNS}",
         "CREATE TABLE _t_new LIKE t",
@@ -511,7 +515,7 @@ CORPUS: list[Ddl] = [
         "partitions",
         "ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (900))",
         "nothing",
-        mariadb=False,
+        "ranged_open",
     ),
     Ddl(
         "partitions",
