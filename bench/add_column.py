@@ -12,7 +12,7 @@ The table: ``benchddl.t``, ``--rows`` rows (1,000,000 by default) of ``bench.t``
   NOT NULL DEFAULT 7`` (MariaDB adds it without a row event), and the time of the batch
   that carries it over: the binlog read, the table's part applied in order, the Delta
   table changed (every file rewritten with ``c = 7`` in the live rows older than the ALTER;
-  ``sinks.delta_evolve``), the commit.
+  ``sinks.delta.evolve``), the commit.
 
 Each is measured twice, alternating, and the faster of each compared (the machine is
 noisy): ``add_column_vs_resnapshot`` = in place / re-snapshot (target at most 0.1).

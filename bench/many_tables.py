@@ -328,13 +328,13 @@ def measure_small_merges(
     """A stream batch's sink work over many tables, each way: ``changes`` rows (half updates
     of random keys, half new keys) into each of ``tables`` Delta tables of ``rows`` rows,
     ``batches`` times, by a delta-rs MERGE per table and by the sink's own rewrite of the
-    touched files (``sinks.delta_rewrite``, the tables kept open as the stream does), one
+    touched files (``sinks.delta.rewrite``, the tables kept open as the stream does), one
     table after another; ``small_merge_speedup`` = MERGE time / rewrite time."""
     import pyarrow as pa
 
     from airflow_cdc.model import Column, TableSchema
     from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-    from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+    from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 
     arrow = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
     columns = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))

@@ -43,7 +43,7 @@ def table_figures(folder: Path) -> dict[str, Any]:
     """What a reader of the table's current version pays, and what the folder holds."""
     from deltalake import DeltaTable
 
-    from airflow_cdc.sinks.delta_upkeep import table_files
+    from airflow_cdc.sinks.delta.upkeep import table_files
 
     dt = DeltaTable(str(folder))
     files = table_files(dt)

@@ -21,7 +21,7 @@ from airflow.sdk import DAG, Param
 from airflow_cdc.configured import configured_stream_id
 from airflow_cdc.operators.dag_params import sink_path_param
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
-from airflow_cdc.sinks.delta_upkeep import UpkeepSettings
+from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
 
 DEFAULTS = UpkeepSettings()
 

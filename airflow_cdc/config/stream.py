@@ -56,7 +56,7 @@ class StreamBounds:
     #: without the GIL); fewer are merged in the driver, sparing a Spark job (~0.1 s).
     executor_merge_tables: int = 8
     #: A table's batch of at least this many rows is split by key over the executors'
-    #: cores and committed once (``sinks.delta_split``): a big transaction on every core.
+    #: cores and committed once (``sinks.delta.split``): a big transaction on every core.
     split_merge_rows: int = 100_000
     #: Each merge task holds one core of its host while it merges (``stream.table_merge.
     #: one_core``: delta-rs's threads then hand work over on that core, not across cores).

@@ -33,7 +33,7 @@ ENCODED_DIGITS = 38
 _POSITION_SCALE: int = 10 ** (_FILE_DIGITS + _OFFSET_DIGITS + _ROW_DIGITS)
 #: A boundary number holds file number and offset in 16 digits, the epoch above; it must
 #: leave two more digits of a signed 64-bit (a statement's column changes, numbered in
-#: ``sinks.delta_evolve``): at most 8 epochs (failovers) in the life of a metadata DB.
+#: ``sinks.delta.evolve``): at most 8 epochs (failovers) in the life of a metadata DB.
 _BOUNDARY_EPOCH_SCALE: int = 10 ** (_FILE_DIGITS + 10)
 MAX_EPOCH = (2**63 - 1) // 100 // _BOUNDARY_EPOCH_SCALE - 1
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         POSITION_COLUMN,
         POSITION_TYPE,
     )
-    from airflow_cdc.sinks.delta import DeltaSink, TableLayout
+    from airflow_cdc.sinks.delta import DeltaSink
 
 _HOMES = {
     "BUCKET_COLUMN": "cdc_columns",
@@ -35,7 +35,6 @@ _HOMES = {
     "check_column_names": "base",
     "live_rows_sql": "base",
     "DeltaSink": "delta",
-    "TableLayout": "delta",
 }
 
 __all__ = [
@@ -47,7 +46,6 @@ __all__ = [
     "ApplyResult",
     "DeltaSink",
     "Sink",
-    "TableLayout",
     "check_column_names",
     "live_rows_sql",
 ]

@@ -29,7 +29,7 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_TYPE,
     repeated_position,
 )
-from airflow_cdc.sinks.delta_files import DataFile, write_data_files
+from airflow_cdc.sinks.delta.files import DataFile, write_data_files
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
@@ -38,7 +38,7 @@ from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 
 if TYPE_CHECKING:  # the workers that write partition files need no Delta table
     from airflow_cdc.sinks.delta import DeltaSink
-    from airflow_cdc.sinks.delta_layout import TableLayout
+    from airflow_cdc.sinks.delta.layout import TableLayout
 
 __all__ = [
     "ChunkFiles",

@@ -5,7 +5,7 @@ Two kinds of task share the job:
 * a :class:`~airflow_cdc.stream.table_merge.MergeTask` merges a share of the batch's
   tables one after another (many small tables: each merge's fixed cost on every core);
 * a :class:`SplitTask` rewrites one key range of one big table's batch
-  (``sinks.delta_split``: a million-row transaction on every core). The driver plans a
+  (``sinks.delta.split``: a million-row transaction on every core). The driver plans a
   table's parts from its files, the tasks write their parts' new files, and the driver
   commits them all in one Delta transaction with the batch's application version; when
   that commit loses a race (a chunk re-run committed into the same buckets meanwhile),
@@ -30,12 +30,13 @@ from deltalake import DeltaTable
 from airflow_cdc.config import SinkConfig, StreamBounds
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.delta_changes import prepare_changes
-from airflow_cdc.sinks.delta_commits import commit_properties, writer_transaction
-from airflow_cdc.sinks.delta_files import remove_data_files
-from airflow_cdc.sinks.delta_layout import TableLayout, writable_layout
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
-from airflow_cdc.sinks.delta_split import (
+from airflow_cdc.sinks.delta.changes import prepare_changes
+from airflow_cdc.sinks.delta.commits import commit_properties, writer_transaction
+from airflow_cdc.sinks.delta.files import remove_data_files
+from airflow_cdc.sinks.delta.layout import TableLayout, writable_layout
+from airflow_cdc.sinks.delta.retry import is_commit_conflict
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.split import (
     PartRewrite,
     SplitPart,
     commit_split,
@@ -44,7 +45,6 @@ from airflow_cdc.sinks.delta_split import (
     split_buckets,
 )
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
-from airflow_cdc.sinks.retry import is_commit_conflict
 from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.stream.slice_rows import Block
 from airflow_cdc.stream.staging import read_block

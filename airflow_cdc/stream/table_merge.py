@@ -37,7 +37,7 @@ from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.planning.packing import spread
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.stream.slice_rows import Block
 from airflow_cdc.stream.staging import merge_groups, read_block

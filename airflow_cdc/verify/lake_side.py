@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.model import BinlogPosition, Key, TableSchema
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
-from airflow_cdc.sinks.delta_rewrite import plain_protocol
+from airflow_cdc.sinks.delta.rewrite import plain_protocol
 from airflow_cdc.verify.buckets import bucket_width
 from airflow_cdc.verify.canonical import duckdb_key_digest, duckdb_key_text, duckdb_row_hash
 from airflow_cdc.verify.sums import RangeSum

@@ -23,7 +23,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import ChunkRange, Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.connection import storage_options_from_connection
-from airflow_cdc.sinks.delta_files import write_data_files
+from airflow_cdc.sinks.delta.files import write_data_files
 from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
 from airflow_cdc.sinks.storage import Location
 from devtools.local_mariadb import LocalMariaDB

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.model import ChunkRange, TableId
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
 from devtools.local_mariadb import LocalMariaDB
@@ -335,7 +335,7 @@ def _evolving_source(server: LocalMariaDB, db: str) -> dict[int, dict[str, Any]]
 
 
 def _assert_evolved_replica(server: LocalMariaDB, db: str, lake: Path) -> None:
-    from airflow_cdc.sinks.delta_layout import column_differences, planned_table
+    from airflow_cdc.sinks.delta.layout import column_differences, planned_table
     from airflow_cdc.source.arrow_types import arrow_schema
 
     source = _evolving_source(server, db)

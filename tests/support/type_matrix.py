@@ -9,7 +9,7 @@ from typing import Any
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import ChangeEvent, TableId
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position, source_config, table_schemas
 

@@ -72,7 +72,7 @@ def test_boundary_numbers_keep_the_order_and_fit_a_delta_version(
     """The stream's Delta application-transaction versions (signed 64-bit)."""
     assert (a < b) == (a.boundary_number() < b.boundary_number())
     assert (a == b) == (a.boundary_number() == b.boundary_number())
-    assert 0 <= a.boundary_number() * 100 + 99 < 2**63  # room for sinks.delta_evolve
+    assert 0 <= a.boundary_number() * 100 + 99 < 2**63  # room for sinks.delta.evolve
 
 
 def test_a_row_position_has_no_boundary_number() -> None:

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.base import check_column_names
-from airflow_cdc.sinks.buckets import bucket_values, check_bucket_width
+from airflow_cdc.sinks.delta.buckets import bucket_values, check_bucket_width
+from airflow_cdc.sinks.delta.retry import RetryPolicy, is_commit_conflict, retry_conflicts
 from airflow_cdc.sinks.naming import escape_segment, quote_column, unescape_segment
-from airflow_cdc.sinks.retry import RetryPolicy, is_commit_conflict, retry_conflicts
 
 I64 = st.integers(-(2**63), 2**63 - 1)
 U64 = st.integers(0, 2**64 - 1)
@@ -123,7 +123,7 @@ def test_retry_until_success_and_deadline() -> None:
 def test_rows_split_by_bucket_keep_each_row_once_in_its_bucket(
     buckets: list[int], ordered: bool
 ) -> None:
-    from airflow_cdc.sinks.delta_files import _by_bucket
+    from airflow_cdc.sinks.delta.files import _by_bucket
 
     if ordered:  # a key-ordered read: slices
         buckets = sorted(buckets)

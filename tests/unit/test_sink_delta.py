@@ -23,7 +23,7 @@ from airflow_cdc.sinks import (
     Sink,
     live_rows_sql,
 )
-from airflow_cdc.sinks.delta import CONFIG_BUCKET_WIDTH, CONFIG_KEY, STATS_COLUMNS
+from airflow_cdc.sinks.delta.layout import CONFIG_BUCKET_WIDTH, CONFIG_KEY, STATS_COLUMNS
 
 INT = Column("id", "bigint", "bigint(20)", nullable=False)
 VAL = Column("v", "varchar", "varchar(20)", nullable=True)
@@ -414,11 +414,11 @@ def test_apply_result_is_frozen() -> None:
         result.rows_in = 2  # type: ignore[misc]
 
 
-# -- data files committed into a new range (sinks.delta_files, DeltaSink.commit_new_range) --
+# -- data files committed into a new range (sinks.delta.files, DeltaSink.commit_new_range) --
 
 
 def _files(sink: DeltaSink, table: TableId, rows: list[tuple[int, int, bool, str | None]]) -> Any:
-    from airflow_cdc.sinks.delta_files import write_data_files
+    from airflow_cdc.sinks.delta.files import write_data_files
 
     layout = sink.layout(table)
     return write_data_files(

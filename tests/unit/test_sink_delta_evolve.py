@@ -16,10 +16,10 @@ from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
-from airflow_cdc.sinks.delta_evolve import COLUMNS_APP
-from airflow_cdc.sinks.delta_files import write_data_files
-from airflow_cdc.sinks.delta_layout import CONFIG_DROPPED, CONFIG_EVOLVING, STATS_COLUMNS
-from airflow_cdc.sinks.retry import RetryPolicy
+from airflow_cdc.sinks.delta.evolve import COLUMNS_APP
+from airflow_cdc.sinks.delta.files import write_data_files
+from airflow_cdc.sinks.delta.layout import CONFIG_DROPPED, CONFIG_EVOLVING, STATS_COLUMNS
+from airflow_cdc.sinks.delta.retry import RetryPolicy
 
 T = TableId("db", "t")
 SCHEMA = TableSchema(

@@ -1,5 +1,5 @@
 """``DeltaSink.replace_table`` and ``promote``: a replacement built as a next generation
-beside the live table and put in its place in one commit (``sinks.delta_generations``),
+beside the live table and put in its place in one commit (``sinks.delta.generations``),
 against real Delta tables in tmp_path."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from deltalake import DeltaTable
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import ChunkRange, Column, TableSchema
 from airflow_cdc.sinks import DeltaSink
-from airflow_cdc.sinks.delta_files import write_data_files
-from airflow_cdc.sinks.delta_generations import CONFIG_NEXT, delete_retired, retired_folders
-from airflow_cdc.sinks.delta_upkeep import UpkeepSettings
-from airflow_cdc.sinks.retry import RetryPolicy
+from airflow_cdc.sinks.delta.files import write_data_files
+from airflow_cdc.sinks.delta.generations import CONFIG_NEXT, delete_retired, retired_folders
+from airflow_cdc.sinks.delta.retry import RetryPolicy
+from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
 from tests.unit.test_sink_delta_evolve import ARROW, SCHEMA, T, rows
 
 LABEL = Column("label", "varchar", "varchar(10)", False)
@@ -115,7 +115,7 @@ def test_a_later_replacement_starts_a_new_folder_and_retires_the_old(sink: Delta
 def test_a_promotion_cut_short_is_finished_by_the_next(
     sink: DeltaSink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_cdc.sinks import delta_generations
+    from airflow_cdc.sinks.delta import generations as delta_generations
 
     assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
     sink.apply(T, keyed_rows([(1, 11, "x", 300)]))

@@ -1,4 +1,4 @@
-"""The purge of delete markers (``sinks.delta_purge``, through ``DeltaSink.upkeep``): markers
+"""The purge of delete markers (``sinks.delta.purge``, through ``DeltaSink.upkeep``): markers
 older than the floor go in one commit and nothing else changes, newer markers stay, and it
 loses nothing against a writer merging into the same buckets all along. Which floor is safe
 is the metadata's rule (``tests/unit/test_metadata_marker_floor.py``); the last test shows
@@ -17,7 +17,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.sinks import DeltaSink
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
-from airflow_cdc.sinks.delta_upkeep import UpkeepSettings
+from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
 from tests.unit.test_sink_delta_rewrite import SCHEMA, changes, live
 from tests.unit.test_sink_delta_upkeep import many_small_files
 

@@ -1,4 +1,4 @@
-"""The sink's own small merge (``sinks.delta_rewrite``) on real Delta tables: which way a
+"""The sink's own small merge (``sinks.delta.rewrite``) on real Delta tables: which way a
 batch takes, which files it replaces, and that a reader sees what a delta-rs merge gives."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 
 T = TableId("db", "t")
 SCHEMA = TableSchema(

@@ -1,4 +1,4 @@
-"""A big merge split by key over workers and committed once (``sinks.delta_split``), on real
+"""A big merge split by key over workers and committed once (``sinks.delta.split``), on real
 Delta tables: the parts cover every file once, and the split gives the table the sink's
 own merge gives, for any table and changes."""
 
@@ -16,16 +16,16 @@ from hypothesis import strategies as st
 
 from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-from airflow_cdc.sinks.delta_changes import prepare_changes
-from airflow_cdc.sinks.delta_commits import commit_properties, writer_transaction
-from airflow_cdc.sinks.delta_layout import writable_layout
-from airflow_cdc.sinks.delta_split import (
+from airflow_cdc.sinks.delta.changes import prepare_changes
+from airflow_cdc.sinks.delta.commits import commit_properties, writer_transaction
+from airflow_cdc.sinks.delta.layout import writable_layout
+from airflow_cdc.sinks.delta.retry import is_commit_conflict
+from airflow_cdc.sinks.delta.split import (
     commit_split,
     plan_split,
     rewrite_part,
     split_buckets,
 )
-from airflow_cdc.sinks.retry import is_commit_conflict
 
 T = TableId("db", "t")
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))

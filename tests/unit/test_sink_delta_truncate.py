@@ -1,4 +1,4 @@
-"""DeltaSink.truncate (``sinks.delta_truncate``) against real Delta tables in tmp_path: which
+"""DeltaSink.truncate (``sinks.delta.truncate``) against real Delta tables in tmp_path: which
 rows become markers and what they hold, later changes around the truncate's position,
 repeats, application transactions, buckets, a racing writer, and a property against a
 dict model."""
@@ -25,9 +25,9 @@ from airflow_cdc.sinks import (
     POSITION_COLUMN,
     POSITION_TYPE,
     DeltaSink,
-    delta_truncate,
 )
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta import truncate as delta_truncate
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 
 T = TableId("db", "t")
 SCHEMA = TableSchema(
@@ -238,7 +238,7 @@ def test_files_appended_into_a_rewritten_bucket_make_the_truncate_retry(
     truncate. The truncate's commit fails (the bucket's application transaction; delta-rs's
     check of the update's read predicate too) and the retry turns that row into a marker."""
     from airflow_cdc.model import ChunkRange
-    from airflow_cdc.sinks.delta_files import write_data_files
+    from airflow_cdc.sinks.delta.files import write_data_files
 
     sink.apply(T, changes([(1, 10, False)]))
     layout = sink.layout(T)

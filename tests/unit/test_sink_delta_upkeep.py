@@ -1,6 +1,6 @@
-"""Upkeep of tables written together (``sinks.stagger``, ``sinks.delta_commits``): each table
+"""Upkeep of tables written together (``sinks.delta.stagger``, ``sinks.delta.commits``): each table
 checkpoints and folds its small files at its own phase, and a table kept open is read again
-only when another writer committed to it; and table upkeep (``sinks.delta_upkeep``):
+only when another writer committed to it; and table upkeep (``sinks.delta.upkeep``):
 compaction to the same rows, vacuum within its retention, both while another writer merges."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks import DeltaSink
-from airflow_cdc.sinks.delta_commits import commit_actions, commit_properties
-from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
-from airflow_cdc.sinks.delta_upkeep import LOG_RETENTION, UpkeepSettings, table_files
-from airflow_cdc.sinks.stagger import due, phase
+from airflow_cdc.sinks.delta.commits import commit_actions, commit_properties
+from airflow_cdc.sinks.delta.layout import CHECKPOINT_INTERVAL
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.stagger import due, phase
+from airflow_cdc.sinks.delta.upkeep import LOG_RETENTION, UpkeepSettings, table_files
 from tests.unit.test_sink_delta_rewrite import ARROW, SCHEMA, changes, live
 
 INTERVAL = int(CHECKPOINT_INTERVAL[1])

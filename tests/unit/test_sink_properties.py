@@ -1,7 +1,7 @@
 """Property: whatever batches arrive, in whatever order and split, the sink converges to the
 newest version of every key (markers included), and re-applying a batch changes nothing,
 whichever way each batch is applied: a delta-rs merge or the sink's own rewrite of the
-touched files (``sinks.delta_rewrite``), by writers that keep the table open or not."""
+touched files (``sinks.delta.rewrite``), by writers that keep the table open or not."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 
 Version = tuple[int, int, bool]  # key, position, deleted; the value is derived from both
 

@@ -14,7 +14,7 @@ from airflow_cdc.planning.partitions import (
     partition_count,
     width_for_span,
 )
-from airflow_cdc.sinks.buckets import bucket_of
+from airflow_cdc.sinks.delta.buckets import bucket_of
 
 
 @given(

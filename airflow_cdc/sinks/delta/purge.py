@@ -1,18 +1,18 @@
 """Purge delete markers that can no longer matter: those older than a floor position.
 
-A marker keeps an older version of its key from coming back (:mod:`.last_writer_wins`):
+A marker keeps an older version of its key from coming back (:mod:`airflow_cdc.sinks.last_writer_wins`):
 a replayed batch, a chunk read before the delete. Once no writer can still bring a
 version older than the floor (``metadata.marker_floor`` decides it), markers below it keep
 nothing out and only cost reads; this removes them in one delta-rs ``DELETE`` commit that
-names the buckets it rewrites (:mod:`.delta_older`), retried like any write that loses a race.
+names the buckets it rewrites (:mod:`.older`), retried like any write that loses a race.
 """
 
 from __future__ import annotations
 
 from deltalake import DeltaTable
 
-from airflow_cdc.sinks.delta_commits import NO_HOOKS, commit_properties
-from airflow_cdc.sinks.delta_older import older_predicate, older_rows
+from airflow_cdc.sinks.delta.commits import NO_HOOKS, commit_properties
+from airflow_cdc.sinks.delta.older import older_predicate, older_rows
 
 __all__ = ["purge_markers_before"]
 

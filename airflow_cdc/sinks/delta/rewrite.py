@@ -12,7 +12,7 @@ sink instead:
    commits the new files and the removal of the read ones in one Delta transaction.
 
 It is the same copy-on-write as delta-rs's merge (same files replaced, same conflict
-rules: the commit names its buckets, :mod:`.delta_commits`), so the two ways give the same
+rules: the commit names its buckets, :mod:`.commits`), so the two ways give the same
 table; the sink takes this one while the input and the files to read stay small
 (:class:`RewriteLimits`), and the merge otherwise (it streams).
 """
@@ -34,11 +34,11 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.sinks.base import ApplyResult
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
-from airflow_cdc.sinks.delta_commits import add_actions, commit_actions
-from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
-from airflow_cdc.sinks.delta_layout import TableLayout
+from airflow_cdc.sinks.delta.commits import add_actions, commit_actions
+from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
+from airflow_cdc.sinks.delta.layout import TableLayout
+from airflow_cdc.sinks.delta.stagger import phase
 from airflow_cdc.sinks.last_writer_wins import Applied, apply_newer, rows_with_keys
-from airflow_cdc.sinks.stagger import phase
 from airflow_cdc.sinks.storage import Location
 
 __all__ = [

@@ -9,7 +9,7 @@ of the table writes there meanwhile (``DeltaSink`` resolves it), readers keep re
 live rows. When the new snapshot and the stream's catch-up are done, :func:`promote` makes
 it the live table: its data files (by their paths under the hidden folder: nothing is
 copied) and its schema replace the old ones in one overwrite commit; time travel keeps the
-old. Around that commit, the steps of a change of columns (:mod:`.delta_evolve`): the live
+old. Around that commit, the steps of a change of columns (:mod:`.evolve`): the live
 table is marked (writers wait), the next generation is marked promoted (a writer that
 opened it before fails its commit, retries, and finds the live table), then the live
 table takes the generation's properties and the marks are cleared. Each step is
@@ -37,15 +37,15 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
-from airflow_cdc.sinks.delta_evolve import COLUMNS_APP, enable_zoneless_timestamps
-from airflow_cdc.sinks.delta_layout import (
+from airflow_cdc.sinks.delta.evolve import COLUMNS_APP, enable_zoneless_timestamps
+from airflow_cdc.sinks.delta.layout import (
     CONFIG_EVOLVING,
     CONFIG_REPLACED,
     PlannedTable,
     create_table,
     write_table_metadata,
 )
-from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
 
 __all__ = [

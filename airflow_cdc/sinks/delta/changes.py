@@ -10,10 +10,10 @@ from deltalake import CommitProperties, Transaction
 
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.buckets import bucket_values
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN
-from airflow_cdc.sinks.delta_commits import commit_properties
-from airflow_cdc.sinks.delta_layout import TableLayout
+from airflow_cdc.sinks.delta.buckets import bucket_values
+from airflow_cdc.sinks.delta.commits import commit_properties
+from airflow_cdc.sinks.delta.layout import TableLayout
 
 __all__ = ["Batch", "prepare_changes"]
 

@@ -1,14 +1,14 @@
 """The embedded default sink: one Delta Lake table per source table, written with delta-rs.
 
-Layout: ``<root>/<database>/<table>`` (names escaped by :mod:`.naming`), source columns
+Layout: ``<root>/<database>/<table>`` (names escaped by :mod:`airflow_cdc.sinks.naming`), source columns
 plus ``_cdc_position``, ``_cdc_deleted`` and the partition column ``_cdc_bucket``. The key
 columns and the bucket width are stored in the table's configuration
-(``airflow_cdc.key``, ``airflow_cdc.bucket_width``; :mod:`.delta_layout`) so that every
+(``airflow_cdc.key``, ``airflow_cdc.bucket_width``; :mod:`.layout`) so that every
 writer, in any process, computes the same buckets without being told.
 
 A batch is written by one conditional MERGE (last writer wins by ``_cdc_position``,
-:mod:`.delta_merge`), or, when the sink is given :class:`RewriteLimits` and the batch is
-small, by rewriting the few files it touches in Arrow (:mod:`.delta_rewrite`). The
+:mod:`.merge`), or, when the sink is given :class:`RewriteLimits` and the batch is
+small, by rewriting the few files it touches in Arrow (:mod:`.rewrite`). The
 merge predicate names the batch's buckets as literals, which delta-rs records as the
 commit's read predicate: its conflict checker then lets concurrent merges into other
 buckets commit, and retries (see :mod:`.retry`) settle merges into the same bucket.
@@ -16,10 +16,10 @@ buckets commit, and retries (see :mod:`.retry`) settle merges into the same buck
 A source ``TRUNCATE TABLE``: :meth:`DeltaSink.truncate`. Upkeep: :meth:`DeltaSink.upkeep`.
 
 A key range the table holds no row of can instead take data files written elsewhere
-(:mod:`.delta_files`) in one plain commit, :meth:`DeltaSink.commit_new_range`: no merge,
-so a chunk's executors encode its Parquet in parallel (:mod:`.delta_ranges` keeps
+(:mod:`.files`) in one plain commit, :meth:`DeltaSink.commit_new_range`: no merge,
+so a chunk's executors encode its Parquet in parallel (:mod:`.ranges` keeps
 concurrent writers apart). While a table is replaced, its writers write its next
-generation and readers keep the live table (:mod:`.delta_places`, :mod:`.delta_generations`).
+generation and readers keep the live table (:mod:`.places`, :mod:`.generations`).
 """
 
 from __future__ import annotations
@@ -37,16 +37,13 @@ from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
 from airflow_cdc.sinks.base import ApplyResult
 from airflow_cdc.sinks.columns_change import ColumnsChange
-from airflow_cdc.sinks.delta_changes import Batch
-from airflow_cdc.sinks.delta_commits import writer_transaction
-from airflow_cdc.sinks.delta_copy import Copied, copy_delta_table
-from airflow_cdc.sinks.delta_evolve import evolve_table
-from airflow_cdc.sinks.delta_files import DataFile, remove_data_files
-from airflow_cdc.sinks.delta_generations import delete_retired, promote, start_generation
-from airflow_cdc.sinks.delta_layout import (
-    CONFIG_BUCKET_WIDTH,
-    CONFIG_KEY,
-    STATS_COLUMNS,
+from airflow_cdc.sinks.delta.changes import Batch
+from airflow_cdc.sinks.delta.commits import writer_transaction
+from airflow_cdc.sinks.delta.copy import Copied, copy_delta_table
+from airflow_cdc.sinks.delta.evolve import evolve_table
+from airflow_cdc.sinks.delta.files import DataFile, remove_data_files
+from airflow_cdc.sinks.delta.generations import delete_retired, promote, start_generation
+from airflow_cdc.sinks.delta.layout import (
     TableLayout,
     check_same_layout,
     create_table,
@@ -54,17 +51,17 @@ from airflow_cdc.sinks.delta_layout import (
     planned_table,
     writable_layout,
 )
-from airflow_cdc.sinks.delta_merge import merge
-from airflow_cdc.sinks.delta_places import TablePlaces
-from airflow_cdc.sinks.delta_ranges import commit_if_empty, range_rows
-from airflow_cdc.sinks.delta_reads import all_rows, live_rows
-from airflow_cdc.sinks.delta_rewrite import RewriteLimits, commit_rewrite, plan_rewrite
-from airflow_cdc.sinks.delta_truncate import truncate_older
-from airflow_cdc.sinks.delta_upkeep import UpkeepResult, UpkeepSettings, upkeep_table
-from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.delta.merge import merge
+from airflow_cdc.sinks.delta.places import TablePlaces
+from airflow_cdc.sinks.delta.ranges import commit_if_empty, range_rows
+from airflow_cdc.sinks.delta.reads import all_rows, live_rows
+from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.delta.rewrite import RewriteLimits, commit_rewrite, plan_rewrite
+from airflow_cdc.sinks.delta.truncate import truncate_older
+from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings, upkeep_table
 from airflow_cdc.sinks.storage import Location
 
-__all__ = ["CONFIG_BUCKET_WIDTH", "CONFIG_KEY", "STATS_COLUMNS", "DeltaSink", "TableLayout"]
+__all__ = ["DeltaSink"]
 
 
 class DeltaSink:
@@ -88,7 +85,7 @@ class DeltaSink:
         #: delta-rs ``streamed_exec``: False (default) lets delta-rs also prune the target
         #: by the source's key statistics; True streams the source (less memory).
         self.streamed_exec = streamed_exec
-        #: Up to these sizes apply() rewrites the touched files itself (``delta_rewrite``);
+        #: Up to these sizes apply() rewrites the touched files itself (``rewrite``);
         #: None: always a delta-rs MERGE. The rewrite's commit carries no read predicate, so
         #: delta-rs fails it when a concurrent commit removed any file of the table (the
         #: MERGE names its buckets): the stream, most often the table's only writer, takes
@@ -115,7 +112,7 @@ class DeltaSink:
         return self._places.uri(table)
 
     def table_location(self, table: TableId) -> Location:
-        """Where writers of ``table`` write (:mod:`.delta_places`)."""
+        """Where writers of ``table`` write (:mod:`.places`)."""
         return self._places.writable_location(table)
 
     def exists(self, table: TableId) -> bool:
@@ -259,7 +256,7 @@ class DeltaSink:
         written_with: TableLayout,
     ) -> bool:
         """Commit ``files`` (the rows of ``rng``, one per key, written by
-        :func:`~airflow_cdc.sinks.delta_files.write_data_files` with the columns of
+        :func:`~airflow_cdc.sinks.delta.files.write_data_files` with the columns of
         ``written_with``) as one append, if the table holds no row that may lie in ``rng``.
         False, committing nothing, when it may: the caller then merges the rows. See the
         module docstring for concurrent writers. :class:`SinkColumnsChangedError` when
@@ -279,7 +276,7 @@ class DeltaSink:
 
     def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
         """Change the table's columns as the source's changed at ``change.position``
-        (:mod:`.delta_evolve`; ``ordinal``: the change's place among its statement's
+        (:mod:`.evolve`; ``ordinal``: the change's place among its statement's
         changes of the table). Idempotent: False when the table held the change."""
         return evolve_table(
             lambda: self._open(table),
@@ -300,7 +297,7 @@ class DeltaSink:
     ) -> bool:
         """Start a next generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again); readers see the live table
-        until :meth:`promote` (:mod:`.delta_generations`). False when there is one for it
+        until :meth:`promote` (:mod:`.generations`). False when there is one for it
         already."""
         table = schema.table
         live = (lambda: self._places.open_live(table)) if self.exists(table) else None
@@ -323,7 +320,7 @@ class DeltaSink:
 
     def copy_table(self, source: TableId, target: TableId, origin: str) -> bool:
         """Copy ``source``'s Delta table to ``target``'s place, marked with ``origin``
-        (:mod:`.delta_copy`); False, copying nothing, when another table is there."""
+        (:mod:`.copy`); False, copying nothing, when another table is there."""
         copied = copy_delta_table(
             self.table_location(source),
             self.table_location(target),
@@ -336,8 +333,8 @@ class DeltaSink:
         self, table: TableId, settings: UpkeepSettings, purge_before: BinlogPosition | None = None
     ) -> UpkeepResult:
         """Purge markers older than ``purge_before``, compact, checkpoint and vacuum the live
-        table while others write it (:mod:`.delta_upkeep`), and delete the generations it
-        replaced longer than the vacuum retention ago (:mod:`.delta_generations`)."""
+        table while others write it (:mod:`.upkeep`), and delete the generations it
+        replaced longer than the vacuum retention ago (:mod:`.generations`)."""
         opened = functools.partial(self._places.open_live, table)
         key = layout_of(opened(), table).key
         floor = None if purge_before is None else purge_before.encode()

@@ -1,6 +1,6 @@
 """Where each sink table lives: its live Delta table, which readers read, and the table its
 writers write: the live one, or the next generation built beside it while the table is
-replaced (:mod:`.delta_generations`).
+replaced (:mod:`.generations`).
 
 A writer that keeps tables open (the stream) keeps the live ones (:class:`.OpenTables`);
 a next generation is opened when it is there (rare, and only for the tables being
@@ -15,8 +15,8 @@ from deltalake.exceptions import TableNotFoundError
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.delta_generations import is_promoted, next_generation
-from airflow_cdc.sinks.delta_open_tables import OpenTables
+from airflow_cdc.sinks.delta.generations import is_promoted, next_generation
+from airflow_cdc.sinks.delta.open_tables import OpenTables
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.sinks.storage import Location
 

@@ -2,11 +2,11 @@
 a checkpoint and the log's clean-up, vacuum.
 
 Every stream batch adds a small file per bucket it inserts into and rewrites the files it
-updates (the sink folds a bucket's small files as it goes, ``delta_rewrite``); removed files
+updates (the sink folds a bucket's small files as it goes, ``rewrite``); removed files
 stay on disk, and the log grows by a commit per batch; delete markers stay. Upkeep bounds
 all four:
 
-0. **marker purge** (given a floor position, :mod:`.delta_purge`): markers older than it go;
+0. **marker purge** (given a floor position, :mod:`.purge`): markers older than it go;
 1. **compaction** (delta-rs ``optimize.compact``, or ``z_order`` by the key): a bucket's small
    files become files of about ``target_file_bytes``, with the same rows (delete markers
    included) and ``dataChange`` false, so readers of changes skip it;
@@ -34,9 +34,9 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.sinks.delta_commits import NO_HOOKS
-from airflow_cdc.sinks.delta_purge import purge_markers_before
-from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.delta.commits import NO_HOOKS
+from airflow_cdc.sinks.delta.purge import purge_markers_before
+from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 
 __all__ = ["TableFiles", "UpkeepResult", "UpkeepSettings", "table_files", "upkeep_table"]
 

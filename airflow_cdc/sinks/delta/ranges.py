@@ -2,7 +2,7 @@
 into a range that holds none (:meth:`DeltaSink.commit_new_range`).
 
 A blind append would not see a writer that put rows into the range since the emptiness
-check; the commit names the buckets it writes (:mod:`.delta_commits`), so delta-rs fails it
+check; the commit names the buckets it writes (:mod:`.commits`), so delta-rs fails it
 when a concurrent commit wrote one of them, and the caller's retry checks the range again.
 """
 
@@ -18,16 +18,16 @@ from deltalake import DeltaTable
 
 from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.model import ChunkRange, TableId
-from airflow_cdc.sinks.buckets import bucket_of
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
 )
-from airflow_cdc.sinks.delta_commits import add_actions, commit_actions, commit_properties
-from airflow_cdc.sinks.delta_files import DataFile
-from airflow_cdc.sinks.delta_layout import TableLayout, column_differences, writable_layout
+from airflow_cdc.sinks.delta.buckets import bucket_of
+from airflow_cdc.sinks.delta.commits import add_actions, commit_actions, commit_properties
+from airflow_cdc.sinks.delta.files import DataFile
+from airflow_cdc.sinks.delta.layout import TableLayout, column_differences, writable_layout
 
 __all__ = ["RangeRows", "commit_files", "commit_if_empty", "range_rows"]
 

@@ -1,11 +1,11 @@
 """Rows older than a position, and the buckets that hold them: the scan and the predicate
-behind a truncate (live rows become markers, :mod:`.delta_truncate`) and a marker purge
-(old markers go, :mod:`.delta_purge`).
+behind a truncate (live rows become markers, :mod:`.truncate`) and a marker purge
+(old markers go, :mod:`.purge`).
 
 A first scan of the bucket and bookkeeping columns finds the buckets that hold such rows;
 the rewrite's predicate names them as literals, so delta-rs prunes the other buckets and
 records them as the commit's read predicate, and the commit carries their application
-transactions (:mod:`.delta_commits`): a concurrent writer of one of those buckets makes one
+transactions (:mod:`.commits`): a concurrent writer of one of those buckets makes one
 of the two commits fail and retry (:mod:`.retry`).
 """
 

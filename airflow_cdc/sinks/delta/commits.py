@@ -21,9 +21,9 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
-from airflow_cdc.sinks.delta_files import DataFile
-from airflow_cdc.sinks.delta_layout import CHECKPOINT_INTERVAL
-from airflow_cdc.sinks.stagger import due
+from airflow_cdc.sinks.delta.files import DataFile
+from airflow_cdc.sinks.delta.layout import CHECKPOINT_INTERVAL
+from airflow_cdc.sinks.delta.stagger import due
 
 __all__ = [
     "NO_HOOKS",
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: The checkpoint interval of a table without the property (delta-rs's default; the sink
-#: creates its tables with :data:`~.delta_layout.CHECKPOINT_INTERVAL`).
+#: creates its tables with :data:`~.layout.CHECKPOINT_INTERVAL`).
 _DEFAULT_INTERVAL = 100
 _LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 #: Versions between two clean-ups of expired log files (a listing of the whole log): as

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_cdc.sinks.buckets import bucket_values
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.delta.buckets import bucket_values
 from airflow_cdc.sinks.storage import Location
 
 __all__ = ["DataFile", "remove_data_files", "write_data_files"]

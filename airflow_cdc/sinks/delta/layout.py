@@ -5,7 +5,7 @@ The key columns and the bucket width are stored in the table's configuration
 computes the same buckets without being told. A table is created once with the layout a
 source table asks for; a later writer checks that the stored one still matches.
 
-The stream changes a table's columns as the source's change (:mod:`.delta_evolve`); two
+The stream changes a table's columns as the source's change (:mod:`.evolve`); two
 more entries tell writers about that: ``airflow_cdc.dropped_columns``, the columns the
 table keeps after the source dropped them (a writer without them is valid), and
 ``airflow_cdc.evolving``, set while the columns are being changed (writers wait).
@@ -26,7 +26,6 @@ from deltalake.schema import Schema as DeltaSchema
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError, TableEvolvingError
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks.base import check_column_names
-from airflow_cdc.sinks.buckets import check_bucket_width
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     CDC_PREFIX,
@@ -34,6 +33,7 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_COLUMN,
     POSITION_TYPE,
 )
+from airflow_cdc.sinks.delta.buckets import check_bucket_width
 from airflow_cdc.sinks.naming import quote_column
 
 __all__ = [
@@ -126,7 +126,7 @@ def layout_of(dt: DeltaTable, table: TableId) -> TableLayout:
 
 def writable_layout(dt: DeltaTable, table: TableId) -> TableLayout:
     """:func:`layout_of` for a writer: :class:`TableEvolvingError` (a writer retries it
-    like a commit conflict, ``sinks.retry``) while the stream changes the table's columns."""
+    like a commit conflict, ``sinks.delta.retry``) while the stream changes the table's columns."""
     layout = layout_of(dt, table)
     if layout.evolving is not None:
         raise TableEvolvingError(

@@ -39,9 +39,9 @@ from deltalake.schema import Schema as DeltaSchema
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
-from airflow_cdc.sinks.delta_commits import add_actions
-from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
-from airflow_cdc.sinks.delta_layout import (
+from airflow_cdc.sinks.delta.commits import add_actions
+from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
+from airflow_cdc.sinks.delta.layout import (
     CONFIG_DROPPED,
     CONFIG_EVOLVING,
     STATS_COLUMNS,
@@ -50,7 +50,7 @@ from airflow_cdc.sinks.delta_layout import (
     layout_of,
     stats_columns,
 )
-from airflow_cdc.sinks.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.storage import Location
 
 __all__ = [

@@ -13,8 +13,8 @@ from deltalake import CommitProperties, DeltaTable
 
 from airflow_cdc.sinks.base import ApplyResult
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
-from airflow_cdc.sinks.delta_changes import Batch
-from airflow_cdc.sinks.delta_commits import commit_actions
+from airflow_cdc.sinks.delta.changes import Batch
+from airflow_cdc.sinks.delta.commits import commit_actions
 from airflow_cdc.sinks.last_writer_wins import newer_than_target
 from airflow_cdc.sinks.naming import quote_column
 

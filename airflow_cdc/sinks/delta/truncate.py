@@ -4,7 +4,7 @@ than P becomes a delete marker at P (:meth:`DeltaSink.truncate`).
 The markers are what a delete of each row at P would leave (``stream.apply``): the key
 columns kept, the other source columns null, ``_cdc_position = P``, ``_cdc_deleted``. So an
 older change that arrives later (a replayed batch, a chunk read before the truncate) cannot
-bring a row back, and a newer one does (last writer wins, :mod:`.last_writer_wins`). Rows
+bring a row back, and a newer one does (last writer wins, :mod:`airflow_cdc.sinks.last_writer_wins`). Rows
 at P or later and existing markers stay as they are, so a second truncate at P changes
 nothing.
 
@@ -12,7 +12,7 @@ It is a delta-rs ``UPDATE``, one commit: delta-rs streams the files that hold a 
 row through DataFusion and rewrites them (the whole table is never held in memory, and the
 same code reaches local folders and object stores), honouring the table's
 ``delta.dataSkippingStatsColumns`` (no statistics for ``_cdc_position``). The rows and their
-buckets are found first, and the commit names those buckets (:mod:`.delta_older`).
+buckets are found first, and the commit names those buckets (:mod:`.older`).
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from deltalake import DeltaTable, Transaction
 
 from airflow_cdc.model import RowFilter
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
-from airflow_cdc.sinks.delta_commits import commit_actions, commit_properties
-from airflow_cdc.sinks.delta_layout import TableLayout
-from airflow_cdc.sinks.delta_older import (
+from airflow_cdc.sinks.delta.commits import commit_actions, commit_properties
+from airflow_cdc.sinks.delta.layout import TableLayout
+from airflow_cdc.sinks.delta.older import (
     OlderRows,
     older_predicate,
     older_rows,
     position_literal,
 )
+from airflow_cdc.sinks.delta.row_filters import arrow_filter, sql_filter
 from airflow_cdc.sinks.naming import quote_column
-from airflow_cdc.sinks.row_filters import arrow_filter, sql_filter
 
 __all__ = ["OlderRows", "marker_updates", "older_live_rows", "truncate_older", "truncate_predicate"]
 
@@ -70,7 +70,7 @@ def truncate_older(
     """One attempt of a truncate of ``dt`` at ``position`` (encoded), of the rows ``rows``
     selects if given (a partition's: ``TRUNCATE`` or ``DROP PARTITION``): the rows it
     turned into markers. With ``app``, a truncate that changes nothing still records it (an
-    empty commit, as :func:`~airflow_cdc.sinks.delta_merge.merge` does)."""
+    empty commit, as :func:`~airflow_cdc.sinks.delta.merge.merge` does)."""
     read_version = dt.version()
     among = None if rows is None else arrow_filter(rows, layout.schema.field(rows.column).type)
     older = older_live_rows(dt, position, among)

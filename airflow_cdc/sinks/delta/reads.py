@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
-from airflow_cdc.sinks.delta_layout import layout_of
+from airflow_cdc.sinks.delta.layout import layout_of
 
 __all__ = ["all_rows", "live_rows"]
 

@@ -38,10 +38,10 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, POSITION_COLUMN
-from airflow_cdc.sinks.delta_commits import add_actions, commit_actions
-from airflow_cdc.sinks.delta_files import DataFile, remove_data_files, write_data_files
-from airflow_cdc.sinks.delta_layout import TableLayout
-from airflow_cdc.sinks.delta_rewrite import (  # same package
+from airflow_cdc.sinks.delta.commits import add_actions, commit_actions
+from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
+from airflow_cdc.sinks.delta.layout import TableLayout
+from airflow_cdc.sinks.delta.rewrite import (  # same package
     SinkFile,
     _may_hold,
     _without_views,

@@ -1,0 +1,23 @@
+"""The embedded default sink: Delta Lake tables written with delta-rs.
+
+The facade is :class:`DeltaSink` (the :class:`~airflow_cdc.sinks.base.Sink` Protocol and
+what only Delta has: upkeep, files written by executors). The rest of the product imports
+this package and nothing under it; the modules below are the write protocol's parts:
+
+* where a table lives and what it is: ``layout`` (key, bucket width, schema), ``buckets``,
+  ``places`` (live table or the generation being built), ``open_tables``;
+* writing: ``changes`` (a batch prepared), ``merge`` (delta-rs MERGE), ``rewrite`` (small
+  batches by file rewrite), ``split`` (one big batch over the executors), ``files`` and
+  ``ranges`` (files written elsewhere, committed as a new key range), ``commits``
+  (application transactions, commit properties), ``retry``;
+* changing a table: ``evolve`` (columns), ``truncate`` and ``row_filters``, ``copy``
+  (renames), ``generations`` (replacement without a hole);
+* upkeep: ``upkeep``, ``older``, ``purge``, ``stagger``;
+* reading: ``reads``.
+"""
+
+from __future__ import annotations
+
+from airflow_cdc.sinks.delta.sink import DeltaSink
+
+__all__ = ["DeltaSink"]
