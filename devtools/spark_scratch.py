@@ -25,6 +25,6 @@ def use_private_spark_scratch() -> str:
     options = os.environ.get("SPARK_SUBMIT_OPTS", "")
     os.environ["SPARK_SUBMIT_OPTS"] = f"{options} -Djava.io.tmpdir={scratch}".strip()
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-    # The stream's merge tasks claim their cores there too (``stream.table_merge``).
+    # The stream's merge tasks claim their cores there too (``sinks.delta.core_pinning``).
     os.environ.setdefault("AIRFLOW_CDC_CORE_CLAIMS", os.path.join(scratch, "cores"))
     return scratch

@@ -52,13 +52,13 @@ class StreamBounds:
     #: the driver's memory bound holds.
     apply_parallelism: int = 4
     #: A batch touching at least this many tables has them merged as tasks on the
-    #: executors (``stream.table_merge``: each merge's fixed cost then runs on every core,
+    #: executors (``sinks.delta.batch_merge``: each merge's fixed cost then runs on every core,
     #: without the GIL); fewer are merged in the driver, sparing a Spark job (~0.1 s).
     executor_merge_tables: int = 8
     #: A table's batch of at least this many rows is split by key over the executors'
     #: cores and committed once (``sinks.delta.split``): a big transaction on every core.
     split_merge_rows: int = 100_000
-    #: Each merge task holds one core of its host while it merges (``stream.table_merge.
+    #: Each merge task holds one core of its host while it merges (``sinks.delta.core_pinning.
     #: one_core``: delta-rs's threads then hand work over on that core, not across cores).
     pin_merge_cores: bool = True
     #: At a first start (no checkpoint yet), binlog bytes the driver applies itself while

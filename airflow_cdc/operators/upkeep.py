@@ -1,6 +1,6 @@
 """Table upkeep as an Airflow task: a purge of delete markers that can no longer matter,
 compaction, checkpoint and vacuum of the Delta tables a stream writes
-(:mod:`airflow_cdc.sinks.delta.upkeep`), while the stream and backfills go on writing them.
+(``airflow_cdc.sinks.delta.upkeep``), while the stream and backfills go on writing them.
 Which markers can go, the metadata DB decides (:mod:`airflow_cdc.metadata.marker_floor`).
 
 The tables are those the stream follows (joined, not dropped) in the metadata DB, narrowed by
@@ -21,7 +21,7 @@ from airflow_cdc.hooks import CdcMetadataHook
 from airflow_cdc.model import TableId
 from airflow_cdc.operators._params import lake_sink, table_selection
 from airflow_cdc.rendered import as_config
-from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings
+from airflow_cdc.sinks.delta import UpkeepResult, UpkeepSettings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -29,7 +29,6 @@ __all__ = [
     "WorkUnit",
     "chunk_weight",
     "pack_chunks",
-    "spread",
 ]
 
 #: A chunk's fixed cost in rows: its connections, catalog reads, two watermarks, binlog
@@ -125,25 +124,6 @@ def pack_chunks(chunks: Sequence[PlannedChunk], unit_rows: int, max_units: int) 
 def chunk_weight(estimated_rows: int) -> int:
     """What a chunk weighs in rows: its estimated rows and its fixed cost."""
     return max(0, estimated_rows) + CHUNK_OVERHEAD_ROWS
-
-
-def spread(weights: Sequence[int], groups: int) -> list[list[int]]:
-    """Indexes of ``weights`` in at most ``groups`` groups of about equal weight (heaviest
-    first into the lightest group), each group's indexes ascending, no group empty.
-
-    A unit's small chunks run as a few Spark tasks of several chunks each rather than one
-    task per chunk: a task costs ~0.1 s of scheduling and Python worker round trip here,
-    three times a small chunk's own work."""
-    if groups < 1:
-        raise ValueError(f"groups must be positive, got {groups}")
-    loads = [0] * min(groups, len(weights))
-    members: list[list[int]] = [[] for _ in loads]
-    for index in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
-        # Ties go to the group with fewer items, so weightless items leave no group empty.
-        lightest = min(range(len(loads)), key=lambda g: (loads[g], len(members[g]), g))
-        loads[lightest] += max(0, weights[index])
-        members[lightest].append(index)
-    return [sorted(group) for group in members]
 
 
 def _greedy(chunks: Sequence[PlannedChunk], target: int) -> list[WorkUnit]:

@@ -34,7 +34,7 @@ def partition_count(
     """Partitions of a chunk: at most ``partition_rows`` rows each, at least one per reader
     for a chunk of ``MIN_PARTITION_ROWS`` a core, and whole waves of the readers so that
     none idles through the last one. The readers: ``parallelism`` cores, plus the driver
-    with ``driver_share`` (``snapshot.runners.with_driver_share``)."""
+    with ``driver_share`` (``snapshot.driver_share.with_driver_share``)."""
     readers = parallelism + (1 if driver_share else 0)
     parts = math.ceil(max(estimated_rows, 1) / partition_rows)
     if estimated_rows >= parallelism * MIN_PARTITION_ROWS:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
@@ -33,9 +34,21 @@ from airflow_cdc.sinks.cdc_columns import (
 )
 
 if TYPE_CHECKING:
+    from airflow_cdc.config import StreamBounds
+    from airflow_cdc.runner import Runner
+    from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
     from airflow_cdc.sinks.columns_change import ColumnsChange
 
-__all__ = ["ApplyResult", "Sink", "check_column_names", "live_rows_sql"]
+__all__ = [
+    "ApplyResult",
+    "RangeWriter",
+    "Sink",
+    "TableScan",
+    "TableShape",
+    "WrittenFile",
+    "check_column_names",
+    "live_rows_sql",
+]
 
 
 def check_column_names(table: TableId | str, names: Iterable[str]) -> None:
@@ -93,6 +106,42 @@ class ApplyResult:
     attempts: int
     version: int
     replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """A sink table's source columns (those it holds now, in order) and its key."""
+
+    columns: tuple[str, ...]
+    key: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TableScan:
+    """One version of a sink table, for an engine that reads it whole (``verify``): every
+    row with the ``_cdc_`` columns as an Arrow dataset, and, when the version is plain
+    Parquet files on this machine, their paths (an engine's own Parquet reader is faster)."""
+
+    version: int
+    dataset: ds.Dataset
+    local_files: tuple[str, ...] | None = None
+
+
+class WrittenFile(Protocol):
+    """A data file a :class:`RangeWriter` wrote, not committed yet."""
+
+    @property
+    def rows(self) -> int: ...
+
+
+class RangeWriter(Protocol):
+    """Writes the rows of a key range as the sink's data files, on any worker (it pickles);
+    the driver then commits them all at once (:meth:`Sink.commit_new_range`)."""
+
+    def write(self, rows: pa.Table) -> Sequence[WrittenFile]:
+        """Write ``rows`` (source columns in the sink's types, ``_cdc_position``,
+        ``_cdc_deleted``; one per key); the files, not committed."""
+        ...
 
 
 @runtime_checkable
@@ -163,6 +212,56 @@ class Sink(Protocol):
     def copy_table(self, source: TableId, target: TableId, origin: str) -> bool:
         """Copy ``source``'s table to ``target``'s place (a source ``RENAME TABLE``), marked
         with ``origin``; False, copying nothing, when another table is there."""
+        ...
+
+    def merge_on_executors(
+        self,
+        tables: Sequence[TableChanges],
+        batch: BatchWrite,
+        runner: Runner,
+        cores: int,
+        bounds: StreamBounds,
+    ) -> tuple[list[Merged], int]:
+        """Merge a batch's tables as tasks of ``runner`` (``cores`` of them), each table as
+        :func:`~airflow_cdc.sinks.change_batches.merge_changes` would; each table's
+        outcome (never raises), and the number of tasks run."""
+        ...
+
+    def range_writer(self, table: TableId) -> RangeWriter:
+        """A writer of the table's data files for :meth:`commit_new_range`."""
+        ...
+
+    def commit_new_range(
+        self,
+        table: TableId,
+        files: Sequence[WrittenFile],
+        rng: ChunkRange,
+        writer: RangeWriter,
+    ) -> bool:
+        """Commit ``files`` (the rows of ``rng`` written by ``writer``) in one commit if
+        the table holds no row that may lie in ``rng``; False, committing nothing, when it
+        may. :class:`~airflow_cdc.errors.SinkColumnsChangedError` when the table's columns
+        changed since the writer was made."""
+        ...
+
+    def remove_files(self, table: TableId, files: Sequence[WrittenFile]) -> None:
+        """Delete written files that were not committed."""
+        ...
+
+    def exists(self, table: TableId) -> bool:
+        """Whether the table is there."""
+        ...
+
+    def shape(self, table: TableId) -> TableShape:
+        """The table's columns and key, as the sink holds them."""
+        ...
+
+    def table_uri(self, table: TableId) -> str:
+        """Where the table lives (for messages and readers outside the product)."""
+        ...
+
+    def scan(self, table: TableId) -> TableScan:
+        """The table's current version, to be read whole by another engine."""
         ...
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:

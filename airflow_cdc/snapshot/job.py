@@ -34,13 +34,15 @@ from airflow_cdc.model.gtid import MariaGtidPos
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
 from airflow_cdc.probe import Probe, ProbeConfig
-from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.runner import Runner, local_runner
+from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged, staging_folder
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.binlog_window import read_window
+from airflow_cdc.snapshot.driver_share import with_driver_share
 from airflow_cdc.snapshot.read_again import reading_again
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
-from airflow_cdc.snapshot.runners import Runner, local_runner, with_driver_share
 from airflow_cdc.snapshot.write import ChunkRows, Written, commit_files, merge_rows, write_files
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schema
@@ -243,7 +245,7 @@ def _snapshot_on(
     probe = task.probe.load()
     info = server_info(conn, task.server)
     schema = load_table_schema(conn, task.chunk.table, task.key)
-    sink = DeltaSink.of(task.sink)
+    sink = open_sink(task.sink)
     sink.ensure_table(
         schema,
         arrow_schema(schema),
@@ -352,7 +354,7 @@ def _correct(
 
 def _write(
     conn: DbConnection,
-    sink: DeltaSink,
+    sink: Sink,
     task: ChunkTask,
     schema: TableSchema,
     corrected: ChunkRows,

@@ -32,7 +32,7 @@ from airflow_cdc.metadata.records import PlanRecord
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.planning.partitions import bucket_width
 from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
@@ -128,7 +128,7 @@ def replace_tables(
             replace_planned(
                 conn,
                 store,
-                DeltaSink.of(sink),
+                open_sink(sink),
                 record,
                 by_table,
                 stream_id=stream_id,

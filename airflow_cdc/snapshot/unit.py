@@ -22,10 +22,12 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import ChunkRecord, FinishedChunk
 from airflow_cdc.model import TableId
 from airflow_cdc.model.gtid import GtidPoint
-from airflow_cdc.planning.packing import chunk_weight, spread
+from airflow_cdc.planning.packing import chunk_weight
 from airflow_cdc.planning.partitions import partition_count
-from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.runner import Runner, local_runner, spread
+from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
+from airflow_cdc.snapshot.driver_share import with_driver_share
 from airflow_cdc.snapshot.job import (
     ChunkFailure,
     ChunkOutcome,
@@ -35,7 +37,6 @@ from airflow_cdc.snapshot.job import (
     snapshot_chunks_quietly,
 )
 from airflow_cdc.snapshot.replacement import take_new_generations
-from airflow_cdc.snapshot.runners import Runner, local_runner, with_driver_share
 
 __all__ = ["UnitOutcome", "run_chunk", "run_unit"]
 
@@ -117,14 +118,14 @@ def _settle_replacements(
     """A replacement whose plan this unit finished, of a table no stream follows, takes the
     live table's place (``snapshot.replacement``)."""
     tables = list(dict.fromkeys(task.chunk.table for task in tasks))
-    take_new_generations(store, DeltaSink.of(spec.sink), tables)
+    take_new_generations(store, open_sink(spec.sink), tables)
 
 
 def _run_small(
     tasks: Sequence[ChunkTask], runner: Runner, readers: int, driver_share: bool
 ) -> list[ChunkOutcome | ChunkFailure]:
     """Small chunks whole, in about two Spark tasks per reader, each running its chunks one
-    after another (``planning.packing.spread``: a task per chunk cost more than the chunk)."""
+    after another (``runner.spread``: a task per chunk cost more than the chunk)."""
     if not tasks:
         return []
     workers = readers + (1 if driver_share else 0)

@@ -6,7 +6,7 @@ Two ways, same result (the sink keeps the last writer per key, ``sinks.last_writ
   workers turn their staged partitions into the sink's Parquet data files in parallel,
   leaving out the keys the correction replaces; the driver writes the corrected rows and
   delete markers as one more file and commits them all at once
-  (:meth:`~airflow_cdc.sinks.delta.DeltaSink.commit_new_range`).
+  (:meth:`~airflow_cdc.sinks.base.Sink.commit_new_range`).
 * **merge** (anything else, or when a writer got into the range first): the driver merges
   the rows with last-writer-wins, plus delete markers for sink rows of the range that are
   gone from the source.
@@ -16,29 +16,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.model import ChangeEvent, ChunkRange, Key, TableId, TableSchema
+from airflow_cdc.runner import Runner
+from airflow_cdc.sinks.base import RangeWriter, Sink, WrittenFile
 from airflow_cdc.sinks.cdc_columns import (
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
     repeated_position,
 )
-from airflow_cdc.sinks.delta.files import DataFile, write_data_files
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
-from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
-
-if TYPE_CHECKING:  # the workers that write partition files need no Delta table
-    from airflow_cdc.sinks.delta import DeltaSink
-    from airflow_cdc.sinks.delta.layout import TableLayout
 
 __all__ = [
     "ChunkFiles",
@@ -90,29 +85,19 @@ class PartitionFiles:
     """On a worker: one staged partition as sink data files (see the module docstring)."""
 
     staged: Location
-    table: Location
-    #: The rows' columns (``source.arrow_types.arrow_schema``) and the sink's (no bucket).
+    #: The sink's writer of the table's files (it pickles; no table is opened on a worker).
+    writer: RangeWriter
+    #: The rows' columns (``source.arrow_types.arrow_schema``).
     source_schema: pa.Schema
-    sink_schema: pa.Schema
     key: tuple[str, ...]
-    bucket_width: int | None
     position: int
     #: Keys whose rows the correction writes instead.
     replaced: pa.Table
-    #: Columns the table keeps after the source dropped them (NULL in these files).
-    absent: tuple[str, ...] = ()
 
 
-def write_partition_files(task: PartitionFiles) -> list[DataFile]:
+def write_partition_files(task: PartitionFiles) -> list[WrittenFile]:
     rows = without_keys(read_arrow_file(task.staged), task.replaced, task.key)
-    return write_data_files(
-        task.table,
-        with_position(rows, task.source_schema, task.position, False),
-        task.sink_schema,
-        task.key,
-        task.bucket_width,
-        task.absent,
-    )
+    return list(task.writer.write(with_position(rows, task.source_schema, task.position, False)))
 
 
 @dataclass(frozen=True)
@@ -175,11 +160,10 @@ class Written:
 
 @dataclass(frozen=True)
 class ChunkFiles:
-    """The files way's data files, not committed yet, and the table layout they were
-    written for."""
+    """The files way's data files, not committed yet, and the writer that wrote them."""
 
-    layout: TableLayout
-    files: list[DataFile]
+    writer: RangeWriter
+    files: list[WrittenFile]
 
 
 def _corrections(rows: ChunkRows) -> pa.Table:
@@ -189,45 +173,28 @@ def _corrections(rows: ChunkRows) -> pa.Table:
     )
 
 
-def write_files(sink: DeltaSink, rows: ChunkRows, runner: Runner) -> ChunkFiles:
+def write_files(sink: Sink, rows: ChunkRows, runner: Runner) -> ChunkFiles:
     """The files way, first half: the partitions' files (by the workers) and the
     corrections' file, not committed yet."""
-    layout = sink.layout(rows.table)
-    table = sink.table_location(rows.table)
+    writer = sink.range_writer(rows.table)
     replaced = rows.replaced_keys()
+    source_schema = arrow_schema(rows.schema)
     tasks = [
-        PartitionFiles(
-            path,
-            table,
-            arrow_schema(rows.schema),
-            layout.change_schema,
-            layout.key,
-            layout.bucket_width,
-            rows.position,
-            replaced,
-            layout.dropped_columns,
-        )
+        PartitionFiles(path, writer, source_schema, rows.schema.key, rows.position, replaced)
         for path in rows.staged
     ]
-    files: list[DataFile] = [f for written in runner(write_partition_files, tasks) for f in written]
-    files += write_data_files(
-        table,
-        _corrections(rows),
-        layout.change_schema,
-        layout.key,
-        layout.bucket_width,
-        layout.dropped_columns,
-    )
-    return ChunkFiles(layout, files)
+    files = [f for written in runner(write_partition_files, tasks) for f in written]
+    files += writer.write(_corrections(rows))
+    return ChunkFiles(writer, files)
 
 
-def commit_files(sink: DeltaSink, rows: ChunkRows, written: ChunkFiles) -> Written | None:
+def commit_files(sink: Sink, rows: ChunkRows, written: ChunkFiles) -> Written | None:
     """The files way, second half: one commit; None (the files deleted, nothing written)
     when the sink holds rows of the range by now. The files are deleted too when the
     table's columns changed since they were written (:class:`SinkColumnsChangedError`)."""
     files = written.files
     try:
-        committed = sink.commit_new_range(rows.table, files, rows.range, written.layout)
+        committed = sink.commit_new_range(rows.table, files, rows.range, written.writer)
     except SinkColumnsChangedError:
         sink.remove_files(rows.table, files)
         raise
@@ -239,7 +206,7 @@ def commit_files(sink: DeltaSink, rows: ChunkRows, written: ChunkFiles) -> Writt
 
 
 def merge_rows(
-    sink: DeltaSink,
+    sink: Sink,
     rows: ChunkRows,
     staged_rows: pa.Table,
     in_range: Callable[[list[Key]], dict[Key, bool]],

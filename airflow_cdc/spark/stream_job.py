@@ -13,7 +13,7 @@ join a running stream (``stream.joining``): a backfill of a table new to the str
 it, or, with table patterns, the stream finds it in the catalog and snapshots it itself
 (``stream.discovery``); the first batch after its snapshot is done replays and then reads
 it. A batch's tables are merged in parallel: as tasks on the executors
-(``stream.table_merge``), or, for a few, in the driver (``apply_parallelism``).
+(``Sink.merge_on_executors``), or, for a few, in the driver (``apply_parallelism``).
 
 At a first start (no checkpoint) the driver applies a *start batch* itself, in-process,
 while Spark starts: Spark's start-up (the session, then four Python planner processes one

@@ -29,16 +29,17 @@ from airflow_cdc.model import (
     TableSelection,
     describe_tables,
 )
+from airflow_cdc.runner import Runner
+from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
+from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged
 from airflow_cdc.snapshot.replacement import replaced_for
-from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.carry_out import replace_unexplained
 from airflow_cdc.stream.ddl_apply import apply_in_order
-from airflow_cdc.stream.executor_merges import merge_on_executors
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
 from airflow_cdc.stream.health import look_at_source
 from airflow_cdc.stream.joining import (
@@ -52,13 +53,6 @@ from airflow_cdc.stream.known_columns import KnownColumns
 from airflow_cdc.stream.schema_statements import InOrder
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 from airflow_cdc.stream.staging import staging_dir
-from airflow_cdc.stream.table_merge import (
-    Merged,
-    MergeTask,
-    TableMerge,
-    merge_table,
-    stream_sink,
-)
 
 __all__ = ["LEASE_SECONDS", "START_BATCH_ID", "BatchWriter"]
 
@@ -94,7 +88,7 @@ class BatchWriter:
         #: Per table: its schema as loaded against its Delta table's columns and key.
         self.sink_drift: dict[TableId, Drift] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
-        self.sink = stream_sink(spec.sink)
+        self.sink = open_sink(spec.sink, streaming=True)
         #: The GTID state at the committed position, now and then (``stream.failover``).
         self.gtid = GtidRecorder(
             spec.source, self.store, f"stream:{spec.stream_id}", spec.bounds.gtid_record_seconds
@@ -113,7 +107,7 @@ class BatchWriter:
 
     def merge_on(self, runner: Runner, cores: int) -> None:
         """Merge a batch of ``executor_merge_tables`` tables or more as tasks of ``runner``
-        (Spark's executors, ``cores`` of them) from now on (``stream.table_merge``)."""
+        (Spark's executors, ``cores`` of them) from now on (``Sink.merge_on_executors``)."""
         self._executors = (runner, max(1, cores))
 
     def __call__(self, frame: Collects, batch_id: int) -> None:
@@ -139,7 +133,8 @@ class BatchWriter:
         # before it, from whatever checkpoint (or none), is skipped.
         version = batch.end.boundary_number() if batch.end is not None else None
         merged, tasks = self._merge_all(
-            [TableMerge(t, self.schemas[t].key, tuple(batch.blocks[t])) for t in needed], version
+            [TableChanges(t, self.schemas[t].key, tuple(batch.blocks[t])) for t in needed],
+            version,
         )
         written = sum(m.rows for m in merged) + in_order
         merges = sum(m.merges for m in merged)
@@ -179,32 +174,25 @@ class BatchWriter:
             batch.end,
         )
 
-    def _merge_all(self, merges: list[TableMerge], version: int | None) -> tuple[list[Merged], int]:
-        """Merge each table's blocks (``stream.table_merge``): as tasks on the executors
-        when there are enough tables or a big one (``stream.executor_merges``), else here,
+    def _merge_all(
+        self, tables: list[TableChanges], version: int | None
+    ) -> tuple[list[Merged], int]:
+        """Merge each table's blocks (``sinks.change_batches``): by the sink as tasks on
+        the executors when there are enough tables or a big one, else here,
         ``apply_parallelism`` at a time. A table that failed fails the batch once every
         table has run. The outcomes, and how many executor tasks ran them (0: here)."""
         bounds = self.spec.bounds
-        many = len(merges) >= bounds.executor_merge_tables
+        batch = BatchWrite(self.spec.stream_id, version, self.spec.sink, bounds.max_merge_rows)
+        many = len(tables) >= bounds.executor_merge_tables
         if self._executors is not None and (
-            many or any(m.rows >= bounds.split_merge_rows for m in merges)
+            many or any(t.rows >= bounds.split_merge_rows for t in tables)
         ):
             runner, cores = self._executors
-            outcomes, tasks = merge_on_executors(
-                self.sink,
-                self.spec.sink,
-                self.spec.stream_id,
-                version,
-                merges,
-                runner,
-                cores,
-                bounds,
-            )
+            outcomes, tasks = self.sink.merge_on_executors(tables, batch, runner, cores, bounds)
             return self._settled(outcomes), tasks
-        task = MergeTask(self.spec.sink, self.spec.stream_id, version, bounds.max_merge_rows, ())
         outcomes = apply_each(
-            lambda merge: merge_table(self.sink, task, merge),
-            [(merge, merge.rows) for merge in merges],
+            lambda changes: merge_changes(self.sink, changes, batch),
+            [(changes, changes.rows) for changes in tables],
             self.pool,
             parallelism=bounds.apply_parallelism,
             max_rows=bounds.max_merge_rows,
@@ -316,8 +304,8 @@ class BatchWriter:
 
         self.schemas[table] = schema
         if self.sink.exists(table):
-            layout = self.sink.layout(table)
-            self.sink_drift[table] = sink_drift(layout.live_columns, layout.key, schema)
+            shape = self.sink.shape(table)
+            self.sink_drift[table] = sink_drift(shape.columns, shape.key, schema)
         else:
             self.sink_drift[table] = Drift()
 

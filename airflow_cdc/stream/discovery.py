@@ -40,9 +40,9 @@ from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FullSnapshot, PlanRecord
 from airflow_cdc.model import TableId, TableSelection
-from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.runner import Runner
+from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.snapshot.replacement import replace_planned
-from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.source.catalog import list_tables, load_table_schema, resolve_selection
 from airflow_cdc.source.connection import on_server
 from airflow_cdc.stream.own_plans import (
@@ -166,7 +166,7 @@ class Discovery:
             record = plan_whole(conn, store, schemas, self.spec.discovery.chunk_rows, label)
             again = {s.table: s for s in schemas if s.table in dropped}
             if again:
-                sink = DeltaSink.of(self.spec.sink)
+                sink = open_sink(self.spec.sink)
                 reason = "created again after it was dropped"
                 replace_planned(conn, store, sink, record, again, stream_id=None, reason=reason)
             return record

@@ -27,8 +27,8 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan, Ta
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 from airflow_cdc.planning.partitions import DEFAULT_BUCKET_WIDTH
 from airflow_cdc.planning.planner import plan_tables
+from airflow_cdc.runner import Runner
 from airflow_cdc.snapshot.replacement import replace_planned
-from airflow_cdc.snapshot.runners import Runner
 from airflow_cdc.snapshot.unit import run_unit
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schema

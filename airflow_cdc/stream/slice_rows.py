@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
+from airflow_cdc.sinks.change_batches import Block
 
 __all__ = [
     "ASIDE",
@@ -73,26 +74,6 @@ class Aside:
 
 def aside_payload(aside: Aside) -> bytes:
     return pickle.dumps({"position": aside.position.to_text(), "reason": aside.reason})
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """A block of one table's reduced rows: in the slice's own result (``data``, an Arrow
-    IPC stream) when small, else in a staged file (``path``)."""
-
-    rows: int
-    path: str = ""
-    data: bytes = b""
-    #: The least and greatest value of its first key column, when that is an integer
-    #: (a big table's split reads only the blocks that may hold its part's keys).
-    low: int | None = None
-    high: int | None = None
-
-    def may_hold(self, lo: int | None, hi: int | None) -> bool:
-        """Whether a first key in ``[lo, hi)`` (None: unbounded) may be in the block."""
-        if self.low is None or self.high is None:
-            return True
-        return (lo is None or self.high >= lo) and (hi is None or self.low < hi)
 
 
 def block_payload(block: Block) -> bytes:

@@ -4,7 +4,7 @@ A slice of a huge transaction reduces to as many rows as the transaction changed
 rows of the micro-batch, they would all sit in the JVM and in the driver at once (3 GB for
 a 1M-row UPDATE). Instead each block of a slice (at most ``block_rows`` keys) is written
 as an Arrow IPC file in the stream's staging folder, the batch's rows carry only the file
-names, and the driver merges the blocks a group at a time (at most ``max_merge_rows`` rows,
+names, and the sink merges the blocks a group at a time (``sinks.change_batches``) (at most ``max_merge_rows`` rows,
 memory-mapped): the memory of a batch is bounded by those two settings, not by the size of
 a transaction. Merging a batch in several groups is safe because the sink keeps the
 greatest position per key whatever the order of the writes.
@@ -21,22 +21,18 @@ committed and when the stream starts. Block rows carry the file's URI, never cre
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.config import SinkConfig
+from airflow_cdc.sinks.change_batches import Block
 from airflow_cdc.sinks.naming import escape_segment
-from airflow_cdc.sinks.staging import read_arrow_file, staging_folder, write_arrow_file
+from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
 from airflow_cdc.sinks.storage import Location
-from airflow_cdc.stream.slice_rows import Block
 
 __all__ = [
     "SliceBlocks",
-    "block_file",
-    "merge_groups",
-    "read_block",
     "staging_dir",
     "write_block",
 ]
@@ -84,31 +80,3 @@ def _bounds(rows: pa.Table, column: str | None) -> tuple[int | None, int | None]
         return None, None
     low, high = pc.min_max(values).values()
     return int(low.as_py()), int(high.as_py())
-
-
-def read_block(sink: SinkConfig, block: Block) -> pa.Table:
-    """A block's rows, from the result or from its staged file."""
-    if block.path:
-        return read_arrow_file(block_file(sink, block.path))
-    return pa.ipc.open_stream(block.data).read_all()
-
-
-def block_file(sink: SinkConfig, uri: str) -> Location:
-    """A block written by :func:`write_block`, with the sink's credentials to read it."""
-    return Location(uri, sink.storage_options)
-
-
-def merge_groups(sizes: Sequence[int], max_rows: int) -> list[list[int]]:
-    """Indexes of blocks (of ``sizes`` rows) grouped in order, at most ``max_rows`` rows a
-    group; a block larger than ``max_rows`` makes a group alone. Every index appears once."""
-    if max_rows < 1:
-        raise ValueError(f"max_rows must be positive, got {max_rows}")
-    groups: list[list[int]] = []
-    held = 0
-    for index, size in enumerate(sizes):
-        if not groups or held + size > max_rows:
-            groups.append([])
-            held = 0
-        groups[-1].append(index)
-        held += size
-    return groups

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig, VerifySettings
 from airflow_cdc.errors import ConfigurationError, StreamBehindError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
-from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.buckets import Differences, differing, next_step, row_differences
@@ -79,7 +80,7 @@ def check_table(
     """Check one table (see the module docstring)."""
     started = time.monotonic()
     shares = _shares(source, info, schema, settings)
-    lake_sink = DeltaSink.of(sink)
+    lake_sink = open_sink(sink)
     if not lake_sink.exists(schema.table):
         raise ConfigurationError(
             f"{schema.table} has no Delta table at {lake_sink.table_uri(schema.table)}: snapshot it first"
@@ -136,7 +137,7 @@ def _shares(
 class _Run:
     source: SourceConfig
     info: ServerInfo
-    sink: DeltaSink
+    sink: Sink
     schema: TableSchema
     settings: VerifySettings
     stream_position: StreamPosition
@@ -195,9 +196,7 @@ class _Run:
                     view.close()
 
     def _lake(self) -> LakeVersion:
-        return LakeVersion(
-            self.sink.table_uri(self.schema.table), self.sink.storage_options, self.schema
-        )
+        return LakeVersion(self.sink.scan(self.schema.table), self.schema)
 
     def _wait_for_stream(self, views: Sequence[SourceShare]) -> BinlogPosition:
         """Wait until the stream has committed every view's position (none follows: no

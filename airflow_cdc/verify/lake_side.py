@@ -1,4 +1,4 @@
-"""The lake's side of a check: one version of the Delta table summed by bucket with DuckDB
+"""The lake's side of a check: one version of the sink table summed by bucket with DuckDB
 (the table's files read through Arrow, every core; no row is handled in Python).
 
 Rows at or before the cut (``_cdc_position`` up to the source views' earliest position)
@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import duckdb
-from deltalake import DeltaTable
 
 from airflow_cdc.model import BinlogPosition, Key, TableSchema
+from airflow_cdc.sinks.base import TableScan
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
-from airflow_cdc.sinks.delta.rewrite import plain_protocol
 from airflow_cdc.verify.buckets import bucket_width
 from airflow_cdc.verify.canonical import duckdb_key_digest, duckdb_key_text, duckdb_row_hash
 from airflow_cdc.verify.sums import RangeSum
@@ -28,20 +27,18 @@ _POSITION, _DELETED = f'"{POSITION_COLUMN}"', f'"{DELETED_COLUMN}"'
 
 
 class LakeVersion:
-    """A version of a table's Delta table, read with DuckDB (one connection, this thread)."""
+    """A version of a sink table, read with DuckDB (one connection, this thread)."""
 
-    def __init__(self, uri: str, storage_options: dict[str, str] | None, schema: TableSchema):
-        self.table = DeltaTable(uri, storage_options=storage_options)
-        self.version = self.table.version()
+    def __init__(self, scan: TableScan, schema: TableSchema):
+        self.version = scan.version
         self.schema = schema
         self._db = duckdb.connect()
         self._db.execute("SET TimeZone = 'UTC'")
-        files = self.table.file_uris()
-        if files and plain_protocol(self.table) and all("://" not in f for f in files):
+        if scan.local_files:
             # DuckDB's own Parquet reader: a third faster than through an Arrow dataset.
-            self._db.read_parquet(files, union_by_name=True).create_view("lake")
+            self._db.read_parquet(list(scan.local_files), union_by_name=True).create_view("lake")
         else:  # an object store (DuckDB here reads local files only), or no file yet
-            self._db.register("lake", self.table.to_pyarrow_dataset())
+            self._db.register("lake", scan.dataset)
 
     def close(self) -> None:
         self._db.close()

@@ -23,7 +23,6 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import ChunkRange, Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.connection import storage_options_from_connection
-from airflow_cdc.sinks.delta.files import write_data_files
 from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
 from airflow_cdc.sinks.storage import Location
 from devtools.local_mariadb import LocalMariaDB
@@ -152,12 +151,10 @@ def _chunk_writer(root: str, options: dict[str, str], chunk: int, go: Event, out
     out.put(("ready", None))
     go.wait(60)
     try:
-        layout = sink.layout(TABLE)
-        files = write_data_files(
-            sink.table_location(TABLE), rows, layout.change_schema, layout.key, WIDTH
-        )
+        writer = sink.range_writer(TABLE)
+        files = writer.write(rows)
         how = "files"
-        if not sink.commit_new_range(TABLE, files, rng, layout):
+        if not sink.commit_new_range(TABLE, files, rng, writer):
             sink.remove_files(TABLE, files)
             sink.apply(TABLE, rows, keys_unique=True)
             how = "merge"

@@ -300,8 +300,8 @@ def test_changes_not_made_in_place_replace_the_table_or_read_it_again(
     place. A column whose default the server computes (CURRENT_TIMESTAMP)
     is added NULL and the table read again under the stream. The other table flows
     throughout; a replay of each batch changes nothing."""
+    from airflow_cdc.runner import local_runner
     from airflow_cdc.sinks.delta import DeltaSink
-    from airflow_cdc.snapshot.runners import local_runner
     from airflow_cdc.stream.own_plans import run_own_plans
 
     db = fresh_db

@@ -5,6 +5,10 @@
   function. A top-level module (``probe.py``) counts as a package of its own.
 * Only the Airflow face imports airflow; only ``spark/`` imports pyspark.
 * No private name (``_x``, or a ``_module``) is imported from another package.
+* A table format's package is reached through its facade only: outside ``sinks/``, nothing
+  imports a module under ``sinks/delta/`` (the stream, the snapshot, verify and the
+  operators talk to the ``Sink`` Protocol; the upkeep operator takes Delta's settings from
+  the facade).
 * The product imports none of the repository's tools (``devtools/``: local servers, the demo,
   the test probe) and no test code: they are not in the wheel.
 """
@@ -26,6 +30,7 @@ ORDER = (
     "config",
     "rendered",
     "configured",
+    "runner",
     "source",
     "sinks",
     "metadata",
@@ -44,6 +49,8 @@ ORDER = (
 #: The repository's tools and tests: outside the wheel, so the product never imports them.
 OUTSIDE_THE_WHEEL = {"devtools", "tests"}
 AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers"}
+#: Packages whose modules only their own package imports; others import the facade.
+FACADES = ("sinks.delta",)
 
 
 def imports(path: Path) -> Iterator[tuple[str, list[str]]]:
@@ -81,6 +88,10 @@ def violations(root: Path, package: str = "airflow_cdc") -> list[str]:
                 found.append(f"{where} imports {module} (only spark/ may)")
             if parts[0] in OUTSIDE_THE_WHEEL:
                 found.append(f"{where} imports {module}, which is not in the wheel")
+            if parts[0] == package and own != "sinks":
+                behind = [f for f in FACADES if module.startswith(f"{package}.{f}.")]
+                if behind:
+                    found.append(f"{where} imports {module}: use the facade {package}.{behind[0]}")
             if parts[0] != package or len(parts) < 2 or parts[1] == own:
                 continue
             other = parts[1]
@@ -123,6 +134,8 @@ def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
                 "    from devtools.pause_points import PausePoints\n"  # a repository tool
             ),
             "stream/apply.py": "from airflow_cdc.snapshot._job import y\n",  # private module
+            "verify/check.py": "from airflow_cdc.sinks.delta.merge import merge\n",  # behind
+            "sinks/formats.py": "from airflow_cdc.sinks.delta.sink import DeltaSink\n",
             "gadgets/x.py": "",  # a package the order does not know
         },
     )
@@ -135,7 +148,10 @@ def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
     assert any("private _job of snapshot/" in v for v in found)
     assert any("'gadgets' has no place" in v for v in found)
     assert any("imports devtools.pause_points, which is not in the wheel" in v for v in found)
-    assert len(found) == 8
+    assert any(
+        "verify/check.py imports airflow_cdc.sinks.delta.merge: use the facade" in v for v in found
+    )
+    assert len(found) == 9
 
 
 def test_a_clean_tree_passes(tmp_path: Path) -> None:
@@ -146,7 +162,10 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
             "source/catalog.py": "from airflow_cdc.model import keys\nimport pyarrow\n",
             "stream/apply.py": "from airflow_cdc.source.catalog import load\n",
             "spark/job.py": "import pyspark\nfrom airflow_cdc.stream import apply\n",
-            "operators/op.py": "import airflow.sdk\nfrom airflow_cdc.spark import job\n",
+            "operators/op.py": (
+                "import airflow.sdk\nfrom airflow_cdc.spark import job\n"
+                "from airflow_cdc.sinks.delta import DeltaSink\n"
+            ),
         },
     )
     assert violations(root) == []

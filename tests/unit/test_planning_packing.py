@@ -13,8 +13,8 @@ from airflow_cdc.planning.packing import (
     PlannedChunk,
     WorkUnit,
     pack_chunks,
-    spread,
 )
+from airflow_cdc.runner import spread
 
 
 def chunks_of(sizes: list[list[int]], database: str = "shop") -> list[PlannedChunk]:

@@ -418,16 +418,7 @@ def test_apply_result_is_frozen() -> None:
 
 
 def _files(sink: DeltaSink, table: TableId, rows: list[tuple[int, int, bool, str | None]]) -> Any:
-    from airflow_cdc.sinks.delta.files import write_data_files
-
-    layout = sink.layout(table)
-    return write_data_files(
-        sink.table_location(table),
-        changes(rows),
-        layout.change_schema,
-        layout.key,
-        layout.bucket_width,
-    )
+    return sink.range_writer(table).write(changes(rows))
 
 
 def test_files_commit_into_an_empty_range_with_key_statistics(sink: DeltaSink) -> None:
@@ -438,7 +429,7 @@ def test_files_commit_into_an_empty_range_with_key_statistics(sink: DeltaSink) -
     )
     assert sorted(f.bucket for f in files) == [0, 1]  # one file per bucket
     assert sink.commit_new_range(
-        schema.table, files, ChunkRange(None, (200,)), sink.layout(schema.table)
+        schema.table, files, ChunkRange(None, (200,)), sink.range_writer(schema.table)
     )
     assert state(sink, schema.table) == {
         5: (7, False, "a"),
@@ -455,7 +446,7 @@ def test_files_commit_into_an_empty_range_with_key_statistics(sink: DeltaSink) -
     # The range holds rows now: a second set of files is refused, and nothing is committed.
     again = _files(sink, schema.table, [(5, 9, False, "c")])
     assert not sink.commit_new_range(
-        schema.table, again, ChunkRange((0,), (100,)), sink.layout(schema.table)
+        schema.table, again, ChunkRange((0,), (100,)), sink.range_writer(schema.table)
     )
     sink.remove_files(schema.table, again)
     assert state(sink, schema.table)[5] == (7, False, "a")
@@ -488,7 +479,7 @@ def test_a_writer_that_gets_into_the_range_first_makes_the_files_commit_back_off
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DeltaSink, "_range_rows", staticmethod(racing))
         assert not sink.commit_new_range(
-            schema.table, files, ChunkRange(None, (100,)), sink.layout(schema.table)
+            schema.table, files, ChunkRange(None, (100,)), sink.range_writer(schema.table)
         )
     assert checks == 2  # the conflict made it check again
     assert state(sink, schema.table) == {5: (9, False, "stream")}
@@ -504,7 +495,7 @@ def test_a_files_commit_makes_a_racing_merge_retry_onto_its_rows(sink: DeltaSink
     stale = DeltaTable(sink.table_uri(schema.table))  # a merge that read before the commit
     files = _files(sink, schema.table, [(5, 7, False, "snapshot")])
     assert sink.commit_new_range(
-        schema.table, files, ChunkRange(None, (100,)), sink.layout(schema.table)
+        schema.table, files, ChunkRange(None, (100,)), sink.range_writer(schema.table)
     )
     with pytest.raises(Exception, match="concurrent"):
         stale.merge(

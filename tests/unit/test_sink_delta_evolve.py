@@ -17,7 +17,6 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, Table
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
 from airflow_cdc.sinks.delta.evolve import COLUMNS_APP
-from airflow_cdc.sinks.delta.files import write_data_files
 from airflow_cdc.sinks.delta.layout import CONFIG_DROPPED, CONFIG_EVOLVING, STATS_COLUMNS
 from airflow_cdc.sinks.delta.retry import RetryPolicy
 
@@ -178,17 +177,11 @@ def test_a_writer_that_read_before_the_change_takes_the_new_columns_or_refuses(
     with pytest.raises(SinkColumnsChangedError, match=r"missing \['c'\]"):
         stale.apply(T, rows([(3, 3, "z", 170, False)]))
     # The files way: files written for the old columns are refused at their commit.
-    layout = sink.layout(T)
-    written = write_data_files(
-        sink.table_location(T),
-        rows([(40, 1, "f", 180, False)], c=pa.array([5], pa.int32())),
-        layout.change_schema,
-        layout.key,
-        layout.bucket_width,
-    )
+    writer = sink.range_writer(T)
+    written = writer.write(rows([(40, 1, "f", 180, False)], c=pa.array([5], pa.int32())))
     sink.evolve(T, ColumnsChange(at(500), renamed=(("s", "label"),)))
     with pytest.raises(SinkColumnsChangedError, match="changed while"):
-        sink.commit_new_range(T, written, ChunkRange((40,), (50,)), layout)
+        sink.commit_new_range(T, written, ChunkRange((40,), (50,)), writer)
 
 
 def test_a_change_cut_short_holds_writers_until_it_is_carried_out(sink: DeltaSink) -> None:

@@ -15,7 +15,6 @@ from deltalake import DeltaTable
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import ChunkRange, Column, TableSchema
 from airflow_cdc.sinks import DeltaSink
-from airflow_cdc.sinks.delta.files import write_data_files
 from airflow_cdc.sinks.delta.generations import CONFIG_NEXT, delete_retired, retired_folders
 from airflow_cdc.sinks.delta.retry import RetryPolicy
 from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
@@ -67,11 +66,9 @@ def test_readers_see_the_old_rows_until_the_new_generation_takes_their_place(
     assert sink.layout(T).key == ("id", "label")
     sink.apply(T, keyed_rows([(1, 11, "x", 300), (5, 50, "y", 300)]))
     rng = ChunkRange((20,), (30,))
-    location = sink.table_location(T)
-    files = write_data_files(
-        location, keyed_rows([(21, 1, "z", 300)]), sink.layout(T).change_schema, ("id", "label"), 10
-    )
-    assert sink.commit_new_range(T, files, rng, sink.layout(T))
+    writer = sink.range_writer(T)
+    files = writer.write(keyed_rows([(21, 1, "z", 300)]))
+    assert sink.commit_new_range(T, files, rng, writer)
     assert live_ids(sink) == {1, 2, 16}
     assert sink.read_live(T).column_names == ["id", "n", "s"]
     assert not sink.promote(T, "plan 8")  # another plan's: left

@@ -238,16 +238,13 @@ def test_files_appended_into_a_rewritten_bucket_make_the_truncate_retry(
     truncate. The truncate's commit fails (the bucket's application transaction; delta-rs's
     check of the update's read predicate too) and the retry turns that row into a marker."""
     from airflow_cdc.model import ChunkRange
-    from airflow_cdc.sinks.delta.files import write_data_files
 
     sink.apply(T, changes([(1, 10, False)]))
-    layout = sink.layout(T)
-    files = write_data_files(
-        sink.table_location(T), changes([(3, 40, False)]), layout.change_schema, layout.key, 10
-    )
+    writer = sink.range_writer(T)
+    files = writer.write(changes([(3, 40, False)]))
 
     def append() -> None:
-        assert DeltaSink(sink.root).commit_new_range(T, files, ChunkRange((2,), (9,)), layout)
+        assert DeltaSink(sink.root).commit_new_range(T, files, ChunkRange((2,), (9,)), writer)
 
     assert _truncate_racing(sink, at(50), append, 2) == 2
     assert state(sink) == {1: (50, True, None), 3: (50, True, None)}

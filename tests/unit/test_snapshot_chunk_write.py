@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, Key, TableSchema
+from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.staging import write_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.reader import PartitionResult, read_staged
-from airflow_cdc.snapshot.runners import local_runner
 from airflow_cdc.snapshot.write import (
     ChunkRows,
     commit_files,

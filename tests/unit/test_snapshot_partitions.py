@@ -46,7 +46,7 @@ def test_the_driver_share_keeps_order_and_runs_a_cores_share_itself(
 ) -> None:
     import threading
 
-    from airflow_cdc.snapshot.runners import with_driver_share
+    from airflow_cdc.snapshot.driver_share import with_driver_share
 
     elsewhere: list[int] = []
 

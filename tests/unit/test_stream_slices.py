@@ -18,10 +18,9 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
+from airflow_cdc.sinks.change_batches import Block, merge_groups
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.stream.apply import reduce_slice
-from airflow_cdc.stream.slice_rows import Block
-from airflow_cdc.stream.staging import merge_groups
 
 T = TableId("db", "t")
 SCHEMA = TableSchema(
@@ -102,10 +101,11 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
     import random
 
     from airflow_cdc.config import SinkConfig
+    from airflow_cdc.sinks.change_batches import read_block
     from airflow_cdc.sinks.delta import DeltaSink
     from airflow_cdc.sinks.storage import Location
     from airflow_cdc.source.arrow_types import arrow_schema
-    from airflow_cdc.stream.staging import SliceBlocks, read_block
+    from airflow_cdc.stream.staging import SliceBlocks
 
     rng = random.Random(7)
     events = []

@@ -18,6 +18,20 @@ this package and nothing under it; the modules below are the write protocol's pa
 
 from __future__ import annotations
 
-from airflow_cdc.sinks.delta.sink import DeltaSink
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DeltaSink"]
+if TYPE_CHECKING:
+    from airflow_cdc.sinks.delta.sink import DeltaSink
+    from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings
+
+#: Loaded on first use: a worker unpickling a light part (``files``) needs no delta-rs.
+_HOMES = {"DeltaSink": "sink", "UpkeepResult": "upkeep", "UpkeepSettings": "upkeep"}
+
+__all__ = ["DeltaSink", "UpkeepResult", "UpkeepSettings"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

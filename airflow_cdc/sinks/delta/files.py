@@ -25,11 +25,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_cdc.errors import SinkError
+from airflow_cdc.sinks.base import RangeWriter, WrittenFile
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.buckets import bucket_values
 from airflow_cdc.sinks.storage import Location
 
-__all__ = ["DataFile", "remove_data_files", "write_data_files"]
+__all__ = [
+    "DataFile",
+    "RangeFiles",
+    "data_files",
+    "range_files",
+    "remove_data_files",
+    "write_data_files",
+]
 
 
 @dataclass(frozen=True)
@@ -138,3 +147,38 @@ def remove_data_files(table: Location, files: Sequence[DataFile]) -> None:
     for f in files:
         with contextlib.suppress(FileNotFoundError):
             filesystem.delete_file(f"{root}/{f.path}")
+
+
+@dataclass(frozen=True)
+class RangeFiles:
+    """Writes rows as the table's data files on any worker, for a commit of a new key
+    range (the sink's :class:`~airflow_cdc.sinks.base.RangeWriter`; no Delta table is
+    opened here, so a worker needs no delta-rs)."""
+
+    table: Location
+    #: The table's columns but the bucket, in its order and types, as of the writer's
+    #: making (the commit checks that they still are the table's).
+    schema: pa.Schema
+    key: tuple[str, ...]
+    bucket_width: int | None
+    #: Columns the table keeps after the source dropped them (NULL in these files).
+    absent: tuple[str, ...] = ()
+
+    def write(self, rows: pa.Table) -> list[DataFile]:
+        return write_data_files(
+            self.table, rows, self.schema, self.key, self.bucket_width, self.absent
+        )
+
+
+def data_files(files: Sequence[WrittenFile]) -> list[DataFile]:
+    """``files`` as this sink wrote them (another sink's cannot be committed here)."""
+    if not all(isinstance(f, DataFile) for f in files):
+        raise SinkError("the files were not written by a Delta sink's range writer")
+    return [f for f in files if isinstance(f, DataFile)]
+
+
+def range_files(writer: RangeWriter) -> RangeFiles:
+    """``writer`` as this sink made it."""
+    if not isinstance(writer, RangeFiles):
+        raise SinkError(f"{writer!r} is not a Delta sink's range writer")
+    return writer

@@ -9,18 +9,24 @@ replaced).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import pyarrow.fs as pafs
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Transaction
 from deltalake.exceptions import TableNotFoundError
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta.generations import is_promoted, next_generation
 from airflow_cdc.sinks.delta.open_tables import OpenTables
+from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.sinks.storage import Location
 
 __all__ = ["TablePlaces"]
+
+T = TypeVar("T")
 
 
 class TablePlaces:
@@ -84,6 +90,30 @@ class TablePlaces:
 
     def forget(self, table: TableId) -> None:
         self.open_tables.forget(table)
+
+    def attempts(
+        self,
+        table: TableId,
+        app: Transaction | None,
+        attempt: Callable[[DeltaTable], T],
+        what: str,
+        policy: RetryPolicy,
+    ) -> tuple[T, int]:
+        """``attempt`` on the table until it commits (:mod:`.retry`): the first on the
+        version held open (an open replays the log), each retry after a commit conflict on
+        the table opened again; then the table and ``app``'s record kept for the next."""
+        fresh = [self.take(table)]
+        latest = fresh[:]
+
+        def once() -> T:
+            latest[0] = fresh.pop() if fresh else self.open(table)
+            return attempt(latest[0])
+
+        result, attempts = retry_conflicts(once, what, policy)
+        self.keep(table, latest[0])
+        if app is not None:
+            self.open_tables.record(table, app)
+        return result, attempts
 
     def _writable(self, table: TableId, live: DeltaTable) -> DeltaTable:
         found = next_generation(live)

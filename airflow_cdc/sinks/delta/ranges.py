@@ -70,17 +70,18 @@ def commit_if_empty(
     table: TableId,
     files: Sequence[DataFile],
     rng: ChunkRange,
-    written_with: TableLayout,
+    written_with: pa.Schema,
     rows_in: RangeRows = range_rows,
 ) -> bool:
     """One attempt of :meth:`DeltaSink.commit_new_range` on ``dt``: ``files`` committed
     when ``rng`` holds no row (else False); :class:`SinkColumnsChangedError` when the
-    table's columns are no longer those the files were written with."""
+    table's columns are no longer those the files were written with (``written_with``:
+    the columns they were written for, :attr:`TableLayout.change_schema`)."""
     layout = writable_layout(dt, table)
-    if layout.change_schema != written_with.change_schema:
+    if layout.change_schema != written_with:
         raise SinkColumnsChangedError(
             f"the columns of {table}'s Delta table changed while {rng.label()} was "
-            f"written: {'; '.join(column_differences(layout, written_with.schema))}"
+            f"written: {'; '.join(column_differences(layout, written_with))}"
         )
     if rows_in(dt, layout, rng, None).num_rows:
         return False

@@ -1,25 +1,15 @@
-"""The embedded default sink: one Delta Lake table per source table, written with delta-rs.
+"""The Delta sink's facade: one Delta Lake table per source table, written with delta-rs.
 
-Layout: ``<root>/<database>/<table>`` (names escaped by :mod:`airflow_cdc.sinks.naming`), source columns
-plus ``_cdc_position``, ``_cdc_deleted`` and the partition column ``_cdc_bucket``. The key
-columns and the bucket width are stored in the table's configuration
-(``airflow_cdc.key``, ``airflow_cdc.bucket_width``; :mod:`.layout`) so that every
-writer, in any process, computes the same buckets without being told.
+Layout: ``<root>/<database>/<table>`` (names escaped by :mod:`airflow_cdc.sinks.naming`),
+source columns plus ``_cdc_position``, ``_cdc_deleted`` and the partition column
+``_cdc_bucket``; the key and the bucket width are in the table's configuration
+(:mod:`.layout`), so every writer in any process computes the same buckets untold.
 
-A batch is written by one conditional MERGE (last writer wins by ``_cdc_position``,
-:mod:`.merge`), or, when the sink is given :class:`RewriteLimits` and the batch is
-small, by rewriting the few files it touches in Arrow (:mod:`.rewrite`). The
-merge predicate names the batch's buckets as literals, which delta-rs records as the
-commit's read predicate: its conflict checker then lets concurrent merges into other
-buckets commit, and retries (see :mod:`.retry`) settle merges into the same bucket.
-
-A source ``TRUNCATE TABLE``: :meth:`DeltaSink.truncate`. Upkeep: :meth:`DeltaSink.upkeep`.
-
-A key range the table holds no row of can instead take data files written elsewhere
-(:mod:`.files`) in one plain commit, :meth:`DeltaSink.commit_new_range`: no merge,
-so a chunk's executors encode its Parquet in parallel (:mod:`.ranges` keeps
-concurrent writers apart). While a table is replaced, its writers write its next
-generation and readers keep the live table (:mod:`.places`, :mod:`.generations`).
+A batch is one conditional MERGE (:mod:`.merge`), or a rewrite of the few files it
+touches when small (:mod:`.rewrite`). The MERGE names its buckets as literals, which
+delta-rs records as the commit's read predicate: concurrent merges into other buckets
+commit, and retries (:mod:`.retry`) settle those into the same bucket. A key range the
+table holds no row of takes files written elsewhere in one commit (:mod:`.ranges`).
 """
 
 from __future__ import annotations
@@ -27,21 +17,29 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from airflow_cdc.config import SinkConfig
+from airflow_cdc.config import SinkConfig, StreamBounds
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
-from airflow_cdc.sinks.base import ApplyResult
+from airflow_cdc.runner import Runner
+from airflow_cdc.sinks.base import (
+    ApplyResult,
+    RangeWriter,
+    TableScan,
+    TableShape,
+    WrittenFile,
+)
+from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
 from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import writer_transaction
 from airflow_cdc.sinks.delta.copy import Copied, copy_delta_table
 from airflow_cdc.sinks.delta.evolve import evolve_table
-from airflow_cdc.sinks.delta.files import DataFile, remove_data_files
+from airflow_cdc.sinks.delta.files import RangeFiles, data_files, range_files, remove_data_files
 from airflow_cdc.sinks.delta.generations import delete_retired, promote, start_generation
 from airflow_cdc.sinks.delta.layout import (
     TableLayout,
@@ -56,12 +54,19 @@ from airflow_cdc.sinks.delta.places import TablePlaces
 from airflow_cdc.sinks.delta.ranges import commit_if_empty, range_rows
 from airflow_cdc.sinks.delta.reads import all_rows, live_rows
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
-from airflow_cdc.sinks.delta.rewrite import RewriteLimits, commit_rewrite, plan_rewrite
+from airflow_cdc.sinks.delta.rewrite import (
+    RewriteLimits,
+    commit_rewrite,
+    plain_protocol,
+    plan_rewrite,
+)
 from airflow_cdc.sinks.delta.truncate import truncate_older
 from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings, upkeep_table
 from airflow_cdc.sinks.storage import Location
 
 __all__ = ["DeltaSink"]
+
+T = TypeVar("T")
 
 
 class DeltaSink:
@@ -101,6 +106,14 @@ class DeltaSink:
         """The sink ``config`` describes (its root and storage options)."""
         return cls(config.root, storage_options=dict(config.storage_options), **kwargs)
 
+    @classmethod
+    def streaming(cls, config: SinkConfig) -> DeltaSink:
+        """The sink as the stream writes it: tables kept open between batches, small
+        merges done by rewriting the touched files, larger ones by a streamed delta-rs
+        merge (it reads the merge's source as it goes: a lower peak; the bucket predicate
+        still prunes)."""
+        return cls.of(config, streamed_exec=True, keep_open=True, rewrite=RewriteLimits())
+
     def __repr__(self) -> str:
         return f"DeltaSink({self.root!r})"
 
@@ -120,6 +133,17 @@ class DeltaSink:
 
     def _open(self, table: TableId) -> DeltaTable:
         return self._places.open(table)
+
+    def shape(self, table: TableId) -> TableShape:
+        layout = self.layout(table)
+        return TableShape(tuple(layout.live_columns), layout.key)
+
+    def scan(self, table: TableId) -> TableScan:
+        """The live table's current version (its files by path when plain and local)."""
+        dt = self._places.open_live(table)
+        files = dt.file_uris()
+        local = bool(files) and plain_protocol(dt) and all("://" not in f for f in files)
+        return TableScan(dt.version(), dt.to_pyarrow_dataset(), tuple(files) if local else None)
 
     def layout(self, table: TableId) -> TableLayout:
         dt = self._places.take(table)
@@ -157,44 +181,24 @@ class DeltaSink:
         app_version: int | None = None,
         keys_unique: bool = False,
     ) -> ApplyResult:
-        """Merge ``changes`` into the table; the greater ``_cdc_position`` wins per key.
-
-        ``changes`` has the table's source columns, ``_cdc_position`` and ``_cdc_deleted``
-        (a delete marker may leave the other columns null) and at most one row per key.
-        A reader is read whole first: a commit conflict re-runs the merge, which needs the
-        input again, and the duplicate-key check needs every key.
-
-        ``keys_unique=True`` skips the duplicate-key check (a group-by over every key, 0.2 s
-        per million rows) for callers whose rows are unique by construction.
-
-        With ``app_id``/``app_version`` the commit records a Delta application transaction
-        and a batch whose version the table already holds for that app is skipped whole.
-        """
+        """:meth:`~airflow_cdc.sinks.base.Sink.apply`. A reader is read whole first: a commit conflict re-runs the
+        merge, which needs the input again, and the duplicate-key check (a group-by over
+        every key, 0.2 s per million rows; ``keys_unique`` skips it) needs every key."""
         app = writer_transaction(app_id, app_version)
-        dt = self._places.take(table)
         if isinstance(changes, pa.RecordBatchReader):
             changes = changes.read_all()
-        # The first attempt writes into the version just opened (an open replays the log);
-        # a retry after a commit conflict opens the table again, and shapes the changes
-        # again if its columns changed meanwhile (a widened type; else it refuses them).
-        fresh = [dt]
-        latest = [dt]
+        # Shaped again on a retry if the table's columns changed meanwhile (a widened
+        # type; else it refuses them).
         prepared: list[Batch] = []
 
-        def attempt() -> ApplyResult:
-            latest[0] = fresh.pop() if fresh else self._open(table)
-            layout = writable_layout(latest[0], table)
+        def attempt(dt: DeltaTable) -> ApplyResult:
+            layout = writable_layout(dt, table)
             if not prepared or prepared[0].layout != layout:
                 prepared[:] = [Batch.of(table, layout, changes, app, check_keys=not keys_unique)]
-            location = self._places.location_of(table, latest[0])
-            return self._write(latest[0], prepared[0], location)
+            return self._write(dt, prepared[0], self._places.location_of(table, dt))
 
-        result, attempts = retry_conflicts(
-            attempt, f"apply {changes.num_rows} rows to {table}", self.retry
-        )
-        self._places.keep(table, latest[0])
-        if app is not None:
-            self._tables.record(table, app)
+        what = f"apply {changes.num_rows} rows to {table}"
+        result, attempts = self._places.attempts(table, app, attempt, what, self.retry)
         return dataclasses.replace(result, attempts=attempts)
 
     def _write(self, dt: DeltaTable, batch: Batch, location: Location) -> ApplyResult:
@@ -223,56 +227,58 @@ class DeltaSink:
         app_version: int | None = None,
         rows: RowFilter | None = None,
     ) -> int:
-        """Apply a source ``TRUNCATE TABLE`` at ``position`` (of the rows ``rows`` selects
-        if given: ``TRUNCATE``/``DROP PARTITION``): every such live row older than it
-        becomes a delete marker at it (key kept, other source columns null), in one commit
-        naming the buckets it rewrites; rows at or after ``position`` and markers stay.
-        Returns the rows turned into markers (0 for a repeated truncate). Retries commit
-        conflicts like :meth:`apply`; ``app_id``/``app_version`` as there."""
+        """:meth:`~airflow_cdc.sinks.base.Sink.truncate`: the markers in one commit that
+        names the buckets it rewrites, retried on conflicts like :meth:`apply`."""
         app = writer_transaction(app_id, app_version)
         encoded = position.encode()
-        dt = self._places.take(table)
-        fresh = [dt]
-        latest = [dt]
 
-        def attempt() -> int:
-            latest[0] = fresh.pop() if fresh else self._open(table)
-            if app is not None and self._tables.holds(latest[0], table, app):
+        def attempt(dt: DeltaTable) -> int:
+            if app is not None and self._tables.holds(dt, table, app):
                 return 0
-            layout = writable_layout(latest[0], table)
-            return truncate_older(latest[0], layout, encoded, app, rows)
+            return truncate_older(dt, writable_layout(dt, table), encoded, app, rows)
 
-        marked, _ = retry_conflicts(attempt, f"truncate {table} at {position}", self.retry)
-        self._places.keep(table, latest[0])
-        if app is not None:
-            self._tables.record(table, app)
+        marked, _ = self._places.attempts(
+            table, app, attempt, f"truncate {table} at {position}", self.retry
+        )
         return marked
+
+    def range_writer(self, table: TableId) -> RangeFiles:
+        """A writer of the table's data files as its columns are now (:mod:`.files`)."""
+        layout = self.layout(table)
+        return RangeFiles(
+            self.table_location(table),
+            layout.change_schema,
+            layout.key,
+            layout.bucket_width,
+            layout.dropped_columns,
+        )
 
     def commit_new_range(
         self,
         table: TableId,
-        files: Sequence[DataFile],
+        files: Sequence[WrittenFile],
         rng: ChunkRange,
-        written_with: TableLayout,
+        writer: RangeWriter,
     ) -> bool:
-        """Commit ``files`` (the rows of ``rng``, one per key, written by
-        :func:`~airflow_cdc.sinks.delta.files.write_data_files` with the columns of
-        ``written_with``) as one append, if the table holds no row that may lie in ``rng``.
-        False, committing nothing, when it may: the caller then merges the rows. See the
-        module docstring for concurrent writers. :class:`SinkColumnsChangedError` when
-        the table's columns changed since."""
+        """Commit ``files`` (the rows of ``rng``, one per key, written by ``writer``) as
+        one append, if the table holds no row that may lie in ``rng``. False, committing
+        nothing, when it may: the caller then merges the rows. See the module docstring
+        for concurrent writers. :class:`SinkColumnsChangedError` when the table's columns
+        changed since the writer was made."""
+
+        written, schema = data_files(files), range_files(writer).schema
 
         def attempt() -> bool:
             current = self._open(table)
-            return commit_if_empty(current, table, files, rng, written_with, self._range_rows)
+            return commit_if_empty(current, table, written, rng, schema, self._range_rows)
 
         what = f"commit {len(files)} data files of {table} {rng.label()}"
         committed, _ = retry_conflicts(attempt, what, self.retry)
         return committed
 
-    def remove_files(self, table: TableId, files: Sequence[DataFile]) -> None:
+    def remove_files(self, table: TableId, files: Sequence[WrittenFile]) -> None:
         """Delete written data files that were not committed."""
-        remove_data_files(self.table_location(table), files)
+        remove_data_files(self.table_location(table), data_files(files))
 
     def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
         """Change the table's columns as the source's changed at ``change.position``
@@ -342,6 +348,20 @@ class DeltaSink:
         location = self._places.live_location(table)
         delete_retired(opened, location, settings.vacuum_retention_hours, self.retry)
         return done
+
+    def merge_on_executors(
+        self,
+        tables: Sequence[TableChanges],
+        batch: BatchWrite,
+        runner: Runner,
+        cores: int,
+        bounds: StreamBounds,
+    ) -> tuple[list[Merged], int]:
+        """Merge a batch's tables as tasks of ``runner``: small ones a share each, big ones
+        split by key range over the cores (:mod:`.split_merge`)."""
+        from airflow_cdc.sinks.delta.split_merge import merge_on_executors
+
+        return merge_on_executors(self, tables, batch, runner, cores, bounds)
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
         """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""

@@ -1,5 +1,6 @@
-"""stream.table_merge: a batch's tables merged as tasks (the executors' way) give the same
-tables as the driver's way, each table in one task, errors per table, one core per task."""
+"""sinks.delta.batch_merge: a batch's tables merged as tasks (the executors' way) give the
+same tables as the driver's way (``sinks.change_batches.merge_changes``), each table in one
+task, errors per table, one core per task (``sinks.delta.core_pinning``)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,22 @@ from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.stream.slice_rows import Block
-from airflow_cdc.stream.staging import SliceBlocks
-from airflow_cdc.stream.table_merge import (
+from airflow_cdc.sinks.change_batches import (
+    BatchWrite,
+    Block,
+    TableChanges,
+    merge_changes,
+    portable,
+)
+from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.delta.batch_merge import (
     MERGE_WEIGHT_ROWS,
     MergeTask,
-    TableMerge,
-    _claimed_core,
-    _portable,
-    merge_table,
     merge_tasks,
-    one_core,
     run_merge_task,
-    stream_sink,
 )
+from airflow_cdc.sinks.delta.core_pinning import _claimed_core, one_core
+from airflow_cdc.stream.staging import SliceBlocks
 
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -54,18 +57,18 @@ def _block(rows: pa.Table, staging: Path) -> Block:
     return SliceBlocks(Location(str(staging)), 1 << 20).put(rows)
 
 
-def _merge(name: str, *blocks: Block) -> TableMerge:
-    return TableMerge(TableId("db", name), ("id",), blocks)
+def _merge(name: str, *blocks: Block) -> TableChanges:
+    return TableChanges(TableId("db", name), ("id",), blocks)
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.integers(0, 50_000), max_size=40), st.integers(1, 8))
 def test_every_table_in_one_task_in_order(rows: list[int], groups: int) -> None:
     merges = [
-        TableMerge(TableId("db", f"t{i}"), ("id",), (Block(n, data=b"x"),))
+        TableChanges(TableId("db", f"t{i}"), ("id",), (Block(n, data=b"x"),))
         for i, n in enumerate(rows)
     ]
-    tasks = merge_tasks(SinkConfig("/lake"), "s", 7, 1000, merges, groups)
+    tasks = merge_tasks(BatchWrite("s", 7, SinkConfig("/lake"), 1000), merges, groups)
     assert len(tasks) <= groups
     assert all(task.tables for task in tasks)
     placed = [merge.table for task in tasks for merge in task.tables]
@@ -74,7 +77,7 @@ def test_every_table_in_one_task_in_order(rows: list[int], groups: int) -> None:
     for task in tasks:
         numbers = [order[m.table] for m in task.tables]
         assert numbers == sorted(numbers)
-        assert (task.version, task.stream_id, task.max_merge_rows) == (7, "s", 1000)
+        assert (task.batch.version, task.batch.writer, task.batch.max_merge_rows) == (7, "s", 1000)
     if tasks:  # about equal: no task heavier than the lightest by more than one table
         weights = [sum(m.rows + MERGE_WEIGHT_ROWS for m in t.tables) for t in tasks]
         assert max(weights) - min(weights) <= max(rows) + MERGE_WEIGHT_ROWS
@@ -97,18 +100,20 @@ def test_tasks_give_the_tables_the_driver_gives(tmp_path: Path) -> None:
     results: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for way in ("tasks", "driver"):
         config = SinkConfig(str(tmp_path / way))
-        sink = stream_sink(config)
+        sink = DeltaSink.streaming(config)
         for name in batches[0]:
             sink.ensure_table(TableSchema(TableId("db", name), COLUMNS, ("id",)), ARROW)
         for version, batch in enumerate(batches, start=1):
             merges = [_merge(n, *(_block(r, staging) for r in rs)) for n, rs in batch.items()]
             for _ in range(2):  # the batch replayed: nothing more is written
                 if way == "tasks":
-                    tasks = merge_tasks(config, "s", version, 30, merges, 3, pin_core=False)
+                    tasks = merge_tasks(
+                        BatchWrite("s", version, config, 30), merges, 3, pin_core=False
+                    )
                     done = [m for task in tasks for m in run_merge_task(task)]
                 else:
-                    task = MergeTask(config, "s", version, 30, ())
-                    done = [merge_table(sink, task, m) for m in merges]
+                    write = BatchWrite("s", version, config, 30)
+                    done = [merge_changes(sink, m, write) for m in merges]
                 assert all(m.error is None for m in done)
                 if _ == 1:
                     assert sum(m.rows for m in done) == 0
@@ -116,7 +121,10 @@ def test_tasks_give_the_tables_the_driver_gives(tmp_path: Path) -> None:
             name: sorted(
                 zip(
                     *(
-                        stream_sink(config).read_live(TableId("db", name)).column(c).to_pylist()
+                        DeltaSink.streaming(config)
+                        .read_live(TableId("db", name))
+                        .column(c)
+                        .to_pylist()
                         for c in ("id", "v")
                     ),
                     strict=True,
@@ -131,14 +139,11 @@ def test_tasks_give_the_tables_the_driver_gives(tmp_path: Path) -> None:
 
 def test_a_table_that_fails_leaves_the_others_merged(tmp_path: Path) -> None:
     config = SinkConfig(str(tmp_path / "lake"))
-    sink = stream_sink(config)
+    sink = DeltaSink.streaming(config)
     sink.ensure_table(TableSchema(TableId("db", "good"), COLUMNS, ("id",)), ARROW)
     wrong = _rows([1], 10).rename_columns(["other", "v", POSITION_COLUMN, DELETED_COLUMN])
     task = MergeTask(
-        config,
-        "s",
-        5,
-        100,
+        BatchWrite("s", 5, config, 100),
         (
             _merge("missing", _block(wrong, tmp_path)),
             _merge("good", _block(_rows([1], 10), tmp_path)),
@@ -157,11 +162,11 @@ def test_an_error_that_cannot_travel_becomes_a_sink_error() -> None:
     class Local(Exception):  # a class pickle cannot find by name
         pass
 
-    carried = _portable(Local("boom"))
+    carried = portable(Local("boom"))
     assert isinstance(carried, SinkError)
     assert "Local: boom" in str(carried)
     plain = ValueError("x")
-    assert _portable(plain) is plain
+    assert portable(plain) is plain
 
 
 linux_affinity = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""A batch's merges as one job of tasks (``stream.executor_merges``), run here by a local
+"""A batch's merges as one job of tasks (``sinks.delta.split_merge``), run here by a local
 runner standing in for Spark's executors: a big table split by key and committed once,
 small tables in merge tasks, the same tables the driver's merges give; a failed part or a
 lost commit race falls back to the driver's merge."""
@@ -15,13 +15,14 @@ from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig, StreamBounds
 from airflow_cdc.model import Column, TableId, TableSchema
+from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.change_batches import BatchWrite, TableChanges, merge_changes
+from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.delta import split_merge as executor_merges
+from airflow_cdc.sinks.delta.split_merge import SplitTask
 from airflow_cdc.sinks.storage import Location
-from airflow_cdc.snapshot.runners import local_runner
-from airflow_cdc.stream import executor_merges
-from airflow_cdc.stream.executor_merges import SplitTask, merge_on_executors
 from airflow_cdc.stream.staging import SliceBlocks
-from airflow_cdc.stream.table_merge import MergeTask, TableMerge, merge_table, stream_sink
 
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -45,7 +46,7 @@ def rows(keys: Sequence[int], position: int, deleted: bool = False) -> pa.Table:
 def lake(root: Path) -> SinkConfig:
     """The big table in four files of 100 keys (buckets of 100), the small ones empty."""
     config = SinkConfig(str(root))
-    sink = stream_sink(config)
+    sink = DeltaSink.streaming(config)
     for table in (BIG, *SMALL):
         sink.ensure_table(TableSchema(table, COLUMNS, ("id",)), ARROW, bucket_width=100)
     for lo in range(0, 400, 100):
@@ -53,7 +54,7 @@ def lake(root: Path) -> SinkConfig:
     return config
 
 
-def batch(staging: Path) -> list[TableMerge]:
+def batch(staging: Path) -> list[TableChanges]:
     """The big table: updates in two blocks (keys 50-149 newer, 300-309 deleted) and new
     keys; each small table a few rows."""
     put = SliceBlocks(Location(str(staging)), 1 << 20)
@@ -63,28 +64,29 @@ def batch(staging: Path) -> list[TableMerge]:
         put.put(rows(range(1000, 1050), 2), "id"),
     )
     small = [
-        TableMerge(t, ("id",), (put.put(rows(range(i, i + 3), 2), "id"),))
+        TableChanges(t, ("id",), (put.put(rows(range(i, i + 3), 2), "id"),))
         for i, t in enumerate(SMALL)
     ]
-    return [TableMerge(BIG, ("id",), big), *small]
+    return [TableChanges(BIG, ("id",), big), *small]
 
 
 def held(config: SinkConfig, table: TableId) -> dict[int, tuple[int, bool, str | None]]:
     return {
         r["id"]: (r[POSITION_COLUMN], r[DELETED_COLUMN], r["v"])
-        for r in stream_sink(config).read_all(table).to_pylist()
+        for r in DeltaSink.streaming(config).read_all(table).to_pylist()
     }
 
 
-def driver_way(config: SinkConfig, merges: list[TableMerge], version: int) -> None:
-    task = MergeTask(config, "s", version, BOUNDS.max_merge_rows, ())
-    sink = stream_sink(config)
+def driver_way(config: SinkConfig, merges: list[TableChanges], version: int) -> None:
+    write = BatchWrite("s", version, config, BOUNDS.max_merge_rows)
+    sink = DeltaSink.streaming(config)
     for merge in merges:
-        assert merge_table(sink, task, merge).error is None
+        assert merge_changes(sink, merge, write).error is None
 
 
-def run(config: SinkConfig, merges: list[TableMerge], runner: Callable[..., list[Any]]) -> Any:
-    return merge_on_executors(stream_sink(config), config, "s", 9, merges, runner, 2, BOUNDS)
+def run(config: SinkConfig, merges: list[TableChanges], runner: Callable[..., list[Any]]) -> Any:
+    write = BatchWrite("s", 9, config, BOUNDS.max_merge_rows)
+    return DeltaSink.streaming(config).merge_on_executors(merges, write, runner, 2, BOUNDS)
 
 
 def test_split_and_merge_tasks_give_the_driver_s_tables(tmp_path: Path) -> None:
@@ -99,7 +101,7 @@ def test_split_and_merge_tasks_give_the_driver_s_tables(tmp_path: Path) -> None:
     assert count >= 3  # a merge task (the small tables) and the big table's parts
     for table in (BIG, *SMALL):
         assert held(tasks, table) == held(driver, table)
-    assert len(DeltaTable(stream_sink(tasks).table_uri(BIG)).history()) == 6  # create, 4, 1
+    assert len(DeltaTable(DeltaSink.streaming(tasks).table_uri(BIG)).history()) == 6  # create, 4, 1
     again, _ = run(tasks, merges, local_runner)  # the batch replayed
     assert sum(m.rows for m in again) == 0
     assert held(tasks, BIG) == held(driver, BIG)
@@ -125,8 +127,8 @@ def test_a_part_that_fails_leaves_the_table_to_the_driver(
     assert all(m.error is None for m in outcomes)
     assert "merged in the driver: a part of its split failed" in caplog.text
     assert held(tasks, BIG) == held(driver, BIG)
-    assert stream_sink(tasks).applied_version(BIG, "s") == 9
-    uri = stream_sink(tasks).table_uri(BIG)
+    assert DeltaSink.streaming(tasks).applied_version(BIG, "s") == 9
+    uri = DeltaSink.streaming(tasks).table_uri(BIG)
     latest = DeltaTable(uri).version()
     ever = {
         Path(path).name
@@ -146,13 +148,13 @@ def test_a_commit_that_loses_a_race_leaves_the_table_to_the_driver(
 
     def racing_runner(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         done = local_runner(fn, items)
-        stream_sink(tasks).apply(BIG, racer)
+        DeltaSink.streaming(tasks).apply(BIG, racer)
         return done
 
     with caplog.at_level("INFO", "airflow_cdc.stream"):
         outcomes, _ = run(tasks, merges, racing_runner)
     assert "its split lost a commit race" in caplog.text
-    stream_sink(driver).apply(BIG, racer)
+    DeltaSink.streaming(driver).apply(BIG, racer)
     driver_way(driver, merges, 9)
     assert all(m.error is None for m in outcomes)
     assert held(tasks, BIG) == held(driver, BIG)
@@ -165,8 +167,9 @@ def test_a_table_of_one_part_goes_to_a_merge_task(tmp_path: Path) -> None:
     config = lake(tmp_path / "t")
     merges = batch(tmp_path / "staging")
     bounds = BOUNDS
-    outcomes, count = merge_on_executors(
-        stream_sink(config), config, "s", 9, merges, local_runner, 1, bounds
+    write = BatchWrite("s", 9, config, bounds.max_merge_rows)
+    outcomes, count = DeltaSink.streaming(config).merge_on_executors(
+        merges, write, local_runner, 1, bounds
     )
     by_table = {m.table: m for m in outcomes}
     assert by_table[BIG].rows == 160

@@ -1,11 +1,12 @@
-"""A batch's merges as tasks on the executors, in one Spark job.
+"""A batch's merges as tasks on the executors, in one Spark job (the sink's
+``merge_on_executors``).
 
 Two kinds of task share the job:
 
-* a :class:`~airflow_cdc.stream.table_merge.MergeTask` merges a share of the batch's
+* a :class:`~airflow_cdc.sinks.delta.batch_merge.MergeTask` merges a share of the batch's
   tables one after another (many small tables: each merge's fixed cost on every core);
 * a :class:`SplitTask` rewrites one key range of one big table's batch
-  (``sinks.delta.split``: a million-row transaction on every core). The driver plans a
+  (:mod:`.split`: a million-row transaction on every core). The driver plans a
   table's parts from its files, the tasks write their parts' new files, and the driver
   commits them all in one Delta transaction with the batch's application version; when
   that commit loses a race (a chunk re-run committed into the same buckets meanwhile),
@@ -27,15 +28,31 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from airflow_cdc.config import SinkConfig, StreamBounds
+from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.runner import Runner
+from airflow_cdc.sinks.change_batches import (
+    BatchWrite,
+    Block,
+    Merged,
+    TableChanges,
+    merge_changes,
+    read_block,
+)
+from airflow_cdc.sinks.delta.batch_merge import (
+    MergeTask,
+    executor_sink,
+    merge_tasks,
+    run_merge_task,
+)
 from airflow_cdc.sinks.delta.changes import prepare_changes
 from airflow_cdc.sinks.delta.commits import commit_properties, writer_transaction
+from airflow_cdc.sinks.delta.core_pinning import one_core
 from airflow_cdc.sinks.delta.files import remove_data_files
 from airflow_cdc.sinks.delta.layout import TableLayout, writable_layout
 from airflow_cdc.sinks.delta.retry import is_commit_conflict
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
+from airflow_cdc.sinks.delta.sink import DeltaSink
 from airflow_cdc.sinks.delta.split import (
     PartRewrite,
     SplitPart,
@@ -45,19 +62,6 @@ from airflow_cdc.sinks.delta.split import (
     split_buckets,
 )
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
-from airflow_cdc.snapshot.runners import Runner
-from airflow_cdc.stream.slice_rows import Block
-from airflow_cdc.stream.staging import read_block
-from airflow_cdc.stream.table_merge import (
-    Merged,
-    MergeTask,
-    TableMerge,
-    executor_sink,
-    merge_table,
-    merge_tasks,
-    one_core,
-    run_merge_task,
-)
 
 __all__ = ["PartOutcome", "SplitTask", "merge_on_executors", "run_task"]
 
@@ -72,7 +76,7 @@ _PARTS_PER_CORE = 8
 class SplitTask:
     """One key range of one table's batch, rewritten by one executor task."""
 
-    sink: SinkConfig
+    batch: BatchWrite
     table: TableId
     layout: TableLayout
     part: SplitPart
@@ -106,14 +110,14 @@ def _rewrite(task: SplitTask) -> PartRewrite:
     pieces = []
     part = task.part
     for block in task.blocks:
-        rows = read_block(task.sink, block)
+        rows = read_block(task.batch.staging, block)
         within = (
             block.low is not None and block.high is not None and part.holds(block.low, block.high)
         )
         pieces.append(rows if within else rows.filter(part.mask(rows.column(key[0]))))
     changes = pa.concat_tables(pieces) if _apart(task.blocks) else newest_per_key(pieces, key)
     prepared = prepare_changes(task.table, task.layout, changes, check_keys=False)
-    location = executor_sink(task.sink).table_location(task.table)
+    location = executor_sink(task.batch.staging).table_location(task.table)
     return rewrite_part(location, task.layout, task.part, prepared)
 
 
@@ -131,45 +135,33 @@ def _apart(blocks: Sequence[Block]) -> bool:
 class _Split:
     """A table's split as the driver planned it (``dt``: the version it was planned on)."""
 
-    merge: TableMerge
+    changes: TableChanges
     dt: DeltaTable
     tasks: list[SplitTask]
 
 
 def merge_on_executors(
     sink: DeltaSink,
-    config: SinkConfig,
-    stream_id: str,
-    version: int | None,
-    merges: Sequence[TableMerge],
+    tables: Sequence[TableChanges],
+    batch: BatchWrite,
     runner: Runner,
     cores: int,
     bounds: StreamBounds,
 ) -> tuple[list[Merged], int]:
-    """Merge the batch's tables (``version``: its end, recorded in each) as one job of
-    tasks on the executors; the outcomes and the number of tasks."""
+    """Merge the batch's tables as one job of tasks on the executors; the outcomes and the
+    number of tasks."""
     splits: list[_Split] = []
-    whole: list[TableMerge] = []
+    whole: list[TableChanges] = []
     done: list[Merged] = []
-    for merge in merges:
-        if merge.rows < bounds.split_merge_rows:
-            whole.append(merge)
-        elif (
-            version is not None and (sink.applied_version(merge.table, stream_id) or -1) >= version
-        ):
-            done.append(Merged(merge.table))  # the table holds this batch already
+    for changes in tables:
+        if changes.rows < bounds.split_merge_rows:
+            whole.append(changes)
+        elif _holds(sink, changes.table, batch):
+            done.append(Merged(changes.table))  # the table holds this batch already
         else:
-            split = _plan(sink, config, merge, cores, bounds)
-            (whole.append(merge) if split is None else splits.append(split))
-    grouped = merge_tasks(
-        config,
-        stream_id,
-        version,
-        bounds.max_merge_rows,
-        whole,
-        cores,
-        pin_core=bounds.pin_merge_cores,
-    )
+            split = _plan(sink, batch, changes, cores, bounds)
+            (whole.append(changes) if split is None else splits.append(split))
+    grouped = merge_tasks(batch, whole, cores, pin_core=bounds.pin_merge_cores)
     tasks: list[MergeTask | SplitTask] = [*grouped, *(t for s in splits for t in s.tasks)]
     results = runner(run_task, tasks)
     outcomes = [m for result in results[: len(grouped)] for m in result]
@@ -177,49 +169,47 @@ def merge_on_executors(
     for split in splits:
         parts = results[at : at + len(split.tasks)]
         at += len(split.tasks)
-        outcomes.append(_commit(sink, config, stream_id, version, split, parts, bounds))
+        outcomes.append(_commit(sink, batch, split, parts))
     return [*done, *outcomes], len(tasks)
 
 
+def _holds(sink: DeltaSink, table: TableId, batch: BatchWrite) -> bool:
+    version = batch.version
+    return version is not None and (sink.applied_version(table, batch.writer) or -1) >= version
+
+
 def _plan(
-    sink: DeltaSink, config: SinkConfig, merge: TableMerge, cores: int, bounds: StreamBounds
+    sink: DeltaSink, batch: BatchWrite, changes: TableChanges, cores: int, bounds: StreamBounds
 ) -> _Split | None:
     """The table's parts, at least one per core and one per ``max_merge_rows`` changes,
     or None when it cannot be split (or would be one part)."""
-    dt = DeltaTable(sink.table_uri(merge.table), storage_options=sink.storage_options)
-    layout = writable_layout(dt, merge.table)
+    dt = DeltaTable(sink.table_uri(changes.table), storage_options=sink.storage_options)
+    layout = writable_layout(dt, changes.table)
     parts = plan_split(
         dt,
         layout,
-        max(cores, math.ceil(merge.rows / bounds.max_merge_rows)),
+        max(cores, math.ceil(changes.rows / bounds.max_merge_rows)),
         max_part_bytes=RewriteLimits().max_file_bytes,
         max_parts=_PARTS_PER_CORE * cores,
     )
     if parts is None or len(parts) < 2:
         return None
     tasks = [
-        SplitTask(config, merge.table, layout, part, blocks, bounds.pin_merge_cores)
+        SplitTask(batch, changes.table, layout, part, blocks, bounds.pin_merge_cores)
         for part in parts
-        if (blocks := tuple(b for b in merge.blocks if b.may_hold(part.lo, part.hi)))
+        if (blocks := tuple(b for b in changes.blocks if b.may_hold(part.lo, part.hi)))
     ]  # a part no block may touch keeps its files as they are
-    return _Split(merge, dt, tasks)
+    return _Split(changes, dt, tasks)
 
 
-def _commit(
-    sink: DeltaSink,
-    config: SinkConfig,
-    stream_id: str,
-    version: int | None,
-    split: _Split,
-    parts: list[PartOutcome],
-    bounds: StreamBounds,
-) -> Merged:
+def _commit(sink: DeltaSink, batch: BatchWrite, split: _Split, parts: list[PartOutcome]) -> Merged:
     """Commit the parts in one transaction; merge the table in the driver instead when a
     part failed or the commit lost a race (its new files are removed then)."""
-    table = split.merge.table
+    table = split.changes.table
     rewrites = [p.rewrite for p in parts if p.rewrite is not None]
     if len(rewrites) == len(parts):
-        app = writer_transaction(stream_id, version) if version is not None else None
+        version = batch.version
+        app = writer_transaction(batch.writer, version) if version is not None else None
         commit = commit_properties(split_buckets(rewrites), split.dt.version(), app)
         try:
             commit_split(split.dt, sink.table_location(table), rewrites, commit)
@@ -233,5 +223,4 @@ def _commit(
         failed = next(p.error for p in parts if p.error is not None)
         log.warning("%s is merged in the driver: a part of its split failed (%s)", table, failed)
         remove_data_files(sink.table_location(table), [f for r in rewrites for f in r.written])
-    task = MergeTask(config, stream_id, version, bounds.max_merge_rows, ())
-    return merge_table(sink, task, split.merge)
+    return merge_changes(sink, split.changes, batch)

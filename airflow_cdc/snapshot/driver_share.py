@@ -1,6 +1,5 @@
-"""How a chunk job maps work over cores: a :data:`Runner` maps a function over items (Spark's
-executors in production, a loop in tests), and :func:`with_driver_share` lets the calling
-process take its share of the items."""
+"""How a chunk job's driver takes its share of the work it maps over cores
+(:func:`with_driver_share`)."""
 
 from __future__ import annotations
 
@@ -9,15 +8,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["Runner", "local_runner", "with_driver_share"]
+from airflow_cdc.runner import Runner
 
-#: Maps a function over items, possibly in parallel elsewhere; returns results in order.
-Runner = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
-
-
-def local_runner(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    """Each item in turn, in this process."""
-    return [fn(item) for item in items]
+__all__ = ["with_driver_share"]
 
 
 def with_driver_share(runner: Runner, parallelism: int = 1) -> Runner:

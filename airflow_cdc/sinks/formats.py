@@ -1,0 +1,22 @@
+"""The sink a configuration names, opened behind the :class:`~airflow_cdc.sinks.base.Sink`
+Protocol: the rest of the product never names a table format.
+
+Delta Lake (:mod:`airflow_cdc.sinks.delta`) is the one format today; another would be a
+sibling package of it, passing the same contract tests, and one more case here.
+"""
+
+from __future__ import annotations
+
+from airflow_cdc.config import SinkConfig
+from airflow_cdc.sinks.base import Sink
+
+__all__ = ["open_sink"]
+
+
+def open_sink(config: SinkConfig, *, streaming: bool = False) -> Sink:
+    """The sink at ``config``'s root. ``streaming``: as the stream writes it, a writer
+    that comes back to the same tables batch after batch (tables kept open between calls,
+    small batches written by rewriting the files they touch)."""
+    from airflow_cdc.sinks.delta import DeltaSink
+
+    return DeltaSink.streaming(config) if streaming else DeltaSink.of(config)
