@@ -2,7 +2,15 @@
 
 from airflow_cdc.model.chunk import Chunk, ChunkRange
 from airflow_cdc.model.event import ChangeEvent, ChangeKind, Row
-from airflow_cdc.model.keys import Key, KeyScalar, decode_key, encode_key, format_key
+from airflow_cdc.model.keys import (
+    Key,
+    KeyScalar,
+    comparable_key,
+    decode_key,
+    encode_key,
+    format_key,
+    naive_utc,
+)
 from airflow_cdc.model.partitioning import Partition, Partitioning, RowFilter, ValueRange
 from airflow_cdc.model.plan import SplitMethod, TablePlan
 from airflow_cdc.model.position import BinlogPosition, binlog_file_number
@@ -42,9 +50,11 @@ __all__ = [
     "TableSelection",
     "ValueRange",
     "binlog_file_number",
+    "comparable_key",
     "decode_key",
     "describe_tables",
     "encode_key",
     "format_key",
+    "naive_utc",
     "quote_identifier",
 ]

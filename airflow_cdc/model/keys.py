@@ -1,6 +1,7 @@
 """Chunk-key values: a key is a tuple of scalars, one per key column.
 
 Keys travel through JSON (the metadata DB, XCom), so each scalar is tagged with its type.
+Keys from different readers are compared in one form: :func:`comparable_key`.
 """
 
 from __future__ import annotations
@@ -8,12 +9,54 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from decimal import Decimal
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
-__all__ = ["Key", "KeyScalar", "decode_key", "encode_key", "format_key"]
+__all__ = [
+    "Key",
+    "KeyScalar",
+    "comparable_key",
+    "decode_key",
+    "encode_key",
+    "format_key",
+    "naive_utc",
+]
 
 KeyScalar: TypeAlias = int | str | bytes | Decimal | dt.date | dt.datetime | dt.timedelta | float
 Key: TypeAlias = tuple[KeyScalar, ...]
+
+
+# A datetime in gives a datetime out: callers that render or parse one keep its type.
+@overload
+def naive_utc(value: dt.datetime) -> dt.datetime: ...
+
+
+@overload
+def naive_utc(value: KeyScalar) -> KeyScalar: ...
+
+
+def naive_utc(value: KeyScalar) -> KeyScalar:
+    """A key value in the form chunk bounds have: an aware datetime as the same instant in
+    naive UTC; anything else (a naive DATETIME, a number, text...) as it is.
+
+    Why UTC: every source session runs at ``time_zone = '+00:00'`` (``source.connection``),
+    so the planner reads a TIMESTAMP key as its instant in naive UTC, and a bound sent back
+    to the server as naive text means that instant again. The binlog and the sink hand
+    TIMESTAMP keys over as aware datetimes; converted to UTC first, they compare with the
+    bounds by instant whatever zone they carry. Dropping the zone alone would be right
+    only for a value already in UTC: one in any other zone would land hours away from its
+    chunk, and the stream could drop a change the chunk never saw. A DATETIME is naive
+    and zone-less (a wall-clock value, the same in every session): it stays untouched.
+    """
+    if isinstance(value, dt.datetime) and value.utcoffset() is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def comparable_key(key: Key) -> Key:
+    """``key`` with each value as :func:`naive_utc` has it: comparable with chunk bounds
+    (and with keys from other readers) in Python, and sent to the server as the same
+    instant."""
+    return tuple(naive_utc(v) for v in key)
 
 
 def _encode_scalar(value: KeyScalar) -> list[Any]:

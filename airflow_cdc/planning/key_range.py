@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import ChunkRange, Column, Key, KeyScalar, TableSchema
+from airflow_cdc.model import ChunkRange, Column, Key, KeyScalar, TableSchema, naive_utc
 from airflow_cdc.planning.key_order import NotExactError, sort_key_for
 
 __all__ = ["key_range_from_json", "key_value"]
@@ -208,9 +208,7 @@ def _text(value: Any) -> str:
 
 def _datetime(value: Any) -> dt.datetime:
     parsed = dt.datetime.fromisoformat(_text(value).strip())
-    if parsed.tzinfo is not None:  # chunk bounds are naive UTC
-        parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
-    return parsed
+    return naive_utc(parsed)  # chunk bounds are naive UTC
 
 
 def _time(value: Any) -> dt.timedelta:

@@ -20,7 +20,6 @@ are ``snapshot.unit``'s.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 import uuid
@@ -29,7 +28,15 @@ from dataclasses import dataclass, field
 
 from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import SchemaChangedInWindowError, SourceError, wrapped_error
-from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, Key, ServerEpoch, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    Chunk,
+    ChunkRange,
+    Key,
+    ServerEpoch,
+    TableSchema,
+    comparable_key,
+)
 from airflow_cdc.model.gtid import MariaGtidPos
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
@@ -106,31 +113,25 @@ def failure_reason(exc: BaseException) -> str:
     return text if inner is None else f"{inner}\n\n{text}"
 
 
-def _comparable(key: Key) -> Key:
-    """Keys from the binlog/sink carry UTC-aware timestamps; the planner's are naive UTC."""
-    return tuple(
-        v.replace(tzinfo=None) if isinstance(v, dt.datetime) and v.tzinfo else v for v in key
-    )
-
-
 def _membership(
     conn: DbConnection, schema: TableSchema, rng: ChunkRange, keys: Sequence[Key]
 ) -> dict[Key, bool]:
     """Which keys lie in the chunk, decided in Python when its order equals the server's,
-    by the server otherwise (non-binary collations)."""
+    by the server otherwise (non-binary collations). Binlog and sink keys hold TIMESTAMPs
+    as aware datetimes, the bounds as naive UTC: both compared as ``comparable_key``."""
     if not keys:
         return {}
     sort_key = sort_key_for(schema)
     if sort_key is not None:
         try:
             bounded = ChunkRange(
-                None if rng.lo is None else _comparable(rng.lo),
-                None if rng.hi is None else _comparable(rng.hi),
+                None if rng.lo is None else comparable_key(rng.lo),
+                None if rng.hi is None else comparable_key(rng.hi),
             )
-            return {key: bounded.contains(_comparable(key), sort_key) for key in keys}
+            return {key: bounded.contains(comparable_key(key), sort_key) for key in keys}
         except (TypeError, ValueError):
             pass  # a value Python cannot order like the server: ask the server
-    answers = keys_in_range(conn, schema, rng, [_comparable(k) for k in keys])
+    answers = keys_in_range(conn, schema, rng, [comparable_key(k) for k in keys])
     return dict(zip(keys, answers, strict=True))
 
 

@@ -21,7 +21,7 @@ import pymysql.cursors
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import SourceError
-from airflow_cdc.model import ChunkRange, TableSchema
+from airflow_cdc.model import ChunkRange, TableSchema, naive_utc
 from airflow_cdc.sinks.staging import read_arrow_file, write_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.source.arrow_types import conform, select_expression
@@ -54,11 +54,8 @@ def render_literal(value: Any) -> str:
         return "_utf8mb4 X'" + value.encode("utf-8").hex() + "'"
     if isinstance(value, bytes | bytearray):
         return "X'" + bytes(value).hex() + "'"
-    if isinstance(value, dt.datetime):
-        naive: dt.datetime = (
-            value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-        )
-        return "'" + naive.isoformat(sep=" ") + "'"
+    if isinstance(value, dt.datetime):  # naive UTC: the session's zone (``naive_utc``)
+        return "'" + naive_utc(value).isoformat(sep=" ") + "'"
     if isinstance(value, dt.date):
         return "'" + value.isoformat() + "'"
     if isinstance(value, dt.timedelta):

@@ -21,29 +21,26 @@ unnecessary emit costs a little work, a wrong drop loses data: when in doubt, em
 from __future__ import annotations
 
 import bisect
-import datetime as dt
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChunkRange,
+    Key,
+    TableId,
+    TableSchema,
+    comparable_key,
+)
 from airflow_cdc.planning.key_order import sort_key_for
 
-__all__ = ["ChunkOverlapError", "EmitFilter", "comparable_key"]
+__all__ = ["ChunkOverlapError", "EmitFilter"]
 
 
 class ChunkOverlapError(ValueError):
     """Two chunks of one table overlap: the plan is broken and no chunk "holds" a key."""
-
-
-def comparable_key(key: Key) -> Key:
-    """Keys from the binlog carry UTC-aware datetimes (TIMESTAMP columns); chunk bounds from
-    the planner are naive UTC. Drop the zone (the instant stays the same: both are UTC)."""
-    return tuple(
-        v.astimezone(dt.UTC).replace(tzinfo=None) if isinstance(v, dt.datetime) and v.tzinfo else v
-        for v in key
-    )
 
 
 @dataclass(frozen=True, slots=True)

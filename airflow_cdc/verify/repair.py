@@ -12,11 +12,10 @@ included): one index seek each.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_cdc.model import ChunkRange, Key, TablePlan, TableSchema
+from airflow_cdc.model import ChunkRange, Key, TablePlan, TableSchema, comparable_key
 from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition
 from airflow_cdc.verify.buckets import Differences
@@ -32,10 +31,12 @@ def repair_ranges(conn: DbConnection, schema: TableSchema, found: Differences) -
         rng = ChunkRange(lo, _next(conn, schema, lo))
         ranges[(rng.lo, rng.hi)] = rng
 
+    # The lake's keys hold TIMESTAMPs as aware datetimes; pymysql would send their
+    # wall-clock digits and drop the zone, so they go as naive UTC (the session's zone).
     for key in (*found.missing, *found.changed):
-        add(_plain(key))
+        add(comparable_key(key))
     for key in found.extra:
-        add(_before(conn, schema, _plain(key)))
+        add(_before(conn, schema, comparable_key(key)))
     return list(ranges.values())
 
 
@@ -45,17 +46,6 @@ def repair_plan(schema: TableSchema, ranges: Sequence[ChunkRange]) -> list[Table
     if not ranges:
         return []
     return [TablePlan(schema.table, schema.key, tuple(ranges), len(ranges), "scattered")]
-
-
-def _plain(key: Key) -> Key:
-    """A key's values as the driver sends them (an instant as naive UTC, as the session's
-    time zone reads it)."""
-    return tuple(
-        v.astimezone(dt.UTC).replace(tzinfo=None)
-        if isinstance(v, dt.datetime) and v.tzinfo is not None
-        else v
-        for v in key
-    )
 
 
 def _table(schema: TableSchema) -> str:

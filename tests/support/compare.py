@@ -29,7 +29,7 @@ def source_table(
         with conn.cursor() as cur:
             cur.execute(f"SELECT * FROM {table.quoted()}")
             return {
-                tuple(row[k] for k in key): {c: _norm(v) for c, v in row.items()}
+                tuple(_norm(row[k]) for k in key): {c: _norm(v) for c, v in row.items()}
                 for row in cur.fetchall()
             }
     finally:
@@ -47,7 +47,7 @@ def sink_table(
     keeps)."""
     rows = DeltaSink(root, storage_options=storage_options).read_live(table).to_pylist()
     result = {
-        tuple(row[k] for k in key): {c: _norm(v) for c, v in row.items() if c not in ignore}
+        tuple(_norm(row[k]) for k in key): {c: _norm(v) for c, v in row.items() if c not in ignore}
         for row in rows
     }
     assert len(result) == len(rows), (

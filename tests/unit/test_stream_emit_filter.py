@@ -157,6 +157,10 @@ def test_aware_binlog_timestamps_meet_naive_bounds() -> None:
     after = dt.datetime(2024, 1, 1, 13, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 12:30Z
     assert flt.should_emit(T, (before,), at(60))  # first chunk, HW 50
     assert not flt.should_emit(T, (after,), at(60))  # second chunk, HW 80
+    # Its wall clock is past the bound, its instant is not (11:30Z): the first chunk's.
+    # Dropping the zone without converting would place it in the second and drop it.
+    early = dt.datetime(2024, 1, 1, 12, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert flt.should_emit(T, (early,), at(60))
 
 
 def test_overlapping_chunks_are_refused() -> None:
