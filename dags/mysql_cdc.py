@@ -104,7 +104,7 @@ with DAG(
         exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
-        chunk_rows="{{ params.chunk_rows }}",
+        chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         chunk_keys="{{ params.chunk_keys }}",
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(

@@ -111,7 +111,7 @@ with DAG(
         key_range={"lo": "{{ params.lo }}", "hi": "{{ params.hi }}"},
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
-        chunk_rows="{{ params.chunk_rows }}",
+        chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         # A table the stream does not follow yet joins it once this snapshot is done.
         join_stream=configured_stream_id(),
         replace="{{ params.replace }}",

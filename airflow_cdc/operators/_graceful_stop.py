@@ -7,13 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from typing import Any, Protocol
 
 import psutil  # type: ignore[import-untyped]
 
-__all__ = ["is_driver", "kill_all", "stop_gracefully"]
+__all__ = ["is_driver", "kill_all", "stop_gracefully", "submit_process"]
 
 
 class _Log(Protocol):
@@ -24,16 +23,30 @@ class _Log(Protocol):
     def warning(self, msg: str, /, *args: Any) -> object: ...
 
 
-def stop_gracefully(hook: Any, *, application: str, timeout: float, log: _Log) -> list[Any]:
-    """SIGTERM the job's Python driver (the process whose command line holds
-    ``application``), wait up to ``timeout`` s for ``spark-submit`` to exit; returns the
-    job's processes (to be killed if still alive). Nothing to do without a running
-    ``spark-submit`` of ``hook``: in cluster modes it has already exited."""
-    process = hook._submit_sp if hook is not None else None
-    if process is None or process.poll() is not None:
+def submit_process(job_file: str) -> Any | None:
+    """The task's own running ``spark-submit`` of ``job_file``: the child process with the
+    job file on its command line (found by the process tree, not through the Spark
+    provider's hook, whose process handle is private); None when there is none."""
+    for child in psutil.Process().children():
+        try:
+            if job_file in child.cmdline() and not _exited(child):
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def stop_gracefully(
+    submit: Any | None, *, application: str, timeout: float, log: _Log
+) -> list[Any]:
+    """SIGTERM the Python driver (the process whose command line holds ``application``)
+    of ``submit`` (a :func:`submit_process`), wait up to ``timeout`` s for ``spark-submit``
+    to exit; returns the job's processes (to be killed if still alive). Nothing to do
+    without a running ``spark-submit``: in cluster modes it has already exited."""
+    if submit is None or _exited(submit):
         return []
     try:
-        children: list[Any] = psutil.Process(process.pid).children(recursive=True)
+        children: list[Any] = submit.children(recursive=True)
     except psutil.Error:
         return []
     drivers = [child for child in children if is_driver(child, application)]
@@ -41,23 +54,30 @@ def stop_gracefully(hook: Any, *, application: str, timeout: float, log: _Log) -
         "Stopping the stream: SIGTERM to %s, up to %.0f s to stop",
         f"its driver (pid {', '.join(str(d.pid) for d in drivers)})"
         if drivers
-        else f"spark-submit (pid {process.pid})",
+        else f"spark-submit (pid {submit.pid})",
         timeout,
     )
-    for target in drivers or [psutil.Process(process.pid)]:
+    for target in drivers or [submit]:
         with contextlib.suppress(psutil.Error):
             target.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + max(0.0, timeout)
-    try:
-        process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        # Airflow may signal the whole process group, so spark-submit's JVM can exit
-        # before the Python driver has released the stream's lease: wait for it too.
-        _, alive = psutil.wait_procs(drivers, timeout=max(0.0, deadline - time.monotonic()))
-        if alive:
-            raise subprocess.TimeoutExpired(str(alive[0].pid), timeout)
-    except subprocess.TimeoutExpired:
-        log.warning("The stream did not stop in %.0f s; killing it", timeout)
+    # Airflow may signal the whole process group, so spark-submit's JVM can exit before
+    # the Python driver has released the stream's lease: wait for the driver too.
+    while not all(_exited(p) for p in (submit, *drivers)):
+        if time.monotonic() >= deadline:
+            log.warning("The stream did not stop in %.0f s; killing it", timeout)
+            break
+        time.sleep(0.05)
     return children
+
+
+def _exited(process: Any) -> bool:
+    """Whether ``process`` is gone or a zombie. Polled, not waited for: ``spark-submit`` is
+    the provider's child to reap, and reaping it here would hide its exit code."""
+    try:
+        return bool(process.status() == psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return True
 
 
 def is_driver(process: Any, application: str) -> bool:

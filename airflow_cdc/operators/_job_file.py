@@ -1,15 +1,22 @@
 """What the chunk and stream operators share: submitting a Spark job whose only argument is
 a private job file (mode 0600 in a 0700 folder, removed afterwards), so no secret is on a
-command line."""
+command line.
+
+Only the Spark provider's public face is used: its constructor's arguments and the
+attributes it keeps public (``application_args``, ``env_vars``, ``name``...). The binary
+and the Spark connection id it keeps private, so they are kept here as well, as given.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -43,6 +50,10 @@ class JobFileSparkOperator(SparkSubmitOperator):
     """A ``SparkSubmitOperator`` whose ``application_args`` are ``--job-file PATH``.
 
     Subclasses implement :meth:`prepare_submit` with :meth:`_submit_job_file`.
+
+    :param spark_binary: the ``spark-submit`` to run; default: the Spark connection's
+        (extra ``spark-binary``), else the installed pyspark's.
+    :param conn_id: the Spark connection (the master, deploy mode...).
     """
 
     #: Set by each subclass: its entry script, Spark conf and application name by default.
@@ -56,6 +67,8 @@ class JobFileSparkOperator(SparkSubmitOperator):
         application: str | None = None,
         conf: dict[str, Any] | None = None,
         name: str | None = None,
+        spark_binary: str | None = None,
+        conn_id: str = SparkSubmitHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
         if "application_args" in kwargs:
@@ -66,8 +79,12 @@ class JobFileSparkOperator(SparkSubmitOperator):
             application=application or self.default_application,
             conf={**self.default_conf, **(conf or {})},
             name=name or self.default_name,
+            spark_binary=spark_binary,
+            conn_id=conn_id,
             **kwargs,
         )
+        self.spark_binary = spark_binary
+        self.spark_conn_id = conn_id
         # An unnamed job gets a name from its rendered values when it is submitted.
         self._auto_name = name is None
         self._job_dir: str | None = None
@@ -76,23 +93,39 @@ class JobFileSparkOperator(SparkSubmitOperator):
         raise NotImplementedError
 
     def _submit_job_file(self, spec: JobFile, *, prefix: str, filename: str) -> Path:
-        """Write ``spec`` and point ``application_args``, binary and env at it."""
+        """Write ``spec`` and point ``application_args`` and ``env_vars`` at it (the
+        parent builds its hook from them when it executes)."""
         self._cleanup()
         self._job_dir = tempfile.mkdtemp(prefix=prefix)  # mode 0700
         path = spec.write(Path(self._job_dir) / filename)
         self.application_args = ["--job-file", str(path)]
-        # Resolved when the task runs (the worker's Python), not when the DAG is parsed.
-        if not self._spark_binary and not self._connection_names_binary():
-            self._spark_binary = spark_submit_binary()
-        self.env_vars = {**spark_environment(), **(self.env_vars or {})}
-        self._hook = None  # built by the parent from the fields above
+        self.env_vars = {**self.submit_environment(), **(self.env_vars or {})}
         return path
+
+    def job_file(self) -> Path | None:
+        """The job file of the submission under way, if any."""
+        if self._job_dir is None or not self.application_args:
+            return None
+        return Path(str(self.application_args[-1]))
+
+    def submit_environment(self) -> dict[str, str]:
+        """What makes ``spark-submit`` run the installed pyspark with this Python, resolved
+        when the task runs (the worker's Python), not when the DAG is parsed.
+
+        Unless a binary is named (``spark_binary``, or the connection's ``spark-binary``),
+        the provider runs ``spark-submit`` found on the PATH it is given: the installed
+        pyspark's ``bin`` goes first on it."""
+        env = spark_environment()
+        if not self.spark_binary and not self._connection_names_binary():
+            bin_dir = str(Path(spark_submit_binary()).parent)
+            env["PATH"] = os.pathsep.join(p for p in (bin_dir, os.environ.get("PATH")) if p)
+        return env
 
     def _connection_names_binary(self) -> bool:
         """Whether the Spark connection chooses the binary (extra ``spark-binary``): then the
         cluster's ``spark-submit`` on PATH is meant, not the one of the local pyspark."""
         try:
-            extra = BaseHook.get_connection(self._conn_id).extra_dejson
+            extra = BaseHook.get_connection(self.spark_conn_id).extra_dejson
         except AirflowNotFoundException:
             return False
         return bool(extra.get("spark-binary"))

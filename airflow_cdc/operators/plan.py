@@ -7,28 +7,24 @@ gets one map index per chunk and no key values or secrets go through Airflow.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator
 from airflow.sdk import conf as airflow_conf
 
 from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.model import TableId, TablePlan, TableSchema, TableSelection
-from airflow_cdc.operators._params import (
-    check_known_params,
-    lake_sink,
-    selected_tables,
-    table_selection,
-)
+from airflow_cdc.operators._base import SelectedTablesOperator
+from airflow_cdc.operators._params import check_known_params, selected_tables, table_selection
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 from airflow_cdc.rendered import (
     as_bool,
+    as_config,
     as_mapping,
-    as_positive_int,
     as_str_list,
     parse_literal,
 )
@@ -45,21 +41,22 @@ __all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "unit_handles"]
 PLAN_ID_XCOM_KEY = "plan_id"
 
 
-class PlanSnapshotOperator(BaseOperator):
+class PlanSnapshotOperator(SelectedTablesOperator):
     """Validate the source, plan the chunks of ``tables`` and store the plan.
 
-    :param tables: tables and patterns (``model.selection``): ``shop.orders``, globs such
-        as ``shop.*`` or ``shop.order_*``, or ``re:<regular expression>`` over
-        ``database.table``; a name with a dot or glob character is quoted with backticks.
-        Resolved against the server's catalog when the task runs (the list is logged).
-        Templated; a rendered string (JSON list, Python list or comma-separated) is accepted.
-    :param exclude_tables: tables and patterns left out of ``tables``' matches. Templated.
-    :param sink_path: root folder/URI of the Delta tables; checked here (a probe object is
-        written and deleted with the lake connection's credentials) so a wrong path, bucket
-        or key fails before any Spark job starts. Templated.
-    :param staging_path: where the chunk jobs stage files (default ``<sink_path>/_cdc_staging``);
-        checked like ``sink_path`` when set. Templated.
-    :param chunk_rows: rows per chunk (positive whole number). Templated, checked after rendering.
+    ``tables``, ``exclude_tables``, ``sink_path``, ``staging_path`` and the connection ids
+    are :class:`~airflow_cdc.operators._base.SelectedTablesOperator`'s. ``tables`` are
+    resolved against the server's catalog when the task runs (the list is logged);
+    ``sink_path`` and ``staging_path`` are checked here (a probe object is written and
+    deleted with the lake connection's credentials), so a wrong path, bucket or key fails
+    before any Spark job starts.
+
+    :param chunking: how tables are split into chunks, as the stream's ``discovery`` takes
+        it: a :class:`~airflow_cdc.config.ChunkingConfig`, or a mapping of some of its fields
+        (each value may be a template: ``{"chunk_rows": "{{ params.chunk_rows }}"}``); the
+        others keep their defaults. Its ``max_units`` is Airflow's ``[core]
+        max_map_length`` (one mapped task per work unit). Templated, checked after rendering
+        (without a template, when the DAG is parsed).
     :param chunk_keys: ``{"db.table": ["col", ...]}``: chunk key for tables without a primary
         key (must be unique and not null). Templated; a rendered JSON/dict string is accepted.
     :param key_range: ``{"lo": [...], "hi": [...]}``: plan only the keys ``lo <= key < hi`` of
@@ -78,24 +75,16 @@ class PlanSnapshotOperator(BaseOperator):
         in place. ``join_stream`` stops reading them until this snapshot is done, then
         joins them anew. No ``key_range``.
         Templated (a rendered ``"True"``/``"False"`` is accepted).
-    :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
-    :param metadata_conn_id: Airflow connection of the metadata DB (SQLAlchemy URL).
-    :param lake_conn_id: Airflow connection of the lake's object store (``aws``: login =
-        access key, password = secret, extra ``endpoint_url``, ``region_name``); not
-        needed for a local ``sink_path``.
 
     Returns (XCom) one dict per work unit (``planning.packing``: a large table's chunks
-    apart, small tables together, about ``chunk_rows`` rows each): ``plan_id``,
+    apart, small tables together, about ``chunking.chunk_rows`` rows each): ``plan_id``,
     ``chunk_ids``, ``tables`` (how many), ``estimated_rows`` and ``label``; the plan id is
     also pushed under the key ``plan_id``.
     """
 
     template_fields: Sequence[str] = (
-        "tables",
-        "exclude_tables",
-        "sink_path",
-        "staging_path",
-        "chunk_rows",
+        *SelectedTablesOperator.template_fields,
+        "chunking",
         "chunk_keys",
         "key_range",
         "allowed_tables",
@@ -103,9 +92,9 @@ class PlanSnapshotOperator(BaseOperator):
         "replace",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
+        **SelectedTablesOperator.template_fields_renderers,
+        "chunking": "json",
         "chunk_keys": "json",
-        "tables": "json",
-        "exclude_tables": "json",
         "key_range": "json",
         "allowed_tables": "json",
     }
@@ -114,43 +103,25 @@ class PlanSnapshotOperator(BaseOperator):
     def __init__(
         self,
         *,
-        tables: list[str] | str,
-        sink_path: str,
-        chunk_rows: int | str,
+        chunking: ChunkingConfig | Mapping[str, Any] | str | None = None,
         chunk_keys: dict[str, list[str]] | str | None = None,
         key_range: dict[str, Any] | str | None = None,
         allowed_tables: list[str] | str | None = None,
         join_stream: str | None = None,
         replace: bool | str = False,
-        staging_path: str | None = None,
-        exclude_tables: list[str] | str | None = None,
-        source_conn_id: str = "cdc_source",
-        metadata_conn_id: str = "cdc_metadata",
-        lake_conn_id: str = "cdc_lake",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.tables = tables
-        self.exclude_tables = exclude_tables
-        self.sink_path = sink_path
-        self.staging_path = staging_path
-        self.lake_conn_id = lake_conn_id
-        self.chunk_rows = chunk_rows
+        self.chunking = chunking
         self.chunk_keys = chunk_keys
         self.key_range = key_range
         self.allowed_tables = allowed_tables
         self.join_stream = join_stream
         self.replace = replace
-        self.source_conn_id = source_conn_id
-        self.metadata_conn_id = metadata_conn_id
-        if isinstance(chunk_rows, int):  # a literal is checked when the DAG is parsed
-            as_positive_int("chunk_rows", chunk_rows)
+        if "{{" not in str(chunking):  # no template: checked when the DAG is parsed
+            as_config("chunking", ChunkingConfig, chunking)
 
     # -- validation of rendered values -------------------------------------------------
-    def selection(self) -> TableSelection:
-        """The rendered ``tables`` and ``exclude_tables``, parsed."""
-        return table_selection(self.tables, self.exclude_tables)
-
     def check_allowed(self, tables: Sequence[TableId]) -> None:
         """Refuse a table outside ``allowed_tables`` (the configured tables and patterns),
         naming them."""
@@ -164,6 +135,17 @@ class PlanSnapshotOperator(BaseOperator):
                     f"({allowed.describe()}); pick one of them, or add it to the set (env "
                     "CDC_TABLES of the DAG files)"
                 )
+
+    def chunking_config(self) -> ChunkingConfig:
+        """The rendered ``chunking``, at most as many work units as Airflow maps."""
+        given = as_config("chunking", ChunkingConfig, self.chunking)
+        if given.max_units != ChunkingConfig.max_units:
+            raise ConfigurationError(
+                "chunking.max_units is Airflow's [core] max_map_length (one mapped task per "
+                "work unit): set that instead"
+            )
+        max_units = airflow_conf.getint("core", "max_map_length", fallback=given.max_units)
+        return dataclasses.replace(given, max_units=max_units)
 
     def has_key_range(self) -> bool:
         value = self.key_range
@@ -207,21 +189,14 @@ class PlanSnapshotOperator(BaseOperator):
                 f"given: {[str(t) for t in selection.exact_tables()]}"
             )
         keys = self.chunk_key_map(selection)
-        chunk_rows = as_positive_int("chunk_rows", self.chunk_rows)
+        chunking = self.chunking_config()
         replace = as_bool("replace", self.replace)
         if replace and ranged:
             raise ConfigurationError(
                 "replace snapshots whole tables into replacement Delta tables: leave the key "
                 "range empty"
             )
-        sink = lake_sink(
-            self.sink_path,
-            lake_conn_id=self.lake_conn_id,
-            staging_path=self.staging_path,
-            check=True,
-        )
-        max_units = airflow_conf.getint("core", "max_map_length", fallback=1024)
-        chunking = ChunkingConfig(chunk_rows=chunk_rows, max_units=max_units)
+        sink = self.lake(check=True)
 
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
@@ -230,7 +205,7 @@ class PlanSnapshotOperator(BaseOperator):
         if replace:
             self._replace(source, metadata_url, sink, record, context)
 
-        self._log_plans(plans, chunk_rows)
+        self._log_plans(plans, chunking.chunk_rows)
         handles = unit_handles(record, chunking)
         self.log.info(
             "Plan %d stored: %d chunk(s) of %d table(s) in %d work unit(s), one mapped task each",

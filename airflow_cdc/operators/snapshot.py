@@ -19,8 +19,8 @@ from airflow_cdc.config import ChunkJobSpec, ReadConfig
 from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+from airflow_cdc.operators._base import LakeOperator
 from airflow_cdc.operators._job_file import JobFileSparkOperator
-from airflow_cdc.operators._params import lake_sink
 from airflow_cdc.rendered import as_positive_int
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
@@ -51,7 +51,7 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 UNIT_MAP_INDEX_TEMPLATE = "{{ task.unit['label'] }}"
 
 
-class SnapshotChunkOperator(JobFileSparkOperator):
+class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
     """``spark-submit`` of one work unit of a snapshot plan: its chunks, each with its own
     watermarks and record (``snapshot.unit``). Clearing the task re-runs exactly them.
 
@@ -60,14 +60,8 @@ class SnapshotChunkOperator(JobFileSparkOperator):
 
     :param unit: one item of :class:`PlanSnapshotOperator`'s XCom (``chunk_ids``,
         ``label``...).
-    :param sink_path: root folder/URI of the Delta tables. Templated.
-    :param staging_path: where the executors stage partitions for the driver (default
-        ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
-    :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
-    :param metadata_conn_id: Airflow connection of the metadata DB.
-    :param lake_conn_id: Airflow connection of the lake's object store (see
-        :class:`~airflow_cdc.hooks.CdcLakeHook`); its secret reaches the job only in the
-        job file.
+    ``sink_path``, ``staging_path`` and the connection ids are
+    :class:`~airflow_cdc.operators._base.LakeOperator`'s.
     :param partition_rows: a chunk larger than this is read as several partitions in
         parallel (default: ``ReadConfig``'s). Templated.
     :param read_engine: ``"connectorx"`` (default) or ``"pymysql"``.
@@ -83,8 +77,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
-        "sink_path",
-        "staging_path",
+        *LakeOperator.template_fields,
         "partition_rows",
     )
     ui_color = "#fde8d7"
@@ -96,11 +89,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         self,
         *,
         unit: dict[str, Any],
-        sink_path: str,
-        staging_path: str | None = None,
-        source_conn_id: str = "cdc_source",
-        metadata_conn_id: str = "cdc_metadata",
-        lake_conn_id: str = "cdc_lake",
         partition_rows: int | str | None = None,
         read_engine: str | None = None,
         **kwargs: Any,
@@ -108,11 +96,6 @@ class SnapshotChunkOperator(JobFileSparkOperator):
         kwargs.setdefault("map_index_template", UNIT_MAP_INDEX_TEMPLATE)
         super().__init__(**kwargs)
         self.unit = unit
-        self.sink_path = sink_path
-        self.staging_path = staging_path
-        self.source_conn_id = source_conn_id
-        self.metadata_conn_id = metadata_conn_id
-        self.lake_conn_id = lake_conn_id
         self.partition_rows = partition_rows
         self.read_engine = read_engine
 
@@ -142,9 +125,7 @@ class SnapshotChunkOperator(JobFileSparkOperator):
             chunk_ids=self.chunk_ids(),
             source=CdcSourceHook(self.source_conn_id).source_config(),
             metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
-            sink=lake_sink(
-                self.sink_path, lake_conn_id=self.lake_conn_id, staging_path=self.staging_path
-            ),
+            sink=self.lake(),
             read=ReadConfig(**read_kwargs),
             probe=configured_probe(),
         )

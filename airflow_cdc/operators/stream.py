@@ -42,9 +42,10 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import TableId
-from airflow_cdc.operators._graceful_stop import kill_all, stop_gracefully
+from airflow_cdc.operators._base import SelectedTablesOperator
+from airflow_cdc.operators._graceful_stop import kill_all, stop_gracefully, submit_process
 from airflow_cdc.operators._job_file import JobFileSparkOperator
-from airflow_cdc.operators._params import check_sink, lake_sink, resolved_tables, table_selection
+from airflow_cdc.operators._params import check_sink, resolved_tables, table_selection
 from airflow_cdc.rendered import as_config, as_str_list
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.spark.environment import JOB_JVM_CONF
@@ -117,15 +118,14 @@ def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
     return os.path.join(tempfile.gettempdir(), "airflow-cdc", "checkpoints", segment)
 
 
-class StreamOperator(JobFileSparkOperator):
+class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
     """``spark-submit`` of the binlog stream of ``tables`` into the Delta tables.
 
-    :param tables: tables and patterns as the plan task takes them (``shop.orders``,
-        ``shop.*``, ``re:...``; see ``model.selection``), resolved against the server's
-        catalog when the task starts. Templated; a rendered string (JSON list, Python list
-        or comma-separated) is accepted.
-    :param exclude_tables: tables and patterns left out of ``tables``' matches. Templated.
-    :param sink_path: root folder/URI of the Delta tables. Templated.
+    ``tables``, ``exclude_tables``, ``sink_path``, ``staging_path`` and the connection ids
+    are :class:`~airflow_cdc.operators._base.SelectedTablesOperator`'s, as the plan task
+    takes them; ``tables`` are resolved against the server's catalog when the task starts,
+    and the lake is checked before the job starts.
+
     :param stream_mode: ``continuous`` (runs until stopped) or ``until_caught_up`` (stops at
         the binlog position the server had when the job started). Templated, checked after
         rendering.
@@ -136,8 +136,6 @@ class StreamOperator(JobFileSparkOperator):
         a URI of a Hadoop filesystem the cluster has. Templated; default
         :func:`default_checkpoint_dir`. Without it (another worker, a wiped disk) the
         stream resumes from its committed position in the metadata DB.
-    :param staging_path: where the executors stage decoded blocks for the driver (default
-        ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
     :param bounds: batch size, pace and memory bounds: a
         :class:`~airflow_cdc.config.StreamBounds`, or a mapping of some of its fields (each
         value may be a template; ``{"max_merge_rows": "{{ params.merge_rows }}"}``); the
@@ -150,10 +148,6 @@ class StreamOperator(JobFileSparkOperator):
         (``dropped_columns``: ``keep`` or ``remove``): a
         :class:`~airflow_cdc.config.SchemaChangeConfig` or a mapping of its fields.
         Templated.
-    :param source_conn_id: Airflow connection of the MySQL/MariaDB server.
-    :param metadata_conn_id: Airflow connection of the metadata DB.
-    :param lake_conn_id: Airflow connection of the lake's object store (see
-        :class:`~airflow_cdc.hooks.CdcLakeHook`); the lake is checked before the job starts.
     :param stop_timeout_seconds: on kill, how long the job may take to stop by itself before
         it is killed. Airflow's supervisor escalates to SIGKILL 5 s after its SIGTERM, so
         the default stays below that.
@@ -169,20 +163,16 @@ class StreamOperator(JobFileSparkOperator):
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
-        "tables",
-        "exclude_tables",
-        "sink_path",
+        *SelectedTablesOperator.template_fields,
         "stream_mode",
         "stream_id",
         "checkpoint_dir",
-        "staging_path",
         "bounds",
         "discovery",
         "schema_changes",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
-        "tables": "json",
-        "exclude_tables": "json",
+        **SelectedTablesOperator.template_fields_renderers,
         "bounds": "json",
         "discovery": "json",
         "schema_changes": "json",
@@ -195,36 +185,22 @@ class StreamOperator(JobFileSparkOperator):
     def __init__(
         self,
         *,
-        tables: list[str] | str,
-        sink_path: str,
         stream_mode: str = "continuous",
         stream_id: str | None = None,
         checkpoint_dir: str | None = None,
-        staging_path: str | None = None,
-        exclude_tables: list[str] | str | None = None,
         bounds: StreamBounds | Mapping[str, Any] | str | None = None,
         discovery: DiscoveryConfig | Mapping[str, Any] | str | None = None,
         schema_changes: SchemaChangeConfig | Mapping[str, Any] | str | None = None,
-        source_conn_id: str = "cdc_source",
-        metadata_conn_id: str = "cdc_metadata",
-        lake_conn_id: str = "cdc_lake",
         stop_timeout_seconds: float = 4.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.tables = tables
-        self.exclude_tables = exclude_tables
-        self.sink_path = sink_path
         self.stream_mode = stream_mode
         self.stream_id = stream_id
         self.checkpoint_dir = checkpoint_dir
-        self.staging_path = staging_path
         self.bounds = bounds
         self.discovery = discovery
         self.schema_changes = schema_changes
-        self.source_conn_id = source_conn_id
-        self.metadata_conn_id = metadata_conn_id
-        self.lake_conn_id = lake_conn_id
         self.stop_timeout_seconds = stop_timeout_seconds
         # Literals (not templates) are checked when the DAG is parsed.
         if isinstance(stream_mode, str) and "{{" not in stream_mode:
@@ -253,10 +229,8 @@ class StreamOperator(JobFileSparkOperator):
     def build_spec(self) -> StreamJobSpec:
         """The job spec, with the secrets resolved from the Airflow connections."""
         mode = self.mode()
-        selection = table_selection(self.tables, self.exclude_tables)
-        sink = lake_sink(
-            self.sink_path, lake_conn_id=self.lake_conn_id, staging_path=self.staging_path
-        )
+        selection = self.selection()
+        sink = self.lake()
         stream_id = self.resolved_stream_id()
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
@@ -338,8 +312,9 @@ class StreamOperator(JobFileSparkOperator):
     def on_kill(self) -> None:
         leftovers: list[Any] = []
         try:
+            job_file = self.job_file()
             leftovers = stop_gracefully(
-                self._hook,
+                None if job_file is None else submit_process(str(job_file)),
                 application=str(self.application),
                 timeout=self.stop_timeout_seconds,
                 log=self.log,

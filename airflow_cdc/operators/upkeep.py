@@ -14,12 +14,11 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
 from airflow_cdc.errors import CdcError, ConfigurationError, SinkError
 from airflow_cdc.hooks import CdcMetadataHook
 from airflow_cdc.model import TableId
-from airflow_cdc.operators._params import lake_sink, table_selection
+from airflow_cdc.operators._base import LakeOperator
+from airflow_cdc.operators._params import table_selection
 from airflow_cdc.rendered import as_config
 from airflow_cdc.sinks.delta import UpkeepResult, UpkeepSettings
 
@@ -31,50 +30,49 @@ if TYPE_CHECKING:
 __all__ = ["TableUpkeepOperator"]
 
 
-class TableUpkeepOperator(BaseOperator):
+class TableUpkeepOperator(LakeOperator):
     """Purge old delete markers, compact, checkpoint and vacuum each Delta table stream
     ``stream_id`` follows.
 
     :param stream_id: the stream whose tables are kept up (templated).
-    :param sink_path: root of the Delta tables (templated).
     :param tables: names and patterns narrowing the stream's tables (templated; None: all).
     :param settings: what upkeep does (templated): an :class:`UpkeepSettings` (file size,
         vacuum retention, Z-order, marker retention), or a mapping of some of its fields
         (the DAG's params).
-    :param lake_conn_id: the lake's Airflow connection (object-store credentials).
-    :param metadata_conn_id: the metadata DB's Airflow connection.
+
+    ``sink_path`` and the connection ids (the lake's and the metadata DB's are read) are
+    :class:`~airflow_cdc.operators._base.LakeOperator`'s.
 
     Returns (XCom) each table's files before and after, no secret. A table whose upkeep
     fails does not stop the others; the task fails at the end, naming them.
     """
 
-    template_fields: Sequence[str] = ("stream_id", "sink_path", "tables", "settings")
+    template_fields: Sequence[str] = (
+        *LakeOperator.template_fields,
+        "stream_id",
+        "tables",
+        "settings",
+    )
     ui_color = "#eef3fd"
 
     def __init__(
         self,
         *,
         stream_id: str,
-        sink_path: str,
         tables: list[str] | str | None = None,
         settings: UpkeepSettings | dict[str, Any] | str | None = None,
-        lake_conn_id: str = "cdc_lake",
-        metadata_conn_id: str = "cdc_metadata",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.stream_id = stream_id
-        self.sink_path = sink_path
         self.tables = tables
         self.settings = settings
-        self.lake_conn_id = lake_conn_id
-        self.metadata_conn_id = metadata_conn_id
 
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
         from airflow_cdc.sinks.delta import DeltaSink
 
         settings = as_config("settings", UpkeepSettings, self.settings)
-        sink = DeltaSink.of(lake_sink(self.sink_path, lake_conn_id=self.lake_conn_id))
+        sink = DeltaSink.of(self.lake())
         tables, floors = self._tables(settings)
         self.log.info("Upkeep of %d tables of stream %s: %s", len(tables), self.stream_id, settings)
         report: dict[str, dict[str, int]] = {}

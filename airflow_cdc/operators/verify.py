@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk import conf as airflow_conf
 
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS, ChunkingConfig, VerifySettings
 from airflow_cdc.errors import ReplicaDiffersError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
-from airflow_cdc.operators._params import lake_sink, selected_tables, table_selection
+from airflow_cdc.operators._base import SelectedTablesOperator
+from airflow_cdc.operators._params import selected_tables
 from airflow_cdc.rendered import as_bool, as_config
 
 if TYPE_CHECKING:
@@ -28,12 +28,13 @@ if TYPE_CHECKING:
 __all__ = ["VerifyOperator"]
 
 
-class VerifyOperator(BaseOperator):
+class VerifyOperator(SelectedTablesOperator):
     """Check ``tables``' replicas against the source; optionally plan their repair.
 
-    :param tables: tables and patterns (as the ``mysql_cdc`` DAG's). Templated.
-    :param exclude_tables: tables and patterns left out. Templated.
-    :param sink_path: root of the Delta tables. Templated.
+    ``tables``, ``exclude_tables``, ``sink_path``, ``staging_path`` (where the repair's
+    chunk jobs stage files) and the connection ids are
+    :class:`~airflow_cdc.operators._base.SelectedTablesOperator`'s.
+
     :param repair: plan the re-snapshot of the keys that differ (returned as work units);
         else a difference fails the task, naming the keys. Templated.
     :param settings: how the check reads (``config.VerifySettings``: parallelism,
@@ -41,17 +42,13 @@ class VerifyOperator(BaseOperator):
         of its fields. Templated.
     :param stream_id: the stream that follows the tables: each check waits for it to reach
         the source's read views (None: none follows; the lake is compared as it stands).
-    :param staging_path: where the repair's chunk jobs stage files. Templated.
 
     Returns (XCom) the repair plan's work units (``PlanSnapshotOperator``'s form; empty
     when nothing is to repair); pushes each table's figures under the key ``summary``.
     """
 
     template_fields: Sequence[str] = (
-        "tables",
-        "exclude_tables",
-        "sink_path",
-        "staging_path",
+        *SelectedTablesOperator.template_fields,
         "repair",
         "settings",
         "stream_id",
@@ -61,40 +58,24 @@ class VerifyOperator(BaseOperator):
     def __init__(
         self,
         *,
-        tables: list[str] | str,
-        sink_path: str,
         repair: bool | str = False,
         settings: VerifySettings | dict[str, Any] | str | None = None,
         stream_id: str | None = None,
-        exclude_tables: list[str] | str | None = None,
-        staging_path: str | None = None,
-        source_conn_id: str = "cdc_source",
-        metadata_conn_id: str = "cdc_metadata",
-        lake_conn_id: str = "cdc_lake",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.tables = tables
-        self.exclude_tables = exclude_tables
-        self.sink_path = sink_path
-        self.staging_path = staging_path
         self.repair = repair
         self.settings = settings
         self.stream_id = stream_id
-        self.source_conn_id = source_conn_id
-        self.metadata_conn_id = metadata_conn_id
-        self.lake_conn_id = lake_conn_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.metadata import MetadataStore
 
-        selection = table_selection(self.tables, self.exclude_tables)
+        selection = self.selection()
         repair = as_bool("repair", self.repair)
         settings = as_config("settings", VerifySettings, self.settings)
-        sink = lake_sink(
-            self.sink_path, lake_conn_id=self.lake_conn_id, staging_path=self.staging_path
-        )
+        sink = self.lake()
         source = CdcSourceHook(self.source_conn_id).source_config()
         store = MetadataStore.connect(CdcMetadataHook(self.metadata_conn_id).metadata_url())
         outcomes = self._verify(store, source, sink, selection, settings, repair)

@@ -17,11 +17,10 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
 from airflow_cdc.errors import StreamBehindError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.hooks.metrics import emit_gauges
+from airflow_cdc.operators._base import CdcBaseOperator
 from airflow_cdc.stream.health import WatchdogLimits, assess, look_at_source
 from airflow_cdc.stream.table_warnings import table_warnings
 
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["StreamWatchdogOperator"]
 
 
-class StreamWatchdogOperator(BaseOperator):
+class StreamWatchdogOperator(CdcBaseOperator):
     """Fails when stream ``stream_id`` is behind the source or not running (see the module
     docstring).
 
@@ -40,8 +39,9 @@ class StreamWatchdogOperator(BaseOperator):
         default of :class:`~airflow_cdc.stream.health.WatchdogLimits`, 300 s).
     :param require_running: fail when the stream does not run (False for a stream run as
         scheduled ``until_caught_up`` catch-ups: only its lag counts then).
-    :param source_conn_id: the source's Airflow connection (its binlog position).
-    :param metadata_conn_id: the metadata DB's Airflow connection (the stream's state).
+
+    The connection ids are :class:`~airflow_cdc.operators._base.CdcBaseOperator`'s: the
+    source's (its binlog position) and the metadata DB's (the stream's state) are read.
     """
 
     template_fields: Sequence[str] = ("stream_id", "max_lag_seconds")
@@ -53,16 +53,12 @@ class StreamWatchdogOperator(BaseOperator):
         stream_id: str,
         max_lag_seconds: float | str | None = None,
         require_running: bool = WatchdogLimits.require_running,
-        source_conn_id: str = "cdc_source",
-        metadata_conn_id: str = "cdc_metadata",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.stream_id = stream_id
         self.max_lag_seconds = max_lag_seconds
         self.require_running = require_running
-        self.source_conn_id = source_conn_id
-        self.metadata_conn_id = metadata_conn_id
 
     def execute(self, context: Context) -> None:
         from airflow_cdc.metadata import MetadataStore

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, conf
 
 from airflow_cdc.errors import ConfigurationError, MetadataError
+from airflow_cdc.hooks import CdcMetadataHook
 from airflow_cdc.rendered import as_positive_int, parse_literal
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
         *,
         plan_id: int | str | XComArg | None = None,
         chunks: list[dict[str, Any]] | str | XComArg | None = None,
-        metadata_conn_id: str = "cdc_metadata",
+        metadata_conn_id: str = CdcMetadataHook.default_conn_name,
         asset_alias: str | None = None,
         sink_path: str | None = None,
         poke_interval: timedelta | float = 10,
@@ -164,7 +165,6 @@ class ChunksCompleteSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         # Imported when the task runs, not at every DAG parse.
-        from airflow_cdc.hooks import CdcMetadataHook
         from airflow_cdc.metadata import MetadataStore
         from airflow_cdc.metadata.plan_report import look_at_plan
         from airflow_cdc.triggers.chunks import report_look

@@ -38,7 +38,7 @@ def test_plan_then_sensor(mariadb: LocalMariaDB, fresh_db: str, conns: str) -> N
         task_id="plan",
         tables=f"['{fresh_db}.t', '{fresh_db}.nokey']",
         sink_path="/lake",
-        chunk_rows="300",
+        chunking={"chunk_rows": "300"},
         chunk_keys={f"{fresh_db}.nokey": ["code"]},
     )
     ti = RecordingTI()
@@ -70,7 +70,7 @@ def test_plan_then_sensor(mariadb: LocalMariaDB, fresh_db: str, conns: str) -> N
 def test_plan_errors_name_the_fix(mariadb: LocalMariaDB, fresh_db: str, conns: str) -> None:
     mariadb.execute("CREATE TABLE heap (v INT)", database=fresh_db)
     op = PlanSnapshotOperator(
-        task_id="p", tables=[f"{fresh_db}.heap"], sink_path="/l", chunk_rows=10
+        task_id="p", tables=[f"{fresh_db}.heap"], sink_path="/l", chunking={"chunk_rows": 10}
     )
     with pytest.raises((TableError, ConfigurationError), match="primary key"):
         op.execute({"run_id": "r", "ti": RecordingTI()})  # type: ignore[arg-type]

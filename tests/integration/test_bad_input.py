@@ -89,7 +89,7 @@ def global_variable(mariadb: LocalMariaDB) -> Iterator[Any]:
 
 def plan_task(lake: Path, tables: list[str], **kwargs: Any) -> list[dict[str, Any]]:
     """Run the plan task as the DAG does (after rendering)."""
-    kwargs.setdefault("chunk_rows", 100)
+    kwargs.setdefault("chunking", {"chunk_rows": 100})
     op = PlanSnapshotOperator(task_id="plan", tables=tables, sink_path=str(lake), **kwargs)
     context: Any = {"run_id": "manual__bad", "ti": RecordingTI()}
     result: list[dict[str, Any]] = op.execute(context)

@@ -54,7 +54,7 @@ def _plan(sink_path: str) -> None:
     from airflow_cdc.operators.plan import PlanSnapshotOperator
 
     op = PlanSnapshotOperator(
-        task_id="plan", tables=["shop.orders"], sink_path=sink_path, chunk_rows=100
+        task_id="plan", tables=["shop.orders"], sink_path=sink_path, chunking={"chunk_rows": 100}
     )
     op.execute({"run_id": "r", "ti": None})
 

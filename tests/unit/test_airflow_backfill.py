@@ -187,7 +187,11 @@ def test_chunk_retries_come_from_cdc_chunk_retries() -> None:
 
 
 def _op(**kwargs: Any) -> PlanSnapshotOperator:
-    args: dict[str, Any] = {"tables": ["shop.orders"], "sink_path": "/lake", "chunk_rows": 100}
+    args: dict[str, Any] = {
+        "tables": ["shop.orders"],
+        "sink_path": "/lake",
+        "chunking": {"chunk_rows": 100},
+    }
     args.update(kwargs)
     return PlanSnapshotOperator(task_id="plan", **args)
 

@@ -36,7 +36,11 @@ class FakeConn:
 
 
 def _op(**kwargs: Any) -> PlanSnapshotOperator:
-    args: dict[str, Any] = {"tables": ["shop.orders"], "sink_path": "/lake", "chunk_rows": 100}
+    args: dict[str, Any] = {
+        "tables": ["shop.orders"],
+        "sink_path": "/lake",
+        "chunking": {"chunk_rows": 100},
+    }
     args.update(kwargs)
     return PlanSnapshotOperator(task_id="plan", **args)
 
@@ -92,7 +96,7 @@ def test_plan_returns_small_unit_handles(fake_source: dict[str, Any]) -> None:
     ti = FakeTI()
     op = _op(
         tables="['shop.orders', 'shop.`odd.name`', 'shop.orders']",  # rendered text, a duplicate
-        chunk_rows="100",
+        chunking='{"chunk_rows": "100"}',
         chunk_keys='{"shop.`odd.name`": ["code"]}',
     )
     result = op.execute({"run_id": "manual__1", "ti": ti})  # type: ignore[arg-type]
@@ -120,7 +124,7 @@ def test_plan_returns_small_unit_handles(fake_source: dict[str, Any]) -> None:
 
 
 def test_small_tables_share_a_unit(fake_source: dict[str, Any]) -> None:
-    op = _op(tables=[f"shop.t{i}" for i in range(5)], chunk_rows=1_000_000)
+    op = _op(tables=[f"shop.t{i}" for i in range(5)], chunking={"chunk_rows": 1_000_000})
     result = op.execute({"run_id": "manual__2", "ti": FakeTI()})  # type: ignore[arg-type]
     assert len(result) == 1
     assert len(result[0]["chunk_ids"]) == 15
@@ -131,15 +135,30 @@ def test_small_tables_share_a_unit(fake_source: dict[str, Any]) -> None:
 @pytest.mark.parametrize("value", [0, -5, "0", "abc", "1.5", True, "", None])
 def test_chunk_rows_must_be_a_positive_int_after_rendering(value: Any) -> None:
     op = _op()
-    op.chunk_rows = value  # as if rendered from a template
+    op.chunking = {"chunk_rows": value}  # as if rendered from a template
     with pytest.raises(ConfigurationError, match="chunk_rows"):
         op.execute({"run_id": "r", "ti": FakeTI()})  # type: ignore[arg-type]
 
 
 def test_literal_chunk_rows_checked_at_parse_time() -> None:
     with pytest.raises(ConfigurationError, match="chunk_rows"):
-        _op(chunk_rows=0)
-    assert _op(chunk_rows="{{ params.chunk_rows }}").chunk_rows == "{{ params.chunk_rows }}"
+        _op(chunking={"chunk_rows": 0})
+    with pytest.raises(ConfigurationError, match="no setting chunk_row;"):
+        _op(chunking={"chunk_row": 10})
+    templated = {"chunk_rows": "{{ params.chunk_rows }}"}
+    assert _op(chunking=templated).chunking == templated
+
+
+def test_chunking_takes_the_config_and_airflows_map_length() -> None:
+    from airflow_cdc.config import ChunkingConfig
+
+    op = _op(chunking=ChunkingConfig(chunk_rows=7, distribution_factor_lower=0.5))
+    assert op.chunking_config() == ChunkingConfig(
+        chunk_rows=7, distribution_factor_lower=0.5, max_units=1024
+    )
+    assert _op(chunking=None).chunking_config().chunk_rows == ChunkingConfig().chunk_rows
+    with pytest.raises(ConfigurationError, match="max_map_length"):
+        _op(chunking={"max_units": 5}).chunking_config()
 
 
 @pytest.mark.parametrize(
@@ -171,7 +190,7 @@ def test_template_fields() -> None:
         "exclude_tables",
         "sink_path",
         "staging_path",
-        "chunk_rows",
+        "chunking",
         "chunk_keys",
         "key_range",
         "allowed_tables",

@@ -7,6 +7,7 @@ the job file's mode and contents while the "job" runs.
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -120,23 +121,22 @@ def test_on_kill_removes_job_file(fake_spark: Path) -> None:
     op = _operator(fake_spark)
     path = op.prepare_submit()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    command = op._get_hook()._build_spark_submit_command(op.application)
-    assert command[-2:] == ["--job-file", str(path)]
-    assert not any(PASSWORD in part or META_PASSWORD in part for part in command)
-    op._hook = op._get_hook()
+    assert op.application_args == ["--job-file", str(path)]
+    assert op.job_file() == path
     op.on_kill()
     assert not path.parent.exists()
+    assert op.job_file() is None
 
 
 def test_default_binary_is_the_installed_pyspark(fake_spark: Path) -> None:
+    """No binary named: the provider runs ``spark-submit`` from the PATH it is given, the
+    installed pyspark's ``bin`` first."""
     from airflow_cdc.spark.environment import spark_submit_binary
 
     op = SnapshotChunkOperator(task_id="t", unit=dict(UNIT), sink_path="/lake")
     op.prepare_submit()
     try:
-        assert (
-            op._get_hook()._build_spark_submit_command(op.application)[0] == spark_submit_binary()
-        )
+        assert shutil.which("spark-submit", path=op.env_vars["PATH"]) == spark_submit_binary()
     finally:
         op._cleanup()
 

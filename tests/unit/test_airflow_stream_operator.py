@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -285,9 +286,8 @@ def test_default_binary_is_the_installed_pyspark(fake_spark: Path) -> None:
     op = StreamOperator(task_id="t", tables=["a.b"], sink_path="/lake")
     path = op.prepare_submit()
     try:
-        command = op._get_hook()._build_spark_submit_command(op.application)
-        assert command[0] == spark_submit_binary()
-        assert command[-2:] == ["--job-file", str(path)]
+        assert shutil.which("spark-submit", path=op.env_vars["PATH"]) == spark_submit_binary()
+        assert op.application_args == ["--job-file", str(path)]
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     finally:
         op._cleanup()

@@ -50,7 +50,11 @@ def test_binlog_off() -> None:
 
 
 def run_plan(context: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-    args: dict[str, Any] = {"tables": ["shop.orders"], "sink_path": "/lake", "chunk_rows": 100}
+    args: dict[str, Any] = {
+        "tables": ["shop.orders"],
+        "sink_path": "/lake",
+        "chunking": {"chunk_rows": 100},
+    }
     args.update(kwargs)
     op = PlanSnapshotOperator(task_id="plan", **args)
     full: Any = {"run_id": "r", "ti": None, **(context or {})}
@@ -60,17 +64,26 @@ def run_plan(context: dict[str, Any] | None = None, **kwargs: Any) -> Any:
 @pytest.mark.parametrize("chunk_rows", [0, -1, "0", "-250000"])
 def test_chunk_size_zero_or_negative(untouched: Path, chunk_rows: Any) -> None:
     """As a literal the DAG does not even parse; rendered from a param, the plan refuses it."""
+    op = PlanSnapshotOperator(
+        task_id="plan",
+        tables=["shop.orders"],
+        sink_path="/lake",
+        chunking={"chunk_rows": "{{ params.chunk_rows }}"},
+    )
+    op.chunking = {"chunk_rows": chunk_rows}  # as rendered
     with pytest.raises(ConfigurationError) as raised:
-        run_plan(chunk_rows=chunk_rows)
+        op.execute({"run_id": "r", "ti": None})  # type: ignore[arg-type]
     assert str(raised.value) == (
-        f"chunk_rows must be a positive whole number, got {int(chunk_rows)!r}"
+        f"chunk_rows must be a positive whole number of rows, got {int(chunk_rows)!r}"
     )
     assert not untouched.exists()
-    if isinstance(chunk_rows, int):
-        with pytest.raises(ConfigurationError, match="chunk_rows must be a positive whole number"):
-            PlanSnapshotOperator(
-                task_id="p", tables=["shop.orders"], sink_path="/lake", chunk_rows=chunk_rows
-            )
+    with pytest.raises(ConfigurationError, match="chunk_rows must be a positive whole number"):
+        PlanSnapshotOperator(
+            task_id="p",
+            tables=["shop.orders"],
+            sink_path="/lake",
+            chunking={"chunk_rows": chunk_rows},
+        )
 
 
 def test_an_unknown_param(untouched: Path) -> None:

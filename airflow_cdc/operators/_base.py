@@ -1,0 +1,106 @@
+"""The params the operators share, each declared once, keyword-only (as the Airflow providers'
+base operators declare their connection ids): the connections, the lake, the tables.
+
+Each layer is a ``BaseOperator`` whose ``__init__`` passes the rest on with ``super()``, so
+an operator on ``SparkSubmitOperator`` takes them too (``class StreamOperator(
+SelectedTablesOperator, JobFileSparkOperator)``), and Airflow knows their names when a
+mapped task is checked (``.partial(sink_path=...)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from airflow_cdc.config import SinkConfig
+from airflow_cdc.hooks import CdcLakeHook, CdcMetadataHook, CdcSourceHook
+from airflow_cdc.model import TableSelection
+from airflow_cdc.operators._params import lake_sink, table_selection
+
+__all__ = ["CdcBaseOperator", "LakeOperator", "SelectedTablesOperator"]
+
+
+class CdcBaseOperator(BaseOperator):
+    """The Airflow connections of airflow-cdc, by default the hooks' own.
+
+    :param source_conn_id: the MySQL/MariaDB server (:class:`~airflow_cdc.hooks.CdcSourceHook`).
+    :param metadata_conn_id: the metadata DB (:class:`~airflow_cdc.hooks.CdcMetadataHook`).
+    :param lake_conn_id: the lake's object store (:class:`~airflow_cdc.hooks.CdcLakeHook`);
+        not needed for a local lake. Its secret reaches a Spark job only in the job file.
+
+    An operator that does not reach one of them ignores its id.
+    """
+
+    def __init__(
+        self,
+        *,
+        source_conn_id: str = CdcSourceHook.default_conn_name,
+        metadata_conn_id: str = CdcMetadataHook.default_conn_name,
+        lake_conn_id: str = CdcLakeHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.source_conn_id = source_conn_id
+        self.metadata_conn_id = metadata_conn_id
+        self.lake_conn_id = lake_conn_id
+
+
+class LakeOperator(CdcBaseOperator):
+    """An operator on the Delta tables: the connections and where the tables live.
+
+    :param sink_path: root folder/URI of the Delta tables (``<root>/<database>/<table>``).
+        Templated.
+    :param staging_path: where Spark jobs' executors stage files for the driver (default
+        ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
+    """
+
+    template_fields: Sequence[str] = ("sink_path", "staging_path")
+
+    def __init__(self, *, sink_path: str, staging_path: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sink_path = sink_path
+        self.staging_path = staging_path
+
+    def lake(self, *, check: bool = False) -> SinkConfig:
+        """The rendered ``sink_path`` and ``staging_path`` with the lake connection's storage
+        options; with ``check``, refused unless both take a write (``_params.lake_sink``)."""
+        return lake_sink(
+            self.sink_path,
+            lake_conn_id=self.lake_conn_id,
+            staging_path=self.staging_path,
+            check=check,
+        )
+
+
+class SelectedTablesOperator(LakeOperator):
+    """An operator on a selection of the source's tables, and their Delta tables.
+
+    :param tables: tables and patterns (``model.selection``): ``shop.orders``, globs such as
+        ``shop.*`` or ``shop.order_*``, or ``re:<regular expression>`` over
+        ``database.table``; a name with a dot or glob character is quoted with backticks.
+        Templated; a rendered string (JSON list, Python list or comma-separated) is accepted.
+    :param exclude_tables: tables and patterns left out of ``tables``' matches. Templated.
+    """
+
+    template_fields: Sequence[str] = ("tables", "exclude_tables", *LakeOperator.template_fields)
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "tables": "json",
+        "exclude_tables": "json",
+    }
+
+    def __init__(
+        self,
+        *,
+        tables: list[str] | str,
+        exclude_tables: list[str] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.tables = tables
+        self.exclude_tables = exclude_tables
+
+    def selection(self) -> TableSelection:
+        """The rendered ``tables`` and ``exclude_tables``, parsed."""
+        return table_selection(self.tables, self.exclude_tables)
