@@ -34,6 +34,8 @@ from tests.unit.test_import_rules import ORDER
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "airflow_cdc"
 PAGE = ROOT / "docs" / "architecture.md"
+INTEGRATION = ROOT / "tests" / "integration"
+TESTING = "Testing: what each tier runs against"
 #: Folders of the repository whose every module the module map lists.
 MAPPED = ("airflow_cdc", "devtools", "spark_jobs")
 
@@ -329,7 +331,7 @@ def test_the_rest_of_the_page_names_existing_code() -> None:
         if title in ("Where is the rule for X", "Module map"):
             continue
         for token in TOKEN.findall(body):
-            if is_path(token) and existing(token) is None:
+            if is_path(token) and existing(token, INTEGRATION) is None:
                 problems.append(f"section {title!r}: {token} does not exist")
             elif (
                 is_dotted_name(token)
@@ -337,6 +339,43 @@ def test_the_rest_of_the_page_names_existing_code() -> None:
                 and lookup(f"airflow_cdc.{token}") is MISSING
             ):
                 problems.append(f"section {title!r}: `{token}` does not exist")
+    assert not problems, "docs/architecture.md:\n" + "\n".join(problems)
+
+
+# "Testing"
+
+
+def tiers(text: str) -> dict[str, str]:
+    """The Testing table's rows: each tier's name and its files cell."""
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in sections(text)[TESTING].splitlines()
+        if line.startswith("|")
+    ]
+    assert rows[0] == ["tier", "real", "stood in for", "files"], rows[0]
+    return {row[0].strip("`"): row[3] for row in rows[2:]}
+
+
+def test_the_testing_table_places_every_integration_file() -> None:
+    """Every integration file has its tier, and the in-process harness row names exactly
+    the files that drive the stream through ``tests/support/stream_harness.py``."""
+    rows = tiers(PAGE.read_text())
+    named = {name for cell in rows.values() for name in TOKEN.findall(cell)}
+    files = sorted(INTEGRATION.glob("test_*.py"))
+    problems = [
+        f"section {TESTING!r}: no row names {path.name}" for path in files if path.name not in named
+    ]
+    harness = {p.name for p in files if "InProcessStream" in p.read_text()}
+    cell = rows["in-process stream harness"]
+    in_row = {token for token in TOKEN.findall(cell) if token.startswith("test_")}
+    problems += [
+        f"section {TESTING!r}, row 'in-process stream harness': add {name}"
+        for name in sorted(harness - in_row)
+    ]
+    problems += [
+        f"section {TESTING!r}, row 'in-process stream harness': {name} does not use it"
+        for name in sorted(in_row - harness)
+    ]
     assert not problems, "docs/architecture.md:\n" + "\n".join(problems)
 
 
