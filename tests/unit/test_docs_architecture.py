@@ -8,8 +8,10 @@
 * "Module map": every module of ``airflow_cdc/``, ``devtools/`` and ``spark_jobs/`` has its
   line (a package's ``__init__.py`` aside; a folder named alone covers its modules), no
   file named is missing, and every dotted or class name of a line resolves.
-* Everywhere else on the page: a file named exists, and a dotted name that starts with a
-  package of ``airflow_cdc`` resolves.
+* "Testing": every file of ``tests/integration/`` has a tier, and the in-process stream
+  harness row names exactly the files that use ``InProcessStream``.
+* Everywhere else on the page: a file named exists (test files by their name alone), and a
+  dotted name that starts with a package of ``airflow_cdc`` resolves.
 
 Names are resolved by importing the module and taking its attributes, so a module moved
 or renamed makes the test name each row and line that still names its old place.
