@@ -16,10 +16,9 @@ from airflow.sdk import conf as airflow_conf
 from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
-from airflow_cdc.model import TableId, TablePlan, TableSchema, TableSelection
+from airflow_cdc.model import TableId, TablePlan, TableSelection
 from airflow_cdc.operators._base import SelectedTablesOperator
 from airflow_cdc.operators._params import check_known_params, selected_tables, table_selection
-from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 from airflow_cdc.rendered import (
     as_bool,
@@ -32,8 +31,9 @@ from airflow_cdc.rendered import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_cdc.metadata import MetadataStore
     from airflow_cdc.metadata.records import PlanRecord
-    from airflow_cdc.source.server import ServerInfo
+    from airflow_cdc.planning.plan_snapshot import SnapshotPlan
 
 __all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "unit_handles"]
 
@@ -200,8 +200,8 @@ class PlanSnapshotOperator(SelectedTablesOperator):
 
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
-        tables, plans = self._plan_on_source(source, selection, keys, chunking, ranged=ranged)
-        record = self._store_plan(metadata_url, context, tables, plans)
+        planned = self._plan(source, metadata_url, selection, keys, chunking, context, ranged)
+        record, plans = planned.record, planned.plans
         if replace:
             self._replace(source, metadata_url, sink, record, context)
 
@@ -217,78 +217,59 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
         return handles
 
-    def _plan_on_source(
+    def _plan(
         self,
         source: SourceConfig,
+        metadata_url: str,
         selection: TableSelection,
         keys: dict[TableId, tuple[str, ...]],
         chunking: ChunkingConfig,
-        *,
+        context: Context,
         ranged: bool,
-    ) -> tuple[list[TableId], list[TablePlan]]:
-        """The selected tables, validated on the server, and their chunk plans (of the
-        ``key_range`` only when ``ranged``)."""
+    ) -> SnapshotPlan:
+        """The selected tables planned on the server (``planning.plan_snapshot``: checked,
+        split, recorded; of the ``key_range`` only when ``ranged``), and ``join_stream``
+        (if any) asked to follow them."""
         # Heavy imports (pymysql, SQLAlchemy) stay in the methods: the DAG processor imports
         # this module at every parse, and only a running task needs them.
-        from airflow_cdc.planning.planner import plan_tables
-        from airflow_cdc.source import catalog, server, validation
+        from airflow_cdc.metadata import MetadataStore
+        from airflow_cdc.planning.plan_snapshot import plan_snapshot
         from airflow_cdc.source.connection import connect
+        from airflow_cdc.source.server import server_info
 
         conn = connect(source)
         try:
-            info = server.server_info(conn)
             tables = self._resolve(conn, selection)
-            self.log.info("Source server %s; planning %d table(s)", info, len(tables))
-            if ranged and len(tables) != 1:
-                raise ConfigurationError(
-                    f"key_range applies to one table, but {len(tables)} are selected: "
-                    f"{[str(t) for t in tables][:20]}"
+            self.log.info("Source server %s; planning %d table(s)", server_info(conn), len(tables))
+            key_range = self._key_range_data() if ranged else None
+            with MetadataStore.connect(metadata_url) as store:
+                planned = plan_snapshot(
+                    conn,
+                    store,
+                    tables,
+                    chunking,
+                    str(context["run_id"]),
+                    chunk_keys=keys,
+                    key_range=key_range,
                 )
-            validation.validate_source(conn, info, tables)
-            schemas = catalog.load_table_schemas(conn, tables, keys)
-            if ranged:
-                return tables, [self._plan_range(conn, info, schemas[0], chunking)]
-            return tables, plan_tables(conn, info, schemas, chunking)
+                self._join(store, tables, context)
+            return planned
         finally:
             conn.close()
 
-    def _plan_range(
-        self, conn: Any, info: ServerInfo, schema: TableSchema, chunking: ChunkingConfig
-    ) -> TablePlan:
-        """The plan of ``key_range`` in the one table (a backfill)."""
-        # Imported when the task runs, not at every DAG parse.
-        from airflow_cdc.planning.planner import plan_range
-
-        rng = key_range_from_json(schema, self._key_range_data())
-        self.log.info("%s: planning the key range %s", schema.table, rng.label())
-        return plan_range(conn, info, schema, rng, chunking)
-
-    def _store_plan(
-        self,
-        metadata_url: str,
-        context: Context,
-        tables: list[TableId],
-        plans: list[TablePlan],
-    ) -> PlanRecord:
-        """Record the plan and ask ``join_stream`` (if any) to follow its tables."""
-        # Imported when the task runs, not at every DAG parse.
-        from airflow_cdc.metadata import MetadataStore
-
+    def _join(self, store: MetadataStore, tables: list[TableId], context: Context) -> None:
+        """Ask ``join_stream`` (if any) to follow ``tables``."""
         join_stream = str(self.join_stream or "").strip()
-        with MetadataStore.connect(metadata_url) as store:
-            record = store.create_plan(label=str(context["run_id"]), plans=plans)
-            if join_stream:
-                requested_by = f"{self.dag_id}/{context['run_id']}"
-                for table in store.request_stream_tables(
-                    join_stream, tables, requested_by=requested_by
-                ):
-                    self.log.info(
-                        "%s is new to stream %s: it joins the running stream once this "
-                        "snapshot is done (no restart needed)",
-                        table,
-                        join_stream,
-                    )
-        return record
+        if not join_stream:
+            return
+        requested_by = f"{self.dag_id}/{context['run_id']}"
+        for table in store.request_stream_tables(join_stream, tables, requested_by=requested_by):
+            self.log.info(
+                "%s is new to stream %s: it joins the running stream once this snapshot is "
+                "done (no restart needed)",
+                table,
+                join_stream,
+            )
 
     def _replace(
         self,
@@ -314,7 +295,7 @@ class PlanSnapshotOperator(SelectedTablesOperator):
                 f"; stream {stream_id} joins it anew when it is done" if stream_id else "",
             )
 
-    def _log_plans(self, plans: list[TablePlan], chunk_rows: int) -> None:
+    def _log_plans(self, plans: Sequence[TablePlan], chunk_rows: int) -> None:
         for plan in plans:
             self.log.info(
                 "%s %s: key (%s), %d chunk(s) of ~%d rows, ~%d rows, split %s",

@@ -35,11 +35,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_cdc.config import StreamJobSpec
+from airflow_cdc.config import ChunkingConfig, StreamJobSpec
 from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FullSnapshot, PlanRecord
 from airflow_cdc.model import TableId, TableSelection
+from airflow_cdc.planning.plan_snapshot import plan_snapshot
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.snapshot.replacement import replace_planned
@@ -48,7 +49,6 @@ from airflow_cdc.source.connection import on_server
 from airflow_cdc.stream.own_plans import (
     is_own,
     own_label,
-    plan_whole,
     run_own_plans,
     snapshot_plan,
 )
@@ -163,7 +163,9 @@ class Discovery:
             if not schemas:
                 return None
             label = plan_label(self.spec.stream_id)
-            record = plan_whole(conn, store, schemas, self.spec.discovery.chunk_rows, label)
+            chunking = ChunkingConfig(chunk_rows=self.spec.discovery.chunk_rows)
+            loaded = [schema.table for schema in schemas]
+            record = plan_snapshot(conn, store, loaded, chunking, label).record
             again = {s.table: s for s in schemas if s.table in dropped}
             if again:
                 sink = open_sink(self.spec.sink)

@@ -17,16 +17,15 @@ query) finds what is left of its plans, after a restart too, and runs it
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, StreamJobSpec
 from airflow_cdc.errors import SnapshotUnitError, TableError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.metadata.records import FinishedChunk, PlanRecord
+from airflow_cdc.metadata.records import FinishedChunk
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan, TableSchema
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 from airflow_cdc.planning.partitions import DEFAULT_BUCKET_WIDTH
-from airflow_cdc.planning.planner import plan_tables
+from airflow_cdc.planning.plan_snapshot import plan_snapshot
 from airflow_cdc.runner import Runner
 from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.snapshot.unit import run_unit
@@ -34,7 +33,6 @@ from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import way_on
-from airflow_cdc.source.server import server_info
 from airflow_cdc.stream.schema_statements import InOrder
 from airflow_cdc.stream.table_warnings import SET_ASIDE
 
@@ -44,7 +42,6 @@ __all__ = [
     "is_own",
     "own_label",
     "plan_again",
-    "plan_whole",
     "run_own_plans",
     "snapshot_plan",
     "start_again",
@@ -60,18 +57,6 @@ def own_label(stream_id: str, what: str) -> str:
 
 def is_own(label: str, stream_id: str) -> bool:
     return label.startswith(own_label(stream_id, ""))
-
-
-def plan_whole(
-    conn: DbConnection,
-    store: MetadataStore,
-    schemas: Sequence[TableSchema],
-    chunk_rows: int,
-    label: str,
-) -> PlanRecord:
-    """Plan ``schemas``' tables whole and record the plan (its chunks pending)."""
-    plans = plan_tables(conn, server_info(conn), schemas, ChunkingConfig(chunk_rows=chunk_rows))
-    return store.create_plan(label, plans)
 
 
 def adopt_renamed(
@@ -157,7 +142,8 @@ def plan_again(
         if latest is not None and latest.label == label:
             record = store.plan(latest.plan_id)
         else:
-            record = plan_whole(conn, store, [schema], context.chunk_rows, label)
+            chunking = ChunkingConfig(chunk_rows=context.chunk_rows)
+            record = plan_snapshot(conn, store, [table], chunking, label).record
         log.warning("%s: %s (plan %d, run by the stream)", table, label, record.plan_id)
         if replace:
             columns_from(store, position, schema)

@@ -6,8 +6,6 @@ The source and the planner are replaced by fakes; the metadata DB is a real SQLi
 from __future__ import annotations
 
 import os
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +46,7 @@ def _op(**kwargs: Any) -> PlanSnapshotOperator:
 @pytest.fixture
 def fake_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     """Source and planner fakes; records what the operator asked for."""
+    from airflow_cdc.planning import plan_snapshot
     from airflow_cdc.source import catalog, connection, server, validation
 
     seen: dict[str, Any] = {"conn": FakeConn()}
@@ -72,6 +71,10 @@ def fake_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, An
         ]
 
     monkeypatch.setattr(catalog, "load_table_schemas", load)
+    # The plan service took its names when imported: its own are faked too.
+    monkeypatch.setattr(plan_snapshot, "server_info", server.server_info)
+    monkeypatch.setattr(plan_snapshot, "validate_source", validation.validate_source)
+    monkeypatch.setattr(plan_snapshot, "load_table_schemas", load)
 
     def plan_tables(conn: Any, info: Any, schemas: list[TableSchema], cfg: Any) -> list[TablePlan]:
         seen["chunking"] = cfg
@@ -86,9 +89,7 @@ def fake_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, An
             for s in schemas
         ]
 
-    planner = types.ModuleType("airflow_cdc.planning.planner")
-    planner.plan_tables = plan_tables  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "airflow_cdc.planning.planner", planner)
+    monkeypatch.setattr(plan_snapshot, "plan_tables", plan_tables)
     return seen
 
 

@@ -1,0 +1,67 @@
+"""Plan a snapshot: the tables checked on the server, their chunks planned, the plan recorded.
+
+One service for every plan: the plan operator's (a DAG's snapshot, a backfill of a key
+range) and the stream's own (new tables a pattern finds, a table snapshotted again after a
+schema change). Each checks first that the server and the tables are ready for CDC
+(binlog settings, grants, keys: ``source.validation``, every problem in one error), so a
+table no stream could follow is refused before a chunk of it is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.config import ChunkingConfig
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.metadata.records import PlanRecord
+from airflow_cdc.model import TableId, TablePlan
+from airflow_cdc.planning.key_range import key_range_from_json
+from airflow_cdc.planning.planner import plan_range, plan_tables
+from airflow_cdc.source.catalog import load_table_schemas
+from airflow_cdc.source.connection import DbConnection
+from airflow_cdc.source.server import server_info
+from airflow_cdc.source.validation import validate_source
+
+__all__ = ["SnapshotPlan", "plan_snapshot"]
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """A recorded plan and its tables' plans (what each was split into, and how)."""
+
+    record: PlanRecord
+    plans: tuple[TablePlan, ...]
+
+
+def plan_snapshot(
+    conn: DbConnection,
+    store: MetadataStore,
+    tables: Sequence[TableId],
+    chunking: ChunkingConfig,
+    label: str,
+    *,
+    chunk_keys: Mapping[TableId, tuple[str, ...]] | None = None,
+    key_range: Any = None,
+) -> SnapshotPlan:
+    """Check the server and ``tables``, plan them whole (or, with ``key_range``, the
+    ``{"lo": [...], "hi": [...]}`` of the one table given: a backfill) in chunks of about
+    ``chunking.chunk_rows`` rows, and record the plan labelled ``label``, its chunks
+    pending. ``chunk_keys``: the chunk key of a table without a primary key."""
+    if key_range is not None and len(tables) != 1:
+        raise ConfigurationError(
+            f"key_range applies to one table, but {len(tables)} are selected: "
+            f"{[str(t) for t in tables][:20]}"
+        )
+    info = server_info(conn)
+    validate_source(conn, info, tables)
+    schemas = load_table_schemas(conn, tables, chunk_keys)
+    if key_range is not None:
+        (schema,) = schemas
+        rng = key_range_from_json(schema, key_range)
+        plans = [plan_range(conn, info, schema, rng, chunking)]
+    else:
+        plans = plan_tables(conn, info, schemas, chunking)
+    return SnapshotPlan(store.create_plan(label, plans), tuple(plans))
