@@ -40,7 +40,7 @@ class StreamBounds:
     #: executor's memory, ~1 KB a key while held).
     block_rows: int = 50_000
     #: Reduced rows a slice hands to the driver in its own result, in bytes (Arrow IPC);
-    #: more go through staged files (``stream.staging``), which a batch of hundreds of small
+    #: more go through staged files (``stream.slice_blocks``), which a batch of hundreds of small
     #: tables would otherwise write and read one per table (0: always files).
     inline_slice_bytes: int = 2 * 1024 * 1024
     #: Rows of one Delta merge: a batch with more is merged in several (bounds the driver's

@@ -38,7 +38,7 @@ STREAM_PRELOAD = (
     "airflow_cdc.source.mysql_replication",
     "airflow_cdc.source.row_decoder",
     "airflow_cdc.source.schema_check",
-    "airflow_cdc.stream.staging",
+    "airflow_cdc.stream.slice_blocks",
     "airflow_cdc.spark.binlog_source",
     "deltalake",
     "airflow_cdc.sinks.delta.split_merge",

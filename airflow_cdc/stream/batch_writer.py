@@ -51,8 +51,8 @@ from airflow_cdc.stream.joining import (
 )
 from airflow_cdc.stream.known_columns import KnownColumns
 from airflow_cdc.stream.schema_statements import InOrder
+from airflow_cdc.stream.slice_blocks import staging_dir
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
-from airflow_cdc.stream.staging import staging_dir
 
 __all__ = ["LEASE_SECONDS", "START_BATCH_ID", "BatchWriter"]
 

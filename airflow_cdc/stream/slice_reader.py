@@ -3,7 +3,7 @@
 with (``source.schema_check``), keeps only the changes the sink still needs (the emit filter
 against the chunks' high watermarks, ``stream.emit_filter``) and reduces them to the newest
 row per key (``stream.apply.reduce_slice``). The reduced rows go in blocks of
-``block_rows`` keys (``stream.staging``: inline when small, else staged files); the slice yields them and closes with
+``block_rows`` keys (``stream.slice_blocks``: inline when small, else staged files); the slice yields them and closes with
 its boundary (``stream.slice_rows``). A table whose schema changes in the slice (a DDL
 statement, or images with other columns) is set aside: the slice yields why instead of its
 rows, and the driver applies its part of the batch in order (``stream.ddl_apply``).
@@ -26,6 +26,7 @@ from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.column_slice import ColumnSlice
 from airflow_cdc.stream.emit_filter import EmitFilter
+from airflow_cdc.stream.slice_blocks import SliceBlocks, staging_dir
 from airflow_cdc.stream.slice_rows import (
     ASIDE,
     BLOCK,
@@ -37,7 +38,6 @@ from airflow_cdc.stream.slice_rows import (
     block_payload,
     boundary_payload,
 )
-from airflow_cdc.stream.staging import SliceBlocks, staging_dir
 
 __all__ = ["SliceRow", "read_slice"]
 

@@ -34,7 +34,7 @@ from airflow_cdc.sinks.delta.batch_merge import (
     run_merge_task,
 )
 from airflow_cdc.sinks.delta.core_pinning import _claimed_core, one_core
-from airflow_cdc.stream.staging import SliceBlocks
+from airflow_cdc.stream.slice_blocks import SliceBlocks
 
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])

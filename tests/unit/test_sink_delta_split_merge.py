@@ -22,7 +22,7 @@ from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta import split_merge as executor_merges
 from airflow_cdc.sinks.delta.split_merge import SplitTask
 from airflow_cdc.sinks.storage import Location
-from airflow_cdc.stream.staging import SliceBlocks
+from airflow_cdc.stream.slice_blocks import SliceBlocks
 
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])

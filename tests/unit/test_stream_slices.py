@@ -105,7 +105,7 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
     from airflow_cdc.sinks.delta import DeltaSink
     from airflow_cdc.sinks.storage import Location
     from airflow_cdc.source.arrow_types import arrow_schema
-    from airflow_cdc.stream.staging import SliceBlocks
+    from airflow_cdc.stream.slice_blocks import SliceBlocks
 
     rng = random.Random(7)
     events = []
@@ -156,8 +156,8 @@ def test_blocks_carry_their_first_key_bounds_through_the_batch(tmp_path: Any) ->
     import pyarrow as pa
 
     from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.stream.slice_blocks import SliceBlocks
     from airflow_cdc.stream.slice_rows import BLOCK, block_payload, slice_batch
-    from airflow_cdc.stream.staging import SliceBlocks
 
     put = SliceBlocks(Location(str(tmp_path)), 64)  # the second block goes to a file
     ints = put.put(pa.table({"id": pa.array([7, 3, 9], pa.int64())}), "id")
