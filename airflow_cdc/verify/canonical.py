@@ -4,7 +4,7 @@ A row is hashed from a canonical text: each column's value as text (or ``N`` for
 text column's value prefixed with its length in characters, so no text can pose as NULL
 or as two values; numbers, dates and hex cannot), joined with ``|``;
 the fingerprint is the first 64 bits of the text's MD5. A key is hashed the same way from
-its key columns alone (its digest places it in a bucket, ``verify.buckets``). The source computes it in SQL
+its key columns alone (a prefix of its digest groups it, ``verify.digest_prefixes``). The source computes it in SQL
 (:func:`mysql_row_hash`, MariaDB/MySQL functions only, no row leaves the server), the lake
 side in DuckDB over the Delta table's Arrow data (:func:`duckdb_row_hash`). Each column
 type has one canonical text and two spellings of it, side by side in :func:`column_form`:
@@ -218,8 +218,8 @@ def duckdb_key_text(schema: TableSchema) -> str:
 
 
 def mysql_key_digest(schema: TableSchema) -> str:
-    """The MD5 (hex) of the key's canonical text, as a MySQL expression: a key's bucket is
-    a prefix of it (``verify.buckets``), the same on both sides whatever the collation."""
+    """The MD5 (hex) of the key's canonical text, as a MySQL expression: a key's group is
+    a prefix of it (``verify.digest_prefixes``), the same on both sides whatever the collation."""
     return f"MD5({mysql_key_text(schema)})"
 
 

@@ -4,17 +4,17 @@ A pass (:func:`_pass`) compares the two sides at one point:
 
 1. the table's chunk ranges (planned as a snapshot's are, in the server's key order) are
    shared among ``parallelism`` read views of the source, each opened at its own position
-   and summing its ranges by bucket (``verify.source_side``), under a rows-per-second
+   and summing its ranges by prefix (``verify.source_side``), under a rows-per-second
    bound;
 2. the stream's committed position must reach the latest of those positions (a bounded
    wait): the lake then holds every change any view saw;
-3. the Delta table's current version is summed by bucket over its rows at or before the
+3. the Delta table's current version is summed by prefix over its rows at or before the
    earliest view's position, the *cut* (``verify.lake_side``); rows the stream wrote after
    the cut are left out, and each view takes the same keys out of its sums as it sees them;
-4. the buckets are compared (``verify.buckets``).
+4. the prefixes are compared (``verify.digest_prefixes``).
 
-A first pass sums 256 buckets; while some differ and hold more than ``list_rows`` rows,
-a deeper pass sums only those buckets' keys; then their rows are listed on both sides and
+A first pass sums 256 prefixes; while some differ and hold more than ``list_rows`` rows,
+a deeper pass sums only those prefixes' keys; then their rows are listed on both sides and
 compared key by key. The result names the keys (:class:`TableCheck`).
 """
 
@@ -34,8 +34,8 @@ from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
-from airflow_cdc.verify.buckets import Differences, differing, next_step, row_differences
 from airflow_cdc.verify.canonical import notes
+from airflow_cdc.verify.digest_prefixes import Differences, differing, next_step, row_differences
 from airflow_cdc.verify.lake_side import LakeVersion
 from airflow_cdc.verify.source_side import RowRate, SourceShare
 from airflow_cdc.verify.sums import RangeSum
@@ -58,7 +58,7 @@ class TableCheck:
     differences: Differences
     seconds: float
     notes: tuple[str, ...] = ()
-    buckets: tuple[str, ...] = field(default=())
+    prefixes: tuple[str, ...] = field(default=())
 
     @property
     def clean(self) -> bool:
@@ -149,13 +149,13 @@ class _Run:
     def sums(
         self, level: int, within: Sequence[str] | None
     ) -> tuple[dict[str, RangeSum], dict[str, RangeSum], BinlogPosition, int]:
-        """One pass: the source's and the lake's sums by bucket, the cut, the lake version.
+        """One pass: the source's and the lake's sums by prefix, the cut, the lake version.
         The lake is read while the views sum their ranges (its version only has to hold
         what the views saw, known once they are open)."""
         with self._views() as views, ThreadPoolExecutor(len(views) + 1) as pool:
             cut = self._wait_for_stream(views)
             lake = pool.submit(self._lake_sums, level, within, cut)
-            parts = list(pool.map(lambda v: v.bucket_sums(level, within), views))
+            parts = list(pool.map(lambda v: v.prefix_sums(level, within), views))
             lake_sums, newer, version = lake.result()
             if newer:
                 keys, texts = [k for k, _ in newer], [t for _, t in newer]
@@ -167,11 +167,11 @@ class _Run:
         self, level: int, within: Sequence[str] | None, cut: BinlogPosition
     ) -> tuple[dict[str, RangeSum], list[tuple[Key, str]], int]:
         with contextlib.closing(self._lake()) as lake:
-            sums, newer = lake.bucket_sums(level, within, cut)
+            sums, newer = lake.prefix_sums(level, within, cut)
             return sums, newer, lake.version
 
     def rows(self, level: int, within: Sequence[str]) -> tuple[Differences, BinlogPosition, int]:
-        """The rows of the buckets ``within`` on both sides, compared key by key."""
+        """The rows of the prefixes ``within`` on both sides, compared key by key."""
         with self._views() as views, ThreadPoolExecutor(len(views)) as pool:
             cut = self._wait_for_stream(views)
             listed: dict[str, tuple[int, Key]] = {}
@@ -219,14 +219,14 @@ class _Run:
 
 def _minus(sums: dict[str, RangeSum], taken: dict[str, RangeSum]) -> dict[str, RangeSum]:
     out = dict(sums)
-    for bucket, sub in taken.items():
-        out[bucket] = out.get(bucket, RangeSum()).minus(sub)
+    for prefix, sub in taken.items():
+        out[prefix] = out.get(prefix, RangeSum()).minus(sub)
     return {b: s for b, s in out.items() if s != RangeSum()}
 
 
 def _added(parts: Sequence[dict[str, RangeSum]]) -> dict[str, RangeSum]:
     out: dict[str, RangeSum] = {}
     for part in parts:
-        for bucket, found in part.items():
-            out[bucket] = out.get(bucket, RangeSum()).plus(found)
+        for prefix, found in part.items():
+            out[prefix] = out.get(prefix, RangeSum()).plus(found)
     return out

@@ -1,4 +1,4 @@
-"""The lake's side of a check: one version of the sink table summed by bucket with DuckDB
+"""The lake's side of a check: one version of the sink table summed by prefix with DuckDB
 (the table's files read through Arrow, every core; no row is handled in Python).
 
 Rows at or before the cut (``_cdc_position`` up to the source views' earliest position)
@@ -17,8 +17,8 @@ import duckdb
 from airflow_cdc.model import BinlogPosition, Key, TableSchema
 from airflow_cdc.sinks.base import TableScan
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
-from airflow_cdc.verify.buckets import bucket_width
 from airflow_cdc.verify.canonical import duckdb_key_digest, duckdb_key_text, duckdb_row_hash
+from airflow_cdc.verify.digest_prefixes import prefix_width
 from airflow_cdc.verify.sums import RangeSum
 
 __all__ = ["LakeVersion"]
@@ -43,15 +43,15 @@ class LakeVersion:
     def close(self) -> None:
         self._db.close()
 
-    def bucket_sums(
+    def prefix_sums(
         self, level: int, within: Sequence[str] | None, cut: BinlogPosition
     ) -> tuple[dict[str, RangeSum], list[tuple[Key, str]]]:
-        """The rows at or before ``cut`` summed by bucket at ``level`` (of the level
-        ``level - 1`` buckets ``within``; None: all), and the keys (with their canonical
+        """The rows at or before ``cut`` summed by prefix at ``level`` (of the level
+        ``level - 1`` prefixes ``within``; None: all), and the keys (with their canonical
         text) whose version is newer than ``cut``."""
         where, params = self._where(level - 1, within)
         rows = self._db.execute(
-            f"SELECT {self._bucket(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
+            f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
             f"count(*), sum({duckdb_row_hash(self.schema)}) FROM lake "
             f"WHERE {where} AND NOT {_DELETED} AND {_POSITION} <= ?::DECIMAL(38, 0) GROUP BY b",
             [*params, str(cut.encode())],
@@ -62,7 +62,7 @@ class LakeVersion:
     def rows(
         self, level: int, within: Sequence[str], cut: BinlogPosition
     ) -> tuple[dict[str, tuple[int, Key]], list[tuple[Key, str]]]:
-        """The rows at or before ``cut`` in the level-``level`` buckets ``within``: key
+        """The rows at or before ``cut`` in the level-``level`` prefixes ``within``: key
         text -> (fingerprint, key); and the keys newer than ``cut`` there."""
         where, params = self._where(level, within)
         keys = ", ".join(_quoted(k) for k in self.schema.key)
@@ -83,18 +83,18 @@ class LakeVersion:
         ).fetchall()
         return [(tuple(values), str(text)) for text, *values in found]
 
-    def _bucket(self, level: int) -> str:
-        """A row's bucket at ``level`` (level 0: one, the table: no digest computed)."""
+    def _prefix(self, level: int) -> str:
+        """A row's prefix at ``level`` (level 0: one, the table: no digest computed)."""
         if level == 0:
             return "''"
-        return f"left({duckdb_key_digest(self.schema)}, {bucket_width(level)})"
+        return f"left({duckdb_key_digest(self.schema)}, {prefix_width(level)})"
 
     def _where(self, level: int, within: Sequence[str] | None) -> tuple[str, list[Any]]:
         if within is None or level <= 0:
             return "true", []
         listed = ", ".join(["?"] * len(within))
         digest = duckdb_key_digest(self.schema)
-        return f"left({digest}, {bucket_width(level)}) IN ({listed})", list(within)
+        return f"left({digest}, {prefix_width(level)}) IN ({listed})", list(within)
 
 
 def _quoted(name: str) -> str:

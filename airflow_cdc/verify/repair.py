@@ -18,7 +18,7 @@ from typing import Any
 from airflow_cdc.model import ChunkRange, Key, TablePlan, TableSchema, comparable_key
 from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition
-from airflow_cdc.verify.buckets import Differences
+from airflow_cdc.verify.digest_prefixes import Differences
 
 __all__ = ["repair_plan", "repair_ranges"]
 

@@ -1,4 +1,4 @@
-"""The source's side of a check: key ranges of a table summed by bucket inside one
+"""The source's side of a check: key ranges of a table summed by prefix inside one
 consistent read view, the sums computed by the server (no row leaves it).
 
 A :class:`SourceShare` holds a read view open (its ``position``: every change before it is
@@ -24,8 +24,8 @@ from airflow_cdc.source.connection import connect, fetch_all
 from airflow_cdc.source.keyset import range_condition, sql_identifier
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.watermark import ConsistentReadView
-from airflow_cdc.verify.buckets import bucket_width
 from airflow_cdc.verify.canonical import mysql_key_digest, mysql_key_text, mysql_row_hash
+from airflow_cdc.verify.digest_prefixes import prefix_width
 from airflow_cdc.verify.sums import RangeSum
 
 __all__ = ["KEYS_PER_QUERY", "RowRate", "SourceShare"]
@@ -98,29 +98,29 @@ class SourceShare:
 
     # -- the server's sums -------------------------------------------------------------
 
-    def bucket_sums(self, level: int, within: Sequence[str] | None) -> dict[str, RangeSum]:
-        """The share's rows summed by bucket at ``level``, of the level ``level - 1``
-        buckets ``within`` (None: every row)."""
+    def prefix_sums(self, level: int, within: Sequence[str] | None) -> dict[str, RangeSum]:
+        """The share's rows summed by prefix at ``level``, of the level ``level - 1``
+        prefixes ``within`` (None: every row)."""
         sums: dict[str, RangeSum] = {}
         for rng, rows in self._ranges:
             where, params = self._where(rng, level - 1, within)
             sql = (
-                f"SELECT {self._bucket(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
+                f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
                 f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} WHERE {where} "
                 "GROUP BY b"
             )
             with self._rate.reading(rows):
                 found_rows = fetch_all(self._conn, sql, params)
-            for bucket, count, total in found_rows:
+            for prefix, count, total in found_rows:
                 found = RangeSum(int(count), int(Decimal(total or 0)))
-                sums[str(bucket)] = sums.get(str(bucket), RangeSum()).plus(found)
+                sums[str(prefix)] = sums.get(str(prefix), RangeSum()).plus(found)
         return sums
 
     def keys_sums(
         self, level: int, keys: Sequence[Key], texts: Sequence[str]
     ) -> dict[str, RangeSum]:
         """The rows this view sees of ``keys`` (their canonical ``texts`` beside) within the
-        share, summed by bucket: what to take out of :meth:`bucket_sums` for keys the lake
+        share, summed by prefix: what to take out of :meth:`prefix_sums` for keys the lake
         holds newer versions of."""
         sums: dict[str, RangeSum] = {}
         span, span_params = range_condition(self.schema.key, self.span)
@@ -133,17 +133,17 @@ class SourceShare:
                 match = f"{mysql_key_text(self.schema)} IN ({', '.join(['%s'] * len(batch))})"
                 params = list(batch)
             sql = (
-                f"SELECT {self._bucket(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
+                f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
                 f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} "
                 f"WHERE ({span}) AND ({match}) GROUP BY b"
             )
-            for bucket, count, total in fetch_all(self._conn, sql, [*span_params, *params]):
+            for prefix, count, total in fetch_all(self._conn, sql, [*span_params, *params]):
                 found = RangeSum(int(count), int(Decimal(total or 0)))
-                sums[str(bucket)] = sums.get(str(bucket), RangeSum()).plus(found)
+                sums[str(prefix)] = sums.get(str(prefix), RangeSum()).plus(found)
         return sums
 
     def rows(self, level: int, within: Sequence[str]) -> dict[str, tuple[int, Key]]:
-        """The share's rows in the level-``level`` buckets ``within``: key text ->
+        """The share's rows in the level-``level`` prefixes ``within``: key text ->
         (fingerprint, key)."""
         found: dict[str, tuple[int, Key]] = {}
         key = ", ".join(sql_identifier(k) for k in self.schema.key)
@@ -165,22 +165,22 @@ class SourceShare:
     def _table(self) -> str:
         return self.schema.table.quoted().replace("%", "%%")  # a pymysql format string
 
-    def _bucket(self, level: int) -> str:
-        """A row's bucket at ``level`` (level 0: one, the table: no digest computed)."""
+    def _prefix(self, level: int) -> str:
+        """A row's prefix at ``level`` (level 0: one, the table: no digest computed)."""
         if level == 0:
             return "''"
-        return f"LEFT({mysql_key_digest(self.schema)}, {bucket_width(level)})"
+        return f"LEFT({mysql_key_digest(self.schema)}, {prefix_width(level)})"
 
     def _where(
         self, rng: ChunkRange, level: int, within: Sequence[str] | None
     ) -> tuple[str, list[Any]]:
-        """The range, narrowed to the level-``level`` buckets ``within`` (None, or level 0:
-        every bucket)."""
+        """The range, narrowed to the level-``level`` prefixes ``within`` (None, or level 0:
+        every prefix)."""
         where, params = range_condition(self.schema.key, rng)
         if within is None or level <= 0:
             return where, params
         listed = ", ".join(["%s"] * len(within))
-        where += f" AND LEFT({mysql_key_digest(self.schema)}, {bucket_width(level)}) IN ({listed})"
+        where += f" AND LEFT({mysql_key_digest(self.schema)}, {prefix_width(level)}) IN ({listed})"
         return where, [*params, *within]
 
 

@@ -1,4 +1,4 @@
-"""The rules of verify (``airflow_cdc.verify``), pure: sums of fingerprints, buckets and the
+"""The rules of verify (``airflow_cdc.verify``), pure: sums of fingerprints, prefixes and the
 narrowing of a difference to keys, the canonical forms per type, the repair's plan."""
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from hypothesis import strategies as st
 from airflow_cdc.config import VerifySettings
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import ChunkRange, Column, TableId, TablePlan, TableSchema
-from airflow_cdc.verify.buckets import (
-    MAX_LEVEL,
-    Differences,
-    bucket_width,
-    differing,
-    next_step,
-    row_differences,
-)
 from airflow_cdc.verify.canonical import (
     HASH_MODULUS,
     column_form,
     duckdb_row_hash,
     mysql_row_hash,
     notes,
+)
+from airflow_cdc.verify.digest_prefixes import (
+    MAX_LEVEL,
+    Differences,
+    differing,
+    next_step,
+    prefix_width,
+    row_differences,
 )
 from airflow_cdc.verify.repair import repair_plan
 from airflow_cdc.verify.sums import RangeSum
@@ -46,10 +46,10 @@ def test_a_sum_does_not_depend_on_order_or_split(rows: list[int], rng: random.Ra
     assert 0 <= whole.total < HASH_MODULUS
 
 
-buckets = st.sampled_from(["00", "3f", "a0", "ff"])
-#: key -> (its bucket, its value); a row's fingerprint hashes its key and value, as the
+prefixes = st.sampled_from(["00", "3f", "a0", "ff"])
+#: key -> (its prefix, its value); a row's fingerprint hashes its key and value, as the
 #: canonical text holds both.
-rows_of = st.dictionaries(st.integers(0, 50), st.tuples(buckets, st.integers(0, 3)))
+rows_of = st.dictionaries(st.integers(0, 50), st.tuples(prefixes, st.integers(0, 3)))
 
 
 def fingerprint(key: int, value: int) -> int:
@@ -58,8 +58,8 @@ def fingerprint(key: int, value: int) -> int:
 
 def sums(rows: dict[int, tuple[str, int]]) -> dict[str, RangeSum]:
     found: dict[str, RangeSum] = {}
-    for key, (bucket, value) in rows.items():
-        found[bucket] = found.get(bucket, RangeSum()).plus(RangeSum(1, fingerprint(key, value)))
+    for key, (prefix, value) in rows.items():
+        found[prefix] = found.get(prefix, RangeSum()).plus(RangeSum(1, fingerprint(key, value)))
     return found
 
 
@@ -68,8 +68,8 @@ def sums(rows: dict[int, tuple[str, int]]) -> dict[str, RangeSum]:
 def test_differing_buckets_are_those_whose_rows_differ(
     source: dict[int, tuple[str, int]], lake: dict[int, tuple[str, int]]
 ) -> None:
-    def of(rows: dict[int, tuple[str, int]], bucket: str) -> set[tuple[int, int]]:
-        return {(k, f) for k, (b, f) in rows.items() if b == bucket}
+    def of(rows: dict[int, tuple[str, int]], prefix: str) -> set[tuple[int, int]]:
+        return {(k, f) for k, (b, f) in rows.items() if b == prefix}
 
     expected = sorted(b for b in {"00", "3f", "a0", "ff"} if of(source, b) != of(lake, b))
     # 64-bit fingerprints: two different row sets summing alike is out of reach here
@@ -82,9 +82,9 @@ def test_narrowing_lists_rows_once_few_are_left_or_no_level_is() -> None:
     assert next_step(source, lake, ["3f"], 1, list_rows=100) == "rows"
     assert next_step(source, lake, ["3f", "a0"], 1, list_rows=100) == "deeper"
     assert next_step(source, lake, ["3f", "a0"], MAX_LEVEL, list_rows=100) == "rows"
-    assert [bucket_width(level) for level in (0, 1, 2)] == [0, 2, 4]
+    assert [prefix_width(level) for level in (0, 1, 2)] == [0, 2, 4]
     with pytest.raises(ValueError, match="outside"):
-        bucket_width(MAX_LEVEL + 1)
+        prefix_width(MAX_LEVEL + 1)
 
 
 listings = st.dictionaries(st.sampled_from(list("abcdefgh")), st.integers(0, 3), max_size=8).map(

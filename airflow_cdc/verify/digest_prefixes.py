@@ -1,19 +1,19 @@
 """Where the source and the lake differ, narrowed down to keys (pure).
 
-Both sides put each row in a bucket named by a prefix of its key's digest
-(``verify.canonical``): at level L the first 2L hex digits, so 256 buckets at level 1 and
-65,536 at level 2, each holding the same keys on both sides whatever the key's type or
+Both sides group their rows by a prefix of each key's digest (``verify.canonical``; not
+the sink's buckets, which are key ranges): at level L the first 2L hex digits, so 256
+prefixes at level 1 and 65,536 at level 2, each holding the same keys on both sides whatever the key's type or
 collation (no range of a collation the lake cannot order). Level 0 is the whole table,
 summed without the digests: a table that verifies clean costs one pass of its fingerprints
-alone. A check sums each bucket on each side
+alone. A check sums each prefix on each side
 (:class:`~airflow_cdc.verify.sums.RangeSum`) and compares them (:func:`differing`); the
-buckets that differ are summed again one level deeper, only their keys, until they hold
+prefixes that differ are summed again one level deeper, only their keys, until they hold
 few enough rows to be listed row by row (:func:`next_step`), and the rows are compared
 (:func:`row_differences`): keys the lake lacks, keys only the lake has, and keys whose rows
 differ.
 
 An example: 10,000,000 rows, one hand-edited in the lake. Level 0: the sums differ.
-Level 1: bucket ``3f`` differs (~39,000 rows each side). Level 2, within ``3f``: bucket
+Level 1: prefix ``3f`` differs (~39,000 rows each side). Level 2, within ``3f``: prefix
 ``3fa0`` differs (~150 rows). Listed: key 4217 has another fingerprint in the lake. Four
 passes, the last over 150 rows.
 """
@@ -31,41 +31,41 @@ __all__ = [
     "MAX_LEVEL",
     "Differences",
     "Listing",
-    "bucket_width",
     "differing",
     "next_step",
+    "prefix_width",
     "row_differences",
 ]
 
-#: The deepest level (16 hex digits: every key its own bucket but for collisions).
+#: The deepest level (16 hex digits: every key its own prefix but for collisions).
 MAX_LEVEL = 8
 
-BucketSums = Mapping[str, RangeSum]
+PrefixSums = Mapping[str, RangeSum]
 
 
-def bucket_width(level: int) -> int:
-    """Hex digits of a level-``level`` bucket name (level 0: one bucket, ``""``: the whole
+def prefix_width(level: int) -> int:
+    """Hex digits of a level-``level`` prefix name (level 0: one prefix, ``""``: the whole
     table, summed without any key's digest)."""
     if not 0 <= level <= MAX_LEVEL:
-        raise ValueError(f"bucket level {level} outside 0..{MAX_LEVEL}")
+        raise ValueError(f"prefix level {level} outside 0..{MAX_LEVEL}")
     return 2 * level
 
 
-def differing(source: BucketSums, lake: BucketSums) -> list[str]:
-    """The buckets whose sums differ (a bucket one side lacks holds no row there), sorted."""
+def differing(source: PrefixSums, lake: PrefixSums) -> list[str]:
+    """The prefixes whose sums differ (a prefix one side lacks holds no row there), sorted."""
     empty = RangeSum()
     return sorted(b for b in set(source) | set(lake) if source.get(b, empty) != lake.get(b, empty))
 
 
 def next_step(
-    source: BucketSums, lake: BucketSums, buckets: Sequence[str], level: int, list_rows: int
+    source: PrefixSums, lake: PrefixSums, prefixes: Sequence[str], level: int, list_rows: int
 ) -> Literal["rows", "deeper"]:
-    """After ``buckets`` differ at ``level``: list their rows when the larger side holds at
+    """After ``prefixes`` differ at ``level``: list their rows when the larger side holds at
     most ``list_rows`` of them (or no deeper level is left), else look one level deeper."""
     empty = RangeSum()
     held = max(
-        sum(source.get(b, empty).rows for b in buckets),
-        sum(lake.get(b, empty).rows for b in buckets),
+        sum(source.get(b, empty).rows for b in prefixes),
+        sum(lake.get(b, empty).rows for b in prefixes),
     )
     return "rows" if held <= list_rows or level >= MAX_LEVEL else "deeper"
 
