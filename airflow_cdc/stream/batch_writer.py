@@ -25,7 +25,6 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import (
     BinlogPosition,
     TableId,
-    TableSchema,
     TableSelection,
     describe_tables,
 )
@@ -34,9 +33,6 @@ from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, m
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged
 from airflow_cdc.snapshot.replacement import replaced_for
-from airflow_cdc.source.catalog import load_table_schemas
-from airflow_cdc.source.connection import DbConnection, on_server
-from airflow_cdc.source.schema_check import Drift, sink_drift
 from airflow_cdc.stream.apply import apply_each
 from airflow_cdc.stream.carry_out import replace_unexplained
 from airflow_cdc.stream.ddl_apply import apply_in_order
@@ -49,7 +45,7 @@ from airflow_cdc.stream.joining import (
     replay_tables,
     tables_to_read,
 )
-from airflow_cdc.stream.known_columns import KnownColumns
+from airflow_cdc.stream.read_schemas import ReadSchemas
 from airflow_cdc.stream.schema_statements import InOrder
 from airflow_cdc.stream.slice_blocks import staging_dir
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
@@ -81,14 +77,10 @@ class BatchWriter:
         self.probe = spec.probe.load()
         self.owner = owner
         self.spec = spec
-        #: The columns each table is read with: the schema history's at the batch's start
-        #: (``stream.known_columns``), else the catalog's.
-        self.schemas: dict[TableId, TableSchema] = {}
-        self._known = KnownColumns()
-        #: Per table: its schema as loaded against its Delta table's columns and key.
-        self.sink_drift: dict[TableId, Drift] = {}
         self.store = MetadataStore.connect(spec.metadata_url)
         self.sink = open_sink(spec.sink, streaming=True)
+        #: The columns each table is read with, and how each differs from its sink table.
+        self.schemas = ReadSchemas(self.sink, spec.source)
         #: The GTID state at the committed position, now and then (``stream.failover``).
         self.gtid = GtidRecorder(
             spec.source, self.store, f"stream:{spec.stream_id}", spec.bounds.gtid_record_seconds
@@ -231,10 +223,9 @@ class BatchWriter:
             result = apply_in_order(context, self.schemas[table], batch.start, batch.end)
             written += result.rows_written
             if result.schema is None:
-                del self.schemas[table]
-                self.sink_drift.pop(table, None)
+                self.schemas.forget(table)
             elif result.schema != self.schemas[table]:
-                self._keep_schema(table, result.schema)
+                self.schemas.keep(table, result.schema)
         return written
 
     def _in_order(self) -> InOrder:
@@ -243,7 +234,7 @@ class BatchWriter:
             self.spec.source,
             self.sink,
             self.store,
-            self._reload_schema,
+            self.schemas.reload,
             self.spec.schema_changes,
             self.spec.discovery.chunk_rows,
             self._follows,
@@ -263,14 +254,6 @@ class BatchWriter:
         not a dropped table, nor one being replaced."""
         return set(tables_to_read(self.store, self.spec.stream_id))
 
-    def _reload_schema(self, table: TableId) -> TableSchema:
-        (schema,) = on_server(
-            self.spec.source,
-            lambda conn: load_table_schemas(conn, [table]),
-            what=f"reading the columns of {table} again",
-        )
-        return schema
-
     def _check_catalog(self, tables: list[TableId], at: BinlogPosition | None) -> list[TableId]:
         """A schema loaded after an ALTER the stream did not see (it loaded the table after
         it: a restart, a join) matches the new images but not the Delta table: it is
@@ -281,7 +264,7 @@ class BatchWriter:
         compared here.) The tables to merge."""
         kept = []
         for table in tables:
-            drift = self.sink_drift.get(table)
+            drift = self.schemas.drift(table)
             if not drift:
                 kept.append(table)
                 continue
@@ -289,25 +272,8 @@ class BatchWriter:
             if at is None:
                 raise SchemaChangedError(f"{table} changed before the stream loaded it: {what}")
             replace_unexplained(self._in_order(), table, at, what)
-            del self.schemas[table]
-            self.sink_drift.pop(table, None)
+            self.schemas.forget(table)
         return kept
-
-    def _load_schemas(self, conn: DbConnection, tables: Sequence[TableId]) -> None:
-        """The tables' schemas from the catalog (two queries for all), and how each differs
-        from its Delta table."""
-
-        for table, schema in zip(tables, load_table_schemas(conn, tables), strict=True):
-            self._keep_schema(table, schema)
-
-    def _keep_schema(self, table: TableId, schema: TableSchema) -> None:
-
-        self.schemas[table] = schema
-        if self.sink.exists(table):
-            shape = self.sink.shape(table)
-            self.sink_drift[table] = sink_drift(shape.columns, shape.key, schema)
-        else:
-            self.sink_drift[table] = Drift()
 
     def _join(self, batch: SliceBatch) -> list[JoinReplay]:
         """Join the tables this batch read for the first time: take them into the lease,
@@ -319,22 +285,13 @@ class BatchWriter:
         # leave it (a replaced one joins anew once its snapshot is done).
         readable = self._readable()
         reading = [t for t in batch.tables if t in readable]
-        for table in list(self.schemas):
+        for table in self.schemas:
             if table not in reading:  # e.g. a batch planned before a restart
-                del self.schemas[table]
-                self.sink_drift.pop(table, None)
+                self.schemas.forget(table)
         if batch.start is not None:
-            for table, schema in self._known.at(self.store, reading, batch.start).items():
-                if self.schemas.get(table) != schema:
-                    self._keep_schema(table, schema)
+            self.schemas.from_history(self.store, reading, batch.start)
         fresh = new_tables(reading, joined)
-        missing = [t for t in reading if t not in self.schemas]
-
-        def load(conn: DbConnection) -> None:
-            self._load_schemas(conn, missing)
-
-        if missing:
-            on_server(self.spec.source, load, what="loading table schemas")
+        self.schemas.load_missing(reading)
         if not fresh or batch.start is None:
             return []
         try:
@@ -345,16 +302,16 @@ class BatchWriter:
             # Another stream holds one of them: leave them out, and say so every batch.
             log.warning("cannot join %s: %s", ", ".join(map(str, fresh)), exc)
             for table in fresh:
-                self.schemas.pop(table, None)
+                self.schemas.forget(table)
             return []
         replays = replay_tables(self._in_order(), [self.schemas[t] for t in fresh], batch.start)
         readable = self._readable()
         for replay in replays:
             if replay.table not in readable:  # dropped or replaced in its replay
-                self.schemas.pop(replay.table, None)
+                self.schemas.forget(replay.table)
                 continue
             if replay.schema is not None:  # its columns changed in the replay
-                self._keep_schema(replay.table, replay.schema)
+                self.schemas.keep(replay.table, replay.schema)
             self._take_new_generation(replay.table)
         return [replay for replay in replays if replay.table in readable]
 
