@@ -5,7 +5,7 @@ The rule, per event in binlog order: a before-image whose key lies in the chunk 
 that key; an after-image whose key lies in the chunk puts that row. The last event that
 touches a key decides it, so only the window's final word per key is needed (``fold``),
 and it can be applied to the rows as they were read by any read view at or after the low
-watermark (``apply_fold``).
+watermark (``rows_at_high_watermark``).
 
 Example, chunk [10, 20), rows read {11: a, 12: b}, window: update 11 a->a2, delete 12,
 update key 13->25 (leaves the chunk), insert 14: fold = {11: a2, 12: DELETED, 13: DELETED,
@@ -19,7 +19,7 @@ from typing import Any, Final, TypeVar
 
 from airflow_cdc.model import ChangeEvent, Key, Row
 
-__all__ = ["DELETED", "Deleted", "apply_fold", "fold"]
+__all__ = ["DELETED", "Deleted", "fold", "rows_at_high_watermark"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -57,7 +57,7 @@ def fold(
     return final
 
 
-def apply_fold(rows: Mapping[K, Any], final: Mapping[K, Any]) -> dict[K, Any]:
+def rows_at_high_watermark(rows: Mapping[K, Any], final: Mapping[K, Any]) -> dict[K, Any]:
     """Reference semantics on plain dicts (used by the property tests and small chunks):
     the chunk's rows at the high watermark."""
     result = {key: row for key, row in rows.items() if key not in final}

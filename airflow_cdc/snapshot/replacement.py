@@ -13,7 +13,7 @@ never see the table empty or half filled, its changes meanwhile are neither lost
 applied twice, and the stream's other tables never wait. A table no stream follows takes
 its new generation when its plan is done (``snapshot.unit``).
 
-The stream replaces a table itself for such a change (``stream.ddl_apply``); an operator
+The stream replaces a table itself for such a change (``stream.in_binlog_order``); an operator
 asks for it with a backfill in ``replace`` mode (``mysql_cdc_backfill``). The stream is told
 first, then the table replaced: a batch the stream is applying meanwhile that still holds
 the table's changes finds the table's columns changed and leaves them (``stream.

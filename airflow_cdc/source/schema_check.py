@@ -13,7 +13,7 @@ renamed column would turn into NULLs, an added one would vanish. The rule:
   :class:`~airflow_cdc.errors.SchemaChangedError`, naming the columns and the way on.
 
 A type change under the same column names (``MODIFY``) is not visible in the images: the
-stream sees it as the DDL statement at its position (``stream.ddl_apply``). And a stream
+stream sees it as the DDL statement at its position (``stream.in_binlog_order``). And a stream
 that (re)starts after an ALTER loads today's columns, which its images then match: it
 compares them with the Delta table's own columns and key (:func:`sink_drift`).
 """

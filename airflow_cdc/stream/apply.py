@@ -38,9 +38,9 @@ __all__ = [
     "BatchResult",
     "SliceChanges",
     "apply_batch",
-    "apply_each",
     "changes_table",
     "columns_table",
+    "merge_each",
     "reduce_slice",
 ]
 
@@ -49,7 +49,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def apply_each(
+def merge_each(
     apply: Callable[[T], R],
     items: Sequence[tuple[T, int]],
     pool: Executor | None,

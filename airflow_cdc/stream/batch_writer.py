@@ -3,7 +3,7 @@
 For each batch (Spark's ``foreachBatch``, or the driver's own start batch): tables reading
 for the first time join the stream (``stream.joining``: their changes before the batch are
 replayed), the catalog is checked for changes the row images cannot show, each table's
-blocks are merged (``stream.apply.apply_each``: tables in parallel), and the batch's
+blocks are merged (``stream.apply.merge_each``: tables in parallel), and the batch's
 end is recorded as the stream's committed position with its lag and heartbeat.
 
 Each table records the batch's end as its Delta application transaction ("holds every
@@ -33,11 +33,11 @@ from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, m
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged
 from airflow_cdc.snapshot.replacement import replaced_for
-from airflow_cdc.stream.apply import apply_each
+from airflow_cdc.stream.apply import merge_each
 from airflow_cdc.stream.carry_out import replace_unexplained
-from airflow_cdc.stream.ddl_apply import apply_in_order
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
 from airflow_cdc.stream.health import look_at_source
+from airflow_cdc.stream.in_binlog_order import write_in_binlog_order
 from airflow_cdc.stream.joining import (
     JoinReplay,
     joined_tables,
@@ -88,7 +88,7 @@ class BatchWriter:
         #: Blocks staged by the executors; what a killed batch left is stale.
         self.staging = staging_dir(spec.sink, spec.stream_id)
         remove_staged(self.staging)
-        #: Merges of a batch's tables run on it in the driver (``stream.apply.apply_each``).
+        #: Merges of a batch's tables run on it in the driver (``stream.apply.merge_each``).
         self.pool = (
             ThreadPoolExecutor(spec.bounds.apply_parallelism, thread_name_prefix="apply")
             if spec.bounds.apply_parallelism > 1
@@ -119,7 +119,7 @@ class BatchWriter:
         )
         needed = self._check_catalog(needed, batch.start)
         self.probe.reach("stream_before_apply")
-        in_order = self._apply_in_order(batch)
+        in_order = self._write_in_binlog_order(batch)
         # Each table records the batch's end as its Delta application transaction: "holds
         # every change up to here", so a replay of this batch, or of any batch ending
         # before it, from whatever checkpoint (or none), is skipped.
@@ -182,7 +182,7 @@ class BatchWriter:
             runner, cores = self._executors
             outcomes, tasks = self.sink.merge_on_executors(tables, batch, runner, cores, bounds)
             return self._settled(outcomes), tasks
-        outcomes = apply_each(
+        outcomes = merge_each(
             lambda changes: merge_changes(self.sink, changes, batch),
             [(changes, changes.rows) for changes in tables],
             self.pool,
@@ -210,9 +210,9 @@ class BatchWriter:
                 raise merged.error
         return [m for m in outcomes if m.error is None]
 
-    def _apply_in_order(self, batch: SliceBatch) -> int:
+    def _write_in_binlog_order(self, batch: SliceBatch) -> int:
         """The tables a slice set aside (a schema change in the batch), each applied in
-        binlog order in the driver (``stream.ddl_apply``); rows written."""
+        binlog order in the driver (``stream.in_binlog_order``); rows written."""
         tables = sorted((t for t in batch.aside if t in self.schemas), key=str)
         if not tables or batch.start is None or batch.end is None:
             return 0
@@ -220,7 +220,7 @@ class BatchWriter:
         written = 0
         for table in tables:
             log.info("%s is applied in binlog order: %s", table, batch.aside[table].reason)
-            result = apply_in_order(context, self.schemas[table], batch.start, batch.end)
+            result = write_in_binlog_order(context, self.schemas[table], batch.start, batch.end)
             written += result.rows_written
             if result.schema is None:
                 self.schemas.forget(table)
@@ -260,7 +260,7 @@ class BatchWriter:
         compared with the Delta table's own columns and key once, when loaded
         (``sink_drift``); such a table is replaced (``stream.carry_out``) and left out of
         this batch. (Every ALTER the stream reads is carried out at its position,
-        ``stream.ddl_apply``, so the catalog, which may be ahead of the batch, is not
+        ``stream.in_binlog_order``, so the catalog, which may be ahead of the batch, is not
         compared here.) The tables to merge."""
         kept = []
         for table in tables:

@@ -107,7 +107,7 @@ def replay_tables(
     read of the binlog serves them all (300 tables joining at once read it once): from the
     oldest of their floors, where a table's changes before its own floor lie at or before
     every watermark of its chunks, so the emit filter drops them. A schema change of a
-    table in the replay is decided and carried out at its position (``stream.ddl_apply``).
+    table in the replay is decided and carried out at its position (``stream.in_binlog_order``).
     ``context``: the stream, its source, sink and metadata DB."""
 
     store = context.store

@@ -6,7 +6,7 @@ row per key (``stream.apply.reduce_slice``). The reduced rows go in blocks of
 ``block_rows`` keys (``stream.slice_blocks``: inline when small, else staged files); the slice yields them and closes with
 its boundary (``stream.slice_rows``). A table whose schema changes in the slice (a DDL
 statement, or images with other columns) is set aside: the slice yields why instead of its
-rows, and the driver applies its part of the batch in order (``stream.ddl_apply``).
+rows, and the driver applies its part of the batch in order (``stream.in_binlog_order``).
 """
 
 from __future__ import annotations

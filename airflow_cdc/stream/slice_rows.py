@@ -40,7 +40,7 @@ BOUNDARY = ""
 BLOCK = "rows"
 #: ``kind`` of a row setting a table aside: the slice met a schema change of it (a DDL
 #: statement, or row images with other columns), so the driver applies the table's part of
-#: the batch in binlog order (``stream.ddl_apply``); ``ref`` names the table.
+#: the batch in binlog order (``stream.in_binlog_order``); ``ref`` names the table.
 ASIDE = "aside"
 
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId
-from airflow_cdc.snapshot.correction import DELETED, apply_fold, fold
+from airflow_cdc.snapshot.correction import DELETED, fold, rows_at_high_watermark
 
 TABLE = TableId("db", "t")
 LO, HI = 10, 20  # the chunk [10, 20) of keys 0..29
@@ -89,7 +89,7 @@ def test_correction_gives_the_state_at_the_high_watermark(
     seen_by_read, _ = replay(between[:read_after], at_low)
     rows_read = {(k,): {"id": k, "v": v} for k, v in seen_by_read.items() if LO <= k < HI}
 
-    corrected = apply_fold(rows_read, fold(window, key_of, in_chunk))
+    corrected = rows_at_high_watermark(rows_read, fold(window, key_of, in_chunk))
 
     expected = {(k,): {"id": k, "v": v} for k, v in at_high.items() if LO <= k < HI}
     assert corrected == expected
@@ -115,9 +115,12 @@ def test_example_from_the_docstring() -> None:
         (14,): {"id": 14, "v": "d"},
     }
     rows = {(11,): {"id": 11, "v": "a"}, (12,): {"id": 12, "v": "b"}, (13,): {"id": 13, "v": "c"}}
-    assert apply_fold(rows, final) == {(11,): {"id": 11, "v": "a2"}, (14,): {"id": 14, "v": "d"}}
+    assert rows_at_high_watermark(rows, final) == {
+        (11,): {"id": 11, "v": "a2"},
+        (14,): {"id": 14, "v": "d"},
+    }
 
 
 def test_no_event_keeps_rows_as_read() -> None:
     rows = {(11,): {"id": 11}}
-    assert apply_fold(rows, fold([], key_of, in_chunk)) == rows
+    assert rows_at_high_watermark(rows, fold([], key_of, in_chunk)) == rows

@@ -1,4 +1,4 @@
-"""apply_each: a batch's tables merged in parallel within the memory bound."""
+"""merge_each: a batch's tables merged in parallel within the memory bound."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_cdc.stream.apply import apply_each
+from airflow_cdc.stream.apply import merge_each
 
 POOL = ThreadPoolExecutor(4)
 
@@ -45,9 +45,9 @@ def test_every_item_once_in_order_and_rows_in_flight_bounded(
     fails = sorted(failing & set(range(len(rows))))
     if fails:
         with pytest.raises(ValueError, match=r"item \d+ failed"):
-            apply_each(apply, items, POOL, parallelism=parallelism, max_rows=max_rows)
+            merge_each(apply, items, POOL, parallelism=parallelism, max_rows=max_rows)
     else:
-        result = apply_each(apply, items, POOL, parallelism=parallelism, max_rows=max_rows)
+        result = merge_each(apply, items, POOL, parallelism=parallelism, max_rows=max_rows)
         assert result == [i * 10 for i in range(len(rows))]
     assert sorted(calls) == list(range(len(rows)))  # every item, even after a failure
     largest = max(rows, default=0)
@@ -61,7 +61,7 @@ def test_small_items_overlap() -> None:
         barrier.wait()  # would time out if the three ran one after another
         return index
 
-    assert apply_each(apply, [(0, 1), (1, 1), (2, 1)], POOL, parallelism=3, max_rows=30) == [
+    assert merge_each(apply, [(0, 1), (1, 1), (2, 1)], POOL, parallelism=3, max_rows=30) == [
         0,
         1,
         2,

@@ -33,7 +33,7 @@ from airflow_cdc.stream.carry_out import carry_out, replace_unexplained
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.schema_statements import InOrder, statements
 
-__all__ = ["InOrderResult", "apply_in_order"]
+__all__ = ["InOrderResult", "write_in_binlog_order"]
 
 log = logging.getLogger("airflow_cdc.stream")
 
@@ -51,7 +51,7 @@ class InOrderResult:
     rows_written: int
 
 
-def apply_in_order(
+def write_in_binlog_order(
     context: InOrder,
     schema: TableSchema,
     start: BinlogPosition,
