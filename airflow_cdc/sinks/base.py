@@ -9,7 +9,9 @@ repeated and out-of-order writes converge (``sinks.last_writer_wins``):
 * ``_cdc_deleted``: ``true`` for a delete marker (tombstone). Markers stay in the table so
   that an older snapshot row or a replayed older event cannot bring the key back.
 * ``_cdc_bucket``: a partition column computed by the sink from the first key column, so
-  that writers of different key ranges touch different files and do not conflict.
+  that writers of different key ranges touch different files and do not conflict. The
+  sink's own device (the Delta sink's): no caller writes or reads it, and a format that
+  needs no partitions may go without it.
 
 The prefix ``_cdc_`` is reserved for these; Iceberg's metadata column names are refused
 too so a table can later move to Iceberg without renaming.
@@ -201,7 +203,12 @@ class Sink(Protocol):
         """Start a new generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again): its writers write it, its
         readers keep the current rows until :meth:`promote`; False when there is one for
-        it already (no table yet: the table is created)."""
+        it already (no table yet: the table is created). Meanwhile the writers' methods
+        (:meth:`ensure_table`'s check, :meth:`apply`, :meth:`truncate`, :meth:`evolve`,
+        :meth:`range_writer`, :meth:`commit_new_range`) and what writers ask
+        (:meth:`shape`, :meth:`candidates`, :meth:`applied_version`) are the new
+        generation's; :meth:`read_live`, :meth:`read_all` and :meth:`scan` the current
+        table's."""
         ...
 
     def promote(self, table: TableId, replaced_for: str) -> bool:
@@ -224,7 +231,8 @@ class Sink(Protocol):
     ) -> tuple[list[Merged], int]:
         """Merge a batch's tables as tasks of ``runner`` (``cores`` of them), each table as
         :func:`~airflow_cdc.sinks.change_batches.merge_changes` would; each table's
-        outcome (never raises), and the number of tasks run."""
+        outcome (never raises), and the number of tasks run. ``batch.staging`` is this
+        sink's configuration: a task in another process may open the sink from it."""
         ...
 
     def range_writer(self, table: TableId) -> RangeWriter:
