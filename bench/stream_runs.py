@@ -214,7 +214,7 @@ def stream_backlog(
 
 def binlog_bytes(server: LocalMariaDB, start: BinlogPosition, end: BinlogPosition) -> int:
     """Bytes of the binlog from ``start`` to ``end``, across files."""
-    from airflow_cdc.source.binlog_index import binary_logs, range_bytes
+    from airflow_cdc.source.binlog.boundaries import binary_logs, range_bytes
 
     conn = server.root(DB)
     try:

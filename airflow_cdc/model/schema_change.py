@@ -76,7 +76,7 @@ class SchemaChange:
 
     ``shadow``: the change is made to that table, which an online schema change tool
     (pt-online-schema-change, gh-ost) builds to take ``table``'s place (see
-    ``source.shadow_tables``); the binlog reader sets it."""
+    ``source.catalog.shadow_tables``); the binlog reader sets it."""
 
     kind: DdlKind
     table: TableId | None

@@ -1,6 +1,6 @@
 """Row changes of one table between two binlog positions (the correction window).
 
-A thin wrapper over the stream's reader (``source.binlog_reader``), so chunk jobs and the
+A thin wrapper over the stream's reader (``source.binlog.reader``), so chunk jobs and the
 stream share one notion of positions, boundaries and reconnects.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import SchemaChangedError, SchemaChangedInWindowError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, SchemaEvent, TableSchema
-from airflow_cdc.source.binlog_reader import BinlogCursor, reader_server_id
+from airflow_cdc.source.binlog.reader import BinlogCursor, reader_server_id
 from airflow_cdc.source.schema_check import image_drift, way_on
 
 __all__ = ["read_window", "reader_server_id"]

@@ -52,10 +52,10 @@ from airflow_cdc.snapshot.read_again import reading_again
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
 from airflow_cdc.snapshot.write import ChunkRows, Written, commit_files, merge_rows, write_files
 from airflow_cdc.source.arrow_types import arrow_schema
+from airflow_cdc.source.binlog.gtid import end_and_gtid
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.classify import keys_in_range
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
-from airflow_cdc.source.gtid import end_and_gtid
 from airflow_cdc.source.server import ServerInfo, server_info
 from airflow_cdc.source.watermark import ConsistentReadView
 

@@ -7,7 +7,7 @@ Modules (imported on their own so that pure ones stay light):
 * ``joining`` / ``discovery`` / ``start``: tables joining a running stream, where it starts;
 * ``staging`` / ``lease``: blocks handed to the driver, one stream per set of tables.
 
-Reading the binlog itself is ``source.binlog_reader``'s, shared with the snapshot's
+Reading the binlog itself is ``source.binlog.reader``'s, shared with the snapshot's
 correction window.
 """
 

@@ -31,7 +31,7 @@ from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
-from airflow_cdc.source.column_decoder import column_array
+from airflow_cdc.source.binlog.column_decoder import column_array
 from airflow_cdc.stream.reduce import LatestColumns, LatestReducer
 
 __all__ = [
@@ -127,7 +127,7 @@ def columns_table(
     should_emit: Callable[[Key, BinlogPosition], bool] | None = None,
 ) -> pa.Table:
     """:func:`changes_table` of the rows the fast decoder read (``stream.reduce.ColumnLatest``):
-    each column decoded at once (``source.column_decoder``) into the arrays the row path
+    each column decoded at once (``source.binlog.column_decoder``) into the arrays the row path
     makes; with ``should_emit``, only the rows it keeps."""
     target = arrow_schema(schema)
     index = {name: i for i, name in enumerate(latest.plan.names)}

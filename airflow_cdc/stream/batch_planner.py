@@ -4,7 +4,7 @@ A batch ``(start, end]`` holds about ``max_batch_bytes`` of binlog at most, cut 
 transaction boundary (a larger single transaction makes a batch alone). Planning a batch
 decides the tables to read (the joined ones plus those asked for whose full snapshot is done,
 ``stream.joining.tables_to_read``), reads their chunks' high watermarks (one query for all),
-and cuts the range into slices at transaction boundaries (``source.binlog_index``), one per
+and cuts the range into slices at transaction boundaries (``source.binlog.boundaries``), one per
 core, each read on its own (``stream.slice_reader``).
 
 Spark's data source (``spark.binlog_source``) is a thin adapter over this class: it turns
@@ -24,7 +24,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
-from airflow_cdc.source.binlog_index import (
+from airflow_cdc.source.binlog.boundaries import (
     Cut,
     batch_end,
     binary_logs,

@@ -27,9 +27,9 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
+from airflow_cdc.source.catalog.shadow_tables import concerning, is_shadow_of
 from airflow_cdc.source.ddl import schema_changes
 from airflow_cdc.source.schema_check import way_on
-from airflow_cdc.source.shadow_tables import concerning, is_shadow_of
 from airflow_cdc.stream.own_plans import (
     adopt_renamed,
     columns_from,

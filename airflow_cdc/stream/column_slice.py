@@ -1,7 +1,7 @@
 """A slice's row events that come in columns (the fast decoder's tables), reduced per table
 to the newest row per key (``stream.reduce.ColumnLatest``) and handed out as sink blocks.
 
-This is :func:`stream.apply.reduce_slice` for :class:`~airflow_cdc.source.binlog_events.ColumnRows`:
+This is :func:`stream.apply.reduce_slice` for :class:`~airflow_cdc.source.binlog.events.ColumnRows`:
 the same rule and the same blocks (a test holds the two paths to equal Arrow tables), without
 an event object or a dict per row. A block holds at most ``block_rows`` keys, and is cut
 earlier when the table's rows (a key changed many times holds several) reach four times
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import pyarrow as pa
 
 from airflow_cdc.model import TableId, TableSchema
-from airflow_cdc.source.binlog_events import ColumnRows
+from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.stream.apply import columns_table
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.reduce import ColumnLatest

@@ -11,7 +11,7 @@ its ``file:offset`` means nothing there; a GTID state does. The rule (:func:`car
   positions, which sort after every old one: each key ends at the image of its last change,
   as it was (full row images; the sink keeps the newest position per key).
 * **refuse** unless the new server holds every transaction of the newest point recorded on
-  an older server (``source.gtid.require_covers``): data the lake already holds that the new
+  an older server (``source.binlog.gtid.require_covers``): data the lake already holds that the new
   server lacks would stay in the lake and never be undone.
 
 Example: the stream committed ``mysql-bin.000412:9001`` (epoch 0) and recorded the GTID
@@ -33,9 +33,9 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ServerEpoch
 from airflow_cdc.model.gtid import GtidPoint
-from airflow_cdc.source.binlog_reader import reader_server_id
+from airflow_cdc.source.binlog.gtid import position_after, require_covers, server_gtid
+from airflow_cdc.source.binlog.reader import reader_server_id
 from airflow_cdc.source.connection import DbConnection, on_server
-from airflow_cdc.source.gtid import position_after, require_covers, server_gtid
 from airflow_cdc.source.server import server_info
 
 __all__ = ["Carryover", "carried_to", "carryover", "resume_on"]

@@ -19,8 +19,8 @@ from airflow_cdc.errors import CdcError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.gtid import GtidPoint
+from airflow_cdc.source.binlog.gtid import gtid_at
 from airflow_cdc.source.connection import DbConnection, on_server
-from airflow_cdc.source.gtid import gtid_at
 from airflow_cdc.source.server import server_info
 
 __all__ = ["GtidRecorder"]

@@ -26,7 +26,7 @@ from airflow_cdc.errors import CdcError, ConfigurationError, first_line
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import StreamState
 from airflow_cdc.model import BinlogPosition, ServerEpoch
-from airflow_cdc.source.binlog_index import binary_logs, range_bytes
+from airflow_cdc.source.binlog.boundaries import binary_logs, range_bytes
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import server_info
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from airflow_cdc.metadata.schema_history import schemas_at
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
-from airflow_cdc.source.binlog_reader import read_changes
+from airflow_cdc.source.binlog.reader import read_changes
 from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import apply_batch
 from airflow_cdc.stream.carry_out import carry_out, replace_unexplained

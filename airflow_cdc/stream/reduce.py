@@ -14,8 +14,8 @@ from operator import itemgetter
 from typing import Any
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Key, Row, TableId
-from airflow_cdc.source.binlog_events import ColumnRows
-from airflow_cdc.source.row_decoder import RowPlan
+from airflow_cdc.source.binlog.events import ColumnRows
+from airflow_cdc.source.binlog.row_decoder import RowPlan
 
 __all__ = ["ColumnLatest", "Latest", "LatestColumns", "LatestReducer", "reduce_to_latest"]
 
@@ -102,7 +102,7 @@ class LatestColumns:
 
 class ColumnLatest:
     """:class:`LatestReducer`'s rule for one table's row events as the fast decoder reads
-    them (:class:`~airflow_cdc.source.binlog_events.ColumnRows`, the stream's slices): rows
+    them (:class:`~airflow_cdc.source.binlog.events.ColumnRows`, the stream's slices): rows
     are appended as offsets into their event's images, with the row of each key's newest
     change, so a run of inserts costs a few list extends instead of a dict per row, and
     only the rows kept are ever decoded. Positions are the sink's encoded ones

@@ -18,7 +18,7 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.sinks.base import Sink
-from airflow_cdc.source.binlog_reader import BinlogItem
+from airflow_cdc.source.binlog.reader import BinlogItem
 from airflow_cdc.stream.schema_decisions import Decision
 
 __all__ = ["Carried", "InOrder", "Statement", "statements"]

@@ -1,5 +1,5 @@
 """One slice of a batch read on an executor: its own binlog connection decodes the slice
-(``source.binlog_reader``), screens the row images against the schemas the stream started
+(``source.binlog.reader``), screens the row images against the schemas the stream started
 with (``source.schema_check``), keeps only the changes the sink still needs (the emit filter
 against the chunks' high watermarks, ``stream.emit_filter``) and reduces them to the newest
 row per key (``stream.apply.reduce_slice``). The reduced rows go in blocks of
@@ -20,8 +20,8 @@ import pyarrow as pa
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId
-from airflow_cdc.source.binlog_events import ColumnRows
-from airflow_cdc.source.binlog_reader import ColumnItem, read_changes_in_columns
+from airflow_cdc.source.binlog.events import ColumnRows
+from airflow_cdc.source.binlog.reader import ColumnItem, read_changes_in_columns
 from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.column_slice import ColumnSlice

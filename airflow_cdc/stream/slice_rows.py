@@ -176,7 +176,7 @@ class SlicePlan:
     """One slice ``(start, end]`` of a batch: the tables to read in it, their schemas and
     their chunks' high watermarks (as the driver read them when planning the batch).
     ``dump_from``: where its reader opens the dump, when ``start`` is inside a transaction
-    (``source.binlog_index.Cut``)."""
+    (``source.binlog.boundaries.Cut``)."""
 
     start: BinlogPosition
     end: Offset

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_cdc.model import DdlKind, SchemaChange, TableId
-from airflow_cdc.source.shadow_tables import is_shadow_of
+from airflow_cdc.source.catalog.shadow_tables import is_shadow_of
 
 __all__ = ["InPlace", "Replaced", "swap_changes"]
 

@@ -12,7 +12,7 @@ import pymysql
 import pytest
 
 from airflow_cdc.model import BinlogPosition, Column, SchemaEvent, TableId, TableSchema
-from airflow_cdc.source.binlog_reader import read_changes
+from airflow_cdc.source.binlog.reader import read_changes
 from airflow_cdc.stream.schema_decisions import Coverage, statement_decision
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.ddl_corpus import CORPUS, SETUPS

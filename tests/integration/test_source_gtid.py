@@ -1,4 +1,4 @@
-"""GTID positions on real MariaDB servers (``source.gtid``): a primary and its GTID replica
+"""GTID positions on real MariaDB servers (``source.binlog.gtid``): a primary and its GTID replica
 (``--log-slave-updates``), the failover (the primary stopped, the replica promoted, writes
 going on there), and the refusal of a server that lacks transactions already applied.
 
@@ -17,14 +17,14 @@ import pytest
 from airflow_cdc.errors import MissingTransactionsError
 from airflow_cdc.model import BinlogPosition, ServerEpoch
 from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
-from airflow_cdc.source.connection import connect
-from airflow_cdc.source.gtid import (
+from airflow_cdc.source.binlog.gtid import (
     end_and_gtid,
     gtid_at,
     position_after,
     require_covers,
     server_gtid,
 )
+from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import server_info
 from devtools.local_mariadb import LocalMariaDB, promote, wait_replicated
 from tests.support.pipeline import server_position, source_config

@@ -1,4 +1,4 @@
-"""The fast row decoder (``source.row_decoder``) gives exactly the library's values, and the
+"""The fast row decoder (``source.binlog.row_decoder``) gives exactly the library's values, and the
 stream's slices reduce its rows in columns to exactly the blocks the row path makes.
 
 Real binlog events of a table holding every type the decoder handles, at their limits and
@@ -19,12 +19,12 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, TableId
-from airflow_cdc.source import row_decoder
-from airflow_cdc.source.binlog_events import ColumnRows, RowsEvent
-from airflow_cdc.source.binlog_reader import read_changes, read_changes_in_columns
+from airflow_cdc.source.binlog import row_decoder
+from airflow_cdc.source.binlog.events import ColumnRows, RowsEvent
+from airflow_cdc.source.binlog.mysql_replication import mysql_event_source
+from airflow_cdc.source.binlog.reader import read_changes, read_changes_in_columns
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect
-from airflow_cdc.source.mysql_replication import mysql_event_source
 from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.column_slice import ColumnSlice
 from airflow_cdc.stream.emit_filter import EmitFilter

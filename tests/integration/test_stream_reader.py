@@ -13,7 +13,7 @@ import pytest
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PositionPurgedError, SourceError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId
-from airflow_cdc.source.binlog_reader import BinlogCursor, ReconnectPolicy, read_changes
+from airflow_cdc.source.binlog.reader import BinlogCursor, ReconnectPolicy, read_changes
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position, source_config, table_schemas
 
@@ -198,7 +198,7 @@ def test_kill_in_the_middle_of_a_large_transaction(
     wait_until(lambda: len(dump_threads(mariadb)) == 1)
     for dump in dump_threads(mariadb):
         mariadb.execute(f"KILL {dump}")
-    with caplog.at_level(logging.WARNING, logger="airflow_cdc.source.binlog_reader"):
+    with caplog.at_level(logging.WARNING, logger="airflow_cdc.source.binlog.reader"):
         got.extend(events)
     assert reader.reconnects >= 1
     assert f"reopening at {start}" in caplog.text  # inside the transaction: back to its start

@@ -1,5 +1,5 @@
 """Slices cut inside one transaction, each read from its own cut on the real MariaDB
-(``source.transaction_cut``): together they give every change of the whole read once, in
+(``source.binlog.transaction_cut``): together they give every change of the whole read once, in
 order, with the same values; a table first mapped after the transaction's first row event
 (a later statement) is read by passing to its event, not dropped. A batch capped inside a
 transaction longer than any search window ends at that transaction's commit."""
@@ -12,9 +12,15 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
-from airflow_cdc.source import binlog_index
-from airflow_cdc.source.binlog_index import Cut, batch_end, binary_logs, events_query, slice_cuts
-from airflow_cdc.source.binlog_reader import BinlogCursor
+from airflow_cdc.source.binlog import boundaries
+from airflow_cdc.source.binlog.boundaries import (
+    Cut,
+    batch_end,
+    binary_logs,
+    events_query,
+    slice_cuts,
+)
+from airflow_cdc.source.binlog.reader import BinlogCursor
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position, source_config, table_schemas
@@ -61,7 +67,7 @@ def cfg(mariadb: LocalMariaDB) -> SourceConfig:
 def test_slices_of_one_big_update_read_from_their_cuts(
     mariadb: LocalMariaDB, fresh_db: str, cfg: SourceConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="airflow_cdc.source.mysql_replication")
+    caplog.set_level(logging.INFO, logger="airflow_cdc.source.binlog.mysql_replication")
     _create(mariadb, fresh_db, "a")
     schemas = table_schemas(mariadb, TableId(fresh_db, "a"))
     start = server_position(cfg)
@@ -82,7 +88,7 @@ def test_a_later_statements_table_is_passed_to_not_dropped(
 ) -> None:
     """One transaction updates a, then b (mapped after a's first row event), then c (not
     watched): a cut inside b's rows finds no map of b at the transaction's start."""
-    caplog.set_level(logging.INFO, logger="airflow_cdc.source.mysql_replication")
+    caplog.set_level(logging.INFO, logger="airflow_cdc.source.binlog.mysql_replication")
     _create(mariadb, fresh_db, "a", "b", "c")
     schemas = table_schemas(mariadb, TableId(fresh_db, "a"), TableId(fresh_db, "b"))
     start = server_position(cfg)
@@ -111,7 +117,7 @@ def test_a_batch_capped_inside_a_long_transaction_ends_at_its_commit(
     windows of 2 events the first has many more row events past the cap than the 25
     windows a slice cut scans (the size at which 1M-row transactions met it): the batch is
     still the first transaction, not both."""
-    monkeypatch.setattr(binlog_index, "_WINDOW", 2)
+    monkeypatch.setattr(boundaries, "_WINDOW", 2)
     _create(mariadb, fresh_db, "a")
     start = server_position(cfg)
     mariadb.execute(f"UPDATE `{fresh_db}`.a SET v = CONCAT('1', v)")

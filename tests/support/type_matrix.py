@@ -138,7 +138,7 @@ def stream_in_process(
     the server's position, filter by the chunks' watermarks, merge (by default with the
     stream's sink: small batches rewritten in Arrow)."""
     from airflow_cdc.planning.key_order import sort_key_for
-    from airflow_cdc.source.binlog_reader import read_changes
+    from airflow_cdc.source.binlog.reader import read_changes
     from airflow_cdc.stream.apply import apply_batch
     from airflow_cdc.stream.emit_filter import EmitFilter
     from airflow_cdc.stream.start import start_position

@@ -19,8 +19,8 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
-from airflow_cdc.source import row_decoder
-from airflow_cdc.source.binlog_events import (
+from airflow_cdc.source.binlog import row_decoder
+from airflow_cdc.source.binlog.events import (
     Boundary,
     ColumnRows,
     ConnectionLost,
@@ -28,8 +28,8 @@ from airflow_cdc.source.binlog_events import (
     RawEvent,
     RowsEvent,
 )
-from airflow_cdc.source.binlog_reader import BinlogCursor, ReconnectPolicy, reader_server_id
-from airflow_cdc.source.row_scan import scan_rows
+from airflow_cdc.source.binlog.reader import BinlogCursor, ReconnectPolicy, reader_server_id
+from airflow_cdc.source.binlog.row_scan import scan_rows
 
 CFG = SourceConfig(host="db.example", server_id_base=1000)
 T = TableId("shop", "orders")

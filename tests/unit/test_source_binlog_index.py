@@ -1,4 +1,4 @@
-"""Cutting a binlog range at transaction boundaries (``source.binlog_index``), against a
+"""Cutting a binlog range at transaction boundaries (``source.binlog.boundaries``), against a
 scripted binlog: the search must land on a boundary, never inside a transaction."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition
-from airflow_cdc.source.binlog_index import (
+from airflow_cdc.source.binlog.boundaries import (
     FIRST_EVENT,
     EventRow,
     batch_end,

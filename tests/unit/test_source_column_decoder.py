@@ -1,4 +1,4 @@
-"""Whole columns decoded at once (``source.column_decoder``) equal the value decoder's values
+"""Whole columns decoded at once (``source.binlog.column_decoder``) equal the value decoder's values
 converted as the row path converts them (``row_decoder.decode_at`` -> ``python_values`` ->
 ``pa.array``), on random stored bytes of every vectorised layout, NULLs and all; where the
 value decoder refuses a value, so does the column decoder. (The value decoder is held to
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import Column
-from airflow_cdc.source import row_decoder as rd
 from airflow_cdc.source.arrow_types import arrow_type, python_values
-from airflow_cdc.source.column_decoder import column_array
+from airflow_cdc.source.binlog import row_decoder as rd
+from airflow_cdc.source.binlog.column_decoder import column_array
 
 INTS = {1: ("tinyint", 1), 2: ("smallint", 2), 3: ("int", 4), 8: ("bigint", 8), 9: ("mediumint", 3)}
 

@@ -1,4 +1,4 @@
-"""``source.column_defaults``: what rows older than an ``ADD COLUMN`` hold (pure)."""
+"""``source.ddl.column_defaults``: what rows older than an ``ADD COLUMN`` hold (pure)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import Column
-from airflow_cdc.source.column_defaults import Computed, Constant, existing_rows_value
+from airflow_cdc.source.ddl.column_defaults import Computed, Constant, existing_rows_value
 
 
 def column(

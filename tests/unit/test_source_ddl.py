@@ -70,7 +70,7 @@ def test_types_travel_with_added_and_modified_columns() -> None:
     ],
 )
 def test_an_added_columns_default_travels_as_sql(clause: str, default: str | None) -> None:
-    """The rows before an ``ADD COLUMN`` hold its default (``source.column_defaults``)."""
+    """The rows before an ``ADD COLUMN`` hold its default (``source.ddl.column_defaults``)."""
     (added,) = schema_changes(f"ALTER TABLE t ADD c DATETIME {clause}", "db")
     assert added.default == default
 
@@ -133,7 +133,7 @@ def test_a_query_event_carries_the_changes_of_watched_tables_only() -> None:
     from types import SimpleNamespace
 
     from airflow_cdc.model import BinlogPosition
-    from airflow_cdc.source.mysql_replication import _query_boundary
+    from airflow_cdc.source.binlog.mysql_replication import _query_boundary
 
     watched = {TableId("shop", "orders"): frozenset({"id"})}
     end = BinlogPosition("b.000001", 400)

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import TableId
+from airflow_cdc.source.catalog.shadow_tables import concerning
 from airflow_cdc.source.ddl import schema_changes
-from airflow_cdc.source.shadow_tables import concerning
 from airflow_cdc.stream.schema_decisions import Coverage, statement_decision
 from tests.support.ddl_corpus import CORPUS, Ddl
 

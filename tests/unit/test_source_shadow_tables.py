@@ -1,4 +1,4 @@
-"""``source.shadow_tables``: the tables online schema change tools build, and the DDL that
+"""``source.catalog.shadow_tables``: the tables online schema change tools build, and the DDL that
 concerns a followed table."""
 
 from __future__ import annotations
@@ -7,7 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import DdlKind, SchemaChange, TableId
-from airflow_cdc.source.shadow_tables import SUFFIXES, concerning, is_shadow_of, shadow_bases
+from airflow_cdc.source.catalog.shadow_tables import (
+    SUFFIXES,
+    concerning,
+    is_shadow_of,
+    shadow_bases,
+)
 
 NAMES = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=20)
 
@@ -74,7 +79,7 @@ def test_a_dropped_database_drops_each_followed_table_in_it() -> None:
 
 
 def test_a_pattern_never_picks_a_shadow_of_another_table() -> None:
-    from airflow_cdc.source.shadow_tables import without_shadows
+    from airflow_cdc.source.catalog.shadow_tables import without_shadows
 
     catalog = [TableId("s", n) for n in ("items", "_items_new", "_items_old", "_gone_new", "x")]
     assert without_shadows(catalog, catalog) == [

@@ -1,4 +1,4 @@
-"""A slice cut inside a transaction (``source.transaction_cut``): which skips are cuts, and
+"""A slice cut inside a transaction (``source.binlog.transaction_cut``): which skips are cuts, and
 the table map of a dump opened at one, which names an unmapped table instead of letting the
 library drop its rows."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_cdc.model import BinlogPosition
-from airflow_cdc.source.transaction_cut import MappedTables, UnmappedTable, row_events_cut
+from airflow_cdc.source.binlog.transaction_cut import MappedTables, UnmappedTable, row_events_cut
 
 START = BinlogPosition("b.000003", 1_000)
 

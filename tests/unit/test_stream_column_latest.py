@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Column, TableId, TableSchema
-from airflow_cdc.source import row_decoder as rd
-from airflow_cdc.source.binlog_events import ColumnRows
-from airflow_cdc.source.row_scan import scan_rows
+from airflow_cdc.source.binlog import row_decoder as rd
+from airflow_cdc.source.binlog.events import ColumnRows
+from airflow_cdc.source.binlog.row_scan import scan_rows
 from airflow_cdc.stream.apply import changes_table, columns_table
 from airflow_cdc.stream.reduce import ColumnLatest, LatestReducer
 

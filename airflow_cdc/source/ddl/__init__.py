@@ -9,7 +9,8 @@ silence. Whatever surrounds the statement (comments, ``/*!50100 ... */``, whites
 
 The modules: ``lexer`` (tokens, comments), ``token_stream`` (walking them), ``statements``
 (each kind of statement, renames as net moves), ``alter`` (an ALTER's actions),
-``columns`` (column definitions), ``partitions`` (partition clauses).
+``columns`` (column definitions), ``partitions`` (partition clauses), and
+``column_defaults`` (the value an added column has in the rows the table held before).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""What a binlog event source hands to :class:`~airflow_cdc.source.binlog_reader.BinlogCursor`.
+"""What a binlog event source hands to :class:`~airflow_cdc.source.binlog.reader.BinlogCursor`.
 
 The cursor (positions, transaction boundaries, reconnects, row conversion) is kept apart from
-the library that speaks the replication protocol (``source.mysql_replication``), so its rules can
-be tested with scripted event sequences, including a connection lost in mid-transaction.
+the library that speaks the replication protocol (``source.binlog.mysql_replication``), so its
+rules can be tested with scripted event sequences, including a connection lost in
+mid-transaction.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
 from airflow_cdc.model import BinlogPosition, ChangeKind, SchemaChange, TableId
-from airflow_cdc.source.row_decoder import Key, RowPlan, decode_at
+from airflow_cdc.source.binlog.row_decoder import Key, RowPlan, decode_at
 
 __all__ = [
     "Boundary",
@@ -41,7 +42,7 @@ class RowsEvent:
 
 @dataclass(frozen=True, slots=True)
 class ColumnRows:
-    """One row event of a watched table read by the fast decoder (``source.row_decoder``) as
+    """One row event of a watched table read by the fast decoder (``source.binlog.row_decoder``) as
     offsets, for a consumer that decodes whole columns (the stream's slices) and skips a
     dict per row.
 

@@ -1,5 +1,5 @@
 """A dump that starts inside a transaction: a slice cut at the end of a row event
-(``source.binlog_index``). Its row events need table maps written earlier in the
+(``source.binlog.boundaries``). Its row events need table maps written earlier in the
 transaction, before the cut. Two ways to give them:
 
 * **Open at the cut** (the fast way): a short dump from the transaction's boundary reads
@@ -12,13 +12,13 @@ transaction, before the cut. Two ways to give them:
   the table maps on the way included.
 
 A table id is one table's layout for as long as a binlog file lasts (the assumption
-``freeze_schema`` already rests on, ``source.mysql_replication``), so a map read at the
+``freeze_schema`` already rests on, ``source.binlog.mysql_replication``), so a map read at the
 transaction's start holds for rows after the cut. A table first mapped between the first
 row event and the cut (a later statement of the transaction) is not among them: its row
 event raises :class:`UnmappedTable` instead of the library's silent drop, and the reader
 goes on the second way from that event.
 
-This module and ``source.mysql_replication`` reach into mysql-replication (pinned version).
+This module and ``source.binlog.mysql_replication`` reach into mysql-replication (pinned version).
 """
 
 from __future__ import annotations

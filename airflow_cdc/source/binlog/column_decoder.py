@@ -1,7 +1,7 @@
 """Whole columns of row images decoded at once into the sink's Arrow arrays.
 
 The stream's slices keep, per column, where each kept row's value starts in its row
-event's images (``source.row_decoder.scan_image``); here a column's values are read from
+event's images (``source.binlog.row_decoder.scan_image``); here a column's values are read from
 those offsets with numpy, a few array operations for every row at once instead of a
 Python call per value. The result is exactly the array the row path builds (the library's
 value through ``source.arrow_types.python_value`` into ``pa.array``), a test holds the two
@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from airflow_cdc.model import Column
-from airflow_cdc.source import row_decoder as rd
 from airflow_cdc.source.arrow_types import python_values
+from airflow_cdc.source.binlog import row_decoder as rd
 
 __all__ = ["column_array"]
 

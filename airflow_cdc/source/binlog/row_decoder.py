@@ -9,7 +9,7 @@ itself, in two ways:
   algorithms, same quirks), for consumers that want rows (``ColumnRows.rows``);
 * as a layout: :func:`scan_image` finds where each column's value starts in an image (a
   length prefix read per variable-width column, nothing decoded), so the stream's slices
-  can keep offsets and decode whole columns at once (``source.column_decoder``).
+  can keep offsets and decode whole columns at once (``source.binlog.column_decoder``).
 
 A test decodes real events both ways and compares them with the library. Other types
 (TIME, BIT, ENUM, SET, MySQL's binary JSON, spatial, the pre-5.6 temporal formats) keep the

@@ -29,8 +29,8 @@ from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import MissingTransactionsError, SourceError
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
+from airflow_cdc.source.binlog.mysql_replication import dump_settings
 from airflow_cdc.source.connection import DbConnection, fetch_one
-from airflow_cdc.source.mysql_replication import dump_settings
 from airflow_cdc.source.server import ServerInfo, current_position
 
 __all__ = ["end_and_gtid", "gtid_at", "position_after", "require_covers", "server_gtid"]

@@ -1,6 +1,6 @@
-"""The binlog event source over mysql-replication (with ``source.library_rows``, which
-turns its row events into the cursor's, ``source.transaction_cut`` and ``source.gtid``'s
-GTID dump, the only modules that import it).
+"""The binlog event source over mysql-replication (with ``source.binlog.library_rows``, which
+turns its row events into the cursor's, ``source.binlog.transaction_cut`` and
+``source.binlog.gtid``'s GTID dump, the only modules that import it).
 
 Choices that matter (each found against the library and a real server):
 
@@ -8,7 +8,7 @@ Choices that matter (each found against the library and a real server):
   the library ignores ``log_file``/``log_pos`` and reads from the first binlog;
 * the library silently reconnects on errors 2006/2013 at the end of the last event it read,
   which may lie inside a transaction. Its connections are therefore made from a subclass that
-  turns a lost connection into :class:`~airflow_cdc.source.binlog_events.ConnectionLost`, so the
+  turns a lost connection into :class:`~airflow_cdc.source.binlog.events.ConnectionLost`, so the
   cursor decides where to resume (a transaction boundary) and how often to retry;
 * ``packet.log_pos`` is the END offset of an event, and ``stream.log_file`` follows rotations;
 * ``freeze_schema=True``: a table map is parsed once per table id instead of once per
@@ -17,9 +17,9 @@ Choices that matter (each found against the library and a real server):
   and ids restart with the server, which always starts a new binlog file: the cache is
   dropped at every rotation, so an id is never read with another table's layout;
 * before-images (UPDATE, DELETE) are decoded for their key columns only
-  (``source.library_rows``);
+  (``source.binlog.library_rows``);
 * a slice cut inside a transaction opens its dump at the cut, with the table maps read
-  from the transaction's start by a short dump before it (``source.transaction_cut``).
+  from the transaction's start by a short dump before it (``source.binlog.transaction_cut``).
 """
 
 from __future__ import annotations
@@ -41,18 +41,15 @@ from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 
 # Used through its module, so a test's stand-in (connect) is the one called.
 from airflow_cdc.source import connection
-from airflow_cdc.source.binlog_events import (
+from airflow_cdc.source.binlog.events import (
     Boundary,
     ConnectionLost,
     DumpRefused,
     RawEvent,
     RowsEvent,
 )
-from airflow_cdc.source.connection import LOST_CONNECTION_CODES
-from airflow_cdc.source.ddl import schema_changes
-from airflow_cdc.source.library_rows import column_rows, library_rows
-from airflow_cdc.source.shadow_tables import concerning
-from airflow_cdc.source.transaction_cut import (
+from airflow_cdc.source.binlog.library_rows import column_rows, library_rows
+from airflow_cdc.source.binlog.transaction_cut import (
     ROW_EVENTS,
     MappedTables,
     UnmappedTable,
@@ -61,6 +58,9 @@ from airflow_cdc.source.transaction_cut import (
     table_maps_to_first_rows,
     take_row_events,
 )
+from airflow_cdc.source.catalog.shadow_tables import concerning
+from airflow_cdc.source.connection import LOST_CONNECTION_CODES
+from airflow_cdc.source.ddl import schema_changes
 
 __all__ = ["binary_logs", "dump_settings", "mysql_event_source"]
 
@@ -106,7 +106,7 @@ def binary_logs(cfg: SourceConfig) -> list[str]:
 def mysql_event_source(
     cfg: SourceConfig, schemas: Mapping[TableId, TableSchema], *, fast_decode: bool = True
 ) -> Callable[..., Generator[RawEvent, None, None]]:
-    """An :class:`~airflow_cdc.source.binlog_events.EventSource` for the tables of ``schemas`` on
+    """An :class:`~airflow_cdc.source.binlog.events.EventSource` for the tables of ``schemas`` on
     ``cfg``'s server (their keys are the columns decoded in before-images).
     ``fast_decode=False`` decodes every event with the library (for comparison)."""
     keys = {table: tuple(schema.key) for table, schema in schemas.items()}
@@ -144,7 +144,7 @@ def _events(
     """The cursor's events from ``start``: boundaries and the rows of ``tables`` (their
     key columns), until a non-blocking read reaches the end; the reader closes with it.
     A ``skip_through`` that ends a row event inside the transaction open at ``start`` is a
-    slice's cut: the dump opens there (``source.transaction_cut``)."""
+    slice's cut: the dump opens there (``source.binlog.transaction_cut``)."""
     opened = functools.partial(_open_stream, cfg, tables, server_id=server_id, blocking=blocking)
     cut = row_events_cut(start, skip_through)
     stream = _open_at_cut(opened, start, cut) if cut is not None else None
@@ -182,7 +182,7 @@ def _events(
 
 def _opened_passing(opened: Callable[..., Any], start: BinlogPosition, cut: int | None) -> Any:
     """A dump opened at ``start``, passing over the row events up to offset ``cut`` when
-    there is one (``source.transaction_cut``)."""
+    there is one (``source.binlog.transaction_cut``)."""
     stream = opened(start)
     if cut is not None:
         pass_row_events(stream, until=cut)
@@ -238,7 +238,7 @@ def _open_stream(
 ) -> Any:
     """The library's reader from ``start``, for the ``events`` the cursor needs of ``tables``
     (``watched_only=False``: of every table; a dump opened at a cut keeps every table map,
-    ``source.transaction_cut``)."""
+    ``source.binlog.transaction_cut``)."""
     settings = dump_settings(cfg)
     if blocking:
         settings["read_timeout"] = _READ_TIMEOUT_SECONDS
@@ -319,7 +319,7 @@ def _query_boundary(
     event: Any, end: BinlogPosition, tables: Mapping[TableId, tuple[str, ...]]
 ) -> Boundary:
     """The end of a ``COMMIT`` or DDL query event; a DDL's changes to the watched tables
-    (and to their shadows, ``source.shadow_tables``) ride along. DDL naming no table the
+    (and to their shadows, ``source.catalog.shadow_tables``) ride along. DDL naming no table the
     parser can find is logged: row images with other columns still set their table aside
     (``source.schema_check``)."""
     schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)

@@ -18,9 +18,9 @@ from typing import Any
 
 from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableId, TableSchema, TableSelection, quote_identifier
+from airflow_cdc.source.catalog.partitions import load_partitioning
+from airflow_cdc.source.catalog.shadow_tables import without_shadows
 from airflow_cdc.source.connection import DbConnection, fetch_all
-from airflow_cdc.source.partitions import load_partitioning
-from airflow_cdc.source.shadow_tables import without_shadows
 
 __all__ = [
     "KEY_TYPES",
@@ -106,7 +106,7 @@ def list_tables(conn: DbConnection, databases: Sequence[str] | None = None) -> l
 def resolve_selection(conn: DbConnection, selection: TableSelection) -> list[TableId]:
     """The tables ``selection`` picks on this server (one catalog query; exact names are
     kept even when missing, for the caller's check to name them); a pattern never picks an
-    online schema change's shadow of another table (``source.shadow_tables``)."""
+    online schema change's shadow of another table (``source.catalog.shadow_tables``)."""
     if selection.is_exact:
         return selection.exact_tables()
     listed = list_tables(conn, selection.databases())

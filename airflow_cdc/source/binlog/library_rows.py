@@ -1,5 +1,5 @@
 """Row events of mysql-replication turned into what the cursor reads: in columns by the
-product's decoder (``source.row_decoder``, ``source.row_scan``), else by the library.
+product's decoder (``source.binlog.row_decoder``, ``source.binlog.row_scan``), else by the library.
 
 Before-images (UPDATE, DELETE) are decoded for their key columns only: the consumers need
 nothing else from them (the key to find or move the row), and decoding values is the bulk
@@ -19,9 +19,9 @@ from pymysqlreplication.row_event import RowsEvent as LibraryRowsEvent
 from airflow_cdc.model import BinlogPosition, ChangeKind, TableId
 
 # Used through their modules, so a test's stand-in (decode_image) is the one called.
-from airflow_cdc.source import row_decoder, row_scan
-from airflow_cdc.source.binlog_events import ColumnRows
-from airflow_cdc.source.stored_sizes import stored_size
+from airflow_cdc.source.binlog import row_decoder, row_scan
+from airflow_cdc.source.binlog.events import ColumnRows
+from airflow_cdc.source.binlog.stored_sizes import stored_size
 
 __all__ = ["column_rows", "library_rows"]
 
@@ -97,7 +97,7 @@ def _keyed_rows(
 def column_rows(
     event: Any, plans: dict[int, Any], table: TableId, end: BinlogPosition, key: tuple[str, ...]
 ) -> ColumnRows | None:
-    """The event's rows in columns by ``source.row_decoder`` (before-images: the key only),
+    """The event's rows in columns by ``source.binlog.row_decoder`` (before-images: the key only),
     or None when its table has a type the decoder leaves to the library, or not every
     column is in the images."""
     if event.table_id not in plans:

@@ -38,9 +38,9 @@ from airflow_cdc.model import (
     TableSchema,
     binlog_file_number,
 )
-from airflow_cdc.source import mysql_replication
 from airflow_cdc.source.arrow_types import python_value
-from airflow_cdc.source.binlog_events import (
+from airflow_cdc.source.binlog import mysql_replication
+from airflow_cdc.source.binlog.events import (
     Boundary,
     ColumnRows,
     ConnectionLost,
@@ -115,7 +115,7 @@ class BinlogCursor:
     ``start`` is a transaction boundary, or with ``dump_from`` (a boundary before it) the
     end of a row event inside a transaction (a slice cut inside a big transaction): the
     table maps are read from ``dump_from`` and the dump opens at ``start``
-    (``source.transaction_cut``).
+    (``source.binlog.transaction_cut``).
 
     ``end=None`` reads without an upper bound. ``stop_when_idle=True`` ends the iteration
     at the current end of the binlog (non-blocking dump); ``False`` waits for new events

@@ -14,7 +14,7 @@ the server answers by scanning its own files: a few small queries per cut, no ro
 A transaction larger than a slice is cut too, at the end of a row event near the target
 (:class:`Cut` with ``dump_from``, a transaction boundary before it): the reader of the slice
 after it reads the transaction's table maps from there and opens its dump at the cut
-(``source.transaction_cut``). The driver applies all slices of a batch together, so the
+(``source.binlog.transaction_cut``). The driver applies all slices of a batch together, so the
 transaction still lands atomically.
 """
 
@@ -55,7 +55,7 @@ _MAX_WINDOWS = 25
 _MAX_WINDOW = 12_800
 #: Re-estimates of how many events to skip to reach a target.
 _MAX_SEEKS = 6
-#: Query events that open (not close) a transaction (as ``source.mysql_replication``).
+#: Query events that open (not close) a transaction (as ``source.binlog.mysql_replication``).
 _OPENERS = ("BEGIN", "XA START", "XA END")
 #: ``SHOW BINLOG EVENTS`` types of row events (MySQL's; MariaDB's end in ``_v1``, some
 #: ``_compressed_v1``).

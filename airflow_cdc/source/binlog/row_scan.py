@@ -1,5 +1,5 @@
 """A row event's body read by the fast decoder into :class:`ColumnRows`: where every value
-starts (``source.row_decoder.scan_image``) and the images' key values, nothing else
+starts (``source.binlog.row_decoder.scan_image``) and the images' key values, nothing else
 decoded yet (the stream's slices decode the columns they keep, all at once)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from airflow_cdc.model import BinlogPosition, ChangeKind, TableId
 
 # Through the module, so a test's stand-in is the one called.
-from airflow_cdc.source import row_decoder as rd
-from airflow_cdc.source.binlog_events import ColumnRows
-from airflow_cdc.source.row_decoder import Key, RowPlan
+from airflow_cdc.source.binlog import row_decoder as rd
+from airflow_cdc.source.binlog.events import ColumnRows
+from airflow_cdc.source.binlog.row_decoder import Key, RowPlan
 
 __all__ = ["scan_rows"]
 

@@ -1,0 +1,37 @@
+"""What the source's tables are, from ``information_schema``: their columns and chunk keys
+(``tables``), their partitions (``partitions``), and which of them are an online schema
+change tool's shadows of another (``shadow_tables``, pure).
+
+The table reads are the package's own names (``load_table_schema``, ``load_table_schemas``,
+``list_tables``, ``resolve_selection``), loaded on first use: the binlog reader on a worker
+takes ``shadow_tables`` only.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_cdc.source.catalog.tables import (
+        list_tables,
+        load_table_schema,
+        load_table_schemas,
+        resolve_selection,
+    )
+
+#: Each name's module, imported on first use.
+_HOMES = {
+    "list_tables": "tables",
+    "load_table_schema": "tables",
+    "load_table_schemas": "tables",
+    "resolve_selection": "tables",
+}
+
+__all__ = ["list_tables", "load_table_schema", "load_table_schemas", "resolve_selection"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
