@@ -429,20 +429,10 @@ def test_a_replacement_is_written_beside_and_read_once_promoted(sink: Sink) -> N
 
 
 def test_a_version_recorded_in_the_new_generation_is_the_table_s_once_promoted(
-    make_sink: MakeSink, tmp_path: Path, request: pytest.FixtureRequest
+    make_sink: MakeSink, tmp_path: Path
 ) -> None:
     """``applied_version`` is the last version ``apply`` recorded: the stream's batches
     applied into the new generation are the table's after the promotion."""
-    if "delta" in request.node.callspec.id:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="DeltaSink deviation found by the contract tests: promote() carries "
-                "only the generation's rows, schema and column change, not its writers' "
-                "application versions, so applied_version() goes back from 3 to the old "
-                "table's 2 (replays then converge by last writer wins: rows are unharmed)",
-            )
-        )
     fresh = make_sink(tmp_path / "lake")
     fresh.ensure_table(SCHEMA, ARROW, bucket_width=10)
     fresh.apply(T, changes([(1, 10, False, "a")]), app_id="stream", app_version=2)

@@ -194,3 +194,24 @@ def test_what_the_old_table_kept_is_not_carried_into_the_new_generation(sink: De
     assert sink.layout(T).dropped_columns == ()
     sink.apply(T, keyed_rows([(9, 90, "k", 500)]))
     assert live_ids(sink) == {9}
+
+
+def test_writers_versions_carried_over_are_read_past_checkpoints_and_never_go_back(
+    sink: DeltaSink,
+) -> None:
+    """The generation's log is read whole (a checkpoint, then commits): 12 batches make a
+    checkpoint at 10. A writer the live table holds further along keeps its version."""
+    sink.apply(T, rows([(3, 1, "c", 300, False)]), app_id="ahead", app_version=50)
+    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 9")
+    for batch in range(1, 13):
+        position = 300 + batch
+        sink.apply(T, keyed_rows([(batch, batch, "g", position)]), app_id="s", app_version=batch)
+    sink.apply(T, keyed_rows([(40, 1, "g", 400)]), app_id="ahead", app_version=7)
+    generation = DeltaTable(sink.table_location(T).uri)
+    assert any(
+        p.name.endswith(".checkpoint.parquet")
+        for p in Path(generation.table_uri.removeprefix("file://"), "_delta_log").iterdir()
+    )
+    assert sink.promote(T, "plan 9")
+    assert sink.applied_version(T, "s") == 12
+    assert sink.applied_version(T, "ahead") == 50

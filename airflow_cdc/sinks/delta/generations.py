@@ -46,6 +46,7 @@ from airflow_cdc.sinks.delta.layout import (
     write_table_metadata,
 )
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.delta.writer_versions import writer_versions
 from airflow_cdc.sinks.storage import Location
 
 __all__ = [
@@ -172,7 +173,8 @@ def promote(
             f"{what} (closing it to writers)",
             retry,
         )
-        retry_conflicts(lambda: _swap(open_live(), opened(), found), what, retry)
+        writers = writer_versions(location.child(found.folder))
+        retry_conflicts(lambda: _swap(open_live(), opened(), found, writers), what, retry)
     retry_conflicts(lambda: _finish(open_live(), opened(), found), f"{what} (finishing)", retry)
     return True
 
@@ -182,9 +184,11 @@ def _holds(live: DeltaTable, number: int) -> bool:
     return held is not None and int(held) >= number
 
 
-def _swap(live: DeltaTable, generation: DeltaTable, found: NextGeneration) -> None:
-    """The one commit readers see: the generation's files and schema replace the live
-    table's."""
+def _swap(
+    live: DeltaTable, generation: DeltaTable, found: NextGeneration, writers: dict[str, int]
+) -> None:
+    """The one commit readers see: the generation's files, schema and writers' versions
+    replace the live table's."""
     if _holds(live, found.number):
         return
     schema = pa.schema(generation.schema().to_arrow())
@@ -193,6 +197,8 @@ def _swap(live: DeltaTable, generation: DeltaTable, found: NextGeneration) -> No
     columns = generation.transaction_version(COLUMNS_APP)
     if columns is not None:
         apps.append(Transaction(COLUMNS_APP, int(columns)))
+    for app, version in sorted(writers.items()):  # never behind what the live table holds
+        apps.append(Transaction(app, max(version, int(live.transaction_version(app) or -1))))
     live.create_write_transaction(
         _add_actions(generation, found.folder),
         mode="overwrite",
