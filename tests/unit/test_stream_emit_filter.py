@@ -92,10 +92,9 @@ def test_binary_search_agrees_with_a_model_of_explicit_keys(
     marks, held = planned
     flt = EmitFilter({T: marks}, {T: INT_KEY})
     # Probes at and next to the bounds, at the watermarks themselves, and anywhere.
-    near = sorted({k + d for keys, _ in held for k in (keys.start, keys.stop) for d in (-1, 0)})
-    keys = st.one_of(st.sampled_from(near), st.integers(LOWEST, HIGHEST)).filter(
-        lambda k: LOWEST <= k <= HIGHEST
-    )
+    edges = {k + d for keys, _ in held for k in (keys.start, keys.stop) for d in (-1, 0)}
+    near = sorted(k for k in edges if LOWEST <= k <= HIGHEST)
+    keys = st.one_of(st.sampled_from(near), st.integers(LOWEST, HIGHEST))
     positions = st.one_of(st.sampled_from([high for _, high in held]), plain_positions)
     for value, position in data.draw(st.lists(st.tuples(keys, positions), max_size=40)):
         holders = [high for keys_held, high in held if value in keys_held]
