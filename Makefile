@@ -4,16 +4,20 @@ SHELL := /bin/bash
 
 PY := .venv/bin/python
 LINT_PATHS := $(wildcard airflow_cdc devtools tests dags spark_jobs bench docker scripts)
-PYTEST_FLAGS ?= -q -p no:cacheprovider --durations=10
-PYTEST_ARGS ?=
+# `make test` runs every test whatever the environment or MAKEFLAGS say: a variable left set
+# on a CI machine must not narrow it silently. So its flags are fixed (`override` wins over
+# the environment, `make -e` and command-line assignments), and pytest's own environment
+# variable is dropped. To narrow the run, name the tests: `make test-some TESTS="..."`.
+override PYTEST_FLAGS := -q -p no:cacheprovider --durations=10
+unexport PYTEST_ADDOPTS
 BENCH_ARGS ?=
 SOAK_ARGS ?=
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: help setup lint test demo demo-cluster lock bench soak
+.PHONY: help setup lint test test-some demo demo-cluster lock bench soak
 
 help:  ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
 setup:  ## install system packages (MariaDB, Java) and the locked Python environment
 	@scripts/setup.sh
@@ -26,8 +30,14 @@ lint: setup  ## ruff (lint + format check) and mypy --strict
 	echo "mypy --strict airflow_cdc devtools"; $(PY) -m mypy --strict airflow_cdc devtools || status=1; \
 	exit $$status
 
-test: lint  ## set up, lint, then run every test (PYTEST_ARGS="-k ..." to narrow)
-	$(PY) -m pytest $(PYTEST_FLAGS) $(PYTEST_ARGS)
+test: lint  ## set up, lint, then run every test
+	$(PY) -m pytest $(PYTEST_FLAGS)
+
+# TESTS counts only when given on the command line, never from the environment.
+test-some: setup  ## run the tests pytest selects: make test-some TESTS="tests/unit -k emit"
+	@$(if $(and $(filter command line,$(origin TESTS)),$(strip $(TESTS))),true,\
+		echo 'name the tests on the command line: make test-some TESTS="tests/unit -k emit"' >&2; exit 2)
+	$(PY) -m pytest $(PYTEST_FLAGS) $(TESTS)
 
 demo: setup  ## run the end-to-end demo
 	$(PY) -m devtools.demo

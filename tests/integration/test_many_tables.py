@@ -26,12 +26,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
 
+from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from devtools.airflow_env import airflow_env, dags_test, migrate
@@ -109,6 +111,9 @@ class _Writer:
         self.changes = 0
         self.created: list[TableId] = []
         self._create: list[TableId] = []
+        #: What stopped the thread early: a thread's exception is only printed, so the
+        #: test raises it (``check``) instead of timing out on a table never created.
+        self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def create(self, table: TableId) -> None:
@@ -119,11 +124,24 @@ class _Writer:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         self.done.set()
         self.thread.join(30)
+        if kind is None:  # else that error is the one to see
+            self.check()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"the writer failed: {self.error!r}") from self.error
 
     def _run(self) -> None:
+        try:
+            self._write()
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def _write(self) -> None:
         rng = random.Random(19)
         conn = pymysql.connect(
             host="127.0.0.1", port=self.server.port, user="root",
@@ -181,15 +199,20 @@ def test_120_tables_by_pattern_packed_snapshotted_streamed_and_new_ones_join(
     }
     int_tables = [t for t in keys if t.table.startswith("i")]
     new_a, new_b = (TableId(DB, name) for name in NEW_TABLES)
-    with _Writer(mariadb, int_tables) as writer:
-        threading.Thread(
-            target=_create_once_planned, args=(writer, meta, new_a), daemon=True
-        ).start()
+    # The writer stops first (its exit sets ``done``), so the pool's wait ends at once.
+    with ThreadPoolExecutor(1) as pool, _Writer(mariadb, int_tables) as writer:
+        asking = pool.submit(_create_once_planned, writer, meta, new_a)
         result = dags_test(env, conf, log=tmp_path / "dag.log", timeout=1500)
         log = (tmp_path / "dag.log").read_text()
         assert result.returncode == 0, log[-8000:]
         assert "Task failed with exception" not in log  # every task on its first try
-        assert writer.created == [new_a], "the plan was never stored"
+        try:
+            asked = asking.result(timeout=5)  # raises what failed in it
+        except TimeoutError:
+            asked = False  # still waiting for a plan
+        assert asked, "the plan was never stored"
+        writer.check()
+        assert writer.created == [new_a]
 
         _check_units(log, keys, tmp_path, meta)
         _rerun_one_unit(env, tmp_path, meta)
@@ -214,12 +237,15 @@ def test_120_tables_by_pattern_packed_snapshotted_streamed_and_new_ones_join(
             chunk_rows=CHUNK_ROWS,
         )
         stream = spark_submit_stream(spec, tmp_path)
+
+        def new_b_joined() -> bool:
+            writer.check()  # a failed CREATE shows as itself, not as a timeout
+            return any(e.table == new_b and e.joined for e in store.stream_tables("mysql_cdc"))
+
         try:
             writer.create(new_b)
             _until(
-                lambda: any(
-                    e.table == new_b and e.joined for e in store.stream_tables("mysql_cdc")
-                ),
+                new_b_joined,
                 stream,
                 tmp_path,
                 "new_b to join the running stream",
@@ -259,18 +285,24 @@ def _until(
         time.sleep(0.5)
 
 
-def _create_once_planned(writer: _Writer, meta: str, table: TableId) -> None:
-    """Create ``table`` as soon as the plan is stored (so the plan does not hold it)."""
+def _create_once_planned(writer: _Writer, meta: str, table: TableId) -> bool:
+    """Have the writer create ``table`` as soon as the plan is stored (so the plan does not
+    hold it); False if no plan was stored in time."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not writer.done.is_set():
-        try:
-            with MetadataStore.connect(meta, migrate=False) as store:
-                if store.latest_plan() is not None:
-                    writer.create(table)
-                    return
-        except Exception:  # the plan task has not created the schema yet
-            pass
+        if _plan_stored(meta):
+            writer.create(table)
+            return True
         time.sleep(0.5)
+    return False
+
+
+def _plan_stored(meta: str) -> bool:
+    try:
+        with MetadataStore.connect(meta, migrate=False) as store:
+            return store.latest_plan() is not None
+    except MetadataError:  # the plan task has not created (or migrated) the schema yet
+        return False
 
 
 def _check_units(log: str, keys: dict[TableId, list[str]], tmp_path: Path, meta: str) -> None:

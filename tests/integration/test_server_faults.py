@@ -329,12 +329,16 @@ def test_server_restart_then_binlog_dump_kills_under_the_stream(
         log_file, lost = tmp_path / "stream.log", "binlog connection lost"
         before = log_file.read_text(errors="replace").count(lost)
         killed: list[int] = []
+        reopened = 0
         for _ in range(6):
             killed += kill_busy_binlog_dump(server, big_update, timeout=60, busy_for=0.1)
             time.sleep(1.0)
-            if log_file.read_text(errors="replace").count(lost) >= before + 2:
+            reopened = log_file.read_text(errors="replace").count(lost) - before
+            if reopened >= 2:
                 break
-        assert killed, "no binlog dump connection was busy long enough to be killed"
+        # Two kills the reader noticed, as the docstring says: one could pass by luck.
+        assert len(killed) >= 2, f"dump connections killed: {killed}"
+        assert reopened >= 2, f"{reopened} reopening(s) logged after {len(killed)} kill(s)"
 
     stream_through_faults(
         server,

@@ -12,39 +12,97 @@ from hypothesis import strategies as st
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.marker_floor import PositionMark, marker_floor
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.model import TableId
 from tests.unit.test_metadata_store import ORDERS, int_plan, pos
 
 NOW = dt.datetime(2026, 11, 24, 12, tzinfo=dt.UTC)
 WEEK = dt.timedelta(days=7)
 
-positions = st.builds(pos, st.integers(4, 10**6))
-marks = st.lists(
-    st.builds(
-        PositionMark, positions, st.integers(0, 30 * 24).map(lambda h: NOW - dt.timedelta(hours=h))
-    ),
-    max_size=12,
+# The oracle: for every candidate marker position (offsets LOW..HIGH of one file, as plain
+# integers), whether it may go, read straight off the rule by replaying the upkeep runs in
+# time order, and the floor then follows as the lowest candidate that must stay. Generated
+# positions lie strictly inside the candidates, so the lowest one always may go when any
+# floor exists.
+LOW, HIGH = 4, 40
+offsets = st.integers(LOW + 1, HIGH - 1)
+half_days = st.integers(0, 20).map(lambda n: 12 * n)  # coarse: marks exactly a retention old
+
+
+def may_go(
+    marker: int, committed: int | None, marks: list[tuple[int, int]], retention_hours: int
+) -> bool:
+    """Whether a marker at ``marker`` can go: ``marks`` are (hours ago, offset) of upkeep
+    runs. Nothing runs (the callers pass no chunk)."""
+    if committed is None or marker >= committed:
+        return False  # the stream may still apply a change at or after its commit
+    stood_at = None  # where the stream had committed a retention ago, by the last run then
+    for ago, offset in sorted(marks, reverse=True):  # oldest run first
+        if ago >= retention_hours:
+            stood_at = offset
+    return stood_at is not None and marker < stood_at
+
+
+@given(
+    st.lists(st.tuples(half_days, offsets), max_size=8, unique_by=lambda m: m[0]),
+    st.none() | offsets,
+    half_days,
 )
-
-
-@given(marks, positions, st.integers(0, 20 * 24).map(lambda h: dt.timedelta(hours=h)))
-def test_a_marker_below_the_floor_was_passed_a_retention_ago_and_lies_before_the_stream(
-    recorded: list[PositionMark], committed: BinlogPosition, retention: dt.timedelta
+def test_the_floor_is_the_lowest_position_a_marker_must_stay_at(
+    recorded: list[tuple[int, int]], committed: int | None, retention_hours: int
 ) -> None:
     floor = marker_floor(
-        committed=committed, marks=recorded, running=[], now=NOW, retention=retention
+        committed=None if committed is None else pos(committed),
+        marks=[
+            PositionMark(pos(offset), NOW - dt.timedelta(hours=ago)) for ago, offset in recorded
+        ],
+        running=[],
+        now=NOW,
+        retention=dt.timedelta(hours=retention_hours),
     )
-    old = [m for m in recorded if m.at <= NOW - retention]
-    if not old:
-        assert floor.position is None
-        assert "old yet" in floor.why
+    going = [p for p in range(LOW, HIGH + 1) if may_go(p, committed, recorded, retention_hours)]
+    if not going:
+        assert floor.position is None, floor
+        if committed is None:
+            assert floor.why == "the stream has committed nothing yet"
+        else:
+            assert "old yet" in floor.why
         return
-    assert floor.position is not None
-    assert floor.position <= committed  # the stream never goes back before it
-    # The newest old mark: where the stream stood a retention ago (or earlier).
-    newest = max(old, key=lambda m: m.at)
-    assert floor.position == min(newest.position, committed)
+    assert floor.position is not None, floor
+    assert floor.position == pos(
+        next(p for p in range(LOW, HIGH + 1) if not may_go(p, committed, recorded, retention_hours))
+    )
+    assert floor.position.offset == max(going) + 1  # and every candidate below it goes
     assert str(floor.position) in floor.why
+
+
+def test_examples_worked_by_hand() -> None:
+    def floor(
+        committed: int | None, marks: list[tuple[dt.timedelta, int]], retention: dt.timedelta
+    ) -> int | None:
+        found = marker_floor(
+            committed=None if committed is None else pos(committed),
+            marks=[PositionMark(pos(offset), NOW - ago) for ago, offset in marks],
+            running=[],
+            now=NOW,
+            retention=retention,
+        ).position
+        return None if found is None else found.offset
+
+    day = dt.timedelta(days=1)
+    # The module docstring's example: daily runs, a week's retention. Last Monday's mark
+    # (7 days ago, 300) is the newest a week old; the stream is further on now.
+    daily = [(ago * day, 100 + 20 * (14 - ago)) for ago in range(15)]  # 100 .. 380
+    assert floor(390, daily, WEEK) == 100 + 20 * 7
+    assert floor(200, daily, WEEK) == 200  # the stream went back since: its commit bounds
+    assert floor(390, daily, 20 * day) is None  # no mark is 20 days old
+    assert floor(None, daily, WEEK) is None
+    # A mark exactly a retention old counts; one a second younger does not.
+    assert floor(500, [(WEEK, 70)], WEEK) == 70
+    assert floor(500, [(WEEK - dt.timedelta(seconds=1), 70)], WEEK) is None
+    # The newest old mark decides, not the highest: the stream stood at 60 then (a rewind).
+    assert floor(500, [(3 * WEEK, 90), (2 * WEEK, 60), (0 * day, 80)], WEEK) == 60
+    # Zero retention: today's own mark.
+    assert floor(500, [(0 * day, 80)], dt.timedelta(0)) == 80
 
 
 def test_no_floor_without_a_commit_or_with_a_running_chunk(store: MetadataStore) -> None:

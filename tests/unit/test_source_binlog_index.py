@@ -205,13 +205,14 @@ def test_byte_targets_split_the_range_evenly_and_in_order(
     files = [(f"mysql-bin.{i + 1:06d}", size) for i, size in enumerate(sizes)]
     first = data.draw(st.integers(0, len(files) - 1))
     last = data.draw(st.integers(first, len(files) - 1))
-    start = BinlogPosition(files[first][0], data.draw(st.integers(FIRST_EVENT, sizes[first] - 1)))
-    end_offset = data.draw(st.integers(FIRST_EVENT, sizes[last]))
-    end = BinlogPosition(files[last][0], end_offset)
-    if end <= start:
-        return
+    start_offset = data.draw(st.integers(FIRST_EVENT, sizes[first] - 1))
+    start = BinlogPosition(files[first][0], start_offset)
+    # Only ranges that are not empty: in the start's file the end lies after the start.
+    lowest_end = start_offset + 1 if last == first else FIRST_EVENT
+    end = BinlogPosition(files[last][0], data.draw(st.integers(lowest_end, sizes[last])))
+    assert start < end
     targets = byte_targets(files, start, end, parts)
-    assert len(targets) <= parts - 1
+    assert len(targets) == parts - 1  # each share of a range not empty falls in a file
     assert all(start <= t <= end for t in targets)
     assert all(a <= b for a, b in itertools.pairwise(targets))
 

@@ -1,10 +1,11 @@
-"""EmitFilter: Flink CDC's shouldEmit by binary search, checked against a brute-force scan."""
+"""EmitFilter: Flink CDC's shouldEmit by binary search, checked against models of its own
+(explicit key sets, PAD SPACE by its definition, positions as plain tuples)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import random
-from collections.abc import Callable
+import functools
+import itertools
 from typing import Any
 
 import pytest
@@ -42,59 +43,113 @@ def plan(bounds: list[Key], highs: list[int]) -> list[tuple[ChunkRange, BinlogPo
     return [(ChunkRange(edges[i], edges[i + 1]), at(highs[i])) for i in range(len(edges) - 1)]
 
 
-def brute_force(
-    marks: list[tuple[ChunkRange, BinlogPosition]],
-    sort_key: Callable[[Key], Any],
-    key: Key,
-    position: BinlogPosition,
-) -> bool:
-    for rng, high in marks:
-        if rng.contains(key, sort_key):
-            return position > high
-    return True
+# The oracles below share no code with production: no ``ChunkRange.contains``, no
+# ``sort_key_for``, no ``BinlogPosition`` comparison. A position is a plain tuple
+# ``(epoch, file number, offset, row)`` compared as a tuple, turned into a
+# ``BinlogPosition`` only for the call under test; chunks are explicit sets of keys.
+Plain = tuple[int, int, int, int]
+plain_positions = st.tuples(
+    st.integers(0, 1), st.integers(1, 2), st.integers(4, 12), st.integers(0, 2)
+)  # small ranges: equal positions and ties in every field are common
+
+
+def binlog(plain: Plain) -> BinlogPosition:
+    epoch, number, offset, row = plain
+    return BinlogPosition(f"mysql-bin.{number:06d}", offset, row, epoch)
+
+
+LOWEST, HIGHEST = -1100, 1100  # every probe lies in this domain
+
+
+Held = list[tuple[range, Plain]]  # the model: each chunk's keys, with its high watermark
 
 
 @st.composite
-def plans(draw: st.DrawFn) -> list[tuple[ChunkRange, BinlogPosition]]:
+def int_plans(draw: st.DrawFn) -> tuple[list[tuple[ChunkRange, BinlogPosition]], Held]:
+    """Chunks over integer keys, some left out (gaps), in any order, and the model."""
     bounds = sorted(draw(st.sets(st.integers(-1000, 1000), max_size=30)))
-    highs = draw(st.lists(st.integers(10, 500), min_size=len(bounds) + 1, max_size=len(bounds) + 1))
-    marks = plan([(b,) for b in bounds], highs)
-    # Some chunks missing (gaps) and any input order.
-    keep = draw(st.lists(st.booleans(), min_size=len(marks), max_size=len(marks)))
-    marks = [m for m, k in zip(marks, keep, strict=True) if k] or marks
-    return draw(st.permutations(marks))
+    edges = [LOWEST, *bounds, HIGHEST + 1]
+    marks: list[tuple[ChunkRange, BinlogPosition]] = []
+    held: Held = []
+    for i, (first, stop) in enumerate(itertools.pairwise(edges)):
+        if not draw(st.booleans()):
+            continue  # a gap: no chunk holds these keys
+        high = draw(plain_positions)
+        lo = None if i == 0 else (first,)
+        hi = None if i == len(edges) - 2 else (stop,)
+        marks.append((ChunkRange(lo, hi), binlog(high)))
+        held.append((range(first, stop), high))
+    if not marks:  # at least one chunk, else the table has no snapshot at all
+        marks.append((ChunkRange(None, None), binlog((0, 1, 8, 0))))
+        held.append((range(LOWEST, HIGHEST + 1), (0, 1, 8, 0)))
+    return draw(st.permutations(marks)), held
 
 
-@given(plans(), st.lists(st.tuples(st.integers(-1100, 1100), st.integers(5, 510)), max_size=40))
-def test_binary_search_agrees_with_a_scan(
-    marks: list[tuple[ChunkRange, BinlogPosition]], probes: list[tuple[int, int]]
+@given(int_plans(), st.data())
+def test_binary_search_agrees_with_a_model_of_explicit_keys(
+    planned: tuple[list[tuple[ChunkRange, BinlogPosition]], Held], data: st.DataObject
 ) -> None:
+    marks, held = planned
     flt = EmitFilter({T: marks}, {T: INT_KEY})
-    sort_key = sort_key_for(INT_KEY)
-    assert sort_key is not None
-    for value, offset in probes:
-        assert flt.should_emit(T, (value,), at(offset)) == brute_force(
-            marks, sort_key, (value,), at(offset)
-        )
+    # Probes at and next to the bounds, at the watermarks themselves, and anywhere.
+    edges = {k + d for keys, _ in held for k in (keys.start, keys.stop) for d in (-1, 0)}
+    near = sorted(k for k in edges if LOWEST <= k <= HIGHEST)
+    keys = st.one_of(st.sampled_from(near), st.integers(LOWEST, HIGHEST))
+    positions = st.one_of(st.sampled_from([high for _, high in held]), plain_positions)
+    for value, position in data.draw(st.lists(st.tuples(keys, positions), max_size=40)):
+        holders = [high for keys_held, high in held if value in keys_held]
+        assert len(holders) <= 1  # the model itself: chunks do not overlap
+        # Needed unless a chunk holds the key and the change is not after its watermark.
+        expected = not holders or position > holders[0]
+        assert flt.should_emit(T, (value,), binlog(position)) is expected, (value, position)
+
+
+def pad_space_order(a: tuple[int, str], b: tuple[int, str]) -> int:
+    """-1, 0 or 1 as ``(n, text)`` key ``a`` sorts before, with or after ``b`` under
+    ``utf8mb4_bin`` (PAD SPACE): the shorter text is padded with spaces, then code points
+    are compared one by one (the collation's definition, not production's stripping)."""
+    if a[0] != b[0]:
+        return -1 if a[0] < b[0] else 1
+    width = max(len(a[1]), len(b[1]))
+    for x, y in zip(a[1].ljust(width), b[1].ljust(width), strict=True):
+        if x != y:
+            return -1 if ord(x) < ord(y) else 1
+    return 0
 
 
 @given(
-    st.sets(st.tuples(st.integers(0, 3), st.text("ab c", max_size=3)), max_size=12),
-    st.lists(st.tuples(st.integers(0, 3), st.text("ab c", max_size=3), st.integers(5, 510))),
-    st.randoms(),
+    st.lists(st.tuples(st.integers(0, 3), st.text("ab c", max_size=3)), max_size=12),
+    st.lists(st.tuples(st.integers(0, 3), st.text("ab c", max_size=3), plain_positions)),
+    st.data(),
 )
-def test_composite_text_keys_agree_with_a_scan(
-    bounds: set[tuple[int, str]], probes: list[tuple[int, str, int]], rnd: random.Random
+def test_composite_text_keys_agree_with_a_pad_space_model(
+    candidates: list[tuple[int, str]],
+    probes: list[tuple[int, str, Plain]],
+    data: st.DataObject,
 ) -> None:
     composite = schema(Column("n", "int", "int(11)", False), TEXT_BIN)
-    sort_key = sort_key_for(composite)
-    assert sort_key is not None
-    ordered = sorted({sort_key(b) for b in bounds})  # PAD SPACE: 'a' and 'a ' are one bound
-    marks = plan(list(ordered), [rnd.randint(10, 500) for _ in range(len(ordered) + 1)])
+    # Strictly increasing bounds under PAD SPACE ('a' and 'a ' are one bound: keep one).
+    bounds: list[tuple[int, str]] = []
+    for key in sorted(candidates, key=functools.cmp_to_key(pad_space_order)):
+        if not bounds or pad_space_order(bounds[-1], key) < 0:
+            bounds.append(key)
+    highs = [data.draw(plain_positions) for _ in range(len(bounds) + 1)]
+    edges: list[tuple[int, str] | None] = [None, *bounds, None]
+    marks = [
+        (ChunkRange(lo, hi), binlog(high))
+        for (lo, hi), high in zip(itertools.pairwise(edges), highs, strict=True)
+    ]
     flt = EmitFilter({T: marks}, {T: composite})
-    for n, text, offset in probes:
+    for n, text, position in probes:
         key = (n, text)
-        assert flt.should_emit(T, key, at(offset)) == brute_force(marks, sort_key, key, at(offset))
+        # No gaps here: exactly one chunk holds the key, the one with lo <= key < hi.
+        (high,) = [
+            h
+            for (lo, hi), h in zip(itertools.pairwise(edges), highs, strict=True)
+            if (lo is None or pad_space_order(lo, key) <= 0)
+            and (hi is None or pad_space_order(key, hi) < 0)
+        ]
+        assert flt.should_emit(T, key, binlog(position)) is (position > high), (key, position)
 
 
 def test_rule_and_fast_path() -> None:

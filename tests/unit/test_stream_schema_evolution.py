@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -207,10 +208,11 @@ def test_a_conversion_takes_the_text_columns_where_the_delta_type_stays() -> Non
     assert isinstance(evolve(BEFORE, convert, retyped), NotInPlace)
 
 
-NUMERIC = st.sampled_from(
-    [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()]
-    + [pa.decimal128(p, s) for p in (3, 10, 14, 20, 38) for s in (0, 2, 4) if s <= p]
-)
+NUMERIC_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()] + [
+    pa.decimal128(p, s) for p in (3, 10, 14, 20, 38) for s in (0, 2, 4) if s <= p
+]
+#: Every pair ``widens`` accepts: the test below checks each (no example thrown away).
+WIDENINGS = [(old, new) for old in NUMERIC_TYPES for new in NUMERIC_TYPES if widens(old, new)]
 
 
 def _values(kind: pa.DataType) -> st.SearchStrategy[object]:
@@ -229,19 +231,50 @@ def _values(kind: pa.DataType) -> st.SearchStrategy[object]:
     )
 
 
-@settings(deadline=None)
-@given(st.data(), NUMERIC, NUMERIC)
-def test_a_widening_keeps_every_value(
-    data: st.DataObject, old: pa.DataType, new: pa.DataType
-) -> None:
-    """Whatever ``widens`` accepts, every value of the old type casts to the new one and
-    back unchanged (the rewrite's safe cast cannot fail)."""
-    if not widens(old, new):
-        return
-    values = data.draw(st.lists(_values(old), max_size=20))
+def _extremes(kind: pa.DataType) -> list[object]:
+    """The values a narrowing loses first (drawn values are mostly small)."""
+    if pa.types.is_integer(kind):
+        bits = kind.bit_width - 1
+        return [-(2**bits), 2**bits - 1]
+    if pa.types.is_floating(kind):
+        info = np.finfo(np.float32 if kind.bit_width == 32 else np.float64)
+        return [float(info.max), -float(info.max), float(info.smallest_subnormal), 1 / 3]
+    top = Decimal(f"{10**kind.precision - 1}e-{kind.scale}")  # exact (scaleb would round)
+    return [top, top.copy_negate(), Decimal(f"1e-{kind.scale}")]
+
+
+def test_the_widenings_include_each_kind() -> None:
+    # Else the test below could pass by checking nothing worth checking.
+    assert (pa.int8(), pa.int64()) in WIDENINGS
+    assert (pa.float32(), pa.float64()) in WIDENINGS
+    assert (pa.int32(), pa.decimal128(20, 2)) in WIDENINGS
+    assert (pa.decimal128(10, 2), pa.decimal128(14, 4)) in WIDENINGS
+    assert (pa.int64(), pa.int32()) not in WIDENINGS
+
+
+def _round_trip(old: pa.DataType, new: pa.DataType, values: list[object]) -> None:
     column = pa.array(values, old)
-    wider = column.cast(new, safe=True)
-    assert wider.cast(old, safe=True).equals(column)
+    try:
+        back = column.cast(new, safe=True).cast(old, safe=True)
+    except pa.ArrowInvalid as exc:
+        raise AssertionError(f"{old} -> {new}: {exc}") from exc
+    assert back.equals(column), f"{old} -> {new}"
+
+
+def test_a_widening_keeps_the_extreme_values() -> None:
+    """Whatever ``widens`` accepts keeps the old type's largest, smallest and finest values
+    through the rewrite's safe cast and back (each accepted pair)."""
+    for old, new in WIDENINGS:
+        _round_trip(old, new, _extremes(old))
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.data())
+def test_a_widening_keeps_every_value(data: st.DataObject) -> None:
+    """Whatever ``widens`` accepts, every value of the old type casts to the new one and
+    back unchanged (each accepted pair, every example)."""
+    for old, new in WIDENINGS:
+        _round_trip(old, new, data.draw(st.lists(_values(old), max_size=8)))
 
 
 AT = BinlogPosition("mysql-bin.000004", 900)
