@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from airflow_cdc.errors import MetadataError, StreamLeaseError
 from airflow_cdc.metadata import codec
-from airflow_cdc.metadata.engine import CONNECTION_ID, with_retry
+from airflow_cdc.metadata.engine import CONNECTION_ID, upsert, with_retry
 from airflow_cdc.metadata.records import StreamState
 from airflow_cdc.metadata.schema import stream_lease_lock as t_lock
 from airflow_cdc.metadata.schema import stream_state as t_stream
@@ -102,7 +102,7 @@ def put_state(engine: Engine, state: StreamState) -> None:
     }
 
     def write(connection: Connection) -> None:
-        _upsert(connection, state.stream_id, values)
+        upsert(connection, t_stream, {"stream_id": state.stream_id}, values)
 
     with_retry(engine, write, write=True, what="writing the stream state to")
 
@@ -154,7 +154,7 @@ def acquire_lease(
         }
         if own is None or own.owner != owner or not own.lease_live(now):
             values["lease_acquired_at"] = codec.to_db_time(now)
-        _upsert(connection, stream_id, values)
+        upsert(connection, t_stream, {"stream_id": stream_id}, values)
 
     with_retry(engine, write, write=True, what="taking the stream lease in")
     state = read_state(engine, stream_id)
@@ -284,14 +284,6 @@ def _row(connection: Connection, stream_id: str, *, for_update: bool = False) ->
     if for_update:
         query = query.with_for_update()  # SQLite: left out (BEGIN IMMEDIATE serializes)
     return connection.execute(query).mappings().first()
-
-
-def _upsert(connection: Connection, stream_id: str, values: dict[str, Any]) -> None:
-    updated = connection.execute(
-        sa.update(t_stream).where(t_stream.c.stream_id == stream_id).values(values)
-    ).rowcount
-    if not updated:
-        connection.execute(sa.insert(t_stream).values(stream_id=stream_id, **values))
 
 
 def _record(row: RowMapping) -> StreamState:
