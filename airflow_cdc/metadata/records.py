@@ -13,6 +13,7 @@ from typing import Literal
 from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId, TableSchema
 
 __all__ = [
+    "ChunkCounts",
     "ChunkRecord",
     "ChunkStatus",
     "FinishedChunk",
@@ -107,10 +108,9 @@ class PlanRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class TableProgress:
-    """Chunk counts and rows of one table of a plan."""
+class ChunkCounts:
+    """Chunk counts by status, and rows done and estimated: a table's or a whole plan's."""
 
-    table: TableId
     total: int
     done: int
     failed: int
@@ -121,17 +121,17 @@ class TableProgress:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanProgress:
+class TableProgress(ChunkCounts):
+    """Chunk counts and rows of one table of a plan."""
+
+    table: TableId
+
+
+@dataclass(frozen=True, slots=True)
+class PlanProgress(ChunkCounts):
     """Chunk counts and rows of a whole plan, with a per-table breakdown."""
 
     plan_id: int
-    total: int
-    done: int
-    failed: int
-    running: int
-    pending: int
-    rows_done: int
-    rows_estimated: int
     tables: tuple[TableProgress, ...] = ()
 
     @property
