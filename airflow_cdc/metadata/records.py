@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NotRequired, TypedDict
 
 from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId, TableSchema
 
 __all__ = [
+    "BatchProgress",
     "ChunkCounts",
     "ChunkRecord",
     "ChunkStatus",
@@ -21,6 +22,7 @@ __all__ = [
     "PlanProgress",
     "PlanRecord",
     "PlanStatus",
+    "SchemaChangeNote",
     "SchemaChangeRecord",
     "StreamState",
     "StreamTable",
@@ -139,6 +141,19 @@ class PlanProgress(ChunkCounts):
         return self.total > 0 and self.done == self.total
 
 
+class BatchProgress(TypedDict):
+    """A committed micro-batch as the stream records it (the keyword arguments of
+    ``MetadataStore.record_stream_progress``): its end position, the lag there, its id, its
+    rows and how long it took."""
+
+    committed: BinlogPosition
+    lag_seconds: float | None
+    lag_bytes: int | None
+    batch_id: int
+    rows: int
+    batch_seconds: NotRequired[float | None]
+
+
 @dataclass(frozen=True, slots=True)
 class StreamState:
     """What the long-running stream last recorded: where it committed, how far behind it is,
@@ -200,6 +215,16 @@ class StreamTable:
     @property
     def dropped(self) -> bool:
         return self.dropped_position is not None
+
+
+class SchemaChangeNote(TypedDict):
+    """What the stream did about a DDL statement, as it records it (the keyword arguments
+    of ``MetadataStore.record_schema_change``; read back as :class:`SchemaChangeRecord`)."""
+
+    kind: str
+    decision: str
+    statement: NotRequired[str | None]
+    detail: NotRequired[str | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,14 @@ again: each write is keyed by (stream, table, position, kind) and overwrites, ne
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.engine import upsert, with_retry
-from airflow_cdc.metadata.records import SchemaChangeRecord
+from airflow_cdc.metadata.records import SchemaChangeNote, SchemaChangeRecord
 from airflow_cdc.metadata.schema import schema_changes as t_changes
 from airflow_cdc.metadata.schema import stream_tables as t_tables
 from airflow_cdc.model import BinlogPosition, TableId
@@ -45,11 +47,7 @@ def record_change(
     stream_id: str,
     table: TableId,
     position: BinlogPosition,
-    *,
-    kind: str,
-    decision: str,
-    statement: str | None = None,
-    detail: str | None = None,
+    **note: Unpack[SchemaChangeNote],
 ) -> None:
     """Record what ``stream_id`` did about a DDL statement of ``table`` at ``position``;
     the same (table, position, kind) recorded again (a replayed batch) replaces its row."""
@@ -59,12 +57,12 @@ def record_change(
         "stream_id": stream_id,
         "table_name": codec.table_to_text(table),
         "position": codec.encode_position(position),
-        "kind": kind,
+        "kind": note["kind"],
     }
     values = {
-        "decision": decision,
-        "statement": cut_statement(statement),
-        "detail": detail,
+        "decision": note["decision"],
+        "statement": cut_statement(note.get("statement")),
+        "detail": note.get("detail"),
         "recorded_at": codec.to_db_time(codec.utc_now()),
     }
 
