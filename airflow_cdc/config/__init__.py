@@ -11,7 +11,7 @@ sink (``sink``), the stream (``stream``), verify (``verify``), the job files (``
 
 from __future__ import annotations
 
-from airflow_cdc.config.fields import JobFile, from_fields, setting_types
+from airflow_cdc.config.fields import JobFile, check_positive, from_fields, setting_types
 from airflow_cdc.config.jobs import ChunkJobSpec, StreamJobSpec
 from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS, ChunkingConfig, ReadConfig
@@ -42,6 +42,7 @@ __all__ = [
     "StreamBounds",
     "StreamJobSpec",
     "VerifySettings",
+    "check_positive",
     "from_fields",
     "setting_types",
 ]

@@ -1,8 +1,10 @@
-"""Configs to and from their fields: the job files' JSON form."""
+"""Configs to and from their fields: the job files' JSON form; and the checks fields share
+(:func:`check_positive`)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Iterable, Mapping
@@ -12,7 +14,7 @@ from typing import Any, Self, TypeVar, cast, get_origin, get_type_hints
 
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["JobFile", "from_fields", "setting_types"]
+__all__ = ["JobFile", "check_positive", "from_fields", "setting_types"]
 
 T = TypeVar("T")
 
@@ -49,6 +51,13 @@ class JobFile:
         except FileNotFoundError as exc:
             raise ConfigurationError(f"job file {path} does not exist") from exc
         return cls.from_json(data)
+
+
+def check_positive(name: str, value: float, *, what: str = "number") -> None:
+    """Refuse ``value`` of the setting ``name`` unless it is a finite number above 0 (a
+    :class:`ConfigurationError` saying it must be a positive ``what``)."""
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(f"{name} must be a positive {what}, got {value!r}")
 
 
 def setting_types(kind: type, given: Iterable[str], *, what: str, fix: str) -> dict[str, Any]:

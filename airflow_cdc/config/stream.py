@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from airflow_cdc.config.fields import check_positive
 from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS
 from airflow_cdc.errors import ConfigurationError
 
@@ -70,9 +70,7 @@ class StreamBounds:
 
     def __post_init__(self) -> None:
         for name in ("trigger_seconds", "gtid_record_seconds"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
+            check_positive(name, getattr(self, name))
         for name in (
             "max_batch_bytes",
             "min_slice_bytes",
@@ -109,10 +107,7 @@ class DiscoveryConfig:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.discover_seconds) or self.discover_seconds <= 0:
-            raise ConfigurationError(
-                f"discover_seconds must be a positive number, got {self.discover_seconds!r}"
-            )
+        check_positive("discover_seconds", self.discover_seconds)
         if self.chunk_rows < 1:
             raise ConfigurationError(f"chunk_rows must be positive, got {self.chunk_rows}")
 

@@ -12,23 +12,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
+
+from airflow_cdc.hooks._base import CdcHook
 
 __all__ = ["CdcLakeHook"]
 
 
-class CdcLakeHook(BaseHook):
+class CdcLakeHook(CdcHook):
     """Reads the lake connection into storage options (``{}`` when it is not defined)."""
 
-    conn_name_attr: ClassVar[str] = "conn_id"
     default_conn_name: ClassVar[str] = "cdc_lake"
     conn_type: ClassVar[str] = "aws"
     hook_name: ClassVar[str] = "CDC lake (S3, ABFS, GCS)"
-
-    def __init__(self, conn_id: str = default_conn_name) -> None:
-        super().__init__()
-        self.conn_id = conn_id
 
     def get_conn(self) -> dict[str, str]:
         return self.storage_options()

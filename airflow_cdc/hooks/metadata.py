@@ -12,10 +12,10 @@ import os
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlencode
 
-from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.hooks._base import CdcHook
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -69,7 +69,7 @@ def url_from_parts(
     return url.render_as_string(hide_password=False)
 
 
-class CdcMetadataHook(BaseHook):
+class CdcMetadataHook(CdcHook):
     """Gives the metadata DB URL.
 
     The connection is written as the SQLAlchemy URL itself, e.g.
@@ -79,14 +79,9 @@ class CdcMetadataHook(BaseHook):
     Without the connection the default is ``sqlite:///$AIRFLOW_HOME/cdc_metadata.db``.
     """
 
-    conn_name_attr: ClassVar[str] = "conn_id"
     default_conn_name: ClassVar[str] = "cdc_metadata"
     conn_type: ClassVar[str] = "cdc_metadata"
     hook_name: ClassVar[str] = "CDC metadata DB (SQLAlchemy URL)"
-
-    def __init__(self, conn_id: str = default_conn_name) -> None:
-        super().__init__()
-        self.conn_id = conn_id
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:

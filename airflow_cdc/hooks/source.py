@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.hooks._base import CdcHook
 
 if TYPE_CHECKING:
     # Imported when the task runs, not at every DAG parse.
@@ -21,21 +21,16 @@ __all__ = ["CdcSourceHook"]
 SOURCE_CONN_TYPES = frozenset({"cdc_mysql", "mysql", "mariadb", "mysql+pymysql"})
 
 
-class CdcSourceHook(BaseHook):
+class CdcSourceHook(CdcHook):
     """Reads the MySQL/MariaDB connection: host, port, login, password.
 
     Optional extras: ``connect_timeout`` (seconds) and ``server_id_base`` (binlog readers
     take server ids from this base; it must not collide with real replicas).
     """
 
-    conn_name_attr: ClassVar[str] = "conn_id"
     default_conn_name: ClassVar[str] = "cdc_source"
     conn_type: ClassVar[str] = "cdc_mysql"
     hook_name: ClassVar[str] = "CDC source (MySQL/MariaDB)"
-
-    def __init__(self, conn_id: str = default_conn_name) -> None:
-        super().__init__()
-        self.conn_id = conn_id
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:

@@ -10,8 +10,9 @@ The names below load their module on first use: a worker that only decodes posit
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from airflow_cdc import lazy_exports
 
 if TYPE_CHECKING:
     from airflow_cdc.metadata.engine import CONNECTION_ID, mask_url
@@ -41,6 +42,7 @@ _HOMES = {
     "MAX_ERROR_CHARS": "store",
     "MetadataStore": "store",
 }
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "CONNECTION_ID",
@@ -56,9 +58,3 @@ __all__ = [
     "TableProgress",
     "mask_url",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -81,24 +81,19 @@ def subtract(piece: ChunkRange, taken: ChunkRange, compare: Compare) -> list[Chu
     if _le(piece.hi, taken.lo, compare) or _le(taken.hi, piece.lo, compare):
         return [piece]  # disjoint
     parts: list[ChunkRange] = []
-    if taken.lo is not None:  # left part [piece.lo, taken.lo) if piece.lo < taken.lo
-        if piece.lo is None:
-            parts.append(ChunkRange(None, taken.lo))
-        else:
-            order = compare(piece.lo, taken.lo)
-            if order is None:
-                return []
-            if order < 0:
-                parts.append(ChunkRange(piece.lo, taken.lo))
-    if taken.hi is not None:  # right part [taken.hi, piece.hi) if taken.hi < piece.hi
-        if piece.hi is None:
-            parts.append(ChunkRange(taken.hi, None))
-        else:
-            order = compare(taken.hi, piece.hi)
-            if order is None:
-                return []
-            if order < 0:
-                parts.append(ChunkRange(taken.hi, piece.hi))
+    # The left part [piece.lo, taken.lo) and the right part [taken.hi, piece.hi), each
+    # where ``taken`` has that end and the part is not empty.
+    for lo, hi, bounded in (
+        (piece.lo, taken.lo, taken.lo is not None),
+        (taken.hi, piece.hi, taken.hi is not None),
+    ):
+        if not bounded:
+            continue
+        order = -1 if lo is None or hi is None else compare(lo, hi)
+        if order is None:
+            return []
+        if order < 0:
+            parts.append(ChunkRange(lo, hi))
     return parts
 
 

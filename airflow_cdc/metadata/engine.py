@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +39,7 @@ __all__ = [
     "metadata_error",
     "missing_row",
     "normalize_url",
+    "upsert",
     "with_retry",
 ]
 
@@ -237,3 +238,22 @@ def with_retry(engine: Engine, work: Callable[[Connection], T], *, write: bool, 
             )
             raise metadata_error(what, engine.url, error, hint) from None
     raise AssertionError("unreachable")
+
+
+def upsert(
+    connection: Connection,
+    table: sa.Table,
+    key: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    new_row: Mapping[str, Any] | None = None,
+) -> None:
+    """Set ``values`` in ``table``'s row whose columns hold ``key``; where there is none,
+    insert it from ``key``, ``values`` and ``new_row`` (the columns only a new row sets)."""
+    updated = connection.execute(
+        sa.update(table)
+        .where(*(table.c[name] == value for name, value in key.items()))
+        .values(values)
+    ).rowcount
+    if not updated:
+        connection.execute(sa.insert(table).values(**key, **values, **(new_row or {})))

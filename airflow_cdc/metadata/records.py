@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NotRequired, TypedDict
 
 from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId, TableSchema
 
 __all__ = [
+    "BatchProgress",
+    "ChunkCounts",
     "ChunkRecord",
     "ChunkStatus",
     "FinishedChunk",
@@ -20,6 +22,7 @@ __all__ = [
     "PlanProgress",
     "PlanRecord",
     "PlanStatus",
+    "SchemaChangeNote",
     "SchemaChangeRecord",
     "StreamState",
     "StreamTable",
@@ -107,10 +110,9 @@ class PlanRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class TableProgress:
-    """Chunk counts and rows of one table of a plan."""
+class ChunkCounts:
+    """Chunk counts by status, and rows done and estimated: a table's or a whole plan's."""
 
-    table: TableId
     total: int
     done: int
     failed: int
@@ -121,22 +123,35 @@ class TableProgress:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanProgress:
+class TableProgress(ChunkCounts):
+    """Chunk counts and rows of one table of a plan."""
+
+    table: TableId
+
+
+@dataclass(frozen=True, slots=True)
+class PlanProgress(ChunkCounts):
     """Chunk counts and rows of a whole plan, with a per-table breakdown."""
 
     plan_id: int
-    total: int
-    done: int
-    failed: int
-    running: int
-    pending: int
-    rows_done: int
-    rows_estimated: int
     tables: tuple[TableProgress, ...] = ()
 
     @property
     def complete(self) -> bool:
         return self.total > 0 and self.done == self.total
+
+
+class BatchProgress(TypedDict):
+    """A committed micro-batch as the stream records it (the keyword arguments of
+    ``MetadataStore.record_stream_progress``): its end position, the lag there, its id, its
+    rows and how long it took."""
+
+    committed: BinlogPosition
+    lag_seconds: float | None
+    lag_bytes: int | None
+    batch_id: int
+    rows: int
+    batch_seconds: NotRequired[float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +215,16 @@ class StreamTable:
     @property
     def dropped(self) -> bool:
         return self.dropped_position is not None
+
+
+class SchemaChangeNote(TypedDict):
+    """What the stream did about a DDL statement, as it records it (the keyword arguments
+    of ``MetadataStore.record_schema_change``; read back as :class:`SchemaChangeRecord`)."""
+
+    kind: str
+    decision: str
+    statement: NotRequired[str | None]
+    detail: NotRequired[str | None]
 
 
 @dataclass(frozen=True, slots=True)

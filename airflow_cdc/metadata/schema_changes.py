@@ -9,12 +9,14 @@ again: each write is keyed by (stream, table, position, kind) and overwrites, ne
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from airflow_cdc.metadata import codec
-from airflow_cdc.metadata.engine import with_retry
-from airflow_cdc.metadata.records import SchemaChangeRecord
+from airflow_cdc.metadata.engine import upsert, with_retry
+from airflow_cdc.metadata.records import SchemaChangeNote, SchemaChangeRecord
 from airflow_cdc.metadata.schema import schema_changes as t_changes
 from airflow_cdc.metadata.schema import stream_tables as t_tables
 from airflow_cdc.model import BinlogPosition, TableId
@@ -45,11 +47,7 @@ def record_change(
     stream_id: str,
     table: TableId,
     position: BinlogPosition,
-    *,
-    kind: str,
-    decision: str,
-    statement: str | None = None,
-    detail: str | None = None,
+    **note: Unpack[SchemaChangeNote],
 ) -> None:
     """Record what ``stream_id`` did about a DDL statement of ``table`` at ``position``;
     the same (table, position, kind) recorded again (a replayed batch) replaces its row."""
@@ -59,23 +57,17 @@ def record_change(
         "stream_id": stream_id,
         "table_name": codec.table_to_text(table),
         "position": codec.encode_position(position),
-        "kind": kind,
+        "kind": note["kind"],
     }
     values = {
-        "decision": decision,
-        "statement": cut_statement(statement),
-        "detail": detail,
+        "decision": note["decision"],
+        "statement": cut_statement(note.get("statement")),
+        "detail": note.get("detail"),
         "recorded_at": codec.to_db_time(codec.utc_now()),
     }
 
     def write(connection: Connection) -> None:
-        updated = connection.execute(
-            sa.update(t_changes)
-            .where(*(t_changes.c[name] == value for name, value in key.items()))
-            .values(values)
-        ).rowcount
-        if not updated:
-            connection.execute(sa.insert(t_changes).values(**key, **values))
+        upsert(connection, t_changes, key, values)
 
     with_retry(engine, write, write=True, what="recording a schema change in")
 
@@ -119,20 +111,9 @@ def mark_dropped(
     values = {"dropped_position": codec.encode_position(position), "dropped_reason": reason}
 
     def write(connection: Connection) -> None:
-        updated = connection.execute(
-            sa.update(t_tables)
-            .where(t_tables.c.stream_id == stream_id, t_tables.c.table_name == name)
-            .values(values)
-        ).rowcount
-        if not updated:
-            connection.execute(
-                sa.insert(t_tables).values(
-                    stream_id=stream_id,
-                    table_name=name,
-                    requested_at=codec.to_db_time(codec.utc_now()),
-                    **values,
-                )
-            )
+        key = {"stream_id": stream_id, "table_name": name}
+        now = codec.to_db_time(codec.utc_now())
+        upsert(connection, t_tables, key, values, new_row={"requested_at": now})
 
     with_retry(engine, write, write=True, what="recording a dropped table in")
 

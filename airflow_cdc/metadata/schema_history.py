@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from airflow_cdc.metadata import codec
-from airflow_cdc.metadata.engine import with_retry
+from airflow_cdc.metadata.engine import upsert, with_retry
 from airflow_cdc.metadata.schema import schema_history as t_history
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 
@@ -55,13 +55,7 @@ def write_schema(connection: Connection, position: BinlogPosition, schema: Table
         "table_schema": text,
         "recorded_at": codec.to_db_time(codec.utc_now()),
     }
-    updated = connection.execute(
-        sa.update(t_history)
-        .where(*(t_history.c[name] == value for name, value in key.items()))
-        .values(values)
-    ).rowcount
-    if not updated:
-        connection.execute(sa.insert(t_history).values(**key, **values))
+    upsert(connection, t_history, key, values)
 
 
 def record_schema(engine: Engine, position: BinlogPosition, schema: TableSchema) -> None:

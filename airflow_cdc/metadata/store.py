@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy.engine import Engine
 
@@ -28,11 +28,13 @@ from airflow_cdc.metadata.chunks import MAX_ERROR_CHARS, truncate_error
 from airflow_cdc.metadata.marker_floor import MarkerFloor
 from airflow_cdc.metadata.migrate import open_engine
 from airflow_cdc.metadata.records import (
+    BatchProgress,
     ChunkRecord,
     FinishedChunk,
     FullSnapshot,
     PlanProgress,
     PlanRecord,
+    SchemaChangeNote,
     SchemaChangeRecord,
     StreamState,
     StreamTable,
@@ -314,24 +316,11 @@ class MetadataStore:
         stream_id: str,
         table: TableId,
         position: BinlogPosition,
-        *,
-        kind: str,
-        decision: str,
-        statement: str | None = None,
-        detail: str | None = None,
+        **note: Unpack[SchemaChangeNote],
     ) -> None:
         """Record what the stream did about a DDL statement of ``table`` at ``position``
         (``statement`` cut to 4000 characters); recorded again, it replaces its row."""
-        _schema_changes.record_change(
-            self._engine,
-            stream_id,
-            table,
-            position,
-            kind=kind,
-            decision=decision,
-            statement=statement,
-            detail=detail,
-        )
+        _schema_changes.record_change(self._engine, stream_id, table, position, **note)
 
     def schema_changes(
         self, stream_id: str, table: TableId | None = None, *, limit: int | None = None
@@ -369,16 +358,7 @@ class MetadataStore:
         return _position_marks.marker_floors(self._engine, stream_id, tables, retention, now)
 
     def record_stream_progress(
-        self,
-        stream_id: str,
-        *,
-        committed: BinlogPosition,
-        lag_seconds: float | None,
-        lag_bytes: int | None,
-        batch_id: int,
-        rows: int,
-        owner: str | None = None,
-        batch_seconds: float | None = None,
+        self, stream_id: str, *, owner: str | None = None, **progress: Unpack[BatchProgress]
     ) -> StreamState:
         """Record a committed micro-batch (position, lag, heartbeat = now, batch id, rows,
         its duration).
@@ -386,14 +366,4 @@ class MetadataStore:
         With ``owner`` the write is fenced: ``StreamLeaseError`` if the lease is someone
         else's. A replayed ``batch_id`` (equal to the last one) is not counted twice.
         """
-        return _stream.record_progress(
-            self._engine,
-            stream_id,
-            committed=committed,
-            lag_seconds=lag_seconds,
-            lag_bytes=lag_bytes,
-            batch_id=batch_id,
-            rows=rows,
-            owner=owner,
-            batch_seconds=batch_seconds,
-        )
+        return _stream.record_progress(self._engine, stream_id, owner=owner, **progress)

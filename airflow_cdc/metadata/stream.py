@@ -22,18 +22,18 @@ import datetime as dt
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from airflow_cdc.errors import MetadataError, StreamLeaseError
 from airflow_cdc.metadata import codec
-from airflow_cdc.metadata.engine import CONNECTION_ID, with_retry
-from airflow_cdc.metadata.records import StreamState
+from airflow_cdc.metadata.engine import CONNECTION_ID, upsert, with_retry
+from airflow_cdc.metadata.records import BatchProgress, StreamState
 from airflow_cdc.metadata.schema import stream_lease_lock as t_lock
 from airflow_cdc.metadata.schema import stream_state as t_stream
-from airflow_cdc.model import BinlogPosition, TableId
+from airflow_cdc.model import TableId
 
 __all__ = [
     "acquire_lease",
@@ -102,7 +102,7 @@ def put_state(engine: Engine, state: StreamState) -> None:
     }
 
     def write(connection: Connection) -> None:
-        _upsert(connection, state.stream_id, values)
+        upsert(connection, t_stream, {"stream_id": state.stream_id}, values)
 
     with_retry(engine, write, write=True, what="writing the stream state to")
 
@@ -154,7 +154,7 @@ def acquire_lease(
         }
         if own is None or own.owner != owner or not own.lease_live(now):
             values["lease_acquired_at"] = codec.to_db_time(now)
-        _upsert(connection, stream_id, values)
+        upsert(connection, t_stream, {"stream_id": stream_id}, values)
 
     with_retry(engine, write, write=True, what="taking the stream lease in")
     state = read_state(engine, stream_id)
@@ -209,16 +209,7 @@ def release_lease(engine: Engine, stream_id: str, owner: str) -> bool:
 
 
 def record_progress(
-    engine: Engine,
-    stream_id: str,
-    *,
-    committed: BinlogPosition,
-    lag_seconds: float | None,
-    lag_bytes: int | None,
-    batch_id: int,
-    rows: int,
-    owner: str | None = None,
-    batch_seconds: float | None = None,
+    engine: Engine, stream_id: str, *, owner: str | None = None, **progress: Unpack[BatchProgress]
 ) -> StreamState:
     """Record a committed micro-batch: position, lag, heartbeat (now), batch id, rows and
     how long it took.
@@ -227,6 +218,7 @@ def record_progress(
     replayed batch). With ``owner``, the write is fenced: it raises
     :class:`StreamLeaseError` if the lease now belongs to someone else.
     """
+    rows, batch_id = progress["rows"], progress["batch_id"]
     if rows < 0:
         raise ValueError(f"rows must not be negative, got {rows}")
 
@@ -248,13 +240,13 @@ def record_progress(
             sa.update(t_stream)
             .where(t_stream.c.stream_id == stream_id)
             .values(
-                committed_position=codec.encode_position(committed),
-                lag_seconds=lag_seconds,
-                lag_bytes=lag_bytes,
+                committed_position=codec.encode_position(progress["committed"]),
+                lag_seconds=progress["lag_seconds"],
+                lag_bytes=progress["lag_bytes"],
                 heartbeat_at=codec.to_db_time(now),
                 last_batch_id=batch_id,
                 last_batch_rows=rows,
-                last_batch_seconds=batch_seconds,
+                last_batch_seconds=progress.get("batch_seconds"),
                 rows_total=t_stream.c.rows_total + (0 if replay else rows),
             )
         )
@@ -284,14 +276,6 @@ def _row(connection: Connection, stream_id: str, *, for_update: bool = False) ->
     if for_update:
         query = query.with_for_update()  # SQLite: left out (BEGIN IMMEDIATE serializes)
     return connection.execute(query).mappings().first()
-
-
-def _upsert(connection: Connection, stream_id: str, values: dict[str, Any]) -> None:
-    updated = connection.execute(
-        sa.update(t_stream).where(t_stream.c.stream_id == stream_id).values(values)
-    ).rowcount
-    if not updated:
-        connection.execute(sa.insert(t_stream).values(stream_id=stream_id, **values))
 
 
 def _record(row: RowMapping) -> StreamState:

@@ -10,8 +10,9 @@ submodule (``staging``, ``delta_files``) do not import delta-rs, pandas and frie
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from airflow_cdc import lazy_exports
 
 if TYPE_CHECKING:
     from airflow_cdc.sinks.base import ApplyResult, Sink, check_column_names, live_rows_sql
@@ -36,6 +37,7 @@ _HOMES = {
     "live_rows_sql": "base",
     "DeltaSink": "delta",
 }
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "BUCKET_COLUMN",
@@ -49,9 +51,3 @@ __all__ = [
     "check_column_names",
     "live_rows_sql",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

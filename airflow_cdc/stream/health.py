@@ -16,13 +16,12 @@ watchdog fails naming the stream, its lag and where it stands.
 from __future__ import annotations
 
 import datetime as dt
-import math
 from dataclasses import dataclass
 
 import pymysql
 
-from airflow_cdc.config import SourceConfig
-from airflow_cdc.errors import CdcError, ConfigurationError, first_line
+from airflow_cdc.config import SourceConfig, check_positive
+from airflow_cdc.errors import CdcError, first_line
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import StreamState
 from airflow_cdc.model import BinlogPosition, ServerEpoch
@@ -45,10 +44,7 @@ class WatchdogLimits:
     require_running: bool = True
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.max_lag_seconds) or self.max_lag_seconds <= 0:
-            raise ConfigurationError(
-                f"max_lag_seconds must be a positive number of seconds, got {self.max_lag_seconds!r}"
-            )
+        check_positive("max_lag_seconds", self.max_lag_seconds, what="number of seconds")
 
 
 @dataclass(frozen=True)

@@ -65,23 +65,30 @@ class LakeVersion:
         """The rows at or before ``cut`` in the level-``level`` prefixes ``within``: key
         text -> (fingerprint, key); and the keys newer than ``cut`` there."""
         where, params = self._where(level, within)
-        keys = ", ".join(_quoted(k) for k in self.schema.key)
-        found = self._db.execute(
-            f"SELECT {duckdb_key_text(self.schema)}, {duckdb_row_hash(self.schema)}, {keys} "  # noqa: S608 - quoted names, values as parameters
-            f"FROM lake WHERE {where} AND NOT {_DELETED} AND {_POSITION} <= ?::DECIMAL(38, 0)",
-            [*params, str(cut.encode())],
-        ).fetchall()
+        found = self._keyed_rows(where, params, cut, newer=False)
         listed = {str(text): (int(h), tuple(values)) for text, h, *values in found}
         return listed, self._newer(where, params, cut)
 
     def _newer(self, where: str, params: list[Any], cut: BinlogPosition) -> list[tuple[Key, str]]:
+        found = self._keyed_rows(where, params, cut, newer=True)
+        return [(tuple(values), str(text)) for text, *values in found]
+
+    def _keyed_rows(
+        self, where: str, params: list[Any], cut: BinlogPosition, *, newer: bool
+    ) -> list[Any]:
+        """Per row matching ``where``: its key text, its row hash, then its key's values; the
+        live rows at or before ``cut``, or (``newer``, without the hash) every row after it."""
         keys = ", ".join(_quoted(k) for k in self.schema.key)
-        found = self._db.execute(
-            f"SELECT {duckdb_key_text(self.schema)}, {keys} FROM lake "  # noqa: S608 - quoted names, values as parameters
-            f"WHERE {where} AND {_POSITION} > ?::DECIMAL(38, 0)",
+        if newer:
+            columns, at = keys, f"{_POSITION} > ?::DECIMAL(38, 0)"
+        else:
+            columns = f"{duckdb_row_hash(self.schema)}, {keys}"
+            at = f"NOT {_DELETED} AND {_POSITION} <= ?::DECIMAL(38, 0)"
+        return self._db.execute(
+            f"SELECT {duckdb_key_text(self.schema)}, {columns} FROM lake "  # noqa: S608 - quoted names, values as parameters
+            f"WHERE {where} AND {at}",
             [*params, str(cut.encode())],
         ).fetchall()
-        return [(tuple(values), str(text)) for text, *values in found]
 
     def _prefix(self, level: int) -> str:
         """A row's prefix at ``level`` (level 0: one, the table: no digest computed)."""

@@ -55,24 +55,25 @@ def _table(schema: TableSchema) -> str:
 def _next(conn: DbConnection, schema: TableSchema, key: Key | None) -> Key | None:
     """The source's first key after ``key`` (a key it has; None: its first key), or None
     at the end."""
-    where, params = range_condition(schema.key, ChunkRange(key, None))
     skip = 0 if key is None else 1  # ``key`` itself comes first
-    row = fetch_one(
-        conn,
-        f"SELECT {key_list(schema.key)} FROM {_table(schema)} WHERE {where} "  # noqa: S608 - quoted names, values as parameters
-        f"ORDER BY {order_by(schema.key)} LIMIT 1 OFFSET {skip}",
-        params,
-    )
-    return None if row is None else tuple(row)
+    return _first(conn, schema, ChunkRange(key, None), descending=False, skip=skip)
 
 
 def _before(conn: DbConnection, schema: TableSchema, key: Key) -> Key | None:
     """The source's last key before ``key``, or None when there is none."""
-    where, params = range_condition(schema.key, ChunkRange(None, key))
+    return _first(conn, schema, ChunkRange(None, key), descending=True, skip=0)
+
+
+def _first(
+    conn: DbConnection, schema: TableSchema, within: ChunkRange, *, descending: bool, skip: int
+) -> Key | None:
+    """The source's first key of ``within`` in its key order (last with ``descending``),
+    past ``skip`` keys; None when there is none."""
+    where, params = range_condition(schema.key, within)
     row = fetch_one(
         conn,
         f"SELECT {key_list(schema.key)} FROM {_table(schema)} WHERE {where} "  # noqa: S608 - quoted names, values as parameters
-        f"ORDER BY {order_by(schema.key, descending=True)} LIMIT 1",
+        f"ORDER BY {order_by(schema.key, descending=descending)} LIMIT 1 OFFSET {skip}",
         params,
     )
     return None if row is None else tuple(row)

@@ -411,7 +411,7 @@ def _conn_ids_used() -> set[str]:
 
     found: set[str] = set()
     for path in (REPO / "airflow_cdc" / "hooks").glob("*.py"):
-        found |= set(re.findall(r'default_conn_name[^=]*=\s*"(\w+)"', path.read_text()))
+        found |= set(re.findall(r'default_conn_name[^=\n]*=\s*"(\w+)"', path.read_text()))
     for path in (REPO / "airflow_cdc" / "operators").glob("*.py"):
         found |= set(re.findall(r'_conn_id:\s*str\s*=\s*"(\w+)"', path.read_text()))
     for path in (REPO / "dags").glob("*.py"):

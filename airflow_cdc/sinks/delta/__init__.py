@@ -18,8 +18,9 @@ this package and nothing under it; the modules below are the write protocol's pa
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from airflow_cdc import lazy_exports
 
 if TYPE_CHECKING:
     from airflow_cdc.sinks.delta.sink import DeltaSink
@@ -27,11 +28,6 @@ if TYPE_CHECKING:
 
 #: Loaded on first use: a worker unpickling a light part (``files``) needs no delta-rs.
 _HOMES = {"DeltaSink": "sink", "UpkeepResult": "upkeep", "UpkeepSettings": "upkeep"}
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = ["DeltaSink", "UpkeepResult", "UpkeepSettings"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
