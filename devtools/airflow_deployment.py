@@ -79,20 +79,29 @@ class ApiError(RuntimeError):
 
 @dataclass
 class AirflowDeployment:
-    """``start()`` migrates the DB and starts the servers; ``stop()`` kills their groups."""
+    """``start()`` migrates the DB (unless ``migrated``: a copy of a migrated one) and
+    starts the servers; ``stop()`` kills their groups."""
 
     env: dict[str, str]
     log_dir: Path
     port: int = field(default_factory=free_port)
+    migrated: bool = False
     _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     _token: str | None = field(default=None, repr=False)
 
     @classmethod
     def create(
-        cls, base_env: Mapping[str, str], airflow_db_url: str, log_dir: Path, **kwargs: Any
+        cls,
+        base_env: Mapping[str, str],
+        airflow_db_url: str,
+        log_dir: Path,
+        *,
+        migrated: bool = False,
+        **kwargs: Any,
     ) -> AirflowDeployment:
         port = free_port()
-        return cls(deployment_env(base_env, airflow_db_url, port, **kwargs), log_dir, port)
+        env = deployment_env(base_env, airflow_db_url, port, **kwargs)
+        return cls(env, log_dir, port, migrated)
 
     @property
     def url(self) -> str:
@@ -102,17 +111,8 @@ class AirflowDeployment:
 
     def start(self, timeout: float = 120.0) -> AirflowDeployment:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_dir / "db-migrate.log", "ab") as log:
-            migrated = subprocess.run(
-                [_bin("airflow"), "db", "migrate"],
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-        if migrated.returncode != 0:
-            raise RuntimeError(f"airflow db migrate failed:\n{self.log_tails()}")
+        if not self.migrated:
+            self.migrate()
         for name in SERVERS:
             with open(self.log_dir / f"{name}.log", "ab") as log:
                 self._processes[name] = subprocess.Popen(
@@ -126,6 +126,22 @@ class AirflowDeployment:
                 )
         self.wait_until(self._healthy, timeout, "the api-server to answer")
         return self
+
+    def migrate(self) -> None:
+        """``airflow db migrate`` of this deployment's DB."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / "db-migrate.log", "ab") as log:
+            done = subprocess.run(
+                [_bin("airflow"), "db", "migrate"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        if done.returncode != 0:
+            raise RuntimeError(f"airflow db migrate failed:\n{self.log_tails()}")
+        self.migrated = True
 
     def _healthy(self) -> bool:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from typing import Any
 
 from devtools.local_mariadb import LocalMariaDB
 
-__all__ = ["airflow_env", "dags_test", "migrate"]
+__all__ = ["airflow_env", "base_env", "dags_test", "migrate", "migrated_template"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,10 +26,9 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def airflow_env(
-    home: Path, server: LocalMariaDB, metadata_url: str, *, extra: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Environment for the Airflow CLI: private home, the repo's dags/, connections."""
+def base_env(home: Path) -> dict[str, str]:
+    """This process's environment without its Airflow settings, plus a private home, the
+    repo's dags/ and no examples: what :func:`airflow_env` starts from (no connection)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(
         {
@@ -36,6 +36,18 @@ def airflow_env(
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        }
+    )
+    return env
+
+
+def airflow_env(
+    home: Path, server: LocalMariaDB, metadata_url: str, *, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Environment for the Airflow CLI: private home, the repo's dags/, connections."""
+    env = base_env(home)
+    env.update(
+        {
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW_CONN_CDC_SOURCE": server.url(),
             "AIRFLOW_CONN_CDC_METADATA": metadata_url,
@@ -47,10 +59,28 @@ def airflow_env(
     return env
 
 
-def migrate(env: Mapping[str, str]) -> None:
+def migrate(env: Mapping[str, str], *, template: Path | None = None) -> None:
+    """``airflow db migrate`` for the SQLite DB in ``env``'s AIRFLOW_HOME; with ``template``
+    (an ``airflow.db`` that :func:`migrated_template` made), a copy of it instead: the
+    same migrated DB without starting Airflow again (~5 s of CPU, ~14 s on a busy
+    2-core machine)."""
+    if template is not None:
+        home = Path(env["AIRFLOW_HOME"])
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template, home / "airflow.db")
+        return
     subprocess.run(
         [_bin("airflow"), "db", "migrate"], env=dict(env), check=True, capture_output=True
     )
+
+
+def migrated_template(home: Path) -> Path:
+    """``airflow db migrate`` once in ``home`` (with :func:`base_env`: a test's own
+    settings and connections do not reach a migrated DB); returns its ``airflow.db`` for
+    ``migrate(env, template=...)``. The DB holds no path of ``home`` (only the schema,
+    the default pool and the log templates), so a copy serves any AIRFLOW_HOME."""
+    migrate(base_env(home))
+    return home / "airflow.db"
 
 
 def dags_test(

@@ -19,7 +19,7 @@ from typing import Any
 
 import pymysql
 
-__all__ = ["LocalMariaDB", "free_port"]
+__all__ = ["LocalMariaDB", "free_port", "install_data_dir"]
 
 CDC_USER = "cdc"
 CDC_GRANTS = "SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, BINLOG MONITOR"
@@ -40,6 +40,9 @@ class LocalMariaDB:
     root_password: str = "root-secret"
     cdc_password: str = "cdc-secret"
     extra_args: tuple[str, ...] = ()
+    #: A data folder that :func:`install_data_dir` made: a fresh start copies it instead of
+    #: running ``mariadb-install-db`` (~6 s, mostly waiting on the disk; the copy ~1 s).
+    installed: Path | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -83,18 +86,10 @@ class LocalMariaDB:
 
     def _install(self) -> None:
         (self.base_dir / "binlog").mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db",
-                "--no-defaults",
-                f"--datadir={self.data_dir}",
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        if self.installed is not None:
+            shutil.copytree(self.installed, self.data_dir)
+        else:
+            install_data_dir(self.data_dir)
 
     def start(self, timeout: float = 60.0) -> LocalMariaDB:
         if self._process is not None and self._process.poll() is None:
@@ -219,6 +214,25 @@ class LocalMariaDB:
     @staticmethod
     def available() -> bool:
         return shutil.which("mariadbd") is not None or os.path.exists("/usr/sbin/mariadbd")
+
+
+def install_data_dir(data_dir: Path) -> Path:
+    """``mariadb-install-db`` into ``data_dir``: the system tables, no user but root (no
+    password yet), never started; returns ``data_dir``. It holds nothing of a server's
+    own (port, server id, binlog, users): a copy can be any server's first data folder."""
+    subprocess.run(
+        [
+            shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={data_dir}",
+            "--user=root",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return data_dir
 
 
 def replicate(replica: LocalMariaDB, primary: LocalMariaDB) -> None:

@@ -262,12 +262,15 @@ class LocalPostgres:
             connect_timeout=5,
         )
 
-    def create_database(self, name: str, *, drop: bool = True) -> str:
-        """An empty database ``name`` (dropped first if it exists); returns its URL."""
-        if not _DATABASE_NAME.match(name):
-            raise ValueError(f"not a plain lower-case database name: {name!r}")
+    def create_database(self, name: str, *, drop: bool = True, template: str | None = None) -> str:
+        """An empty database ``name`` (dropped first if it exists), or with ``template`` a
+        copy of that database (which must have no open connection); returns its URL."""
+        for each in (name, template or name):
+            if not _DATABASE_NAME.match(each):
+                raise ValueError(f"not a plain lower-case database name: {each!r}")
         with contextlib.closing(self.connect()) as connection:
             if drop:
                 connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            connection.execute(f'CREATE DATABASE "{name}"')
+            copy = f' TEMPLATE "{template}"' if template else ""
+            connection.execute(f'CREATE DATABASE "{name}"{copy}')
         return self.url(name)

@@ -1,5 +1,6 @@
 """Shared fixtures: a real MariaDB and PostgreSQL server for the session, an S3 server
-(SeaweedFS) and a Spark standalone cluster for the tests that ask for them, temp folders."""
+(SeaweedFS) and a Spark standalone cluster for the tests that ask for them, Airflow
+metadata DBs migrated once a session (each test copies one), temp folders."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.airflow_deployment import AirflowDeployment
+from devtools.airflow_env import base_env, migrated_template
 from devtools.local_mariadb import LocalMariaDB
 from devtools.local_postgres import LocalPostgres
 from devtools.local_seaweedfs import LocalSeaweedFS
@@ -71,6 +74,34 @@ def spark_cluster() -> Iterator[LocalSparkCluster]:
 
     with started_in_temp_folder("cdc-spark-cluster-", make) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def airflow_db_template() -> Iterator[Path]:
+    """An ``airflow.db`` (SQLite) that ``airflow db migrate`` made once a session: a test
+    running ``airflow dags test`` copies it into its own AIRFLOW_HOME
+    (``migrate(env, template=...)``) instead of migrating its own."""
+    folder = Path(tempfile.mkdtemp(prefix="cdc-airflow-template-"))
+    try:
+        yield migrated_template(folder / "airflow")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_postgres_template(postgres: LocalPostgres) -> Iterator[str]:
+    """The name of a PostgreSQL database that ``airflow db migrate`` made once a session: a
+    deployment test's own DB is a copy (``create_database(name, template=...)``), started
+    with ``migrated=True``. Nothing connects to it after the migration, as a template
+    must not be in use."""
+    name = "airflow_template"
+    folder = Path(tempfile.mkdtemp(prefix="cdc-airflow-template-"))
+    try:
+        url = postgres.create_database(name)
+        AirflowDeployment.create(base_env(folder / "airflow"), url, folder / "logs").migrate()
+        yield name
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

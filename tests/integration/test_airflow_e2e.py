@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_dag_snapshots_and_streams_every_table_exactly(
-    mariadb: LocalMariaDB, tmp_path: Path
+    mariadb: LocalMariaDB, airflow_db_template: Path, tmp_path: Path
 ) -> None:
     create_sample_schema(mariadb, "e2e", orders=200_000, customers=100_000)
     tables = ["e2e.orders", "e2e.customers"]
@@ -53,7 +53,7 @@ def test_dag_snapshots_and_streams_every_table_exactly(
         meta,
         extra={"SPARK_CONF_DIR": str(spark_conf), "TMPDIR": str(tmp_path / "tmp")},
     )
-    migrate(env)
+    migrate(env, template=airflow_db_template)
     conf = {
         "tables": tables,
         "sink_path": str(lake),

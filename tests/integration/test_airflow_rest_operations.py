@@ -61,7 +61,11 @@ def _task_state(af: AirflowDeployment, dag_id: str, run_id: str, task_id: str) -
 
 
 def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
-    mariadb: LocalMariaDB, postgres: LocalPostgres, fresh_db: str, tmp_path: Path
+    mariadb: LocalMariaDB,
+    postgres: LocalPostgres,
+    airflow_postgres_template: str,
+    fresh_db: str,
+    tmp_path: Path,
 ) -> None:
     db = fresh_db
     create_tables(mariadb, db, accounts=20_000, items=8_000)  # accounts.id = 10, 20, ...
@@ -82,7 +86,10 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
         },
     )
     deployment = AirflowDeployment.create(
-        base, postgres.create_database("airflow_backfill"), tmp_path / "servers"
+        base,
+        postgres.create_database("airflow_backfill", template=airflow_postgres_template),
+        tmp_path / "servers",
+        migrated=True,
     )
     store = MetadataStore.connect(meta)
     writer = RandomWriter(mariadb, db, seed=5, max_pause=0.05).start()

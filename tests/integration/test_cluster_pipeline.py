@@ -91,6 +91,7 @@ def _named_after_the_uri(roots: list[Path]) -> list[Path]:
 def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
     mariadb: LocalMariaDB,
     postgres: LocalPostgres,
+    airflow_postgres_template: str,
     seaweedfs: LocalSeaweedFS,
     spark_cluster: LocalSparkCluster,
     fresh_db: str,
@@ -131,7 +132,10 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
         },
     )
     deployment = AirflowDeployment.create(
-        base, postgres.create_database("airflow_cluster"), tmp_path / "servers"
+        base,
+        postgres.create_database("airflow_cluster", template=airflow_postgres_template),
+        tmp_path / "servers",
+        migrated=True,
     )
     store = MetadataStore.connect(meta)
     checkpoint = tmp / "airflow-cdc" / "checkpoints" / STREAM

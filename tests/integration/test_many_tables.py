@@ -183,13 +183,13 @@ class _Writer:
 
 
 def test_120_tables_by_pattern_packed_snapshotted_streamed_and_new_ones_join(
-    mariadb: LocalMariaDB, tmp_path: Path
+    mariadb: LocalMariaDB, airflow_db_template: Path, tmp_path: Path
 ) -> None:
     keys = _create(mariadb)
     lake, meta_file = tmp_path / "lake", tmp_path / "meta.db"
     meta = f"sqlite:///{meta_file}"
     env = airflow_env(tmp_path / "airflow", mariadb, meta)
-    migrate(env)
+    migrate(env, template=airflow_db_template)
     conf = {
         "tables": [f"{DB}.*"],
         "exclude_tables": [f"{DB}.skip_me"],

@@ -94,7 +94,7 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float) -> Any:
 
 
 def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_a_stopped_source(
-    server: LocalMariaDB, tmp_path: Path
+    server: LocalMariaDB, airflow_db_template: Path, tmp_path: Path
 ) -> None:
     create_tables(server, DB, accounts=3000, items=2000)
     tables = [f"{DB}.accounts", f"{DB}.items"]
@@ -114,7 +114,7 @@ def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_
             "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
         },
     )
-    migrate(env)
+    migrate(env, template=airflow_db_template)
 
     def watchdog() -> tuple[int, str]:
         done = dags_test(env, {}, dag_id="mysql_cdc_watchdog", timeout=240)

@@ -80,7 +80,7 @@ def plant_drift(mariadb: LocalMariaDB, db: str, lake: Path) -> None:
 
 
 def test_drift_planted_four_ways_is_found_and_repaired_while_the_stream_runs(
-    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+    mariadb: LocalMariaDB, fresh_db: str, airflow_db_template: Path, tmp_path: Path
 ) -> None:
     db = fresh_db
     create_tables(mariadb, db, accounts=6_000, items=2_000)
@@ -111,7 +111,7 @@ def test_drift_planted_four_ways_is_found_and_repaired_while_the_stream_runs(
                 "TMPDIR": str(tmp_path),
             },
         )
-        migrate(env)
+        migrate(env, template=airflow_db_template)
 
         def verify(repair: bool, name: str) -> tuple[int, str]:
             conf = {"tables": tables, "sink_path": str(lake), "repair": repair}

@@ -1,15 +1,33 @@
 """A MariaDB server of the tests' own: started in a temp folder, stopped and its folder
-removed at the end (~0.5 GB a run otherwise), so a run leaves no server behind."""
+removed at the end (~0.5 GB a run otherwise), so a run leaves no server behind.
+
+``mariadb-install-db`` runs once a session (in a temp folder removed at exit): each
+server's data folder starts as a copy of that one."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from devtools.local_mariadb import LocalMariaDB, replicate
+from devtools.local_mariadb import LocalMariaDB, install_data_dir, replicate
 from devtools.temp_folder import started_in_temp_folder
+
+_installed: list[Path] = []
+
+
+def installed_data_dir() -> Path:
+    """The session's installed data folder (made on first use)."""
+    if not _installed:
+        folder = Path(tempfile.mkdtemp(prefix="cdc-mariadb-installed-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _installed.append(install_data_dir(folder / "data"))
+    return _installed[0]
 
 
 @contextmanager
@@ -21,7 +39,8 @@ def own_mariadb(prefix: str, extra_args: tuple[str, ...] = ()) -> Iterator[Local
             "mariadbd not found: run the README's set-up (it installs Debian's mariadb-server)"
         )
     with started_in_temp_folder(
-        prefix, lambda base: LocalMariaDB(base, extra_args=extra_args)
+        prefix,
+        lambda base: LocalMariaDB(base, extra_args=extra_args, installed=installed_data_dir()),
     ) as server:
         yield server
 
