@@ -51,7 +51,6 @@ from airflow_cdc.sinks.base import (
     TableScan,
     TableShape,
     WrittenFile,
-    check_column_names,
 )
 from airflow_cdc.sinks.cdc_columns import (
     CDC_PREFIX,
@@ -62,6 +61,7 @@ from airflow_cdc.sinks.cdc_columns import (
 )
 from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
+from airflow_cdc.sinks.conform import check_source_table, conform_changes
 from airflow_cdc.sinks.last_writer_wins import apply_newer
 from airflow_cdc.sinks.naming import escape_segment
 
@@ -134,7 +134,7 @@ class TableFiles:
     dropped: tuple[str, ...]
 
     def write(self, rows: pa.Table) -> Sequence[WrittenFile]:
-        shaped = _shaped(TableId("?", "?"), rows, self.schema, self.key, self.dropped, True)
+        shaped = conform_changes(TableId("?", "?"), rows, self.schema, self.key, self.dropped)
         folder = Path(self.folder, _FILES)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"part-{uuid.uuid4().hex}.parquet"
@@ -257,8 +257,13 @@ class ParquetDirSink:
         def merge(held: _Table) -> tuple[ApplyResult, _Table | None]:
             nonlocal attempts
             attempts += 1
-            rows = _shaped(
-                table, changes, held.change_schema, held.key, held.dropped, not keys_unique
+            rows = conform_changes(
+                table,
+                changes,
+                held.change_schema,
+                held.key,
+                held.dropped,
+                check_keys=not keys_unique,
             )
             if app is not None and held.apps.get(app[0], -1) >= app[1]:
                 return ApplyResult(rows.num_rows, 0, 0, 0, attempts, held.version, True), None
@@ -490,14 +495,7 @@ def _update(folder: Path, table: TableId, change: Callable[[_Table], tuple[T, _T
 
 
 def _planned(schema: TableSchema, arrow_schema: pa.Schema) -> _Table:
-    table = schema.table
-    check_column_names(table, arrow_schema.names)
-    folded = [name.lower() for name in arrow_schema.names]
-    if len(set(folded)) != len(folded):
-        raise SinkError(f"{table} has columns whose names differ only in case: {folded}")
-    missing = [name for name in schema.key if name not in arrow_schema.names]
-    if not schema.key or missing:
-        raise SinkError(f"key columns {missing or '(none)'} of {table} are not in its schema")
+    check_source_table(schema, arrow_schema)
     fields = [pa.field(f.name, f.type, nullable=True) for f in arrow_schema]
     fields += [pa.field(POSITION_COLUMN, POSITION_TYPE), pa.field(DELETED_COLUMN, pa.bool_())]
     return _Table(-1, pa.schema(fields).empty_table(), tuple(schema.key))
@@ -516,39 +514,6 @@ def _check_same(table: TableId, held: _Table, planned: _Table) -> None:
         raise SinkColumnsChangedError(
             f"the sink table of {table} has other columns than the source: {have} != {want}"
         )
-
-
-def _shaped(
-    table: TableId,
-    changes: pa.Table,
-    schema: pa.Schema,
-    key: tuple[str, ...],
-    dropped: tuple[str, ...],
-    check_keys: bool,
-) -> pa.Table:
-    """``changes`` checked and in the table's columns (a dropped one NULL where missing)."""
-    for name in dropped:
-        if name not in changes.column_names:
-            changes = changes.append_column(
-                schema.field(name), pa.nulls(changes.num_rows, schema.field(name).type)
-            )
-    missing = [n for n in schema.names if n not in changes.column_names]
-    extra = [n for n in changes.column_names if n not in schema.names]
-    if missing or extra:
-        raise SinkColumnsChangedError(
-            f"changes for {table} do not match the sink table: missing {missing}, "
-            f"unexpected {extra}"
-        )
-    try:
-        rows = changes.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise SinkError(f"changes for {table} do not fit the sink column types: {exc}") from exc
-    for name in (*key, POSITION_COLUMN, DELETED_COLUMN):
-        if rows.column(name).null_count:
-            raise SinkError(f"changes for {table} hold nulls in {name!r}, which must be set")
-    if check_keys and rows.group_by(list(key)).aggregate([]).num_rows != rows.num_rows:
-        raise SinkError(f"changes for {table} hold several rows for a key")
-    return rows
 
 
 def _app(app_id: str | None, app_version: int | None) -> tuple[str, int] | None:

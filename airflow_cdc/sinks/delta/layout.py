@@ -25,7 +25,6 @@ from deltalake.schema import Schema as DeltaSchema
 
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError, TableEvolvingError
 from airflow_cdc.model import TableId, TableSchema
-from airflow_cdc.sinks.base import check_column_names
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     CDC_PREFIX,
@@ -33,6 +32,7 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_COLUMN,
     POSITION_TYPE,
 )
+from airflow_cdc.sinks.conform import check_source_table
 from airflow_cdc.sinks.delta.buckets import check_bucket_width
 from airflow_cdc.sinks.naming import quote_column
 
@@ -150,13 +150,7 @@ def planned_table(
     applies only when the first key column is an integer; other tables keep every row in
     bucket 0."""
     table = schema.table
-    check_column_names(table, arrow_schema.names)
-    folded = [name.lower() for name in arrow_schema.names]
-    if len(set(folded)) != len(folded):
-        raise SinkError(f"{table} has columns whose names differ only in case: {folded}")
-    missing = [name for name in schema.key if name not in arrow_schema.names]
-    if not schema.key or missing:
-        raise SinkError(f"key columns {missing or '(none)'} of {table} are not in its schema")
+    check_source_table(schema, arrow_schema)
     first = schema.key_columns[0]
     width = bucket_width if first.is_integer else None
     if bucket_width is not None and width is None:

@@ -1,0 +1,86 @@
+"""What every sink refuses, whatever its format: a source table it cannot hold, and a batch
+that does not fit its table's columns.
+
+A second format calls these as Delta does (``sinks.delta.layout``, ``sinks.delta.changes``),
+so the two refuse the same input with the same errors.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_cdc.errors import SinkColumnsChangedError, SinkError
+from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.sinks.base import check_column_names
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN
+
+__all__ = ["check_source_table", "conform_changes"]
+
+
+def check_source_table(schema: TableSchema, arrow_schema: pa.Schema) -> None:
+    """Refuse a source table whose columns a sink table cannot hold: reserved names, names
+    that differ only in case (Spark and Iceberg fold them), a key not among its columns."""
+    table = schema.table
+    check_column_names(table, arrow_schema.names)
+    folded = [name.lower() for name in arrow_schema.names]
+    if len(set(folded)) != len(folded):
+        raise SinkError(f"{table} has columns whose names differ only in case: {folded}")
+    missing = [name for name in schema.key if name not in arrow_schema.names]
+    if not schema.key or missing:
+        raise SinkError(f"key columns {missing or '(none)'} of {table} are not in its schema")
+
+
+def conform_changes(
+    table: TableId,
+    changes: pa.Table,
+    target: pa.Schema,
+    key: tuple[str, ...],
+    dropped: tuple[str, ...] = (),
+    *,
+    check_keys: bool = True,
+) -> pa.Table:
+    """``changes`` in the table's columns ``target`` (its order and types; a column in
+    ``dropped``, kept after the source dropped it, NULL where the batch lacks it).
+    :class:`SinkColumnsChangedError` when the columns are others; :class:`SinkError` when
+    a value does not fit its type, a key, position or marker flag is NULL, or (with
+    ``check_keys``) a key has several rows."""
+    names = set(changes.column_names)
+    if len(names) != changes.num_columns:
+        raise SinkError(f"changes for {table} repeat a column name: {changes.column_names}")
+    for name in dropped:
+        if name not in names:
+            changes = changes.append_column(
+                target.field(name), pa.nulls(changes.num_rows, target.field(name).type)
+            )
+            names.add(name)
+    missing = [n for n in target.names if n not in names]
+    extra = [n for n in changes.column_names if n not in target.names]
+    if missing or extra:
+        raise SinkColumnsChangedError(
+            f"changes for {table} do not match the sink table: missing {missing}, "
+            f"unexpected {extra} (a sink computes its own columns, such as {BUCKET_COLUMN})"
+        )
+    try:
+        rows = changes.select(target.names).cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SinkError(f"changes for {table} do not fit the sink column types: {exc}") from exc
+    for name in (*key, POSITION_COLUMN, DELETED_COLUMN):
+        if rows.column(name).null_count:
+            raise SinkError(f"changes for {table} hold nulls in {name!r}, which must be set")
+    if check_keys and rows.num_rows:
+        _reject_duplicate_keys(table, key, rows)
+    return rows
+
+
+def _reject_duplicate_keys(table: TableId, key: tuple[str, ...], rows: pa.Table) -> None:
+    keys = rows.select(list(key))
+    if keys.group_by(list(key)).aggregate([]).num_rows == rows.num_rows:
+        return
+    counts = keys.group_by(list(key)).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1)).slice(0, 1).to_pylist()[0]
+    raise SinkError(
+        f"changes for {table} hold several rows for the key "
+        f"{tuple(dup[k] for k in key)!r} ({dup['count_all']} rows): reduce each batch to the "
+        "newest row per key (greatest _cdc_position) before applying it"
+    )
