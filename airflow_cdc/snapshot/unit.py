@@ -27,15 +27,9 @@ from airflow_cdc.planning.partitions import partition_count
 from airflow_cdc.runner import Runner, local_runner, spread
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
+from airflow_cdc.snapshot.chunk_task import ChunkFailure, ChunkOutcome, ChunkTask, failure_reason
 from airflow_cdc.snapshot.driver_share import with_driver_share
-from airflow_cdc.snapshot.job import (
-    ChunkFailure,
-    ChunkOutcome,
-    ChunkTask,
-    failure_reason,
-    snapshot_chunk,
-    snapshot_chunks_quietly,
-)
+from airflow_cdc.snapshot.job import snapshot_chunk, snapshot_chunks_quietly
 from airflow_cdc.snapshot.replacement import take_new_generations
 
 __all__ = ["UnitOutcome", "run_chunk", "run_unit"]
