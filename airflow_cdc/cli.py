@@ -42,16 +42,16 @@ def status_report(url: str) -> dict[str, Any]:
     """The status as plain data (``--json`` prints it as is)."""
     store = MetadataStore.connect(url, migrate=False)
     report: dict[str, Any] = {"plan": None, "tables": [], "failed_chunks": [], "streams": []}
-    plan = store.latest_plan()
+    plan = store.plans.latest()
     if plan is not None:
         report.update(_plan_report(store, plan))
     report["unfinished_plans"] = [
         {"plan_id": plan_id, "label": label, **_chunk_counts(store, plan_id)}
-        for plan_id, label in store.unfinished_plans()
+        for plan_id, label in store.plans.unfinished()
         if plan is None or plan_id != plan.plan_id
     ]
     now = dt.datetime.now(dt.UTC)
-    report["streams"] = [_stream_report(store, state, now) for state in store.stream_states()]
+    report["streams"] = [_stream_report(store, state, now) for state in store.streams.states()]
     report["verifications"] = [
         {
             "table": str(v.table),
@@ -71,13 +71,13 @@ def status_report(url: str) -> dict[str, Any]:
 
 
 def _chunk_counts(store: MetadataStore, plan_id: int) -> dict[str, int]:
-    progress = store.progress(plan_id)
+    progress = store.plans.progress(plan_id)
     return {"chunks_done": progress.done, "chunks_total": progress.total}
 
 
 def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
     """The plan, its tables' progress and its failed chunks (first line of each error)."""
-    progress = store.progress(plan.plan_id)
+    progress = store.plans.progress(plan.plan_id)
     return {
         "plan": {
             "plan_id": plan.plan_id,
@@ -103,7 +103,7 @@ def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
                 "attempts": c.attempts,
                 "error": (c.error or "").splitlines()[0] if c.error else "",
             }
-            for c in store.chunks(plan.plan_id)
+            for c in store.chunks.of_plan(plan.plan_id)
             if c.status == "failed"
         ],
     }
@@ -127,9 +127,11 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
         "owner": state.owner,
     }
     entry.update(_tables_report(store, state.stream_id))
-    entries = store.stream_tables(state.stream_id)
+    entries = store.stream_tables.read(state.stream_id)
     waiting = [e.table for e in entries if not e.joined and not e.dropped]
-    entry["warnings"] = table_warnings(entries, {t: store.full_snapshot(t) for t in waiting})
+    entry["warnings"] = table_warnings(
+        entries, {t: store.watermarks.full_snapshot(t) for t in waiting}
+    )
     entry["schema_changes"] = [
         {
             "table": str(change.table),
@@ -138,7 +140,7 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
             "decision": change.decision,
             "detail": change.detail,
         }
-        for change in store.schema_changes(state.stream_id, limit=SCHEMA_CHANGES_SHOWN)
+        for change in store.schema_changes.read(state.stream_id, limit=SCHEMA_CHANGES_SHOWN)
     ]
     return entry
 
@@ -147,7 +149,7 @@ def _tables_report(store: MetadataStore, stream_id: str) -> dict[str, Any]:
     """The stream's tables: joined, waiting (asked for, their full snapshot not done) and
     dropped in the source (no longer read)."""
     report: dict[str, Any] = {"joined_tables": [], "waiting_tables": [], "dropped_tables": []}
-    for table in store.stream_tables(stream_id):
+    for table in store.stream_tables.read(stream_id):
         if table.dropped:
             report["dropped_tables"].append(
                 {

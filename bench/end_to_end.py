@@ -216,7 +216,7 @@ class _StreamWatch:
                     if store is None:
                         # No migration: the plan task creates the schema, as in a user's run.
                         store = MetadataStore.connect(self.url, migrate=False)
-                    state = store.stream_state(STREAM_ID)
+                    state = store.streams.state(STREAM_ID)
                 except Exception:  # tables not created yet
                     continue
                 self.polls += 1
@@ -375,11 +375,11 @@ def measure_end_to_end(
                 raise RuntimeError(f"run {run_id} {run['state']}:\n{af.log_tails()}")
 
         with MetadataStore.connect(meta_url, migrate=False) as store:
-            plan = store.latest_plan()
+            plan = store.plans.latest()
             assert plan is not None
-            chunks = store.chunks(plan.plan_id)
-            stream_state = store.stream_state(STREAM_ID)
-            joined = [str(e.table) for e in store.stream_tables(STREAM_ID) if e.joined]
+            chunks = store.chunks.of_plan(plan.plan_id)
+            stream_state = store.streams.state(STREAM_ID)
+            joined = [str(e.table) for e in store.stream_tables.read(STREAM_ID) if e.joined]
 
     live_rows = DeltaSink(str(lake)).read_live(TABLE, columns=["id"]).num_rows
     logs = {
@@ -480,7 +480,7 @@ def _figures(
                     "spark_context_init": _s(marks["spark_context"], marks["context_ready"]),
                     # SparkSession creation, metadata DB connect, chunk marked running
                     "session_init_to_job_start": _s(marks["context_ready"], started_at),
-                    # low WM, reads, high WM, correction, Delta merge, finish_chunk
+                    # low WM, reads, high WM, correction, Delta merge, chunks.finish
                     "job": _s(started_at, finished_at),
                     "read": None if record is None else _round(record.read_seconds),
                     "correct": None if record is None else _round(record.correct_seconds),

@@ -101,7 +101,7 @@ def _first_batch_after(store: Any, since: dt.datetime, timeout: float) -> dt.dat
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            state = store.stream_state(STREAM_ID)
+            state = store.streams.state(STREAM_ID)
         except Exception as exc:  # a passing outage: poll again
             print(f"[many_tables] reading the stream state: {exc!r}", file=sys.stderr)
             state = None
@@ -273,7 +273,7 @@ def measure_latency(
         conn.close()
 
     def caught_up() -> bool:
-        state = store.stream_state(STREAM_ID)
+        state = store.streams.state(STREAM_ID)
         return state is not None and state.lag_bytes == 0
 
     writer_started, written_until = write_for(write, stop, seconds, caught_up, 120)

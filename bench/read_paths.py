@@ -131,7 +131,7 @@ def chunk_job(server: LocalMariaDB, cfg: SourceConfig, rows: int, workdir: Path)
         ChunkingConfig(chunk_rows=rows * 2),
     )
     conn.close()
-    (chunk,) = MetadataStore.connect(meta).create_plan("bench", plans).chunks
+    (chunk,) = MetadataStore.connect(meta).plans.create("bench", plans).chunks
     spec = ChunkJobSpec(
         (chunk.chunk_id,),
         cfg,

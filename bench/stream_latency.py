@@ -36,7 +36,7 @@ def measure_latency(
         server, [f"{DB}.t"], meta, lake, workdir / "ckpt", mode="continuous", stream_id="bench"
     )
     store = MetadataStore.connect(meta)
-    before = store.stream_state("bench")
+    before = store.streams.state("bench")
     done_before = before.last_batch_id if before is not None else None
     job = spark_submit_stream(spec, workdir)
     first_id = 50_000_000
@@ -46,7 +46,7 @@ def measure_latency(
     )
     deadline = time.time() + 180
     while time.time() < deadline:  # steady state: the new run has committed a batch
-        state = store.stream_state("bench")
+        state = store.streams.state("bench")
         batch = None if state is None else state.last_batch_id
         if batch is not None and (done_before is None or batch > done_before):
             break
@@ -73,7 +73,7 @@ def measure_latency(
         conn.close()
 
     def caught_up() -> bool:
-        state = store.stream_state("bench")
+        state = store.streams.state("bench")
         return state is not None and state.committed_position is not None and state.lag_bytes == 0
 
     writer_started, written_until = write_for(write, stop, seconds, caught_up, 60)

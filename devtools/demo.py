@@ -140,13 +140,13 @@ def report(server: LocalMariaDB, lake: str, metadata_url: str, options: Mapping[
     from airflow_cdc.metadata import MetadataStore
 
     store = MetadataStore.connect(metadata_url)
-    plan = store.latest_plan()
+    plan = store.plans.latest()
     if plan is not None:
-        progress = store.progress(plan.plan_id)
+        progress = store.plans.progress(plan.plan_id)
         print(
             f"snapshot plan {plan.plan_id}: {progress.done}/{progress.total} chunks done, {progress.rows_done:,} rows"
         )
-    for state in store.stream_states():
+    for state in store.streams.states():
         print(
             f"stream {state.stream_id}: committed up to {state.committed_position}, "
             f"lag {state.lag_bytes} bytes, last heartbeat {state.heartbeat_at}"

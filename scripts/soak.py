@@ -161,7 +161,7 @@ class Soak:
         store = MetadataStore.connect(self.meta)
         deadline = time.monotonic() + timeout
         while (
-            state := store.stream_state(self.spec("continuous").stream_id)
+            state := store.streams.state(self.spec("continuous").stream_id)
         ) is None or state.committed_position is None:
             if time.monotonic() > deadline:
                 raise RuntimeError("the stream committed no batch")
@@ -224,7 +224,7 @@ class Soak:
             roles = {role: size >> 20 for role, size in tree_pss(self.stream.pid).items()}
             if sum(roles.values()) > self.peak_pss_mb:
                 self.peak_pss_mb, self.peak_pss_mb_by_role = sum(roles.values()), roles
-            state = store.stream_state(stream_id)
+            state = store.streams.state(stream_id)
             committed = None if state is None else state.committed_position
             if committed is not None and committed >= target:
                 return (

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from airflow_cdc import lazy_exports
 
 if TYPE_CHECKING:
+    from airflow_cdc.metadata.chunks import MAX_ERROR_CHARS, Chunks
     from airflow_cdc.metadata.engine import CONNECTION_ID, mask_url
+    from airflow_cdc.metadata.plans import Plans
     from airflow_cdc.metadata.records import (
         ChunkRecord,
         ChunkStatus,
@@ -26,7 +28,14 @@ if TYPE_CHECKING:
         StreamTable,
         TableProgress,
     )
-    from airflow_cdc.metadata.store import MAX_ERROR_CHARS, MetadataStore
+    from airflow_cdc.metadata.schema_changes import SchemaChanges
+    from airflow_cdc.metadata.schema_history import SchemaHistory
+    from airflow_cdc.metadata.servers import SourceServers
+    from airflow_cdc.metadata.store import MetadataStore
+    from airflow_cdc.metadata.stream import Streams
+    from airflow_cdc.metadata.stream_tables import StreamTables
+    from airflow_cdc.metadata.verifications import Verifications
+    from airflow_cdc.metadata.watermarks import Watermarks
 
 _HOMES = {
     "CONNECTION_ID": "engine",
@@ -39,8 +48,17 @@ _HOMES = {
     "StreamState": "records",
     "StreamTable": "records",
     "TableProgress": "records",
-    "MAX_ERROR_CHARS": "store",
+    "MAX_ERROR_CHARS": "chunks",
     "MetadataStore": "store",
+    "Plans": "plans",
+    "Chunks": "chunks",
+    "Watermarks": "watermarks",
+    "Streams": "stream",
+    "StreamTables": "stream_tables",
+    "SchemaChanges": "schema_changes",
+    "SchemaHistory": "schema_history",
+    "SourceServers": "servers",
+    "Verifications": "verifications",
 }
 __getattr__ = lazy_exports(__name__, _HOMES)
 
@@ -49,12 +67,21 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "ChunkRecord",
     "ChunkStatus",
+    "Chunks",
     "MetadataStore",
     "PlanProgress",
     "PlanRecord",
     "PlanStatus",
+    "Plans",
+    "SchemaChanges",
+    "SchemaHistory",
+    "SourceServers",
     "StreamState",
     "StreamTable",
+    "StreamTables",
+    "Streams",
     "TableProgress",
+    "Verifications",
+    "Watermarks",
     "mask_url",
 ]

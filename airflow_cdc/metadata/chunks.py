@@ -1,9 +1,11 @@
-"""Chunk rows: reading them back as records and moving them through their statuses.
+"""Chunk rows (``MetadataStore.chunks``): reading them back as records and moving them
+through their statuses.
 
-A chunk goes ``pending`` -> ``running`` (:func:`start_chunks`) -> ``done``
-(:func:`finish_chunks`) or ``failed`` (:func:`fail_chunk`); any status may be restarted.
-Each call is one transaction; the chunk writes of one plan are serialized by a lock on the
-plan's row (:func:`_lock_plan_of`), so the plan's own status follows its chunks.
+A chunk goes ``pending`` -> ``running`` (:meth:`Chunks.start_many`) -> ``done``
+(:meth:`Chunks.finish_many`) or ``failed`` (:meth:`Chunks.fail`); any status may be
+restarted. Each call is one transaction; the chunk writes of one plan are serialized by a
+lock on the plan's row (:func:`_lock_plan_of`), so the plan's own status follows its
+chunks.
 """
 
 from __future__ import annotations
@@ -22,18 +24,9 @@ from airflow_cdc.metadata.schema import chunks as t_chunks
 from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.metadata.schema import plans as t_plans
 from airflow_cdc.metadata.schema_history import write_schema
-from airflow_cdc.model import ChunkRange
+from airflow_cdc.model import BinlogPosition, ChunkRange
 
-__all__ = [
-    "MAX_ERROR_CHARS",
-    "fail_chunk",
-    "finish_chunks",
-    "one_chunk",
-    "read_chunk",
-    "select_chunks",
-    "start_chunks",
-    "truncate_error",
-]
+__all__ = ["MAX_ERROR_CHARS", "Chunks", "one_chunk", "select_chunks", "truncate_error"]
 
 #: Longest error text kept per chunk. Tracebacks put the cause last, so the tail is kept.
 MAX_ERROR_CHARS = 4000
@@ -49,60 +42,109 @@ _CHUNK_JOIN = t_chunks.join(
 )
 
 
-def read_chunk(engine: Engine, chunk_id: int) -> ChunkRecord:
-    def read(connection: Connection) -> ChunkRecord:
-        return one_chunk(connection, chunk_id)
+class Chunks:
+    """The metadata DB's chunks and their statuses (``MetadataStore.chunks``)."""
 
-    return with_retry(engine, read, write=False, what="reading a chunk from")
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
+    def get(self, chunk_id: int) -> ChunkRecord:
+        """The chunk with ``chunk_id``."""
 
-def start_chunks(engine: Engine, chunk_ids: Sequence[int]) -> list[int]:
-    """Mark each chunk running with one more attempt, clearing the previous attempt's
-    results, in one transaction; their attempt numbers in the same order."""
-    now = codec.to_db_time(codec.utc_now())
+        def read(connection: Connection) -> ChunkRecord:
+            return one_chunk(connection, chunk_id)
 
-    def write(connection: Connection) -> list[int]:
-        return [_start_one(connection, chunk_id, now) for chunk_id in chunk_ids]
+        return with_retry(self._engine, read, write=False, what="reading a chunk from")
 
-    what = "starting a chunk in" if len(chunk_ids) == 1 else "starting chunks in"
-    return with_retry(engine, write, write=True, what=what)
+    def of_plan(self, plan_id: int) -> tuple[ChunkRecord, ...]:
+        """The plan's chunks in plan order (tables as planned, then chunk number)."""
 
+        def read(connection: Connection) -> tuple[ChunkRecord, ...]:
+            plan = sa.select(t_plans.c.plan_id).where(t_plans.c.plan_id == plan_id)
+            if connection.execute(plan).first() is None:
+                raise missing_row("plan", plan_id)
+            return tuple(select_chunks(connection, t_chunks.c.plan_id == plan_id))
 
-def finish_chunks(engine: Engine, finished: Sequence[FinishedChunk]) -> None:
-    """Mark each chunk done with its watermarks, in one transaction; a plan whose chunks
-    are then all done is marked done too. The columns a chunk read with go into the
-    schema history at its high watermark."""
-    for chunk in finished:
-        if chunk.high < chunk.low:
-            raise ValueError(f"high watermark {chunk.high} lies before low watermark {chunk.low}")
-        if chunk.rows < 0:
-            raise ValueError(f"row count must not be negative, got {chunk.rows}")
-    now = codec.to_db_time(codec.utc_now())
+        return with_retry(self._engine, read, write=False, what="reading a plan from")
 
-    def write(connection: Connection) -> None:
-        for chunk in finished:
-            _finish_one(connection, chunk, now)
-            if chunk.schema is not None:
-                write_schema(connection, chunk.high, chunk.schema)
+    def start(self, chunk_id: int) -> int:
+        """Mark the chunk running and count an attempt; returns the attempt number (1, 2, ...).
 
-    what = "finishing a chunk in" if len(finished) == 1 else "finishing chunks in"
-    with_retry(engine, write, write=True, what=what)
+        Any status may be restarted: a cleared Airflow task re-runs a done or failed chunk.
+        The previous attempt's results are cleared so a running chunk never shows stale
+        watermarks.
+        """
+        return self.start_many([chunk_id])[0]
 
+    def start_many(self, chunk_ids: Sequence[int]) -> list[int]:
+        """:meth:`start` of each chunk, in one transaction (a work unit's chunks); their
+        attempt numbers in the same order."""
+        now = codec.to_db_time(codec.utc_now())
 
-def fail_chunk(engine: Engine, chunk_id: int, error: str) -> None:
-    """Mark the chunk failed with the error text (cut by :func:`truncate_error`)."""
-    text = truncate_error(error)
-    now = codec.to_db_time(codec.utc_now())
+        def write(connection: Connection) -> list[int]:
+            return [_start_one(connection, chunk_id, now) for chunk_id in chunk_ids]
 
-    def write(connection: Connection) -> None:
-        _require_started(one_chunk(connection, chunk_id), "fail")
-        connection.execute(
-            sa.update(t_chunks)
-            .where(t_chunks.c.chunk_id == chunk_id)
-            .values(status="failed", finished_at=now, error=text)
+        what = "starting a chunk in" if len(chunk_ids) == 1 else "starting chunks in"
+        return with_retry(self._engine, write, write=True, what=what)
+
+    def finish(
+        self,
+        chunk_id: int,
+        *,
+        low: BinlogPosition,
+        high: BinlogPosition,
+        rows: int,
+        read_seconds: float | None = None,
+        correct_seconds: float | None = None,
+        write_seconds: float | None = None,
+    ) -> None:
+        """Mark the chunk done with its watermarks: the sink holds the range as of ``high``.
+
+        Call only after the sink write has committed; the stream trusts ``high``. The last
+        call wins when two attempts overlap, which is safe because either attempt's
+        ``high`` describes data the sink holds.
+        """
+        self.finish_many(
+            [FinishedChunk(chunk_id, low, high, rows, read_seconds, correct_seconds, write_seconds)]
         )
 
-    with_retry(engine, write, write=True, what="failing a chunk in")
+    def finish_many(self, finished: Sequence[FinishedChunk]) -> None:
+        """:meth:`finish` of each, in one transaction (a work unit's chunks); a plan whose
+        chunks are then all done is marked done too. The columns a chunk read with go into
+        the schema history at its high watermark."""
+        for chunk in finished:
+            if chunk.high < chunk.low:
+                raise ValueError(
+                    f"high watermark {chunk.high} lies before low watermark {chunk.low}"
+                )
+            if chunk.rows < 0:
+                raise ValueError(f"row count must not be negative, got {chunk.rows}")
+        now = codec.to_db_time(codec.utc_now())
+
+        def write(connection: Connection) -> None:
+            for chunk in finished:
+                _finish_one(connection, chunk, now)
+                if chunk.schema is not None:
+                    write_schema(connection, chunk.high, chunk.schema)
+
+        what = "finishing a chunk in" if len(finished) == 1 else "finishing chunks in"
+        with_retry(self._engine, write, write=True, what=what)
+
+    def fail(self, chunk_id: int, error: str) -> None:
+        """Mark the chunk failed with the error text (cut to :data:`MAX_ERROR_CHARS` by
+        :func:`truncate_error`)."""
+        text = truncate_error(error)
+        now = codec.to_db_time(codec.utc_now())
+
+        def write(connection: Connection) -> None:
+            _require_started(one_chunk(connection, chunk_id), "fail")
+            connection.execute(
+                sa.update(t_chunks)
+                .where(t_chunks.c.chunk_id == chunk_id)
+                .values(status="failed", finished_at=now, error=text)
+            )
+
+        with_retry(self._engine, write, write=True, what="failing a chunk in")
 
 
 def truncate_error(error: str) -> str:

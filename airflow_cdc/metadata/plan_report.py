@@ -132,6 +132,6 @@ class PlanLook:
 
 def look_at_plan(store: MetadataStore, plan_id: int, now: dt.datetime) -> PlanLook:
     """Read plan ``plan_id``'s progress and chunks from ``store`` and report them."""
-    progress = store.progress(plan_id)
-    records = store.chunks(plan_id)
+    progress = store.plans.progress(plan_id)
+    records = store.chunks.of_plan(plan_id)
     return PlanLook(progress, plan_report(plan_id, progress, records, now))

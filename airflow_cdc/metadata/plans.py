@@ -1,4 +1,5 @@
-"""Plan rows: recording a plan with its tables and chunks, reading it back, its progress."""
+"""Plan rows (``MetadataStore.plans``): recording a plan with its tables and chunks, reading
+it back, its progress."""
 
 from __future__ import annotations
 
@@ -24,108 +25,122 @@ from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.metadata.schema import plans as t_plans
 from airflow_cdc.model import TableId, TablePlan
 
-__all__ = ["create_plan", "latest_plan_id", "read_label", "read_plan", "read_progress"]
+__all__ = ["Plans"]
 
 
-def create_plan(
-    engine: Engine,
-    label: str,
-    plans: Sequence[TablePlan],
-    estimated_rows_per_chunk: Mapping[TableId, Sequence[int]] | None,
-) -> int:
-    """Record a plan, its tables and all its chunks (``pending``) in one transaction; the
-    new plan's id."""
-    if not plans:
-        raise ValueError("a plan needs at least one table")
-    seen = [plan.table for plan in plans]
-    if len(set(seen)) != len(seen):
-        raise ValueError(f"a table appears twice in the plan: {seen}")
-    per_chunk = {
-        plan.table: _chunk_estimates(plan, (estimated_rows_per_chunk or {}).get(plan.table))
-        for plan in plans
-    }
-    now = codec.to_db_time(codec.utc_now())
+class Plans:
+    """The metadata DB's chunk plans (``MetadataStore.plans``)."""
 
-    def write(connection: Connection) -> int:
-        plan_id = _insert_plan(connection, label, now)
-        _insert_plan_tables(connection, plan_id, plans)
-        _insert_chunks(connection, plan_id, plans, per_chunk)
-        return plan_id
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
-    return with_retry(engine, write, write=True, what="recording a plan in")
+    def create(
+        self,
+        label: str,
+        plans: Sequence[TablePlan],
+        estimated_rows_per_chunk: Mapping[TableId, Sequence[int]] | None = None,
+    ) -> PlanRecord:
+        """Record a plan, its tables and all its chunks (status ``pending``) in one
+        transaction; the new plan as read back.
 
+        ``label`` says where the plan comes from (the Airflow run id). A chunk's estimated
+        rows come from ``estimated_rows_per_chunk[table]`` when given (one number per range),
+        else the table's estimate is spread evenly over its chunks.
+        """
+        if not plans:
+            raise ValueError("a plan needs at least one table")
+        seen = [plan.table for plan in plans]
+        if len(set(seen)) != len(seen):
+            raise ValueError(f"a table appears twice in the plan: {seen}")
+        per_chunk = {
+            plan.table: _chunk_estimates(plan, (estimated_rows_per_chunk or {}).get(plan.table))
+            for plan in plans
+        }
+        now = codec.to_db_time(codec.utc_now())
 
-def read_plan(engine: Engine, plan_id: int) -> PlanRecord:
-    def read(connection: Connection) -> PlanRecord:
-        row = (
-            connection.execute(sa.select(t_plans).where(t_plans.c.plan_id == plan_id))
-            .mappings()
-            .first()
-        )
-        if row is None:
-            raise missing_row("plan", plan_id)
-        return _plan_record(row, select_chunks(connection, t_chunks.c.plan_id == plan_id))
+        def write(connection: Connection) -> int:
+            plan_id = _insert_plan(connection, label, now)
+            _insert_plan_tables(connection, plan_id, plans)
+            _insert_chunks(connection, plan_id, plans, per_chunk)
+            return plan_id
 
-    return with_retry(engine, read, write=False, what="reading a plan from")
+        return self.get(with_retry(self._engine, write, write=True, what="recording a plan in"))
 
+    def get(self, plan_id: int) -> PlanRecord:
+        """The plan with its chunks in plan order (tables as planned, then chunk number)."""
 
-def latest_plan_id(engine: Engine) -> int | None:
-    def read(connection: Connection) -> int | None:
-        value = connection.execute(sa.select(sa.func.max(t_plans.c.plan_id))).scalar()
-        return None if value is None else int(value)
-
-    return with_retry(engine, read, write=False, what="reading plans from")
-
-
-def unfinished_plans(engine: Engine) -> list[tuple[int, str]]:
-    """Id and label of every plan whose chunks are not all done, oldest first."""
-
-    def read(connection: Connection) -> list[tuple[int, str]]:
-        query = sa.select(t_plans.c.plan_id, t_plans.c.label).where(t_plans.c.status != "done")
-        return [(int(row[0]), str(row[1])) for row in connection.execute(query)]
-
-    return sorted(with_retry(engine, read, write=False, what="reading plans from"))
-
-
-def read_label(engine: Engine, plan_id: int) -> str:
-    def read(connection: Connection) -> str:
-        label = connection.execute(
-            sa.select(t_plans.c.label).where(t_plans.c.plan_id == plan_id)
-        ).scalar()
-        if label is None:
-            raise missing_row("plan", plan_id)
-        return str(label)
-
-    return with_retry(engine, read, write=False, what="reading a plan from")
-
-
-def read_progress(engine: Engine, plan_id: int) -> PlanProgress:
-    """Chunk counts by status and rows, for the plan and per table (in plan order)."""
-
-    def read(connection: Connection) -> list[RowMapping]:
-        if (
-            connection.execute(
-                sa.select(t_plans.c.plan_id).where(t_plans.c.plan_id == plan_id)
-            ).first()
-            is None
-        ):
-            raise missing_row("plan", plan_id)
-        query = (
-            sa.select(
-                t_chunks.c.table_name,
-                t_chunks.c.status,
-                sa.func.count().label("chunks"),
-                sa.func.coalesce(sa.func.sum(t_chunks.c.rows), 0).label("rows"),
-                sa.func.coalesce(sa.func.sum(t_chunks.c.estimated_rows), 0).label("estimated"),
-                sa.func.min(t_chunks.c.chunk_id).label("first_chunk"),
+        def read(connection: Connection) -> PlanRecord:
+            row = (
+                connection.execute(sa.select(t_plans).where(t_plans.c.plan_id == plan_id))
+                .mappings()
+                .first()
             )
-            .where(t_chunks.c.plan_id == plan_id)
-            .group_by(t_chunks.c.table_name, t_chunks.c.status)
-        )
-        return list(connection.execute(query).mappings())
+            if row is None:
+                raise missing_row("plan", plan_id)
+            return _plan_record(row, select_chunks(connection, t_chunks.c.plan_id == plan_id))
 
-    rows = with_retry(engine, read, write=False, what="reading progress from")
-    return _progress(plan_id, rows)
+        return with_retry(self._engine, read, write=False, what="reading a plan from")
+
+    def latest(self) -> PlanRecord | None:
+        """The most recently created plan, or ``None`` when there is none yet."""
+
+        def read(connection: Connection) -> int | None:
+            value = connection.execute(sa.select(sa.func.max(t_plans.c.plan_id))).scalar()
+            return None if value is None else int(value)
+
+        plan_id = with_retry(self._engine, read, write=False, what="reading plans from")
+        return None if plan_id is None else self.get(plan_id)
+
+    def unfinished(self) -> list[tuple[int, str]]:
+        """Id and label of every plan not done (pending, running or failed chunks), oldest
+        first."""
+
+        def read(connection: Connection) -> list[tuple[int, str]]:
+            query = sa.select(t_plans.c.plan_id, t_plans.c.label).where(t_plans.c.status != "done")
+            return [(int(row[0]), str(row[1])) for row in connection.execute(query)]
+
+        return sorted(with_retry(self._engine, read, write=False, what="reading plans from"))
+
+    def label(self, plan_id: int) -> str:
+        """The plan's label, without reading its chunks."""
+
+        def read(connection: Connection) -> str:
+            label = connection.execute(
+                sa.select(t_plans.c.label).where(t_plans.c.plan_id == plan_id)
+            ).scalar()
+            if label is None:
+                raise missing_row("plan", plan_id)
+            return str(label)
+
+        return with_retry(self._engine, read, write=False, what="reading a plan from")
+
+    def progress(self, plan_id: int) -> PlanProgress:
+        """Chunk counts by status and rows, for the plan and per table (in plan order)."""
+
+        def read(connection: Connection) -> list[RowMapping]:
+            if (
+                connection.execute(
+                    sa.select(t_plans.c.plan_id).where(t_plans.c.plan_id == plan_id)
+                ).first()
+                is None
+            ):
+                raise missing_row("plan", plan_id)
+            query = (
+                sa.select(
+                    t_chunks.c.table_name,
+                    t_chunks.c.status,
+                    sa.func.count().label("chunks"),
+                    sa.func.coalesce(sa.func.sum(t_chunks.c.rows), 0).label("rows"),
+                    sa.func.coalesce(sa.func.sum(t_chunks.c.estimated_rows), 0).label("estimated"),
+                    sa.func.min(t_chunks.c.chunk_id).label("first_chunk"),
+                )
+                .where(t_chunks.c.plan_id == plan_id)
+                .group_by(t_chunks.c.table_name, t_chunks.c.status)
+            )
+            return list(connection.execute(query).mappings())
+
+        rows = with_retry(self._engine, read, write=False, what="reading progress from")
+        return _progress(plan_id, rows)
 
 
 def _insert_plan(connection: Connection, label: str, now: Any) -> int:

@@ -143,7 +143,7 @@ class PlanProgress(ChunkCounts):
 
 class BatchProgress(TypedDict):
     """A committed micro-batch as the stream records it (the keyword arguments of
-    ``MetadataStore.record_stream_progress``): its end position, the lag there, its id, its
+    ``MetadataStore.streams.record_progress``): its end position, the lag there, its id, its
     rows and how long it took."""
 
     committed: BinlogPosition
@@ -219,7 +219,7 @@ class StreamTable:
 
 class SchemaChangeNote(TypedDict):
     """What the stream did about a DDL statement, as it records it (the keyword arguments
-    of ``MetadataStore.record_schema_change``; read back as :class:`SchemaChangeRecord`)."""
+    of ``MetadataStore.schema_changes.record``; read back as :class:`SchemaChangeRecord`)."""
 
     kind: str
     decision: str

@@ -146,7 +146,7 @@ stream_tables = sa.Table(
     sa.Column("joined_position", sa.Text, nullable=True),
     sa.Column("caught_up_from", sa.Text, nullable=True),
     # Revision 0004: the table was dropped (or renamed away) in the source at this position;
-    # the stream no longer reads it until it is asked for again (``request_tables``).
+    # the stream no longer reads it until it is asked for again (``StreamTables.request``).
     sa.Column("dropped_position", sa.Text, nullable=True),
     sa.Column("dropped_reason", sa.Text, nullable=True),
 )

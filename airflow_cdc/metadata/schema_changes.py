@@ -1,5 +1,6 @@
-"""What happened to the tables a stream follows (``cdc_schema_changes``) and which of them
-were dropped (``cdc_stream_tables.dropped_*``).
+"""What happened to the tables a stream follows (``cdc_schema_changes``,
+``MetadataStore.schema_changes``); which of them were dropped is the tables' own row
+(``StreamTables.mark_dropped``).
 
 The stream records a row for each DDL statement of a followed table before it carries out
 its decision, so ``airflow-cdc status`` can say why a replica was truncated, stopped
@@ -18,16 +19,9 @@ from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.engine import upsert, with_retry
 from airflow_cdc.metadata.records import SchemaChangeNote, SchemaChangeRecord
 from airflow_cdc.metadata.schema import schema_changes as t_changes
-from airflow_cdc.metadata.schema import stream_tables as t_tables
 from airflow_cdc.model import BinlogPosition, TableId
 
-__all__ = [
-    "MAX_STATEMENT_CHARS",
-    "cut_statement",
-    "mark_dropped",
-    "read_changes",
-    "record_change",
-]
+__all__ = ["MAX_STATEMENT_CHARS", "SchemaChanges", "cut_statement"]
 
 #: A statement longer than this (a CREATE TABLE of hundreds of columns) is cut: the start
 #: says what it did.
@@ -42,80 +36,67 @@ def cut_statement(statement: str | None) -> str | None:
     return statement[: MAX_STATEMENT_CHARS - len(_CUT_MARK)] + _CUT_MARK
 
 
-def record_change(
-    engine: Engine,
-    stream_id: str,
-    table: TableId,
-    position: BinlogPosition,
-    **note: Unpack[SchemaChangeNote],
-) -> None:
-    """Record what ``stream_id`` did about a DDL statement of ``table`` at ``position``;
-    the same (table, position, kind) recorded again (a replayed batch) replaces its row."""
-    if not stream_id:
-        raise ValueError("stream_id is empty")
-    key = {
-        "stream_id": stream_id,
-        "table_name": codec.table_to_text(table),
-        "position": codec.encode_position(position),
-        "kind": note["kind"],
-    }
-    values = {
-        "decision": note["decision"],
-        "statement": cut_statement(note.get("statement")),
-        "detail": note.get("detail"),
-        "recorded_at": codec.to_db_time(codec.utc_now()),
-    }
+class SchemaChanges:
+    """The schema changes each stream met (``MetadataStore.schema_changes``)."""
 
-    def write(connection: Connection) -> None:
-        upsert(connection, t_changes, key, values)
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
-    with_retry(engine, write, write=True, what="recording a schema change in")
+    def record(
+        self,
+        stream_id: str,
+        table: TableId,
+        position: BinlogPosition,
+        **note: Unpack[SchemaChangeNote],
+    ) -> None:
+        """Record what the stream did about a DDL statement of ``table`` at ``position``
+        (``statement`` cut to :data:`MAX_STATEMENT_CHARS`); the same (table, position,
+        kind) recorded again (a replayed batch) replaces its row."""
+        if not stream_id:
+            raise ValueError("stream_id is empty")
+        key = {
+            "stream_id": stream_id,
+            "table_name": codec.table_to_text(table),
+            "position": codec.encode_position(position),
+            "kind": note["kind"],
+        }
+        values = {
+            "decision": note["decision"],
+            "statement": cut_statement(note.get("statement")),
+            "detail": note.get("detail"),
+            "recorded_at": codec.to_db_time(codec.utc_now()),
+        }
 
+        def write(connection: Connection) -> None:
+            upsert(connection, t_changes, key, values)
 
-def read_changes(
-    engine: Engine, stream_id: str, table: TableId | None = None, *, limit: int | None = None
-) -> list[SchemaChangeRecord]:
-    """The schema changes ``stream_id`` recorded (of ``table`` only, if given) by position,
-    the newest last; with ``limit``, the newest ``limit`` of them.
+        with_retry(self._engine, write, write=True, what="recording a schema change in")
 
-    Positions are stored as text that does not sort in their order, so the rows are ordered
-    here: DDL is rare, a stream's rows are few.
-    """
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit is negative: {limit}")
+    def read(
+        self, stream_id: str, table: TableId | None = None, *, limit: int | None = None
+    ) -> list[SchemaChangeRecord]:
+        """The stream's recorded schema changes (of ``table`` only, if given) by position,
+        the newest last; with ``limit``, the newest ``limit``.
 
-    def read(connection: Connection) -> list[RowMapping]:
-        query = sa.select(t_changes).where(t_changes.c.stream_id == stream_id)
-        if table is not None:
-            query = query.where(t_changes.c.table_name == codec.table_to_text(table))
-        return list(connection.execute(query).mappings())
+        Positions are stored as text that does not sort in their order, so the rows are
+        ordered here: DDL is rare, a stream's rows are few.
+        """
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit is negative: {limit}")
 
-    rows = with_retry(engine, read, write=False, what="reading schema changes from")
-    records = sorted(
-        (_record(row) for row in rows), key=lambda r: (r.position, str(r.table), r.kind)
-    )
-    if limit is not None:
-        records = records[max(0, len(records) - limit) :] if limit else []
-    return records
+        def read(connection: Connection) -> list[RowMapping]:
+            query = sa.select(t_changes).where(t_changes.c.stream_id == stream_id)
+            if table is not None:
+                query = query.where(t_changes.c.table_name == codec.table_to_text(table))
+            return list(connection.execute(query).mappings())
 
-
-def mark_dropped(
-    engine: Engine, stream_id: str, table: TableId, position: BinlogPosition, reason: str
-) -> None:
-    """Record that ``table`` was dropped (or renamed away) at ``position``: ``stream_id``
-    reads it no more. The row is kept (and made if missing) so the status shows it, and
-    so a request for the table arms it again (``stream_tables.request_tables``)."""
-    if not stream_id:
-        raise ValueError("stream_id is empty")
-    name = codec.table_to_text(table)
-    values = {"dropped_position": codec.encode_position(position), "dropped_reason": reason}
-
-    def write(connection: Connection) -> None:
-        key = {"stream_id": stream_id, "table_name": name}
-        now = codec.to_db_time(codec.utc_now())
-        upsert(connection, t_tables, key, values, new_row={"requested_at": now})
-
-    with_retry(engine, write, write=True, what="recording a dropped table in")
+        rows = with_retry(self._engine, read, write=False, what="reading schema changes from")
+        records = sorted(
+            (_record(row) for row in rows), key=lambda r: (r.position, str(r.table), r.kind)
+        )
+        if limit is not None:
+            records = records[max(0, len(records) - limit) :] if limit else []
+        return records
 
 
 def _record(row: RowMapping) -> SchemaChangeRecord:

@@ -1,5 +1,5 @@
-"""The schema history (``cdc_schema_history``): each source table's columns and key from a
-binlog position on.
+"""The schema history (``cdc_schema_history``, ``MetadataStore.schema_history``): each
+source table's columns and key from a binlog position on.
 
 The source's catalog tells a table's columns now; a stream that stands behind (a replayed
 batch, a restart after an ``ALTER`` it has not reached) must read the table's row images
@@ -21,14 +21,7 @@ from airflow_cdc.metadata.engine import upsert, with_retry
 from airflow_cdc.metadata.schema import schema_history as t_history
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 
-__all__ = [
-    "History",
-    "history_stamp",
-    "read_history",
-    "record_schema",
-    "schemas_at",
-    "write_schema",
-]
+__all__ = ["History", "SchemaHistory", "schemas_at", "write_schema"]
 
 #: Each table's recorded columns by position, oldest first.
 History = dict[TableId, list[tuple[BinlogPosition, TableSchema]]]
@@ -58,50 +51,56 @@ def write_schema(connection: Connection, position: BinlogPosition, schema: Table
     upsert(connection, t_history, key, values)
 
 
-def record_schema(engine: Engine, position: BinlogPosition, schema: TableSchema) -> None:
-    """:func:`write_schema` in a transaction of its own."""
-    with_retry(
-        engine,
-        lambda connection: write_schema(connection, position, schema),
-        write=True,
-        what="recording a table's columns in",
-    )
+class SchemaHistory:
+    """Each table's recorded columns by position (``MetadataStore.schema_history``)."""
 
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
-def read_history(engine: Engine, tables: Sequence[TableId]) -> History:
-    """The recorded columns of ``tables`` by position, oldest first."""
-    names = [codec.table_to_text(t) for t in tables]
-    if not names:
-        return {}
+    def record(self, position: BinlogPosition, schema: TableSchema) -> None:
+        """``schema`` is its table's from ``position`` on: :func:`write_schema` in a
+        transaction of its own."""
+        with_retry(
+            self._engine,
+            lambda connection: write_schema(connection, position, schema),
+            write=True,
+            what="recording a table's columns in",
+        )
 
-    def read(connection: Connection) -> list[tuple[str, str, str]]:
-        columns = (t_history.c.table_name, t_history.c.position, t_history.c.table_schema)
-        query = sa.select(*columns).where(t_history.c.table_name.in_(names))
-        rows = connection.execute(query.order_by(t_history.c.position_sort))
-        return [(row[0], row[1], row[2]) for row in rows]
+    def read(self, tables: Sequence[TableId]) -> History:
+        """The recorded columns of ``tables`` by position, oldest first."""
+        names = [codec.table_to_text(t) for t in tables]
+        if not names:
+            return {}
 
-    history: History = {}
-    for name, position, text in with_retry(
-        engine, read, write=False, what="reading the schema history from"
-    ):
-        schema = codec.schema_from_text(text)
-        decoded = codec.decode_position(position)
-        assert schema is not None  # the columns are NOT NULL
-        assert decoded is not None
-        history.setdefault(codec.table_from_text(name), []).append((decoded, schema))
-    return history
+        def read(connection: Connection) -> list[tuple[str, str, str]]:
+            columns = (t_history.c.table_name, t_history.c.position, t_history.c.table_schema)
+            query = sa.select(*columns).where(t_history.c.table_name.in_(names))
+            rows = connection.execute(query.order_by(t_history.c.position_sort))
+            return [(row[0], row[1], row[2]) for row in rows]
 
+        history: History = {}
+        what = "reading the schema history from"
+        for name, position, text in with_retry(self._engine, read, write=False, what=what):
+            schema = codec.schema_from_text(text)
+            decoded = codec.decode_position(position)
+            assert schema is not None  # the columns are NOT NULL
+            assert decoded is not None
+            history.setdefault(codec.table_from_text(name), []).append((decoded, schema))
+        return history
 
-def history_stamp(engine: Engine) -> tuple[int, object]:
-    """The number of recorded rows and the newest record's time: a reader that kept what it
-    read reads again only when these changed."""
+    def stamp(self) -> tuple[int, object]:
+        """Changes whenever a row of the schema history is recorded: the number of recorded
+        rows and the newest record's time, so a reader that kept what it read reads again
+        only when these changed."""
 
-    def read(connection: Connection) -> tuple[int, object]:
-        query = sa.select(sa.func.count(), sa.func.max(t_history.c.recorded_at))
-        row = connection.execute(query).one()
-        return int(row[0]), row[1]
+        def read(connection: Connection) -> tuple[int, object]:
+            query = sa.select(sa.func.count(), sa.func.max(t_history.c.recorded_at))
+            row = connection.execute(query).one()
+            return int(row[0]), row[1]
 
-    return with_retry(engine, read, write=False, what="reading the schema history from")
+        what = "reading the schema history from"
+        return with_retry(self._engine, read, write=False, what=what)
 
 
 def schemas_at(history: History, position: BinlogPosition) -> dict[TableId, TableSchema]:

@@ -1,8 +1,9 @@
-"""What the snapshot's chunks tell the stream: watermarks, floors and full snapshots.
+"""What the snapshot's chunks tell the stream (``MetadataStore.watermarks``): watermarks,
+floors and full snapshots.
 
 All of it comes from the chunks of a table's most recent *full* plan (one whose chunks
 cover every key) and of every plan after it (backfills of key ranges), read in one query
-for any number of tables (:func:`chunks_since_full_plans`).
+for any number of tables (:meth:`Watermarks._chunks_since_full_plans`).
 """
 
 from __future__ import annotations
@@ -17,43 +18,123 @@ from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.coverage import PlanChunk, merge_plans
 from airflow_cdc.metadata.engine import mask_url, with_retry
-from airflow_cdc.metadata.plans import read_label
+from airflow_cdc.metadata.plans import Plans
 from airflow_cdc.metadata.records import ChunkStatus, FullSnapshot
 from airflow_cdc.metadata.schema import chunks as t_chunks
 from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId
 
-__all__ = [
-    "chunks_since_full_plans",
-    "full_snapshot",
-    "full_snapshots_done",
-    "stream_floors",
-    "tables_watermarks",
-]
+__all__ = ["TableWatermarks", "Watermarks"]
 
-Watermarks = list[tuple[ChunkRange, BinlogPosition]]
+#: ``(range, high watermark)`` of a table's done chunks, never overlapping.
+TableWatermarks = list[tuple[ChunkRange, BinlogPosition]]
 
 
-def tables_watermarks(
-    engine: Engine, sort_keys: Mapping[TableId, Callable[[Key], Any] | None]
-) -> dict[TableId, Watermarks]:
-    """``(range, high watermark)`` of each table's done chunks, never overlapping, merged
-    with the table's sort key (see ``MetadataStore.table_watermarks``)."""
-    chunks = chunks_since_full_plans(engine, list(sort_keys))
-    url = mask_url(engine.url)
-    return {
-        table: _watermarks(table, rows, sort_keys[table], url) for table, rows in chunks.items()
-    }
+class Watermarks:
+    """What the snapshot's chunks tell the stream (``MetadataStore.watermarks``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def of_table(
+        self, table: TableId, *, sort_key: Callable[[Key], Any] | None = None
+    ) -> TableWatermarks:
+        """``(range, high watermark)`` of the table's done chunks, never overlapping.
+
+        The stream skips an event for key ``k`` at position ``p`` unless ``p`` lies after
+        the high watermark of the chunk holding ``k``. The table's most recent full plan
+        gives the chunks; range plans made after it (backfills) replace the parts of the key
+        space their done chunks cover: an older chunk is kept where it does not overlap
+        them, cut to the part outside them where it partly overlaps, and left out where it
+        lies inside them or where the overlap cannot be decided in Python (see
+        :func:`~airflow_cdc.metadata.coverage.merge_plans`; a left-out part is a gap, whose
+        events the stream always emits, which is safe as the sink is last-writer-wins).
+        ``sort_key`` orders keys like the server (``planning.key_order.sort_key_for``);
+        without it only collation-free key types are compared. Chunks not done yet are left
+        out; the caller decides whether a partial list is usable.
+        """
+        return self.of_tables({table: sort_key})[table]
+
+    def of_tables(
+        self, sort_keys: Mapping[TableId, Callable[[Key], Any] | None]
+    ) -> dict[TableId, TableWatermarks]:
+        """:meth:`of_table` of each table (with its sort key), in one query for all (a
+        stream of 300 tables plans each batch with it)."""
+        chunks = self._chunks_since_full_plans(list(sort_keys))
+        url = mask_url(self._engine.url)
+        return {
+            table: _watermarks(table, rows, sort_keys[table], url) for table, rows in chunks.items()
+        }
+
+    def stream_floor(self, table: TableId) -> BinlogPosition | None:
+        """The oldest high watermark of the table's done chunks in its latest full plan and
+        every range plan after it (``None``: none done): a stream that starts there misses no
+        change, whatever parts of the key space the watermark merge had to leave as gaps."""
+        return self.stream_floors([table])[table]
+
+    def stream_floors(self, tables: Sequence[TableId]) -> dict[TableId, BinlogPosition | None]:
+        """:meth:`stream_floor` of each of ``tables``, in one query for all."""
+        chunks = self._chunks_since_full_plans(tables)
+        return {table: _oldest_high(rows) for table, rows in chunks.items()}
+
+    def full_snapshot_done(self, table: TableId) -> bool:
+        """Whether the table's most recent full plan (all keys) has every chunk done: then
+        a stream may join the table (see ``metadata.stream_tables``)."""
+        return table in self.full_snapshots_done([table])
+
+    def full_snapshots_done(self, tables: Sequence[TableId]) -> set[TableId]:
+        """:meth:`full_snapshot_done` of many tables, in one query: those done."""
+        rows = self._chunks_since_full_plans(tables)
+        return {table for table in tables if _full_plan_done(rows.get(table, []))}
+
+    def full_snapshot(self, table: TableId) -> FullSnapshot | None:
+        """The table's most recent full plan: its id, label and chunks' statuses (``None``:
+        the table was never planned whole)."""
+        plan = _full_plan(self._chunks_since_full_plans([table])[table])
+        if plan is None:
+            return None
+        plan_id, rows = plan
+        statuses = tuple(cast(ChunkStatus, str(row["status"])) for row in rows)
+        return FullSnapshot(plan_id, Plans(self._engine).label(plan_id), statuses)
+
+    def _chunks_since_full_plans(
+        self, tables: Sequence[TableId]
+    ) -> dict[TableId, list[RowMapping]]:
+        """Chunks of each table's most recent full plan and of every plan after it (newest
+        plan first, then chunk number), in one query for all; every table is a key."""
+        names = {codec.table_to_text(table): table for table in tables}
+        if not names:
+            return {}
+        rows = with_retry(
+            self._engine,
+            lambda connection: _select_since_full_plans(connection, list(names)),
+            write=False,
+            what="reading watermarks from",
+        )
+        found: dict[TableId, list[RowMapping]] = {table: [] for table in names.values()}
+        for row in rows:
+            found[names[row["table_name"]]].append(row)
+        return found
 
 
-def stream_floors(
-    engine: Engine, tables: Sequence[TableId]
-) -> dict[TableId, BinlogPosition | None]:
-    """Per table, the oldest high watermark of its done chunks since its latest full plan
-    (None: none done), in one query for all."""
-    return {
-        table: _oldest_high(rows) for table, rows in chunks_since_full_plans(engine, tables).items()
-    }
+def _select_since_full_plans(connection: Connection, names: list[str]) -> list[RowMapping]:
+    chunk = t_chunks
+    query = (
+        sa.select(
+            chunk.c.table_name,
+            chunk.c.plan_id,
+            chunk.c.lo,
+            chunk.c.hi,
+            chunk.c.status,
+            chunk.c.high_watermark,
+        )
+        .where(
+            chunk.c.table_name.in_(names),
+            chunk.c.plan_id >= sa.func.coalesce(_latest_full_plan(chunk), 0),
+        )
+        .order_by(chunk.c.table_name, chunk.c.plan_id.desc(), chunk.c.chunk_no)
+    )
+    return list(connection.execute(query).mappings())
 
 
 def _oldest_high(rows: Sequence[RowMapping]) -> BinlogPosition | None:
@@ -62,57 +143,6 @@ def _oldest_high(rows: Sequence[RowMapping]) -> BinlogPosition | None:
     ]
     known = [high for high in highs if high is not None]
     return min(known) if known else None
-
-
-def full_snapshots_done(engine: Engine, tables: Sequence[TableId]) -> set[TableId]:
-    """Those of ``tables`` whose most recent full plan has every chunk done."""
-    rows = chunks_since_full_plans(engine, tables)
-    return {table for table in tables if _full_plan_done(rows.get(table, []))}
-
-
-def full_snapshot(engine: Engine, table: TableId) -> FullSnapshot | None:
-    """The table's most recent full plan: its id, label and chunks' statuses."""
-    plan = _full_plan(chunks_since_full_plans(engine, [table])[table])
-    if plan is None:
-        return None
-    plan_id, rows = plan
-    statuses = tuple(cast(ChunkStatus, str(row["status"])) for row in rows)
-    return FullSnapshot(plan_id, read_label(engine, plan_id), statuses)
-
-
-def chunks_since_full_plans(
-    engine: Engine, tables: Sequence[TableId]
-) -> dict[TableId, list[RowMapping]]:
-    """Chunks of each table's most recent full plan and of every plan after it (newest plan
-    first, then chunk number), in one query for all; every table is a key."""
-    names = {codec.table_to_text(table): table for table in tables}
-    if not names:
-        return {}
-
-    def read(connection: Connection) -> list[RowMapping]:
-        chunk = t_chunks
-        query = (
-            sa.select(
-                chunk.c.table_name,
-                chunk.c.plan_id,
-                chunk.c.lo,
-                chunk.c.hi,
-                chunk.c.status,
-                chunk.c.high_watermark,
-            )
-            .where(
-                chunk.c.table_name.in_(list(names)),
-                chunk.c.plan_id >= sa.func.coalesce(_latest_full_plan(chunk), 0),
-            )
-            .order_by(chunk.c.table_name, chunk.c.plan_id.desc(), chunk.c.chunk_no)
-        )
-        return list(connection.execute(query).mappings())
-
-    rows = with_retry(engine, read, write=False, what="reading watermarks from")
-    found: dict[TableId, list[RowMapping]] = {table: [] for table in names.values()}
-    for row in rows:
-        found[names[row["table_name"]]].append(row)
-    return found
 
 
 def _latest_full_plan(chunk: sa.Table) -> sa.ScalarSelect[Any]:
@@ -154,7 +184,7 @@ def _watermarks(
     rows: Sequence[RowMapping],
     sort_key: Callable[[Key], Any] | None,
     url: str,
-) -> Watermarks:
+) -> TableWatermarks:
     plans: dict[int, list[PlanChunk]] = {}
     for row in rows:
         high = codec.decode_position(row["high_watermark"])

@@ -263,7 +263,7 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         if not join_stream:
             return
         requested_by = f"{self.dag_id}/{context['run_id']}"
-        for table in store.request_stream_tables(join_stream, tables, requested_by=requested_by):
+        for table in store.stream_tables.request(join_stream, tables, requested_by=requested_by):
             self.log.info(
                 "%s is new to stream %s: it joins the running stream once this snapshot is "
                 "done (no restart needed)",

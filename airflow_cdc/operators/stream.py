@@ -272,7 +272,7 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
         from airflow_cdc.metadata import MetadataStore
 
         with MetadataStore.connect(metadata_url, migrate=False) as store:
-            done = store.full_snapshots_done([TableId.parse(t) for t in tables])
+            done = store.watermarks.full_snapshots_done([TableId.parse(t) for t in tables])
         ready = tuple(t for t in tables if TableId.parse(t) in done)
         later = [t for t in tables if t not in ready]
         if later:

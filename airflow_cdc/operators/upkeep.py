@@ -110,13 +110,15 @@ class TableUpkeepOperator(LakeOperator):
         url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
         with MetadataStore.connect(url, migrate=False) as store:
             followed = [
-                t.table for t in store.stream_tables(self.stream_id) if t.joined and not t.dropped
+                t.table
+                for t in store.stream_tables.read(self.stream_id)
+                if t.joined and not t.dropped
             ]
             chosen = self._chosen(followed)
             if not settings.purge_markers:
                 return chosen, {}
             retention = dt.timedelta(hours=settings.marker_retention_hours)
-            return chosen, store.marker_floors(self.stream_id, chosen, retention)
+            return chosen, store.streams.marker_floors(self.stream_id, chosen, retention)
 
     def _chosen(self, followed: list[TableId]) -> list[TableId]:
         if self.tables in (None, "", [], "None"):

@@ -112,7 +112,7 @@ class VerifyOperator(SelectedTablesOperator):
         stream_id = str(self.stream_id or "").strip()
 
         def stream_position() -> BinlogPosition | None:
-            state = store.stream_state(stream_id) if stream_id else None
+            state = store.streams.state(stream_id) if stream_id else None
             return state.committed_position if state is not None else None
 
         return verify_tables(
@@ -135,7 +135,7 @@ class VerifyOperator(SelectedTablesOperator):
         plans = [plan for outcome in outcomes for plan in outcome.plans()]
         if not plans:
             return [], None
-        record = store.create_plan(label=f"{label} repair", plans=plans)
+        record = store.plans.create(label=f"{label} repair", plans=plans)
         max_units = airflow_conf.getint("core", "max_map_length", fallback=1024)
         chunking = ChunkingConfig(chunk_rows=DEFAULT_CHUNK_ROWS, max_units=max_units)
         handles = unit_handles(record, chunking)

@@ -70,12 +70,14 @@ class StreamWatchdogOperator(CdcBaseOperator):
         )
         url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
         with MetadataStore.connect(url, migrate=False) as store:
-            state = store.stream_state(self.stream_id)
+            state = store.streams.state(self.stream_id)
             committed = None if state is None else state.committed_position
             committed_on = None if committed is None else store.servers.of_epoch(committed.epoch)
-            entries = store.stream_tables(self.stream_id)
+            entries = store.stream_tables.read(self.stream_id)
             waiting = [e.table for e in entries if not e.joined and not e.dropped]
-            warnings = table_warnings(entries, {t: store.full_snapshot(t) for t in waiting})
+            warnings = table_warnings(
+                entries, {t: store.watermarks.full_snapshot(t) for t in waiting}
+            )
         for line in warnings:  # the stream goes on with its other tables: no failure
             self.log.warning("Stream %s: %s", self.stream_id, line)
         source_cfg = CdcSourceHook(self.source_conn_id).source_config()

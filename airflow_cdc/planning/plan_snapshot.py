@@ -64,4 +64,4 @@ def plan_snapshot(
         plans = [plan_range(conn, info, schema, rng, chunking)]
     else:
         plans = plan_tables(conn, info, schemas, chunking)
-    return SnapshotPlan(store.create_plan(label, plans), tuple(plans))
+    return SnapshotPlan(store.plans.create(label, plans), tuple(plans))

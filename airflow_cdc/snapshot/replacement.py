@@ -53,18 +53,18 @@ def take_new_generations(
     """The tables of ``tables`` that a done plan replaced and no stream follows, put in
     their new generation; a stream that follows a table does it when the table joins it
     again, after its catch-up (``stream.joining``). The tables promoted."""
-    done = store.full_snapshots_done(list(tables))
+    done = store.watermarks.full_snapshots_done(list(tables))
     if not done:
         return []
     followed = {
         entry.table
-        for state in store.stream_states()
-        for entry in store.stream_tables(state.stream_id)
+        for state in store.streams.states()
+        for entry in store.stream_tables.read(state.stream_id)
         if not entry.dropped
     }
     promoted = []
     for table in sorted(done - followed):
-        latest = store.full_snapshot(table)
+        latest = store.watermarks.full_snapshot(table)
         if latest is not None and sink.promote(table, replaced_for(latest.plan_id)):
             log.warning("%s: its new generation takes the live table's place", table)
             promoted.append(table)
@@ -88,7 +88,7 @@ def replace_planned(
     is left as it is)."""
     chunks = Counter(chunk.table for chunk in record.chunks)
     if stream_id:
-        store.unjoin_stream_tables(stream_id, list(schemas), reason)
+        store.stream_tables.unjoin(stream_id, list(schemas), reason)
     for table, schema in schemas.items():
         replaced = sink.replace_table(
             schema,
@@ -119,7 +119,7 @@ def replace_tables(
     """:func:`replace_planned` for every table of a recorded full plan (a backfill in
     ``replace`` mode), with the columns the catalog has now; the tables."""
     with MetadataStore.connect(metadata_url) as store:
-        record = store.plan(plan_id)
+        record = store.plans.get(plan_id)
         keys = {chunk.table: chunk.key for chunk in record.chunks}
 
         def replace(conn: DbConnection) -> None:

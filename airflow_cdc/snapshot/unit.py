@@ -145,9 +145,9 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
     """Mark each chunk running (its next attempt) and remove what killed attempts staged."""
     records, siblings = _records(store, spec.chunk_ids)
     # Chunks follow the stream's server; before any stream committed they may move first.
-    started = any(state.committed_position for state in store.stream_states())
+    started = any(state.committed_position for state in store.streams.states())
     server = store.servers.current(spec.source, may_switch=not started)
-    attempts = store.start_chunks(spec.chunk_ids)
+    attempts = store.chunks.start_many(spec.chunk_ids)
     tasks = []
     for record, attempt in zip(records, attempts, strict=True):
         log.info("snapshot of %s, attempt %d", record.label(), attempt)
@@ -180,7 +180,7 @@ def _records(
     for chunk_id in chunk_ids:
         if chunk_id in by_id:
             continue
-        for chunk in store.chunks(store.chunk(chunk_id).plan_id):
+        for chunk in store.chunks.of_plan(store.chunks.get(chunk_id).plan_id):
             by_id[chunk.chunk_id] = chunk
             siblings[(chunk.plan_id, chunk.table)] = (
                 siblings.get((chunk.plan_id, chunk.table), 0) + 1
@@ -196,7 +196,7 @@ def _record(
 
     done = [r for r in results if isinstance(r, ChunkOutcome)]
     if done:
-        store.finish_chunks(
+        store.chunks.finish_many(
             [
                 FinishedChunk(
                     o.chunk_id,
@@ -220,7 +220,7 @@ def _record(
         log.info("%s", outcome.summary())
     for failure in (r for r in results if isinstance(r, ChunkFailure)):
         try:
-            store.fail_chunk(failure.chunk_id, failure.reason)
+            store.chunks.fail(failure.chunk_id, failure.reason)
         except Exception:  # the chunk's own error matters more than the bookkeeping
             log.exception("could not record the failure of chunk %s", failure.chunk_id)
     return list(results)

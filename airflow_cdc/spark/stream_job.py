@@ -117,10 +117,10 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     reclaim_dead_owner(store, spec.stream_id)
     tables = [TableId.parse(name) for name in spec.tables]
     joined = [t for t in joined_tables(store, spec.stream_id) if t not in tables]
-    store.acquire_stream_lease(spec.stream_id, [*tables, *joined], owner, LEASE_SECONDS)
+    store.streams.acquire_lease(spec.stream_id, [*tables, *joined], owner, LEASE_SECONDS)
     # The spec's tables are the stream's own: each joins at the first batch that can read it
     # (one dropped in the source stays dropped: a backfill or a pattern brings it back).
-    store.request_stream_tables(
+    store.stream_tables.request(
         spec.stream_id, tables, requested_by="stream job", rearm_dropped=False
     )
     stop = threading.Event()
@@ -137,7 +137,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     start_batch: _StartBatch | None = None
     try:
         writer = BatchWriter(spec, owner)
-        state = store.stream_state(spec.stream_id)
+        state = store.streams.state(spec.stream_id)
         checkpoint = set_aside_if_stale(
             read_checkpoint(spec.checkpoint_dir),
             state.committed_position if state is not None else None,
@@ -160,7 +160,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
         try:
             if start_batch is not None:
                 start_batch.end_quietly()
-            store.release_stream_lease(spec.stream_id, owner)
+            store.streams.release_lease(spec.stream_id, owner)
         finally:
             if spark is not None:
                 spark.stop()

@@ -135,9 +135,9 @@ class BatchWriter:
             if joining:  # but a table dropped or replaced meanwhile
                 readable = self._readable()
                 joined = [(r.table, r.start) for r in joining if r.table in readable]
-                self.store.mark_stream_tables_joined(self.spec.stream_id, joined, batch.end)
+                self.store.stream_tables.mark_joined(self.spec.stream_id, joined, batch.end)
             lag_bytes = _lag_bytes(self.spec, batch.end)
-            self.store.record_stream_progress(
+            self.store.streams.record_progress(
                 self.spec.stream_id,
                 committed=batch.end,
                 lag_seconds=max(0.0, time.time() - batch.seen_at) if batch.seen_at else None,
@@ -295,7 +295,7 @@ class BatchWriter:
         if not fresh or batch.start is None:
             return []
         try:
-            self.store.acquire_stream_lease(
+            self.store.streams.acquire_lease(
                 self.spec.stream_id, [*joined, *fresh], self.owner, LEASE_SECONDS
             )
         except CdcError as exc:
@@ -318,7 +318,7 @@ class BatchWriter:
     def _take_new_generation(self, table: TableId) -> None:
         """A table replaced while the stream left it (``snapshot.replacement``), caught up
         now: its new generation takes the live table's place, in one commit."""
-        latest = self.store.full_snapshot(table)
+        latest = self.store.watermarks.full_snapshot(table)
         if latest is not None and self.sink.promote(table, replaced_for(latest.plan_id)):
             log.warning("%s: its new generation takes the live table's place", table)
 

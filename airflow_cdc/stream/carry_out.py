@@ -89,7 +89,7 @@ def carry_out(
     elif decision is Decision.NOTHING and _repartitioned(statement):
         return Carried(decision, _partitions_after(context, schema, statement))
     elif decision is Decision.DROP:
-        context.store.mark_stream_table_dropped(context.stream_id, table, position, detail)
+        context.store.stream_tables.mark_dropped(context.stream_id, table, position, detail)
         return Carried(decision, None)
     elif decision is Decision.REPLACE:
         label = own_label(context.stream_id, f"{table} replaced at {position}")
@@ -122,7 +122,7 @@ def replace_unexplained(
     if context.schema_changes.not_in_place == "stop":
         raise SchemaChangedError(f"{table} changed under the stream: {detail}. {way_on(table)}")
     detail += "; the table is snapshotted again into a new generation of its replica"
-    context.store.record_schema_change(
+    context.store.schema_changes.record(
         context.stream_id,
         table,
         position,
@@ -237,7 +237,7 @@ def _shadow_record(context: InOrder, table: TableId, before: BinlogPosition) -> 
     """What the stream recorded of ``table``'s shadows and triggers before ``before``, as
     changes in binlog order (each recorded statement read again)."""
     seen: dict[BinlogPosition, tuple[TableId, str]] = {}
-    for record in context.store.schema_changes(context.stream_id):
+    for record in context.store.schema_changes.read(context.stream_id):
         related = record.table == table or is_shadow_of(record.table, table)
         if related and record.position < before and record.statement:
             seen.setdefault(record.position, (record.table, record.statement))
@@ -295,7 +295,7 @@ def _record(context: InOrder, statement: Statement, decision: Decision, reason: 
         key = (change.shadow or statement.table, change.kind.value)
         by_kind.setdefault(key, []).append(explain(change, decision) + reason)
     for (table, kind), details in by_kind.items():
-        context.store.record_schema_change(
+        context.store.schema_changes.record(
             context.stream_id,
             table,
             statement.position,
@@ -312,14 +312,14 @@ def _snapshot_columns(
 ) -> TableSchema:
     """The columns of a snapshot newer than a change (``RELOAD``): those its newest chunk
     read with (the schema history), else the catalog's."""
-    history = context.store.schema_history([table])
+    history = context.store.schema_history.read([table])
     return schemas_at(history, max(highs)).get(table) or context.load_schema(table)
 
 
 def _catalog(context: InOrder, table: TableId, position: BinlogPosition) -> TableSchema:
     """The columns to check a change against: the ones recorded when it was carried out
     before (a replayed batch: the catalog may have moved on since), else the catalog's."""
-    for at, schema in context.store.schema_history([table]).get(table, []):
+    for at, schema in context.store.schema_history.read([table]).get(table, []):
         if at == position:
             return schema
     return context.load_schema(table)

@@ -109,13 +109,13 @@ class Discovery:
             lambda conn: _existing(conn, selection),
             what="listing the tables the stream's pattern selects",
         )
-        entries = store.stream_tables(self.spec.stream_id)
+        entries = store.stream_tables.read(self.spec.stream_id)
         joined = {entry.table for entry in entries if entry.joined and not entry.dropped}
         # A dropped table found again was created again: not followed, and its latest full
         # plan holds the old table's rows, so it is planned anew like a table never seen.
         dropped = {entry.table for entry in entries if entry.dropped}
         found = [
-            (table, None if table in dropped else store.full_snapshot(table))
+            (table, None if table in dropped else store.watermarks.full_snapshot(table))
             for table in matched
             if table not in joined and table not in self.refused
         ]
@@ -128,7 +128,7 @@ class Discovery:
         steps = [(t, s, next_step(s, self.spec.stream_id)) for t, s in found]
         ready = [t for t, _, step in steps if step == "none" and t not in requested]
         if ready:  # snapshotted by someone else (a backfill that asked no stream)
-            store.request_stream_tables(
+            store.stream_tables.request(
                 self.spec.stream_id, ready, requested_by="the stream's pattern"
             )
             log.info("%s match the stream's pattern: they join it", ", ".join(map(str, ready)))
@@ -178,7 +178,7 @@ class Discovery:
         record = on_server(self.spec.source, plan, what="planning new tables")
         if record is None:
             return
-        store.request_stream_tables(
+        store.stream_tables.request(
             self.spec.stream_id, record.tables, requested_by="the stream's pattern"
         )
         log.info(

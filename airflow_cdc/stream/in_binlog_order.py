@@ -67,7 +67,7 @@ def write_in_binlog_order(
     before the last such change were applied before it, so they are not written again
     (under the old columns they would no longer fit the sink)."""
     table = schema.table
-    history = context.store.schema_history([table])
+    history = context.store.schema_history.read([table])
     changed = [at for at, _ in history.get(table, []) if start < at <= end]
     written = 0
     position: BinlogPosition | None = start
@@ -89,7 +89,7 @@ class _Run:
         self.context = context
         self.schema = schema
         self.applied_before = applied_before
-        marks = context.store.table_watermarks(schema.table, sort_key=sort_key_for(schema))
+        marks = context.store.watermarks.of_table(schema.table, sort_key=sort_key_for(schema))
         self.highs = [high for _, high in marks]
         self.emit = EmitFilter({schema.table: marks}, {schema.table: schema})
         self.pending: list[ChangeEvent] = []

@@ -64,20 +64,22 @@ def tables_waiting_to_join(store: MetadataStore, stream_id: str) -> list[TableId
     """Tables asked for, not joined yet, whose full snapshot is done: they join at the next
     batch."""
     waiting = [entry.table for entry in _followed(store, stream_id) if not entry.joined]
-    done = store.full_snapshots_done(waiting)
+    done = store.watermarks.full_snapshots_done(waiting)
     return [table for table in waiting if table in done]
 
 
 def tables_to_read(store: MetadataStore, stream_id: str) -> list[TableId]:
     """What the next batch reads: the joined tables and those ready to join."""
     entries = _followed(store, stream_id)
-    done = store.full_snapshots_done([entry.table for entry in entries if not entry.joined])
+    done = store.watermarks.full_snapshots_done(
+        [entry.table for entry in entries if not entry.joined]
+    )
     return [entry.table for entry in entries if entry.joined or entry.table in done]
 
 
 def _followed(store: MetadataStore, stream_id: str) -> list[StreamTable]:
     """The stream's tables but the dropped ones (gone from the source: nothing to read)."""
-    return [entry for entry in store.stream_tables(stream_id) if not entry.dropped]
+    return [entry for entry in store.stream_tables.read(stream_id) if not entry.dropped]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +115,10 @@ def replay_tables(
     store = context.store
     floors = {
         table: floor
-        for table, floor in store.stream_floors([s.table for s in schemas]).items()
+        for table, floor in store.watermarks.stream_floors([s.table for s in schemas]).items()
         if floor is not None and floor < until
     }
-    history = store.schema_history(list(floors))
+    history = store.schema_history.read(list(floors))
     replaying = {  # each read with its columns at its floor (the schema history's, if any)
         s.table: schemas_at({s.table: history.get(s.table, [])}, floors[s.table]).get(s.table, s)
         for s in schemas
@@ -126,7 +128,7 @@ def replay_tables(
     written: dict[TableId, int] = {}
     seconds = 0.0
     if replaying:
-        marks = store.tables_watermarks({t: sort_key_for(s) for t, s in replaying.items()})
+        marks = store.watermarks.of_tables({t: sort_key_for(s) for t, s in replaying.items()})
         started = time.monotonic()
         floor = carried_to(context.source, store, min(floors.values()), until.epoch)
         changes, written = _replay(context, replaying, marks, floor, until, server_id, slice_size)

@@ -36,11 +36,11 @@ class KnownColumns:
     ) -> dict[TableId, TableSchema]:
         """The recorded columns of each of ``tables`` to read its changes after
         ``position`` with (a table without history is left out)."""
-        stamp = store.schema_history_stamp()
+        stamp = store.schema_history.stamp()
         if stamp != self._stamp:
             self._history, self._read, self._stamp = {}, set(), stamp
         unread = [t for t in tables if t not in self._read]
         if unread:
-            self._history.update(store.schema_history(unread))
+            self._history.update(store.schema_history.read(unread))
             self._read.update(unread)
         return schemas_at({t: self._history[t] for t in tables if t in self._history}, position)

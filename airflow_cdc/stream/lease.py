@@ -56,7 +56,7 @@ class LeaseKeeper:
         """One renewal; False when the stream must stop (:attr:`lost` says why)."""
         asked = self._clock()
         try:
-            self._store.renew_stream_lease(self._stream_id, self._owner, self.ttl)
+            self._store.streams.renew_lease(self._stream_id, self._owner, self.ttl)
         except StreamLeaseError as exc:
             self.lost = str(exc)
             return False
@@ -114,7 +114,7 @@ def process_has_exited(pid: int) -> bool:
 def reclaim_dead_owner(store: MetadataStore, stream_id: str) -> None:
     """Release a lease left by a driver of this stream that died on this host (SIGKILL, OOM),
     so a restart need not wait for the lease to expire. Another host's lease is left alone."""
-    state = store.stream_state(stream_id)
+    state = store.streams.state(stream_id)
     if state is None or not state.lease_live() or not state.owner:
         return
     host, _, rest = state.owner.partition(":")
@@ -125,4 +125,4 @@ def reclaim_dead_owner(store: MetadataStore, stream_id: str) -> None:
         log.warning(
             "reclaiming the lease of stream %s from dead process %s", stream_id, state.owner
         )
-        store.release_stream_lease(stream_id, state.owner)
+        store.streams.release_lease(stream_id, state.owner)

@@ -68,7 +68,7 @@ def adopt_renamed(
     replaying its changes after it. A plan labelled ``label`` already recorded (a
     replay) is kept."""
     _done_at(store, schema, position, label)
-    store.request_stream_tables(stream_id, [schema.table], requested_by=label)
+    store.stream_tables.request(stream_id, [schema.table], requested_by=label)
 
 
 def _done_at(
@@ -76,19 +76,21 @@ def _done_at(
 ) -> None:
     """A plan of ``schema.table`` as one chunk done at ``position`` with ``schema``'s
     columns, unless one labelled ``label`` is its latest (a replay)."""
-    latest = store.full_snapshot(schema.table)
+    latest = store.watermarks.full_snapshot(schema.table)
     if latest is None or latest.label != label:
         plan = TablePlan(schema.table, schema.key, (ChunkRange(None, None),), 0, "single")
-        (chunk,) = store.create_plan(label, [plan]).chunks
-        store.start_chunks([chunk.chunk_id])
-        store.finish_chunks([FinishedChunk(chunk.chunk_id, position, position, 0, schema=schema)])
+        (chunk,) = store.plans.create(label, [plan]).chunks
+        store.chunks.start_many([chunk.chunk_id])
+        store.chunks.finish_many(
+            [FinishedChunk(chunk.chunk_id, position, position, 0, schema=schema)]
+        )
 
 
 def columns_from(
     store: MetadataStore, position: BinlogPosition, schema: TableSchema
 ) -> TableSchema:
     """``schema`` is the table's from ``position`` on: recorded in the schema history."""
-    store.record_table_schema(position, schema)
+    store.schema_history.record(position, schema)
     return schema
 
 
@@ -99,7 +101,7 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
     ``position``; its columns from there on (None: the new table cannot be followed, it is
     set aside and the stream goes on without it)."""
     label = own_label(context.stream_id, f"{table} created again at {position}")
-    history = context.store.schema_history([table]).get(table, [])
+    history = context.store.schema_history.read([table]).get(table, [])
     schema = next((s for at, s in history if at == position), None)
     if schema is None:
         try:
@@ -138,9 +140,9 @@ def plan_again(
         except TableError as exc:
             _set_aside(context, table, position, f"cannot be snapshotted again: {exc}")
             return
-        latest = store.full_snapshot(table)
+        latest = store.watermarks.full_snapshot(table)
         if latest is not None and latest.label == label:
-            record = store.plan(latest.plan_id)
+            record = store.plans.get(latest.plan_id)
         else:
             chunking = ChunkingConfig(chunk_rows=context.chunk_rows)
             record = plan_snapshot(conn, store, [table], chunking, label).record
@@ -164,7 +166,7 @@ def _set_aside(context: InOrder, table: TableId, position: BinlogPosition, reaso
     """``table`` left by the stream at ``position``, its replica kept as it is, with the
     reason in the status (shown as dropped): the stream goes on with the other tables."""
     log.error("%s is set aside: %s. %s", table, reason, way_on(table))
-    context.store.mark_stream_table_dropped(
+    context.store.stream_tables.mark_dropped(
         context.stream_id, table, position, f"{SET_ASIDE}{reason}"
     )
 
@@ -173,7 +175,7 @@ def snapshot_plan(
     spec: StreamJobSpec, store: MetadataStore, plan_id: int, runner: Runner, parallelism: int
 ) -> list[TableId]:
     """Run the plan's chunks that are not done, a work unit at a time; the plan's tables."""
-    chunks = [c for c in store.chunks(plan_id) if c.status != "done"]
+    chunks = [c for c in store.chunks.of_plan(plan_id) if c.status != "done"]
     planned = [PlannedChunk.of(chunk) for chunk in chunks]
     for unit in pack_chunks(planned, spec.discovery.chunk_rows, max(1, len(planned))):
         job = ChunkJobSpec(
@@ -195,11 +197,11 @@ def run_own_plans(
     """Run what is left of the stream's own plans that are still their tables' latest full
     plan (an older one a later plan supersedes is left); the tables snapshotted."""
     done: list[TableId] = []
-    for plan_id, label in store.unfinished_plans():
+    for plan_id, label in store.plans.unfinished():
         if not is_own(label, spec.stream_id):
             continue
-        tables = store.plan(plan_id).tables
-        latest = [store.full_snapshot(table) for table in tables]
+        tables = store.plans.get(plan_id).tables
+        latest = [store.watermarks.full_snapshot(table) for table in tables]
         if any(found is None or found.plan_id != plan_id for found in latest):
             continue
         log.info("running plan %d (%s)", plan_id, label)

@@ -61,11 +61,11 @@ def start_position(
 ) -> BinlogPosition:
     """:func:`resume_position` of ``tables`` from the metadata DB (``stream_id``: the
     stream whose committed position and joined tables count; None: a first start)."""
-    floors = store.stream_floors(tables)
+    floors = store.watermarks.stream_floors(tables)
     if stream_id is None:
         return resume_position(floors, None, ())
-    state = store.stream_state(stream_id)
-    joined = {entry.table for entry in store.stream_tables(stream_id) if entry.joined}
+    state = store.streams.state(stream_id)
+    joined = {entry.table for entry in store.stream_tables.read(stream_id) if entry.joined}
     committed = state.committed_position if state is not None else None
     return resume_position(floors, committed, joined)
 

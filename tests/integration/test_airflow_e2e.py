@@ -88,7 +88,7 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     assert dict((table, n) for table, _, n in statuses)["e2e.orders"] >= 2  # really chunked
     assert committed, "the stream task committed no batch"
     with MetadataStore.connect(meta) as store:  # the stream joined both tables
-        joined = {entry.table for entry in store.stream_tables("mysql_cdc") if entry.joined}
+        joined = {entry.table for entry in store.stream_tables.read("mysql_cdc") if entry.joined}
     assert joined == {TableId.parse(t) for t in tables}
 
     # The CDC user's password: in no command line while it ran (spark-submit, Spark's Python

@@ -45,7 +45,7 @@ def test_plan_then_sensor(mariadb: LocalMariaDB, fresh_db: str, conns: str) -> N
     handles = op.execute({"run_id": "manual__it", "ti": ti})  # type: ignore[arg-type]
     plan_id = ti.pushed["plan_id"]
     with MetadataStore.connect(conns) as store:
-        by_id = {c.chunk_id: str(c.table) for c in store.chunks(plan_id)}
+        by_id = {c.chunk_id: str(c.table) for c in store.chunks.of_plan(plan_id)}
     tables = [by_id[i] for h in handles for i in h["chunk_ids"]]
     assert tables.count(f"{fresh_db}.t") >= 3
     assert tables.count(f"{fresh_db}.nokey") >= 1
@@ -57,8 +57,8 @@ def test_plan_then_sensor(mariadb: LocalMariaDB, fresh_db: str, conns: str) -> N
     assert sensor.poke({}) is False  # type: ignore[arg-type]
     with MetadataStore.connect(conns) as store:
         for chunk_id in by_id:
-            store.start_chunk(chunk_id)
-            store.finish_chunk(
+            store.chunks.start(chunk_id)
+            store.chunks.finish(
                 chunk_id,
                 low=BinlogPosition("mysql-bin.000001", 4),
                 high=BinlogPosition("mysql-bin.000001", 5),

@@ -131,7 +131,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
             ], cleared
 
             def streaming() -> bool:
-                state = store.stream_state(STREAM)
+                state = store.streams.state(STREAM)
                 return state is not None and state.committed_position is not None
 
             af.wait_until(streaming, 300, "the stream's first batch")
@@ -168,7 +168,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
                 assert _task_state(af, BACKFILL, run_id, "snapshot_chunk") != "success"
 
             def joined() -> bool:
-                return any(e.table == items and e.joined for e in store.stream_tables(STREAM))
+                return any(e.table == items and e.joined for e in store.stream_tables.read(STREAM))
 
             af.wait_until(joined, 120, f"{items} to join the stream")
             # A backfill with replace (the UI's way on after a change the stream cannot
@@ -195,7 +195,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
             target = _server_position(mariadb)
 
             def caught_up() -> bool:
-                state = store.stream_state(STREAM)
+                state = store.streams.state(STREAM)
                 position = None if state is None else state.committed_position
                 return position is not None and position >= target
 
@@ -208,7 +208,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
             af.set_task_state(MAIN, main, "stream", "success")
 
             def released() -> bool:
-                state = store.stream_state(STREAM)
+                state = store.streams.state(STREAM)
                 return state is not None and state.owner is None
 
             # Released by the driver (owner cleared), well before the 60 s lease would expire.
@@ -223,7 +223,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
     tries = {(ti["task_id"], ti["map_index"]): ti["try_number"] for ti in main_tis}
     assert tries.pop(("snapshot_chunk", bad["map_index"])) == 2, tries
     assert set(tries.values()) == {1}, tries
-    first_plan = store.chunks(1)
+    first_plan = store.chunks.of_plan(1)
     attempts = {c.label(): c.attempts for c in first_plan}
     assert all(c.status == "done" for c in first_plan), first_plan
     assert attempts.pop(bad["rendered_map_index"]) == 2, (bad, attempts)
@@ -231,7 +231,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
 
     # The stream uses the range backfill's chunks for [50000, 120000), the full plan's
     # chunks (cut) elsewhere.
-    marks = store.table_watermarks(accounts)
+    marks = store.watermarks.of_table(accounts)
     inside = sorted(
         (rng for rng, _ in marks if rng.lo is not None and rng.lo >= (50_000,)),
         key=lambda rng: rng.lo or (),
@@ -240,12 +240,12 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
     assert inside[0].lo == (50_000,), marks
     assert inside[-1].hi == (120_000,), marks
     assert all(a.hi == b.lo for a, b in itertools.pairwise(inside)), marks
-    backfill_chunks = {c.range for p in (2, 3) for c in store.chunks(p)}
+    backfill_chunks = {c.range for p in (2, 3) for c in store.chunks.of_plan(p)}
     assert set(inside) <= backfill_chunks, (inside, backfill_chunks)
-    state = store.stream_state(STREAM)
+    state = store.streams.state(STREAM)
     assert state is not None
     assert set(state.tables) == {accounts, items}
-    entry = next(e for e in store.stream_tables(STREAM) if e.table == items)
+    entry = next(e for e in store.stream_tables.read(STREAM) if e.table == items)
     assert entry.requested_by is not None
     assert entry.requested_by.startswith(f"{BACKFILL}/")
     # One Asset event per snapshot: accounts (full, then the range) and items (then its

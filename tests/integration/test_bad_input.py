@@ -352,7 +352,7 @@ def test_backfill_form_value_carrying_sql(
         lake, [f"{fresh_db}.codes"], key_range={"lo": [evil], "hi": ["c200"]}, **backfill
     )
     with MetadataStore.connect(f"sqlite:///{meta}") as store:
-        chunks = store.plan(handles[0]["plan_id"]).chunks
+        chunks = store.plans.get(handles[0]["plan_id"]).chunks
     assert chunks[0].range.lo == (evil,)
     assert chunks[-1].range.hi == ("c200",)
     assert mariadb.query(f"SELECT COUNT(*) FROM `{fresh_db}`.canary") == [(0,)]
@@ -412,7 +412,7 @@ def test_a_second_stream_for_the_same_tables(
     url = f"sqlite:///{tmp_path / 'meta.db'}"
     store = MetadataStore.connect(url)
     running = f"{socket.gethostname()}:{os.getpid()}:running"  # alive, on this host
-    store.acquire_stream_lease("mysql_cdc", [f"{fresh_db}.a", f"{fresh_db}.b"], running, 600)
+    store.streams.acquire_lease("mysql_cdc", [f"{fresh_db}.a", f"{fresh_db}.b"], running, 600)
     for stream_id, tables, shared in (
         ("mysql_cdc", [f"{fresh_db}.a", f"{fresh_db}.b"], False),
         ("other", [f"{fresh_db}.b"], True),
@@ -430,10 +430,10 @@ def test_a_second_stream_for_the_same_tables(
         assert "stop it first, or wait " in message
         if shared:
             assert f"It already streams {fresh_db}.b: only one stream per set of tables" in message
-            assert store.stream_state(stream_id) is None
-        assert store.stream_tables(stream_id) == []
+            assert store.streams.state(stream_id) is None
+        assert store.stream_tables.read(stream_id) == []
         assert not checkpoint.exists()
-    state = store.stream_state("mysql_cdc")
+    state = store.streams.state("mysql_cdc")
     assert state is not None
     assert state.owner == running
     assert not lake.exists()

@@ -42,7 +42,7 @@ def test_a_chunk_rerun_after_the_stream_applied_newer_changes_converges(
             victim = next(c for c in record.chunks if c.table == TableId(db, "accounts"))
             rerun = run_chunk(job_spec(mariadb, victim.chunk_id, meta, lake))
             assert rerun.attempt == 2
-            assert MetadataStore.connect(meta).chunk(victim.chunk_id).status == "done"
+            assert MetadataStore.connect(meta).chunks.get(victim.chunk_id).status == "done"
             for _ in range(2):
                 time.sleep(0.5)
                 stream.run_batch()

@@ -156,7 +156,7 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
             )
 
             def committed() -> BinlogPosition | None:
-                state = store.stream_state(STREAM)
+                state = store.streams.state(STREAM)
                 return None if state is None else state.committed_position
 
             af.wait_until(lambda: committed() is not None, 600, "the stream's first batch")
@@ -228,7 +228,7 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
                 assert_replica_equals_source(mariadb, lake, table, key, storage_options=options)
             af.set_task_state(MAIN, main, "stream", "success")  # stops the job (on_kill)
             af.wait_until(
-                lambda: (s := store.stream_state(STREAM)) is not None and s.owner is None,
+                lambda: (s := store.streams.state(STREAM)) is not None and s.owner is None,
                 60,
                 "the stream to stop and release its lease",
             )

@@ -126,7 +126,7 @@ def _create(server: LocalMariaDB, db: str) -> None:
 
 
 def _decided(stream: RunningStream, table: str, seen: int) -> str | None:
-    changes = stream.store.schema_changes(STREAM, TableId(stream.db, table))
+    changes = stream.store.schema_changes.read(STREAM, TableId(stream.db, table))
     return changes[-1].decision if len(changes) > seen else None
 
 
@@ -155,7 +155,7 @@ def test_each_statement_form_under_a_writer(
     try:
         stream.caught_up("the start")
         for table, statement, decision in STEPS:
-            seen = len(stream.store.schema_changes(STREAM, TableId(db, table)))
+            seen = len(stream.store.schema_changes.read(STREAM, TableId(db, table)))
             with LiveRows(lake, TableId(db, table)) as reader:
                 mariadb.execute(statement, database=db)
                 stream.until(lambda t=table, n=seen: _decided(stream, t, n) is not None, statement)

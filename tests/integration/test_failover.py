@@ -95,7 +95,7 @@ def test_the_stream_goes_on_by_gtid_on_the_promoted_replica(
             # 2. A replica behind what the stream applied is refused.
             replica.execute("STOP SLAVE")
             batches(stream, 2)
-            committed = MetadataStore.connect(meta).stream_state("test-stream")
+            committed = MetadataStore.connect(meta).streams.state("test-stream")
             assert committed is not None
             assert committed.committed_position is not None
             recorded = stream.writer.gtid.record(committed.committed_position)
@@ -107,7 +107,7 @@ def test_the_stream_goes_on_by_gtid_on_the_promoted_replica(
             first = record.chunks[0]
             with pytest.raises(SourceSwitchedError, match=r"start \(or restart\) the stream on it"):
                 run_chunk(job_spec(replica, first.chunk_id, meta, lake))  # not the stream's
-            assert MetadataStore.connect(meta).chunk(first.chunk_id).status == "done"
+            assert MetadataStore.connect(meta).chunks.get(first.chunk_id).status == "done"
 
             # 3. The failover.
             replica.execute("START SLAVE")
@@ -118,7 +118,7 @@ def test_the_stream_goes_on_by_gtid_on_the_promoted_replica(
             primary.stop()
             promote(replica)
             # the watchdog's look names the failover instead of counting bytes of the wrong binlog
-            behind = MetadataStore.connect(meta).stream_state("test-stream")
+            behind = MetadataStore.connect(meta).streams.state("test-stream")
             assert behind is not None
             look = look_at_source(
                 source_config(replica), behind.committed_position, ServerEpoch(1, 0)
@@ -130,7 +130,7 @@ def test_the_stream_goes_on_by_gtid_on_the_promoted_replica(
             assert "a failover): setting it aside" in moved
             assert re.search(r"the source is another server now: .* goes on from 1@", moved)
             run_chunk(job_spec(replica, first.chunk_id, meta, lake))  # a re-run, on epoch 1
-            rerun = MetadataStore.connect(meta).chunk(first.chunk_id)
+            rerun = MetadataStore.connect(meta).chunks.get(first.chunk_id)
             assert rerun.high_watermark is not None
             assert rerun.high_watermark.epoch == 1
             again = stream_job(spec(replica), tmp_path / "again")

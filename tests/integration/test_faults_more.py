@@ -84,7 +84,7 @@ def test_chunk_killed_in_its_commit_under_a_random_writer_converges_when_retried
         with chunk_job(job_spec(mariadb, victim.chunk_id, meta, lake, pause), tmp_path) as job:
             wait_for(pause / "files_written.reached", job)
             kill_group(job)
-        assert store.chunk(victim.chunk_id).status == "running"
+        assert store.chunks.get(victim.chunk_id).status == "running"
         assert delta_version(lake, accounts) == 0  # the table's creation; no data commit
         committed = set(DeltaTable(DeltaSink(str(lake)).table_uri(accounts)).file_uris())
         orphans = set(map(str, (lake / db / "accounts").rglob("*.parquet"))) - committed
@@ -97,7 +97,7 @@ def test_chunk_killed_in_its_commit_under_a_random_writer_converges_when_retried
             wait_for(pause / "after_commit.reached", job)
             kill_group(job)
         assert delta_version(lake, accounts) > version_before_the_second_attempt
-        assert store.chunk(victim.chunk_id).status == "running"
+        assert store.chunks.get(victim.chunk_id).status == "running"
 
         for chunk in record.chunks:
             if chunk.chunk_id != victim.chunk_id:
@@ -113,7 +113,7 @@ def test_chunk_killed_in_its_commit_under_a_random_writer_converges_when_retried
         rf"chunk {victim.chunk_id} attempt 3: .*written in \S+ s \((.*?)\)", log_file.read_text()
     )
     assert set(how_written) == {"merged"}  # the second attempt's commit left rows in the range
-    chunks = {c.chunk_id: c for c in store.chunks(record.plan_id)}
+    chunks = {c.chunk_id: c for c in store.chunks.of_plan(record.plan_id)}
     assert {c.status for c in chunks.values()} == {"done"}
     assert chunks[victim.chunk_id].attempts == 3
     assert all(c.attempts == 1 for i, c in chunks.items() if i != victim.chunk_id)
@@ -155,7 +155,7 @@ def test_a_resume_position_purged_while_the_stream_was_down_stops_it_with_advice
             before_the_outage.close()
         assert_replica_equals_source(mariadb, str(lake), table, ["id"])  # the writer's go on
         resume_at = offset_position(before_the_outage)
-        state = store.stream_state(spec.stream_id)
+        state = store.streams.state(spec.stream_id)
         assert state is not None
         assert state.committed_position == resume_at
 
@@ -182,6 +182,6 @@ def test_a_resume_position_purged_while_the_stream_was_down_stops_it_with_advice
     for t, (rows, version) in before.items():  # nothing applied, to any table
         assert delta_version(lake, t) == version, t
         assert sink_rows(lake, t) == rows, t
-    state = store.stream_state(spec.stream_id)
+    state = store.streams.state(spec.stream_id)
     assert state is not None
     assert state.committed_position == resume_at

@@ -220,7 +220,7 @@ def test_120_tables_by_pattern_packed_snapshotted_streamed_and_new_ones_join(
         # new_a, created after the plan, was found by the stream task at its start.
         assert f"new table(s) matching {DB}.*: {new_a}" in log
         store = MetadataStore.connect(meta)
-        assert any(e.table == new_a and e.joined for e in store.stream_tables("mysql_cdc"))
+        assert any(e.table == new_a and e.joined for e in store.stream_tables.read("mysql_cdc"))
 
         # A continuous stream finds new_b within seconds of its creation and joins it.
         spec = stream_spec(
@@ -240,7 +240,7 @@ def test_120_tables_by_pattern_packed_snapshotted_streamed_and_new_ones_join(
 
         def new_b_joined() -> bool:
             writer.check()  # a failed CREATE shows as itself, not as a timeout
-            return any(e.table == new_b and e.joined for e in store.stream_tables("mysql_cdc"))
+            return any(e.table == new_b and e.joined for e in store.stream_tables.read("mysql_cdc"))
 
         try:
             writer.create(new_b)
@@ -300,7 +300,7 @@ def _create_once_planned(writer: _Writer, meta: str, table: TableId) -> bool:
 def _plan_stored(meta: str) -> bool:
     try:
         with MetadataStore.connect(meta, migrate=False) as store:
-            return store.latest_plan() is not None
+            return store.plans.latest() is not None
     except MetadataError:  # the plan task has not created (or migrated) the schema yet
         return False
 
@@ -309,7 +309,7 @@ def _check_units(log: str, keys: dict[TableId, list[str]], tmp_path: Path, meta:
     """The plan resolved the pattern and packed the chunks (XCom: one item per unit)."""
     assert f"{DB}.* (excluding {DB}.skip_me) selects {len(keys)} table(s)" in log
     units = _plan_xcom(tmp_path / "airflow" / "airflow.db")
-    plan = MetadataStore.connect(meta).plan(units[0]["plan_id"])
+    plan = MetadataStore.connect(meta).plans.get(units[0]["plan_id"])
     assert {c.table for c in plan.chunks} == set(keys)
     big_ids = {c.chunk_id for c in plan.chunks if c.table == TableId(DB, "big")}
     assert len(big_ids) >= 2
@@ -336,13 +336,13 @@ def _rerun_one_unit(env: dict[str, str], tmp_path: Path, meta: str) -> None:
     )  # fmt: skip
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
     store = MetadataStore.connect(meta)
-    attempts = {c.chunk_id: c.attempts for c in store.chunks(again["plan_id"])}
+    attempts = {c.chunk_id: c.attempts for c in store.chunks.of_plan(again["plan_id"])}
     assert {i for i, n in attempts.items() if n == 2} == set(again["chunk_ids"]), attempts
     assert {n for i, n in attempts.items() if i not in again["chunk_ids"]} == {1}
 
 
 def _committed(store: MetadataStore) -> BinlogPosition:
-    state = store.stream_state("mysql_cdc")
+    state = store.streams.state("mysql_cdc")
     if state is None or state.committed_position is None:
         return BinlogPosition("", 0)
     return state.committed_position

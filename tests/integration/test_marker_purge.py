@@ -95,7 +95,7 @@ def test_a_chunk_read_before_a_delete_and_committed_after_a_purge_leaves_the_row
 
             (pause / "before_commit.release").touch()
             chunk_thread.join(timeout=300)
-            assert MetadataStore.connect(meta).chunk(victim_chunk.chunk_id).status == "done"
+            assert MetadataStore.connect(meta).chunks.get(victim_chunk.chunk_id).status == "done"
             live = sink.read_live(accounts, ["id"]).column("id").to_pylist()
             assert VICTIM not in live  # the chunk's older row lost to the marker
 

@@ -117,11 +117,11 @@ def test_a_chunk_job_waits_for_a_locked_sqlite_metadata_db_then_finishes(
             time.sleep(LOCK_SECONDS)
             assert job.poll() is None, "the job ended while the metadata DB was locked"
             # Readers are not blocked (WAL): the chunk is not recorded yet, the job waits.
-            waiting = MetadataStore.connect(meta).chunk(chunk.chunk_id)
+            waiting = MetadataStore.connect(meta).chunks.get(chunk.chunk_id)
             assert (waiting.status, waiting.high_watermark) == ("running", None)
         assert job.wait(timeout=JOB_TIMEOUT) == 0, _log_of(tmp_path, chunk)[-4000:]
 
-    done = MetadataStore.connect(meta).chunk(chunk.chunk_id)
+    done = MetadataStore.connect(meta).chunks.get(chunk.chunk_id)
     assert (done.status, done.attempts) == ("done", 1)
     assert done.high_watermark is not None
     assert "could not record" not in _log_of(tmp_path, chunk)
@@ -163,13 +163,13 @@ def test_a_chunk_job_fails_clearly_when_postgresql_stops_and_its_rerun_converges
     # With the server down the failure itself cannot be recorded: the chunk stays as the
     # job started it (running, no high watermark), which the sensor reads as not done.
     store = MetadataStore.connect(meta)
-    failed = store.chunk(chunk.chunk_id)
+    failed = store.chunks.get(chunk.chunk_id)
     assert (failed.status, failed.attempts, failed.high_watermark) == ("running", 1, None)
     _assert_no_duplicate_keys(lake, table)
 
     with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake), tmp_path) as rerun:
         assert rerun.wait(timeout=JOB_TIMEOUT) == 0, _log_of(tmp_path, chunk)[-4000:]
-    done = store.chunk(chunk.chunk_id)
+    done = store.chunks.get(chunk.chunk_id)
     assert (done.status, done.attempts) == ("done", 2)
     assert assert_replica_equals_source(mariadb, str(lake), table, ["id"]) == ROWS - 4
     _assert_no_duplicate_keys(lake, table)
@@ -180,17 +180,22 @@ def test_a_chunk_job_fails_clearly_when_postgresql_stops_and_its_rerun_converges
 
 
 class RecordedRenewals:
-    """The real store, with each renewal's outcome recorded for the test to wait on."""
+    """The real store, with each renewal's outcome recorded for the test to wait on; it
+    stands in for the store (the keeper renews through ``streams``, this object)."""
 
     def __init__(self, store: MetadataStore) -> None:
-        self._store = store
+        self._streams = store.streams
         self._changed = threading.Condition()
         #: One entry per renewal: None when it renewed, else the error it raised.
         self.outcomes: list[Exception | None] = []
 
-    def renew_stream_lease(self, stream_id: str, owner: str, ttl: float) -> dt.datetime:
+    @property
+    def streams(self) -> RecordedRenewals:
+        return self
+
+    def renew_lease(self, stream_id: str, owner: str, ttl: float) -> dt.datetime:
         try:
-            expires = self._store.renew_stream_lease(stream_id, owner, ttl)
+            expires = self._streams.renew_lease(stream_id, owner, ttl)
         except Exception as error:
             self._record(error)
             raise
@@ -225,7 +230,7 @@ def _keeper_running(
     """A lease of ``ttl`` seconds on PostgreSQL, kept by a LeaseKeeper in its own thread as
     the stream job runs it; the event is set when the keeper gives the lease up."""
     store = MetadataStore.connect(postgres.create_database(database))
-    store.acquire_stream_lease(STREAM, ["db.t"], OWNER, ttl)
+    store.streams.acquire_lease(STREAM, ["db.t"], OWNER, ttl)
     renewals = RecordedRenewals(store)
     keeper = LeaseKeeper(renewals, STREAM, OWNER, ttl)
     stop, lost = threading.Event(), threading.Event()
@@ -257,7 +262,7 @@ def test_the_lease_keeper_rides_through_a_postgresql_outage_shorter_than_the_lea
         error = renewals.outcomes[failed]
         assert isinstance(error, MetadataError)
         assert "renewing the stream lease in the metadata DB" in str(error)
-        state = store.stream_state(STREAM)
+        state = store.streams.state(STREAM)
         assert state is not None
         assert state.owner == OWNER
         assert state.lease_live()
@@ -281,7 +286,7 @@ def test_the_lease_keeper_gives_up_before_the_lease_expires_when_postgresql_stay
         assert postgres.password not in message
         assert isinstance(renewals.outcomes[-1], MetadataError)
         # Stopping before the expiry is the point: no other stream can have taken over yet.
-        state = store.stream_state(STREAM)
+        state = store.streams.state(STREAM)
         assert state is not None
         assert state.owner == OWNER
         assert state.lease_expires_at is not None
@@ -292,9 +297,9 @@ def test_the_lease_keeper_gives_up_before_the_lease_expires_when_postgresql_stay
         deadline = time.monotonic() + 30
         while state.lease_live() and time.monotonic() < deadline:
             time.sleep(0.2)
-            state = store.stream_state(STREAM)
+            state = store.streams.state(STREAM)
             assert state is not None
         with pytest.raises(StreamLeaseError, match="it expired"):
-            store.renew_stream_lease(STREAM, OWNER, ttl)
-        taken = store.acquire_stream_lease(STREAM, ["db.t"], "other-host:2:next", 60)
+            store.streams.renew_lease(STREAM, OWNER, ttl)
+        taken = store.streams.acquire_lease(STREAM, ["db.t"], "other-host:2:next", 60)
         assert taken.owner == "other-host:2:next"

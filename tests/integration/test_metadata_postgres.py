@@ -80,7 +80,7 @@ def _connect_worker(url: str, worker: int, barrier: Any, results: Any) -> None:
     try:
         barrier.wait()
         store = MetadataStore.connect(url)  # all at once on an empty database
-        store.create_plan(f"p{worker}", [int_plan(TableId("db", "t"), (worker,))])
+        store.plans.create(f"p{worker}", [int_plan(TableId("db", "t"), (worker,))])
         results.put(("ok", worker))
     except BaseException:
         results.put(("error", traceback.format_exc()))
@@ -91,15 +91,15 @@ def _chunk_worker(url: str, chunk_ids: list[int], worker: int, barrier: Any, res
         store = MetadataStore.connect(url)
         barrier.wait()
         for i, chunk_id in enumerate(chunk_ids):
-            assert store.start_chunk(chunk_id) == 1
-            store.finish_chunk(
+            assert store.chunks.start(chunk_id) == 1
+            store.chunks.finish(
                 chunk_id,
                 low=pos(4),
                 high=pos(1000 + chunk_id),
                 rows=worker * 1000 + i,
                 read_seconds=0.1,
             )
-            store.progress(store.chunk(chunk_id).plan_id)  # readers in between
+            store.plans.progress(store.chunks.get(chunk_id).plan_id)  # readers in between
         results.put(("ok", worker))
     except BaseException:
         results.put(("error", traceback.format_exc()))
@@ -110,7 +110,7 @@ def _lease_worker(url: str, stream_id: str, owner: str, barrier: Any, results: A
         store = MetadataStore.connect(url)
         barrier.wait()
         try:
-            store.acquire_stream_lease(stream_id, ["shop.orders", "shop.order_items"], owner, 60)
+            store.streams.acquire_lease(stream_id, ["shop.orders", "shop.order_items"], owner, 60)
             outcome = "won"
         except StreamLeaseError:
             outcome = "refused"
@@ -158,7 +158,7 @@ def test_plan_round_trip_with_composite_bytes_datetime_keys(pg_url: str) -> None
         ),
         int_plan(ORDERS, (100, 200), rows=7),
     ]
-    record = store.create_plan("manual__2024-01-01T00:00:00", plans, {odd: [1, 2, 3]})
+    record = store.plans.create("manual__2024-01-01T00:00:00", plans, {odd: [1, 2, 3]})
     assert record.tables == (odd, ORDERS)
     assert record.created_at.tzinfo is dt.UTC
     assert [c.range for c in record.chunks[:3]] == list(plans[0].ranges)
@@ -167,38 +167,38 @@ def test_plan_round_trip_with_composite_bytes_datetime_keys(pg_url: str) -> None
     assert record.chunks[1].range.lo[1] == moment
     assert record.chunks[0].key == ("bin", "at", "amount")
     assert [c.estimated_rows for c in record.chunks] == [1, 2, 3, 3, 2, 2]
-    assert store.chunks(record.plan_id) == record.chunks
-    assert store.chunk(record.chunks[4].chunk_id) == record.chunks[4]
-    assert store.latest_plan() == record
+    assert store.chunks.of_plan(record.plan_id) == record.chunks
+    assert store.chunks.get(record.chunks[4].chunk_id) == record.chunks[4]
+    assert store.plans.latest() == record
 
     first = record.chunks[0]
-    assert store.start_chunk(first.chunk_id) == 1
-    assert store.start_chunk(first.chunk_id) == 2
-    store.finish_chunk(first.chunk_id, low=pos(4), high=pos(99, row=2), rows=5, read_seconds=0.25)
-    done = store.chunk(first.chunk_id)
+    assert store.chunks.start(first.chunk_id) == 1
+    assert store.chunks.start(first.chunk_id) == 2
+    store.chunks.finish(first.chunk_id, low=pos(4), high=pos(99, row=2), rows=5, read_seconds=0.25)
+    done = store.chunks.get(first.chunk_id)
     assert (done.status, done.attempts, done.rows) == ("done", 2, 5)
     assert done.high_watermark == pos(99, row=2)
     second = record.chunks[1]
-    store.start_chunk(second.chunk_id)
-    store.fail_chunk(second.chunk_id, "boom " * 5000)
-    assert store.chunk(second.chunk_id).status == "failed"
+    store.chunks.start(second.chunk_id)
+    store.chunks.fail(second.chunk_id, "boom " * 5000)
+    assert store.chunks.get(second.chunk_id).status == "failed"
     store.close()
 
 
 def test_progress_and_table_watermarks(pg_url: str) -> None:
     store = MetadataStore.connect(pg_url)
-    record = store.create_plan(
+    record = store.plans.create(
         "run", [int_plan(ORDERS, (10, 20), rows=300), int_plan(ITEMS, (5,), rows=100)]
     )
     o0, o1, _o2, i0, i1 = (c.chunk_id for c in record.chunks)
-    store.start_chunk(o0)
-    store.finish_chunk(o0, low=pos(4), high=pos(8), rows=90)
-    store.start_chunk(o1)
-    store.start_chunk(i0)
-    store.fail_chunk(i0, "boom")
-    store.start_chunk(i1)
-    store.finish_chunk(i1, low=pos(4), high=pos(9), rows=60)
-    progress = store.progress(record.plan_id)
+    store.chunks.start(o0)
+    store.chunks.finish(o0, low=pos(4), high=pos(8), rows=90)
+    store.chunks.start(o1)
+    store.chunks.start(i0)
+    store.chunks.fail(i0, "boom")
+    store.chunks.start(i1)
+    store.chunks.finish(i1, low=pos(4), high=pos(9), rows=60)
+    progress = store.plans.progress(record.plan_id)
     counts = (progress.total, progress.done, progress.failed, progress.running, progress.pending)
     assert counts == (5, 2, 1, 1, 1)
     assert (progress.rows_done, progress.rows_estimated) == (150, 400)
@@ -207,32 +207,32 @@ def test_progress_and_table_watermarks(pg_url: str) -> None:
     assert (items.table, items.failed, items.rows_done) == (ITEMS, 1, 60)
 
     # A later backfill of ITEMS: ORDERS keeps the first plan's watermarks.
-    backfill = store.create_plan("backfill", [int_plan(ITEMS, (3, 9))])
+    backfill = store.plans.create("backfill", [int_plan(ITEMS, (3, 9))])
     last = backfill.chunks[-1]
-    store.start_chunk(last.chunk_id)
-    store.finish_chunk(last.chunk_id, low=pos(5), high=pos(7, file="mysql-bin.000002"), rows=1)
-    assert store.table_watermarks(ORDERS) == [(record.chunks[0].range, pos(8))]
-    assert store.table_watermarks(ITEMS) == [(last.range, pos(7, file="mysql-bin.000002"))]
-    assert store.table_watermarks(TableId("shop", "unknown")) == []
+    store.chunks.start(last.chunk_id)
+    store.chunks.finish(last.chunk_id, low=pos(5), high=pos(7, file="mysql-bin.000002"), rows=1)
+    assert store.watermarks.of_table(ORDERS) == [(record.chunks[0].range, pos(8))]
+    assert store.watermarks.of_table(ITEMS) == [(last.range, pos(7, file="mysql-bin.000002"))]
+    assert store.watermarks.of_table(TableId("shop", "unknown")) == []
     store.close()
 
 
 def test_stream_tables_and_full_snapshot_readiness(pg_url: str) -> None:
     store = MetadataStore.connect(pg_url)
-    assert store.request_stream_tables("s", [ORDERS, ITEMS], requested_by="job") == [
+    assert store.stream_tables.request("s", [ORDERS, ITEMS], requested_by="job") == [
         ORDERS,
         ITEMS,
     ]
-    assert store.request_stream_tables("s", [ITEMS]) == []
-    record = store.create_plan("full", [int_plan(ORDERS, (10,))])
-    assert not store.full_snapshot_done(ORDERS)
+    assert store.stream_tables.request("s", [ITEMS]) == []
+    record = store.plans.create("full", [int_plan(ORDERS, (10,))])
+    assert not store.watermarks.full_snapshot_done(ORDERS)
     for chunk in record.chunks:
-        store.start_chunk(chunk.chunk_id)
-        store.finish_chunk(chunk.chunk_id, low=pos(1), high=pos(2), rows=1)
-    assert store.full_snapshot_done(ORDERS)
-    assert not store.full_snapshot_done(ITEMS)
-    store.mark_stream_tables_joined("s", [(ORDERS, pos(2))], pos(30))
-    entries = {e.table: e for e in store.stream_tables("s")}
+        store.chunks.start(chunk.chunk_id)
+        store.chunks.finish(chunk.chunk_id, low=pos(1), high=pos(2), rows=1)
+    assert store.watermarks.full_snapshot_done(ORDERS)
+    assert not store.watermarks.full_snapshot_done(ITEMS)
+    store.stream_tables.mark_joined("s", [(ORDERS, pos(2))], pos(30))
+    entries = {e.table: e for e in store.stream_tables.read("s")}
     assert entries[ORDERS].joined_position == pos(30)
     assert entries[ORDERS].caught_up_from == pos(2)
     assert entries[ITEMS].requested_by == "job"
@@ -249,19 +249,19 @@ def test_parallel_chunk_updates_all_land_and_finish_the_plan(pg_url: str) -> Non
         None,
     ]
     ranges = tuple(ChunkRange(lo, hi) for lo, hi in itertools.pairwise(bounds))
-    record = store.create_plan("parallel", [TablePlan(ORDERS, ("id",), ranges, 0, "even")])
+    record = store.plans.create("parallel", [TablePlan(ORDERS, ("id",), ranges, 0, "even")])
     ids = [chunk.chunk_id for chunk in record.chunks]
 
     _run(_chunk_worker, lambda n: (pg_url, ids[n::processes], n), processes)
 
-    chunks = store.chunks(record.plan_id)
+    chunks = store.chunks.of_plan(record.plan_id)
     assert all(c.status == "done" and c.attempts == 1 for c in chunks)
     expected = {ids[n::processes][i]: n * 1000 + i for n in range(processes) for i in range(rounds)}
     assert {c.chunk_id: c.rows for c in chunks} == expected
     assert all(c.high_watermark == pos(1000 + c.chunk_id) for c in chunks)
-    progress = store.progress(record.plan_id)
+    progress = store.plans.progress(record.plan_id)
     assert progress.done == progress.total == processes * rounds
-    assert store.plan(record.plan_id).status == "done"  # the last finisher saw all others
+    assert store.plans.get(record.plan_id).status == "done"  # the last finisher saw all others
     store.close()
 
 
@@ -279,14 +279,14 @@ def test_racing_for_the_stream_lease_exactly_one_wins(pg_url: str) -> None:
     stream_id = stream_of[int(winner.rsplit("-", 1)[1])]
 
     store = MetadataStore.connect(pg_url)
-    state = store.stream_state(stream_id)
+    state = store.streams.state(stream_id)
     assert state is not None
     assert state.owner == winner
     assert state.lease_live()
-    live = [s for s in store.stream_states() if s.lease_live()]
+    live = [s for s in store.streams.states() if s.lease_live()]
     assert [s.stream_id for s in live] == [stream_id]
 
-    progress = store.record_stream_progress(
+    progress = store.streams.record_progress(
         stream_id,
         committed=pos(100),
         lag_seconds=2.5,
@@ -296,7 +296,7 @@ def test_racing_for_the_stream_lease_exactly_one_wins(pg_url: str) -> None:
         owner=winner,
     )
     assert (progress.last_batch_id, progress.rows_total) == (0, 10)
-    replay = store.record_stream_progress(
+    replay = store.streams.record_progress(
         stream_id,
         committed=pos(100),
         lag_seconds=1.0,
@@ -306,13 +306,13 @@ def test_racing_for_the_stream_lease_exactly_one_wins(pg_url: str) -> None:
         owner=winner,
     )
     assert replay.rows_total == 10  # a replayed batch is not counted twice
-    nxt = store.record_stream_progress(
+    nxt = store.streams.record_progress(
         stream_id, committed=pos(250), lag_seconds=None, lag_bytes=None, batch_id=1, rows=5
     )
     assert (nxt.committed_position, nxt.rows_total, nxt.lag_seconds) == (pos(250), 15, None)
     assert nxt.heartbeat_at is not None
     with pytest.raises(StreamLeaseError, match="was lost"):
-        store.record_stream_progress(
+        store.streams.record_progress(
             stream_id,
             committed=pos(300),
             lag_seconds=0,
@@ -321,14 +321,14 @@ def test_racing_for_the_stream_lease_exactly_one_wins(pg_url: str) -> None:
             rows=1,
             owner="someone-else",
         )
-    assert store.release_stream_lease(stream_id, winner) is True
-    taken = store.acquire_stream_lease("s9", ["shop.orders"], "late", 60)
+    assert store.streams.release_lease(stream_id, winner) is True
+    taken = store.streams.acquire_lease("s9", ["shop.orders"], "late", 60)
     assert taken.owner == "late"
 
     state = StreamState("put", (ORDERS,), committed_position=pos(4))
-    store.put_stream_state(state)
-    store.put_stream_state(state)
-    assert store.stream_state("put") == state
+    store.streams.put_state(state)
+    store.streams.put_state(state)
+    assert store.streams.state("put") == state
     store.close()
 
 
@@ -356,10 +356,10 @@ def _finish_together_worker(
     try:
         store = MetadataStore.connect(url)
         for chunk_id in chunk_ids:
-            store.start_chunk(chunk_id)
+            store.chunks.start(chunk_id)
         for chunk_id in chunk_ids:
             barrier.wait()  # both finish their chunk of the same plan at the same moment
-            store.finish_chunk(chunk_id, low=pos(4), high=pos(5), rows=worker)
+            store.chunks.finish(chunk_id, low=pos(4), high=pos(5), rows=worker)
         results.put(("ok", worker))
     except BaseException:
         results.put(("error", traceback.format_exc()))
@@ -367,8 +367,8 @@ def _finish_together_worker(
 
 def test_last_two_chunks_finishing_at_once_mark_the_plan_done(pg_url: str) -> None:
     store = MetadataStore.connect(pg_url)
-    records = [store.create_plan(f"p{n}", [int_plan(ORDERS, (10,))]) for n in range(20)]
+    records = [store.plans.create(f"p{n}", [int_plan(ORDERS, (10,))]) for n in range(20)]
     per_worker = [[r.chunks[n].chunk_id for r in records] for n in range(2)]
     _run(_finish_together_worker, lambda n: (pg_url, per_worker[n], n), 2)
-    assert [store.plan(r.plan_id).status for r in records] == ["done"] * len(records)
+    assert [store.plans.get(r.plan_id).status for r in records] == ["done"] * len(records)
     store.close()

@@ -35,28 +35,28 @@ def test_store_round_trip_on_a_server_db(server_url: str) -> None:
     plan = TablePlan(
         table, ("a", "b", "c"), (ChunkRange(None, bound), ChunkRange(bound, None)), 10, "uneven"
     )
-    record = store.create_plan("run-1", [plan])
+    record = store.plans.create("run-1", [plan])
     first, second = record.chunks
     assert first.range == plan.ranges[0]
-    assert store.start_chunk(first.chunk_id) == 1
-    store.finish_chunk(
+    assert store.chunks.start(first.chunk_id) == 1
+    store.chunks.finish(
         first.chunk_id,
         low=BinlogPosition("mysql-bin.000003", 4),
         high=BinlogPosition("mysql-bin.000003", 99, 2),
         rows=5,
     )
-    store.start_chunk(second.chunk_id)
-    store.fail_chunk(second.chunk_id, "boom " * 2000)
-    progress = store.progress(record.plan_id)
+    store.chunks.start(second.chunk_id)
+    store.chunks.fail(second.chunk_id, "boom " * 2000)
+    progress = store.plans.progress(record.plan_id)
     assert (progress.done, progress.failed, progress.rows_done) == (1, 1, 5)
-    assert store.table_watermarks(table) == [
+    assert store.watermarks.of_table(table) == [
         (plan.ranges[0], BinlogPosition("mysql-bin.000003", 99, 2))
     ]
-    assert store.latest_plan() == store.plan(record.plan_id)
+    assert store.plans.latest() == store.plans.get(record.plan_id)
     state = StreamState("s", (table,), committed_position=BinlogPosition("mysql-bin.000004", 4))
-    store.put_stream_state(state)
-    store.put_stream_state(state)
-    assert store.stream_state("s") == state
+    store.streams.put_state(state)
+    store.streams.put_state(state)
+    assert store.streams.state("s") == state
     store.close()
 
 
@@ -74,12 +74,12 @@ def test_schema_changes_and_dropped_tables_on_a_server_db(server_url: str) -> No
     table = TableId("shop", "orders")
     at = BinlogPosition("mysql-bin.000042", 1234)
     for _ in range(2):  # a replayed batch records again
-        store.record_schema_change(
+        store.schema_changes.record(
             "s", table, at, kind="drop_table", decision="drop", statement="DROP TABLE orders"
         )
-    store.mark_stream_table_dropped("s", table, at, "drops the table")
-    (change,) = store.schema_changes("s")
+    store.stream_tables.mark_dropped("s", table, at, "drops the table")
+    (change,) = store.schema_changes.read("s")
     assert (change.table, change.position, change.decision) == (table, at, "drop")
-    (entry,) = store.stream_tables("s")
+    (entry,) = store.stream_tables.read("s")
     assert entry.dropped
     store.close()

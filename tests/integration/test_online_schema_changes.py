@@ -69,7 +69,7 @@ def _start(
 
 def _swapped(stream: RunningStream, table: str) -> str | None:
     """The decision the stream recorded for the swap of ``table``, if it met it."""
-    changes = stream.store.schema_changes(stream.stream_id, TableId(stream.db, table))
+    changes = stream.store.schema_changes.read(stream.stream_id, TableId(stream.db, table))
     return next((c.decision for c in reversed(changes) if c.kind == "swap_table"), None)
 
 
@@ -143,9 +143,11 @@ def test_online_schema_changes_by_pattern(
     sink = DeltaSink(str(lake))
     assert "color" in sink.layout(TableId(db, "items")).live_columns
     assert "note2" in sink.layout(TableId(db, "orders")).live_columns
-    plans = [p for p in stream.store.unfinished_plans()]
+    plans = [p for p in stream.store.plans.unfinished()]
     assert plans == []
-    labels = {stream.store.full_snapshot(TableId(db, t)).label for t in ("items", "orders")}  # type: ignore[union-attr]
+    labels = {
+        stream.store.watermarks.full_snapshot(TableId(db, t)).label for t in ("items", "orders")
+    }  # type: ignore[union-attr]
     assert not any("replaced" in label for label in labels), labels  # no snapshot of theirs
     status = subprocess.run(
         [sys.executable, "-m", "airflow_cdc.cli", "status", "--metadata-url", meta],

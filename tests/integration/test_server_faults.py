@@ -153,7 +153,7 @@ def test_chunk_read_interrupted_then_rerun(
         cause = f"SourceError: reading {db}.accounts {victim.range.label()} failed: "
         broke = "the connection to the source server broke"
         assert f"chunk {victim.chunk_id} failed: {cause}" in log
-        failed = store.chunk(victim.chunk_id)
+        failed = store.chunks.get(victim.chunk_id)
         assert failed.status == "failed"
         assert failed.error is not None
         first_line = failed.error.partition("\n")[0]
@@ -164,7 +164,7 @@ def test_chunk_read_interrupted_then_rerun(
         time.sleep(0.5)  # writes after the failure, before the retry
         outcome = run_chunk(job_spec(server, victim.chunk_id, meta, lake))
         assert outcome.attempt == 2
-        assert store.chunk(victim.chunk_id).status == "done"
+        assert store.chunks.get(victim.chunk_id).status == "done"
         time.sleep(0.5)
     finally:
         writer.stop()
@@ -199,7 +199,7 @@ def test_server_restart_before_the_high_watermark(
         message = str(info.value)
         assert message.startswith(f"the snapshot of {victim.label()} lost its connection"), message
         assert "a re-run of it" in message
-        failed = store.chunk(victim.chunk_id)
+        failed = store.chunks.get(victim.chunk_id)
         assert failed.status == "failed"
         assert failed.error is not None
         assert failed.error.startswith(f"SourceError: {message}")
@@ -216,14 +216,14 @@ def test_server_restart_before_the_high_watermark(
 
 
 def committed(store: MetadataStore, stream_id: str) -> BinlogPosition | None:
-    state = store.stream_state(stream_id)
+    state = store.streams.state(stream_id)
     return None if state is None else state.committed_position
 
 
 def spark_batch_committed(store: MetadataStore, stream_id: str) -> bool:
     """Whether Spark's query has committed a batch (the driver's start batch, -1, commits
     before the query has even started)."""
-    state = store.stream_state(stream_id)
+    state = store.streams.state(stream_id)
     return state is not None and state.last_batch_id is not None and state.last_batch_id >= 0
 
 
@@ -292,7 +292,7 @@ def stream_through_faults(
     )
     assert catch_up_job.wait(timeout=300) == 0, log_file.read_text(errors="replace")[-4000:]
     check(server, db, lake)
-    state = store.stream_state(spec.stream_id)
+    state = store.streams.state(spec.stream_id)
     assert state is not None
     assert state.lag_bytes == 0
 

@@ -105,7 +105,7 @@ def test_correction_under_concurrent_writes(
     assert "(new data files)" in log  # a first snapshot: written by the workers, one commit
     # The driver imported the installed pyspark, not the zip spark-submit put first.
     assert "pyspark is imported from the installed package, not from" in log
-    done = MetadataStore.connect(meta).chunk(chunk.chunk_id)  # type: ignore[attr-defined]
+    done = MetadataStore.connect(meta).chunks.get(chunk.chunk_id)  # type: ignore[attr-defined]
     assert done.status == "done"
     assert done.low_watermark < done.high_watermark
     expected = source_rows(mariadb, f"SELECT * FROM {t} WHERE id >= {lo} AND id < {hi}")
@@ -137,7 +137,7 @@ def test_chunk_killed_during_write_then_rerun(
     time.sleep(0.05)
     kill_group(job)
     store = MetadataStore.connect(meta)
-    assert store.chunk(chunk.chunk_id).status in {"running", "done"}
+    assert store.chunks.get(chunk.chunk_id).status in {"running", "done"}
 
     # Second attempt: committed, then killed before it recorded the high watermark.
     mariadb.execute(
@@ -148,7 +148,9 @@ def test_chunk_killed_during_write_then_rerun(
     job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path)
     wait_for(pause / "after_commit.reached", job)
     kill_group(job)
-    assert store.chunk(chunk.chunk_id).status == "running"  # committed, but no outcome recorded
+    assert (
+        store.chunks.get(chunk.chunk_id).status == "running"
+    )  # committed, but no outcome recorded
 
     # Third attempt runs through.
     mariadb.execute(
@@ -164,7 +166,7 @@ def test_chunk_killed_during_write_then_rerun(
         r"written in \S+ s \((.*?)\)", (tmp_path / f"spark-{chunk.chunk_id}.log").read_text()
     )
     assert summaries[-1] == "merged"  # the range held the second attempt's rows
-    final = store.chunk(chunk.chunk_id)
+    final = store.chunks.get(chunk.chunk_id)
     assert final.status == "done"
     assert final.attempts == 3
     expected = source_rows(mariadb, f"SELECT * FROM {orders.quoted()}")
@@ -246,12 +248,12 @@ def test_a_unit_runs_every_chunk_and_names_the_ones_that_failed(
     assert f"1 of the unit's 5 chunk(s) failed (chunk id(s) {gone.chunk_id}" in message
     assert "not found on the source" in message
     store = MetadataStore.connect(meta)
-    statuses = {c.table.table: (c.status, c.attempts) for c in store.chunks(record.plan_id)}
+    statuses = {c.table.table: (c.status, c.attempts) for c in store.chunks.of_plan(record.plan_id)}
     assert statuses == {
         "a": ("done", 1), "b": ("done", 1), "gone": ("failed", 1), "c": ("done", 1),
         "large": ("done", 1),
     }  # fmt: skip
-    assert "TableError" in (store.chunk(gone.chunk_id).error or "")
+    assert "TableError" in (store.chunks.get(gone.chunk_id).error or "")
     for name in ("a", "b", "c", "large"):
         assert_replica_equals_source(
             mariadb, str(tmp_path / "lake"), TableId(fresh_db, name), ["id"]

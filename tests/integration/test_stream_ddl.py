@@ -51,7 +51,7 @@ def _snapshotted_and_streaming(
 
 
 def _decisions(store: MetadataStore, stream_id: str, table: TableId) -> list[tuple[str, str]]:
-    return [(c.kind, c.decision) for c in store.schema_changes(stream_id, table)]
+    return [(c.kind, c.decision) for c in store.schema_changes.read(stream_id, table)]
 
 
 def test_truncate_drop_and_rename_are_carried_over_while_the_others_flow(
@@ -105,7 +105,7 @@ def test_truncate_drop_and_rename_are_carried_over_while_the_others_flow(
         assert _decisions(store, spec.stream_id, b) == [("rename_table", "drop")]
         assert_replica_equals_source(mariadb, str(lake), a, KEY)
 
-        dropped = {t.table: t for t in store.stream_tables(spec.stream_id) if t.dropped}
+        dropped = {t.table: t for t in store.stream_tables.read(spec.stream_id) if t.dropped}
         assert set(dropped) == {b, c}
         assert f"{db}.b_old" in (dropped[b].dropped_reason or "")
 
@@ -233,9 +233,9 @@ def test_column_changes_are_applied_in_place_while_the_other_table_flows(
     decisions = _decisions(store, spec.stream_id, t)
     assert [d for _, d in decisions] == ["evolve"] * len(steps)
     # The schema history: the chunk's columns, then the columns after each change.
-    history = store.schema_history([t])[t]
+    history = store.schema_history.read([t])[t]
     assert [p for p, _ in history[1:]] == [
-        c.position for c in store.schema_changes(spec.stream_id, t)
+        c.position for c in store.schema_changes.read(spec.stream_id, t)
     ]
     assert [c.name for c in history[-1][1].columns] == ["id", "n", "label", "d", "c2"]
     store.close()
@@ -397,10 +397,12 @@ def test_a_table_renamed_into_the_followed_set_carries_on_from_a_copy(
         stream.run_batch()
         assert_replica_equals_source(mariadb, str(lake), t2, KEY)
         assert_replica_equals_source(mariadb, str(lake), u, KEY)
-        latest = store.full_snapshot(t2)
+        latest = store.watermarks.full_snapshot(t2)
         assert latest is not None
         assert latest.label.startswith(f"stream {spec.stream_id}: {t2}, {t} renamed at")
-        assert [(e.table, e.joined, e.dropped) for e in store.stream_tables(spec.stream_id)] == [
+        assert [
+            (e.table, e.joined, e.dropped) for e in store.stream_tables.read(spec.stream_id)
+        ] == [
             (t, False, True),
             (t2, True, False),
             (u, True, False),
@@ -410,8 +412,8 @@ def test_a_table_renamed_into_the_followed_set_carries_on_from_a_copy(
         DeltaSink(str(lake)).copy_table(t, u2, "a stale replica")
         mariadb.execute("RENAME TABLE u TO u2", database=db)
         stream.run_batch()
-        assert store.full_snapshot(u2) is None
-        assert any(e.table == u and e.dropped for e in store.stream_tables(spec.stream_id))
+        assert store.watermarks.full_snapshot(u2) is None
+        assert any(e.table == u and e.dropped for e in store.stream_tables.read(spec.stream_id))
     finally:
         stream.close()
         store.close()

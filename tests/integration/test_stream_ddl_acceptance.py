@@ -104,11 +104,11 @@ def test_ddl_while_streaming_under_a_writer(
         pipeline.caught_up("the start")
         for what, ddl in STEPS:
             flowing = {t: pipeline.versions(t) for t in ("b", "c")}
-            seen = len(pipeline.store.schema_changes(STREAM, TableId(db, "a")))
+            seen = len(pipeline.store.schema_changes.read(STREAM, TableId(db, "a")))
             mariadb.execute(ddl, database=db)
             pipeline.until(
                 lambda seen=seen: (
-                    len(pipeline.store.schema_changes(STREAM, TableId(db, "a"))) > seen
+                    len(pipeline.store.schema_changes.read(STREAM, TableId(db, "a"))) > seen
                 ),
                 f"the stream to meet {what}",
             )
@@ -180,5 +180,5 @@ def test_ddl_while_streaming_under_a_writer(
 
 
 def _own_plan_done(pipeline: RunningStream) -> bool:
-    latest = pipeline.store.full_snapshot(TableId(pipeline.db, "a"))
+    latest = pipeline.store.watermarks.full_snapshot(TableId(pipeline.db, "a"))
     return latest is not None and latest.label.startswith(f"stream {STREAM}:") and latest.done

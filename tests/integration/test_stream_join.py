@@ -60,24 +60,24 @@ def test_a_table_joins_the_running_stream(
         job = spark_submit_stream(spec, tmp_path)
 
         def committed() -> BinlogPosition | None:
-            state = store.stream_state(STREAM)
+            state = store.streams.state(STREAM)
             return None if state is None else state.committed_position
 
         _wait(lambda: committed() is not None, 240, "the first batch", job, log)
 
         # The new table's snapshot, while the stream runs and the writer changes it.
         snapshot_all(mariadb, plan(mariadb, [str(items)], 3_000, meta), meta, lake)
-        floor = store.stream_floor(items)
+        floor = store.watermarks.stream_floor(items)
         assert floor is not None
         # Let the stream move past the snapshot before asking: the join has to replay.
         _wait(
             lambda: (committed() or floor) > floor, 60, "the stream to pass the snapshot", job, log
         )
         time.sleep(2)
-        assert store.request_stream_tables(STREAM, [items], requested_by="test") == [items]
+        assert store.stream_tables.request(STREAM, [items], requested_by="test") == [items]
 
         def joined() -> bool:
-            return any(e.table == items and e.joined for e in store.stream_tables(STREAM))
+            return any(e.table == items and e.joined for e in store.stream_tables.read(STREAM))
 
         _wait(joined, 120, f"{items} to join", job, log)
         time.sleep(2)  # the joined table in the regular batches, under writes
@@ -88,7 +88,7 @@ def test_a_table_joins_the_running_stream(
     target = _server_position(mariadb)
     _wait(lambda: (committed() or target) >= target, 120, "the stream to catch up", job, log)
 
-    entry = next(e for e in store.stream_tables(STREAM) if e.table == items)
+    entry = next(e for e in store.stream_tables.read(STREAM) if e.table == items)
     assert entry.caught_up_from == floor
     assert entry.joined_position is not None
     assert entry.joined_position > floor
@@ -96,7 +96,7 @@ def test_a_table_joins_the_running_stream(
     assert f"{items} joined the stream at" in text
     replayed = [line for line in text.splitlines() if f"{items} joined the stream at" in line]
     assert "replayed 0 changes" not in replayed[0], replayed
-    state = store.stream_state(STREAM)
+    state = store.streams.state(STREAM)
     assert state is not None
     assert set(state.tables) == {accounts, items}
 
@@ -115,6 +115,6 @@ def test_a_table_joins_the_running_stream(
     assert len(drivers) == 1, drivers
     drivers[0].send_signal(signal.SIGTERM)
     assert job.wait(timeout=120) == 0, log.read_text()[-4000:]
-    state = store.stream_state(STREAM)
+    state = store.streams.state(STREAM)
     assert state is not None
     assert not state.lease_live()

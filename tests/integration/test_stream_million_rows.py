@@ -121,5 +121,5 @@ def test_killed_inside_a_merge_then_a_million_row_transaction_within_bounded_mem
 
 
 def committed(store: MetadataStore, stream_id: str) -> BinlogPosition | None:
-    state = store.stream_state(stream_id)
+    state = store.streams.state(stream_id)
     return None if state is None else state.committed_position

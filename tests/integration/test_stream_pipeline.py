@@ -104,7 +104,7 @@ def test_stream_replica_equals_source(
     assert writer.transactions > 50
     run_until_caught_up(stream_spec(mariadb, tables, meta, lake, checkpoint, **merge_on), tmp_path)
     check(mariadb, db, lake)
-    state = MetadataStore.connect(meta).stream_state("test-stream")
+    state = MetadataStore.connect(meta).streams.state("test-stream")
     assert state is not None
     assert state.lag_bytes == 0
     started = (tmp_path / "stream.log").read_text().count("(start batch, in the driver)")
@@ -163,7 +163,7 @@ def test_without_its_checkpoint_or_with_a_stale_one_the_stream_resumes_where_it_
     store = MetadataStore.connect(meta)
 
     def committed() -> BinlogPosition:
-        state = store.stream_state("test-stream")
+        state = store.streams.state("test-stream")
         assert state is not None
         assert state.committed_position is not None
         return state.committed_position

@@ -62,7 +62,7 @@ def test_start_batch_is_bounded_and_the_query_starts_at_its_end(
         end = _start_batch(stream)
         assert begin < end < latest
         assert end.offset - begin.offset <= 2 * CAP  # about CAP, at a transaction boundary
-        state = stream.store.stream_state(spec.stream_id)
+        state = stream.store.streams.state(spec.stream_id)
         assert state is not None
         assert (state.last_batch_id, state.committed_position) == (START_BATCH_ID, end)
         # The table records where it stands: a replay of the start batch is skipped.

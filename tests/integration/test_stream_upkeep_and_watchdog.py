@@ -121,7 +121,7 @@ def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_
         return done.returncode, done.stdout + done.stderr
 
     def committed() -> Any:
-        state = store.stream_state(spec.stream_id)
+        state = store.streams.state(spec.stream_id)
         return None if state is None else state.committed_position
 
     writer = RandomWriter(server, DB, seed=11, reconnect=True, max_pause=0.05).start()

@@ -48,7 +48,7 @@ QUIET = 5_000_000  # ids the random writer never reaches (it stays below 400,000
 
 
 def committed(store: MetadataStore) -> BinlogPosition | None:
-    state = store.stream_state(STREAM)
+    state = store.streams.state(STREAM)
     return None if state is None else state.committed_position
 
 

@@ -80,7 +80,7 @@ def plan(server: LocalMariaDB, tables: Sequence[str], chunk_rows: int, metadata_
         plans = plan_tables(conn, info, schemas, ChunkingConfig(chunk_rows=chunk_rows))
     finally:
         conn.close()
-    return MetadataStore.connect(metadata_url).create_plan("test", plans)
+    return MetadataStore.connect(metadata_url).plans.create("test", plans)
 
 
 def job_spec(

@@ -49,18 +49,22 @@ class RunningStream:
         target = server_position(source_config(self.server))
 
         def reached() -> bool:
-            state = self.store.stream_state(self.stream_id)
+            state = self.store.streams.state(self.stream_id)
             return bool(state and state.committed_position and state.committed_position >= target)
 
         self.until(reached, f"the stream to catch up after {what}")
 
     def joined(self, table: str) -> bool:
         found = TableId(self.db, table)
-        return any(e.table == found and e.joined for e in self.store.stream_tables(self.stream_id))
+        return any(
+            e.table == found and e.joined for e in self.store.stream_tables.read(self.stream_id)
+        )
 
     def dropped(self, table: str) -> bool:
         found = TableId(self.db, table)
-        return any(e.table == found and e.dropped for e in self.store.stream_tables(self.stream_id))
+        return any(
+            e.table == found and e.dropped for e in self.store.stream_tables.read(self.stream_id)
+        )
 
     def versions(self, table: str) -> int:
         return int(
@@ -73,16 +77,16 @@ class RunningStream:
     def snapshotted_again(self, table: str) -> bool:
         """Whether ``table``'s latest snapshot is one the stream made itself, done, and the
         table reads in the stream again."""
-        latest = self.store.full_snapshot(TableId(self.db, table))
+        latest = self.store.watermarks.full_snapshot(TableId(self.db, table))
         own = latest is not None and latest.label.startswith(f"stream {self.stream_id}:")
         return own and latest is not None and latest.done and self.joined(table)
 
     def settled(self) -> bool:
         """No plan of the stream's own is left to run, and no table waits to join."""
-        waiting = [e for e in self.store.stream_tables(self.stream_id) if not e.joined]
+        waiting = [e for e in self.store.stream_tables.read(self.stream_id) if not e.joined]
         unfinished = [
             p
-            for p, label in self.store.unfinished_plans()
+            for p, label in self.store.plans.unfinished()
             if label.startswith(f"stream {self.stream_id}:")
         ]
         return not unfinished and all(e.dropped for e in waiting)

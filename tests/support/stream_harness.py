@@ -40,8 +40,8 @@ class InProcessStream:
         job_file = spec.write(workdir / f"stream-{spec.stream_id}.json")
         self.spec = spec
         self.store = MetadataStore.connect(spec.metadata_url)
-        self.store.acquire_stream_lease(spec.stream_id, list(spec.tables), self.OWNER, 600)
-        self.store.request_stream_tables(
+        self.store.streams.acquire_lease(spec.stream_id, list(spec.tables), self.OWNER, 600)
+        self.store.stream_tables.request(
             spec.stream_id,
             [TableId.parse(t) for t in spec.tables],
             requested_by="test",
@@ -91,4 +91,4 @@ class InProcessStream:
         raise AssertionError(f"not caught up after {limit} batches: at {self.offset}")
 
     def close(self) -> None:
-        self.store.release_stream_lease(self.spec.stream_id, self.OWNER)
+        self.store.streams.release_lease(self.spec.stream_id, self.OWNER)

@@ -151,7 +151,7 @@ def stream_in_process(
     events = [item for item in items if isinstance(item, ChangeEvent)]
     assert events, "no binlog events to apply"
     assert len(events) == len(items), "DDL in the range: this applies row changes only"
-    marks = {t: store.table_watermarks(t, sort_key=sort_key_for(s)) for t, s in schemas.items()}
+    marks = {t: store.watermarks.of_table(t, sort_key=sort_key_for(s)) for t, s in schemas.items()}
     if sink is None:
         sink = DeltaSink(str(lake), keep_open=True, rewrite=RewriteLimits())
     apply_batch(sink, schemas, events, EmitFilter(marks, schemas).should_emit)

@@ -264,16 +264,16 @@ def _full(bounds: list[int], high: int, done: set[int] | None = None) -> TablePl
 def _finish_all(
     store: MetadataStore, plan_id: int, high: int, skip: set[int] = frozenset()
 ) -> None:  # type: ignore[assignment]
-    for chunk in store.chunks(plan_id):
+    for chunk in store.chunks.of_plan(plan_id):
         if chunk.chunk_no in skip:
             continue
-        store.start_chunk(chunk.chunk_id)
-        store.finish_chunk(chunk.chunk_id, low=pos(high - 1), high=pos(high), rows=1)
+        store.chunks.start(chunk.chunk_id)
+        store.chunks.finish(chunk.chunk_id, low=pos(high - 1), high=pos(high), rows=1)
 
 
 def test_table_watermarks_cut_the_full_plan_around_a_range_plan(tmp_path: Path) -> None:
     with MetadataStore.connect(f"sqlite:///{tmp_path}/m.db") as store:
-        full = store.create_plan("full", [_full([100, 200, 300], 10)])
+        full = store.plans.create("full", [_full([100, 200, 300], 10)])
         _finish_all(store, full.plan_id, 10)
         rng = ChunkRange((150,), (320,))
         ranged = TablePlan(
@@ -284,10 +284,10 @@ def test_table_watermarks_cut_the_full_plan_around_a_range_plan(tmp_path: Path) 
             "even",
             rng,
         )
-        backfill = store.create_plan("backfill", [ranged])
+        backfill = store.plans.create("backfill", [ranged])
         # Range chunk 1 not done yet: the full plan still holds [250, 300) and [300, 320).
         _finish_all(store, backfill.plan_id, 20, skip={1})
-        marks = store.table_watermarks(ORDERS)
+        marks = store.watermarks.of_table(ORDERS)
         assert marks == [
             (ChunkRange((150,), (250,)), pos(20)),
             (ChunkRange(None, (100,)), pos(10)),
@@ -298,7 +298,7 @@ def test_table_watermarks_cut_the_full_plan_around_a_range_plan(tmp_path: Path) 
         EmitFilter({ORDERS: marks}, {ORDERS: INT_SCHEMA})  # no ChunkOverlapError
 
         _finish_all(store, backfill.plan_id, 30, skip={0})
-        marks = store.table_watermarks(ORDERS)
+        marks = store.watermarks.of_table(ORDERS)
         assert marks == [
             (ChunkRange((150,), (250,)), pos(20)),
             (ChunkRange((250,), (320,)), pos(30)),
@@ -312,10 +312,10 @@ def test_table_watermarks_cut_the_full_plan_around_a_range_plan(tmp_path: Path) 
         assert emit.should_emit(ORDERS, (330,), pos(11))
 
         # A newer full plan ends the walk: older plans no longer count.
-        newer = store.create_plan("full again", [_full([500], 40)])
-        assert store.table_watermarks(ORDERS) == []
+        newer = store.plans.create("full again", [_full([500], 40)])
+        assert store.watermarks.of_table(ORDERS) == []
         _finish_all(store, newer.plan_id, 40)
-        assert [r for r, _ in store.table_watermarks(ORDERS)] == [
+        assert [r for r, _ in store.watermarks.of_table(ORDERS)] == [
             ChunkRange(None, (500,)),
             ChunkRange((500,), None),
         ]

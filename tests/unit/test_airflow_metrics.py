@@ -33,8 +33,10 @@ def test_the_sensor_reports_chunk_progress_at_each_look(
     )
     record = _plan(store)
     first = record.chunks[0].chunk_id
-    store.start_chunk(first)
-    store.finish_chunk(first, low=BinlogPosition("b.1", 4), high=BinlogPosition("b.1", 9), rows=400)
+    store.chunks.start(first)
+    store.chunks.finish(
+        first, low=BinlogPosition("b.1", 4), high=BinlogPosition("b.1", 9), rows=400
+    )
     assert ChunksCompleteSensor(task_id="w", plan_id=record.plan_id).poke({}) is False  # type: ignore[arg-type]
     prefix = f"airflow_cdc.snapshot.{record.plan_id}."
     got = {name[len(prefix) :]: value for name, value, _ in sent}

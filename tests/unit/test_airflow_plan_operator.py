@@ -119,7 +119,7 @@ def test_plan_returns_small_unit_handles(fake_source: dict[str, Any]) -> None:
 
     url = os.environ["AIRFLOW_CONN_CDC_METADATA"]
     with MetadataStore.connect(url) as store:
-        plan = store.plan(result[0]["plan_id"])
+        plan = store.plans.get(result[0]["plan_id"])
     assert plan.label == "manual__1"
     assert [c.chunk_id for c in plan.chunks] == [u["chunk_ids"][0] for u in result]
 

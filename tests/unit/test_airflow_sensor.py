@@ -16,7 +16,7 @@ from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 
 def _plan(store: Any) -> Any:
     ranges = (ChunkRange(None, (10,)), ChunkRange((10,), None))
-    return store.create_plan(
+    return store.plans.create(
         label="run1",
         plans=[TablePlan(TableId("shop", "orders"), ("id",), ranges, 1000, "even")],
     )
@@ -50,12 +50,12 @@ def test_poke_waits_for_every_chunk_and_ignores_failures(
     sensor = ChunksCompleteSensor(task_id="wait", plan_id=record.plan_id)
     assert sensor.poke({}) is False  # type: ignore[arg-type]
 
-    store.start_chunk(first)
-    store.finish_chunk(
+    store.chunks.start(first)
+    store.chunks.finish(
         first, low=BinlogPosition("b.000001", 4), high=BinlogPosition("b.000001", 9), rows=400
     )
-    store.start_chunk(second)
-    store.fail_chunk(second, "SourceError: lost connection\nTraceback ...")
+    store.chunks.start(second)
+    store.chunks.fail(second, "SourceError: lost connection\nTraceback ...")
     with caplog.at_level(logging.INFO):
         assert sensor.poke({}) is False  # type: ignore[arg-type]
     out = capsys.readouterr()
@@ -66,8 +66,8 @@ def test_poke_waits_for_every_chunk_and_ignores_failures(
     assert "lost connection" in logged
     assert "Traceback" not in logged
 
-    store.start_chunk(second)  # the user cleared the failed task: it runs again
-    store.finish_chunk(
+    store.chunks.start(second)  # the user cleared the failed task: it runs again
+    store.chunks.finish(
         second, low=BinlogPosition("b.000001", 4), high=BinlogPosition("b.000001", 20), rows=600
     )
     assert sensor.poke({}) is True  # type: ignore[arg-type]
@@ -76,12 +76,12 @@ def test_poke_waits_for_every_chunk_and_ignores_failures(
 def test_format_progress_eta(store: Any) -> None:
     record = _plan(store)
     first = record.chunks[0].chunk_id
-    store.start_chunk(first)
-    store.finish_chunk(
+    store.chunks.start(first)
+    store.chunks.finish(
         first, low=BinlogPosition("b.000001", 4), high=BinlogPosition("b.000001", 9), rows=500
     )
-    progress = store.progress(record.plan_id)
-    records = store.chunks(record.plan_id)
+    progress = store.plans.progress(record.plan_id)
+    records = store.chunks.of_plan(record.plan_id)
     started = records[0].started_at
     text = format_progress(progress, records, started + dt.timedelta(seconds=10))
     assert text.startswith(

@@ -391,13 +391,13 @@ def test_patterns_resolve_at_start_and_travel_for_new_tables(
     monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", meta)
     with MetadataStore.connect(meta) as store:
         every_key = (ChunkRange(None, None),)
-        record = store.create_plan(
+        record = store.plans.create(
             "run", [TablePlan(t, ("id",), every_key, 1, "single") for t in found[:2]]
         )
         for chunk in record.chunks:  # shop.a and shop.b done; shop.new never planned
-            store.start_chunk(chunk.chunk_id)
+            store.chunks.start(chunk.chunk_id)
             position = BinlogPosition("mysql-bin.000001", 4)
-            store.finish_chunk(chunk.chunk_id, low=position, high=position, rows=1)
+            store.chunks.finish(chunk.chunk_id, low=position, high=position, rows=1)
 
     class Conn:
         def close(self) -> None: ...

@@ -20,8 +20,8 @@ LOW, HIGH = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 9)
 
 
 def _finish(store: Any, chunk_id: int) -> None:
-    store.start_chunk(chunk_id)
-    store.finish_chunk(chunk_id, low=LOW, high=HIGH, rows=10)
+    store.chunks.start(chunk_id)
+    store.chunks.finish(chunk_id, low=LOW, high=HIGH, rows=10)
 
 
 def _first_event(trigger: ChunksCompleteTrigger, seconds: float) -> dict[str, Any]:
@@ -50,8 +50,8 @@ def test_trigger_fires_once_the_last_chunk_is_done(
     record = _plan(store)
     first, second = (c.chunk_id for c in record.chunks)
     _finish(store, first)
-    store.start_chunk(second)
-    store.fail_chunk(second, "SourceError: lost connection\nTraceback ...")
+    store.chunks.start(second)
+    store.chunks.fail(second, "SourceError: lost connection\nTraceback ...")
     # The user clears the failed chunk a moment later; it runs again and is done.
     later = threading.Timer(0.5, _finish, (store, second))
     later.start()
@@ -95,7 +95,7 @@ def test_deferrable_sensor_defers_only_while_chunks_are_left(store: Any) -> None
     event = {"status": "complete", "plan_id": record.plan_id}
     assert sensor.execute_complete({}, event) is None  # type: ignore[arg-type]
 
-    store.start_chunk(second)  # cleared again between the trigger's event and the resume
+    store.chunks.start(second)  # cleared again between the trigger's event and the resume
     with pytest.raises(TaskDeferred):
         sensor.execute_complete({}, event)  # type: ignore[arg-type]
     _finish(store, second)

@@ -24,8 +24,8 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     url = f"sqlite:///{tmp_path}/meta.db"
     monkeypatch.setenv("AIRFLOW_CONN_CDC_METADATA", url)
     with MetadataStore.connect(url) as store:
-        store.request_stream_tables("s", [*JOINED, WAITING])
-        store.mark_stream_tables_joined(
+        store.stream_tables.request("s", [*JOINED, WAITING])
+        store.stream_tables.mark_joined(
             "s", [(t, None) for t in JOINED], BinlogPosition("b.000001", 4)
         )
     sink = DeltaSink(str(tmp_path / "lake"))
@@ -83,15 +83,15 @@ def test_markers_go_once_the_stream_passed_them_and_no_chunk_of_their_table_runs
     for table in JOINED:
         sink.apply(table, changes([1, 2], 50, deleted=True))
     with MetadataStore.connect(url) as store:
-        store.acquire_stream_lease("s", JOINED, "me", 60)
-        store.record_stream_progress(
+        store.streams.acquire_lease("s", JOINED, "me", 60)
+        store.streams.record_progress(
             "s", committed=BinlogPosition("b.000001", 99), lag_seconds=0, lag_bytes=0,
             batch_id=1, rows=2,
         )  # fmt: skip
-        plan = store.create_plan(
+        plan = store.plans.create(
             "backfill", [TablePlan(JOINED[0], ("id",), (ChunkRange(None, None),), 4, "even")]
         )
-        store.start_chunk(plan.chunks[0].chunk_id)
+        store.chunks.start(plan.chunks[0].chunk_id)
 
     def purged(settings: dict[str, object]) -> dict[str, int]:
         task = TableUpkeepOperator(

@@ -25,22 +25,22 @@ def url(tmp_path: Path) -> str:
         150,
         "even",
     )
-    record = store.create_plan("run-1", [plan])
+    record = store.plans.create("run-1", [plan])
     first, second = record.chunks
     low, high = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 900)
-    store.start_chunk(first.chunk_id)
-    store.finish_chunk(first.chunk_id, low=low, high=high, rows=99)
-    store.start_chunk(second.chunk_id)
-    store.fail_chunk(second.chunk_id, "SourceError: connection lost\nTraceback ...")
-    store.acquire_stream_lease("s1", ["shop.orders"], "host:1:x", 60)
-    store.record_stream_progress(
+    store.chunks.start(first.chunk_id)
+    store.chunks.finish(first.chunk_id, low=low, high=high, rows=99)
+    store.chunks.start(second.chunk_id)
+    store.chunks.fail(second.chunk_id, "SourceError: connection lost\nTraceback ...")
+    store.streams.acquire_lease("s1", ["shop.orders"], "host:1:x", 60)
+    store.streams.record_progress(
         "s1", committed=high, lag_seconds=1.5, lag_bytes=42, batch_id=0, rows=3
     )
     gone = TableId("shop", "gone")
-    store.request_stream_tables("s1", [TableId("shop", "orders"), gone])
-    store.mark_stream_tables_joined("s1", [(TableId("shop", "orders"), None), (gone, None)], high)
+    store.stream_tables.request("s1", [TableId("shop", "orders"), gone])
+    store.stream_tables.mark_joined("s1", [(TableId("shop", "orders"), None), (gone, None)], high)
     dropped_at = BinlogPosition("b.000001", 950)
-    store.record_schema_change(
+    store.schema_changes.record(
         "s1",
         gone,
         dropped_at,
@@ -49,7 +49,7 @@ def url(tmp_path: Path) -> str:
         statement="DROP TABLE shop.gone",
         detail="the replica is kept as it was and marked dropped",
     )
-    store.mark_stream_table_dropped("s1", gone, dropped_at, "DROP TABLE shop.gone")
+    store.stream_tables.mark_dropped("s1", gone, dropped_at, "DROP TABLE shop.gone")
     return url
 
 
@@ -105,7 +105,7 @@ def test_status_shows_the_newest_schema_changes(
     store = MetadataStore.connect(url)
     table = TableId("shop", "orders")
     for offset in range(1000, 1025):
-        store.record_schema_change(
+        store.schema_changes.record(
             "s1", table, BinlogPosition("b.000002", offset), kind="truncate", decision="truncate"
         )
     assert main(["status", "--metadata-url", url, "--json"]) == 0
@@ -129,9 +129,9 @@ def test_status_lists_plans_not_done_but_the_latest(url: str) -> None:
     its progress beside the latest one."""
     store = MetadataStore.connect(url)
     plan = TablePlan(TableId("shop", "items"), ("id",), (ChunkRange(None, None),), 5, "even")
-    store.create_plan("stream s1: shop.items replaced at b.000001:990", [plan])
+    store.plans.create("stream s1: shop.items replaced at b.000001:990", [plan])
     newest = TablePlan(TableId("shop", "other"), ("id",), (ChunkRange(None, None),), 5, "even")
-    store.create_plan("run-3", [newest])
+    store.plans.create("run-3", [newest])
     out = subprocess.run(
         [sys.executable, "-m", "airflow_cdc.cli", "status", "--metadata-url", url],
         capture_output=True,

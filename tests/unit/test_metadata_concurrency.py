@@ -23,16 +23,16 @@ def _chunk_worker(url: str, chunk_ids: list[int], worker: int, barrier: Any, err
         store = MetadataStore.connect(url)
         barrier.wait()
         for i, chunk_id in enumerate(chunk_ids):
-            attempt = store.start_chunk(chunk_id)
+            attempt = store.chunks.start(chunk_id)
             assert attempt == 1, attempt
-            store.finish_chunk(
+            store.chunks.finish(
                 chunk_id,
                 low=BinlogPosition("mysql-bin.000001", 4),
                 high=BinlogPosition("mysql-bin.000001", 1000 + chunk_id),
                 rows=worker * 1000 + i,
                 read_seconds=0.1,
             )
-            store.progress(store.chunk(chunk_id).plan_id)  # readers in between
+            store.plans.progress(store.chunks.get(chunk_id).plan_id)  # readers in between
     except BaseException:
         errors.put(traceback.format_exc())
         raise
@@ -43,7 +43,9 @@ def _connect_worker(url: str, worker: int, barrier: Any, errors: Any) -> None:
         barrier.wait()
         store = MetadataStore.connect(url)
         ranges = (ChunkRange(None, (worker,)), ChunkRange((worker,), None))
-        store.create_plan(f"p{worker}", [TablePlan(TableId("db", "t"), ("id",), ranges, 2, "even")])
+        store.plans.create(
+            f"p{worker}", [TablePlan(TableId("db", "t"), ("id",), ranges, 2, "even")]
+        )
     except BaseException:
         errors.put(traceback.format_exc())
         raise
@@ -78,7 +80,7 @@ def test_parallel_chunk_updates_all_land(tmp_path: Path) -> None:
         None,
     ]
     ranges = tuple(ChunkRange(lo, hi) for lo, hi in itertools.pairwise(bounds))
-    record = store.create_plan(
+    record = store.plans.create(
         "parallel", [TablePlan(TableId("shop", "orders"), ("id",), ranges, 0, "even")]
     )
     ids = [chunk.chunk_id for chunk in record.chunks]
@@ -86,16 +88,16 @@ def test_parallel_chunk_updates_all_land(tmp_path: Path) -> None:
 
     _run(_chunk_worker, lambda n: (url, ids[n::PROCESSES], n), PROCESSES)
 
-    chunks = store.chunks(record.plan_id)
+    chunks = store.chunks.of_plan(record.plan_id)
     assert all(c.status == "done" and c.attempts == 1 for c in chunks)
     expected = {ids[n::PROCESSES][i]: n * 1000 + i for n in range(PROCESSES) for i in range(ROUNDS)}
     assert {c.chunk_id: c.rows for c in chunks} == expected
     assert all(
         c.high_watermark == BinlogPosition("mysql-bin.000001", 1000 + c.chunk_id) for c in chunks
     )
-    progress = store.progress(record.plan_id)
+    progress = store.plans.progress(record.plan_id)
     assert progress.done == progress.total == PROCESSES * ROUNDS
-    assert store.plan(record.plan_id).status == "done"
+    assert store.plans.get(record.plan_id).status == "done"
 
 
 def test_first_migration_from_many_processes_at_once(tmp_path: Path) -> None:
@@ -107,4 +109,4 @@ def test_first_migration_from_many_processes_at_once(tmp_path: Path) -> None:
         labels = [label for (label,) in connection.execute("SELECT label FROM cdc_plans")]
     assert version == (HEAD_REVISION,)
     assert sorted(labels) == [f"p{n}" for n in range(6)]
-    assert store.latest_plan() is not None
+    assert store.plans.latest() is not None

@@ -1,7 +1,7 @@
 """The marker floor (``metadata.marker_floor``): a marker goes only if the stream had
 committed past it at least a retention ago, the stream will never apply a change before
 it, and no chunk of its table runs; and its inputs as the metadata DB keeps them
-(``metadata.position_marks``, through ``MetadataStore.marker_floors``)."""
+(``metadata.position_marks``, through ``MetadataStore.streams.marker_floors``)."""
 
 from __future__ import annotations
 
@@ -110,10 +110,14 @@ def test_no_floor_without_a_commit_or_with_a_running_chunk(store: MetadataStore)
     assert marker_floor(committed=None, marks=recorded, running=[], now=NOW, retention=WEEK) == (
         marker_floor(committed=None, marks=[], running=[], now=NOW, retention=WEEK)
     )
-    chunk_id = store.create_plan("backfill", [int_plan()]).chunks[1].chunk_id
-    store.start_chunk(chunk_id)
+    chunk_id = store.plans.create("backfill", [int_plan()]).chunks[1].chunk_id
+    store.chunks.start(chunk_id)
     floor = marker_floor(
-        committed=pos(900), marks=recorded, running=[store.chunk(chunk_id)], now=NOW, retention=WEEK
+        committed=pos(900),
+        marks=recorded,
+        running=[store.chunks.get(chunk_id)],
+        now=NOW,
+        retention=WEEK,
     )
     assert floor.position is None
     assert "is running since" in floor.why
@@ -122,22 +126,22 @@ def test_no_floor_without_a_commit_or_with_a_running_chunk(store: MetadataStore)
 
 def test_the_store_records_a_mark_per_run_and_finds_running_chunks(store: MetadataStore) -> None:
     other = TableId("shop", "items")
-    assert store.marker_floors("s1", [ORDERS], WEEK)[ORDERS].why == (
+    assert store.streams.marker_floors("s1", [ORDERS], WEEK)[ORDERS].why == (
         "the stream has committed nothing yet"
     )
-    store.acquire_stream_lease("s1", [ORDERS, other], "me", 60)
-    store.record_stream_progress(
+    store.streams.acquire_lease("s1", [ORDERS, other], "me", 60)
+    store.streams.record_progress(
         "s1", committed=pos(700), lag_seconds=0, lag_bytes=0, batch_id=1, rows=1
     )
-    week = store.marker_floors("s1", [ORDERS, other], WEEK)
+    week = store.streams.marker_floors("s1", [ORDERS, other], WEEK)
     assert week[ORDERS].position is None
     assert "no recorded position of the stream is 168 h old yet (first from 20" in week[ORDERS].why
-    now = store.marker_floors("s1", [ORDERS, other], dt.timedelta(0))  # its own mark: now
+    now = store.streams.marker_floors("s1", [ORDERS, other], dt.timedelta(0))  # its own mark: now
     assert now[ORDERS].position == now[other].position == pos(700)
-    chunk_id = store.create_plan("backfill", [int_plan()]).chunks[0].chunk_id
-    store.start_chunk(chunk_id)
-    running = store.marker_floors("s1", [ORDERS, other], dt.timedelta(0))
+    chunk_id = store.plans.create("backfill", [int_plan()]).chunks[0].chunk_id
+    store.chunks.start(chunk_id)
+    running = store.streams.marker_floors("s1", [ORDERS, other], dt.timedelta(0))
     assert running[ORDERS].position is None
     assert running[other].position == pos(700)  # another table's chunk does not hold it back
-    store.finish_chunk(chunk_id, low=pos(710), high=pos(720), rows=1)
-    assert store.marker_floors("s1", [ORDERS], dt.timedelta(0))[ORDERS].position == pos(700)
+    store.chunks.finish(chunk_id, low=pos(710), high=pos(720), rows=1)
+    assert store.streams.marker_floors("s1", [ORDERS], dt.timedelta(0))[ORDERS].position == pos(700)

@@ -17,18 +17,18 @@ def test_a_look_names_tables_not_done_and_at_most_the_first_failed_chunks(tmp_pa
     ranges = tuple(ChunkRange(lo, hi) for lo, hi in itertools.pairwise(bounds))
     done_table = TablePlan(TableId("shop", "done"), ("id",), (ChunkRange(None, None),), 5, "even")
     with MetadataStore.connect(f"sqlite:///{tmp_path}/meta.db") as store:
-        record = store.create_plan(
+        record = store.plans.create(
             label="r",
             plans=[done_table, TablePlan(TableId("shop", "big"), ("id",), ranges, 300, "even")],
         )
         first, *others = (c.chunk_id for c in record.chunks)
-        store.start_chunk(first)
-        store.finish_chunk(
+        store.chunks.start(first)
+        store.chunks.finish(
             first, low=BinlogPosition("b.1", 4), high=BinlogPosition("b.1", 5), rows=5
         )
         for chunk_id in others:
-            store.start_chunk(chunk_id)
-            store.fail_chunk(
+            store.chunks.start(chunk_id)
+            store.chunks.fail(
                 chunk_id, f"SourceError: boom {chunk_id}\nTraceback (most recent call last)"
             )
         look = look_at_plan(store, record.plan_id, dt.datetime.now(dt.UTC))

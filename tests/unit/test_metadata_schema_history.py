@@ -36,43 +36,45 @@ def store(tmp_path: Path) -> MetadataStore:
 
 def test_columns_are_read_back_by_position(store: MetadataStore) -> None:
     old, new = schema(ORDERS, "a"), schema(ORDERS, "a", "b")
-    store.record_table_schema(pos(500), new)
-    store.record_table_schema(pos(100), old)
-    store.record_table_schema(pos(90, file=4), schema(ODD))  # file 4 lies after file 3
-    history = store.schema_history([ORDERS, ODD])
+    store.schema_history.record(pos(500), new)
+    store.schema_history.record(pos(100), old)
+    store.schema_history.record(pos(90, file=4), schema(ODD))  # file 4 lies after file 3
+    history = store.schema_history.read([ORDERS, ODD])
     assert history[ORDERS] == [(pos(100), old), (pos(500), new)]
     assert history[ODD] == [(pos(90, file=4), schema(ODD))]
     assert schemas_at(history, pos(499)) == {ORDERS: old, ODD: schema(ODD)}  # ODD: its first
     assert schemas_at(history, pos(500))[ORDERS] == new  # from the change's end on
-    assert store.schema_history([TableId("shop", "none")]) == {}
+    assert store.schema_history.read([TableId("shop", "none")]) == {}
 
 
 def test_a_record_again_replaces_and_the_same_columns_are_not_written_twice(
     store: MetadataStore,
 ) -> None:
-    stamp = store.schema_history_stamp()
-    store.record_table_schema(pos(100), schema(ORDERS, "a"))
-    assert store.schema_history_stamp() != stamp
-    stamp = store.schema_history_stamp()
-    store.record_table_schema(pos(200), schema(ORDERS, "a"))  # the same columns: no row
-    store.record_table_schema(pos(100), schema(ORDERS, "a"))  # a replay: no row
-    assert store.schema_history_stamp() == stamp
-    store.record_table_schema(pos(300), schema(ORDERS, "b"))
-    store.record_table_schema(pos(300), schema(ORDERS, "c"))  # replaces its row
-    assert store.schema_history([ORDERS])[ORDERS] == [
+    stamp = store.schema_history.stamp()
+    store.schema_history.record(pos(100), schema(ORDERS, "a"))
+    assert store.schema_history.stamp() != stamp
+    stamp = store.schema_history.stamp()
+    store.schema_history.record(pos(200), schema(ORDERS, "a"))  # the same columns: no row
+    store.schema_history.record(pos(100), schema(ORDERS, "a"))  # a replay: no row
+    assert store.schema_history.stamp() == stamp
+    store.schema_history.record(pos(300), schema(ORDERS, "b"))
+    store.schema_history.record(pos(300), schema(ORDERS, "c"))  # replaces its row
+    assert store.schema_history.read([ORDERS])[ORDERS] == [
         (pos(100), schema(ORDERS, "a")),
         (pos(300), schema(ORDERS, "c")),
     ]
 
 
 def test_a_finished_chunk_records_the_columns_it_read_with(store: MetadataStore) -> None:
-    plan = store.create_plan("p", [TablePlan(ORDERS, ("id",), [ChunkRange(None, None)], 5, "even")])
-    (chunk,) = store.chunks(plan.plan_id)
-    store.start_chunk(chunk.chunk_id)
-    store.finish_chunks(
+    plan = store.plans.create(
+        "p", [TablePlan(ORDERS, ("id",), [ChunkRange(None, None)], 5, "even")]
+    )
+    (chunk,) = store.chunks.of_plan(plan.plan_id)
+    store.chunks.start(chunk.chunk_id)
+    store.chunks.finish_many(
         [FinishedChunk(chunk.chunk_id, pos(10), pos(20), 5, schema=schema(ORDERS, "x"))]
     )
-    assert store.schema_history([ORDERS])[ORDERS] == [(pos(20), schema(ORDERS, "x"))]
+    assert store.schema_history.read([ORDERS])[ORDERS] == [(pos(20), schema(ORDERS, "x"))]
 
 
 @given(

@@ -70,7 +70,7 @@ def test_plan_round_trip_with_composite_bytes_datetime_keys(store: MetadataStore
         ),
         int_plan(rows=7),
     ]
-    record = store.create_plan("manual__2024-01-01T00:00:00", plans, {odd: [1, 2, 3]})
+    record = store.plans.create("manual__2024-01-01T00:00:00", plans, {odd: [1, 2, 3]})
 
     assert record.label == "manual__2024-01-01T00:00:00"
     assert record.status == "planned"
@@ -90,53 +90,53 @@ def test_plan_round_trip_with_composite_bytes_datetime_keys(store: MetadataStore
     assert record.chunks[0].key == ("bin", "at", "amount")
     assert [c.estimated_rows for c in record.chunks] == [1, 2, 3, 3, 2, 2]
     assert all(c.status == "pending" and c.attempts == 0 for c in record.chunks)
-    assert store.chunks(record.plan_id) == record.chunks
-    assert store.chunk(record.chunks[4].chunk_id) == record.chunks[4]
+    assert store.chunks.of_plan(record.plan_id) == record.chunks
+    assert store.chunks.get(record.chunks[4].chunk_id) == record.chunks[4]
     assert record.chunks[4].label() == "shop.orders #1 [100, 200)"
-    assert store.latest_plan() == record
+    assert store.plans.latest() == record
 
 
 def test_create_plan_rejects_bad_input(store: MetadataStore) -> None:
     with pytest.raises(ValueError, match="at least one table"):
-        store.create_plan("x", [])
+        store.plans.create("x", [])
     with pytest.raises(ValueError, match="twice"):
-        store.create_plan("x", [int_plan(), int_plan()])
+        store.plans.create("x", [int_plan(), int_plan()])
     with pytest.raises(ValueError, match="2 chunk estimates for 3 chunks"):
-        store.create_plan("x", [int_plan()], {ORDERS: [1, 2]})
-    assert store.latest_plan() is None  # nothing half-written
+        store.plans.create("x", [int_plan()], {ORDERS: [1, 2]})
+    assert store.plans.latest() is None  # nothing half-written
 
 
 def test_status_transitions(store: MetadataStore) -> None:
-    record = store.create_plan("run", [int_plan()])
+    record = store.plans.create("run", [int_plan()])
     first, second, third = (c.chunk_id for c in record.chunks)
 
     with pytest.raises(MetadataError, match="never started"):
-        store.finish_chunk(first, low=pos(4), high=pos(9), rows=1)
+        store.chunks.finish(first, low=pos(4), high=pos(9), rows=1)
     with pytest.raises(MetadataError, match="never started"):
-        store.fail_chunk(first, "boom")
+        store.chunks.fail(first, "boom")
 
-    assert store.start_chunk(first) == 1
-    running = store.chunk(first)
+    assert store.chunks.start(first) == 1
+    running = store.chunks.get(first)
     assert running.status == "running"
     assert running.started_at is not None
-    assert store.plan(record.plan_id).status == "running"
+    assert store.plans.get(record.plan_id).status == "running"
 
-    store.fail_chunk(first, "Traceback ...\nValueError: boom")
-    failed = store.chunk(first)
+    store.chunks.fail(first, "Traceback ...\nValueError: boom")
+    failed = store.chunks.get(first)
     assert failed.status == "failed"
     assert failed.error is not None
     assert "boom" in failed.error
     assert failed.finished_at is not None
 
-    assert store.start_chunk(first) == 2
-    restarted = store.chunk(first)
+    assert store.chunks.start(first) == 2
+    restarted = store.chunks.get(first)
     assert restarted.status == "running"
     assert restarted.error is None
     assert restarted.finished_at is None
 
     with pytest.raises(ValueError, match="before low watermark"):
-        store.finish_chunk(first, low=pos(10), high=pos(9), rows=1)
-    store.finish_chunk(
+        store.chunks.finish(first, low=pos(10), high=pos(9), rows=1)
+    store.chunks.finish(
         first,
         low=pos(4),
         high=pos(900, row=3),
@@ -145,7 +145,7 @@ def test_status_transitions(store: MetadataStore) -> None:
         correct_seconds=0.25,
         write_seconds=2.0,
     )
-    done = store.chunk(first)
+    done = store.chunks.get(first)
     assert done.status == "done"
     assert done.attempts == 2
     assert done.rows == 42
@@ -157,39 +157,39 @@ def test_status_transitions(store: MetadataStore) -> None:
     assert done.started_at <= done.finished_at
 
     # A cleared task re-runs a done chunk: its old results go until it finishes again.
-    assert store.start_chunk(first) == 3
-    rerun = store.chunk(first)
+    assert store.chunks.start(first) == 3
+    rerun = store.chunks.get(first)
     assert rerun.high_watermark is None
     assert rerun.rows is None
     assert rerun.status == "running"
-    store.finish_chunk(first, low=pos(5), high=pos(950), rows=43)
+    store.chunks.finish(first, low=pos(5), high=pos(950), rows=43)
 
     for chunk_id in (second, third):
-        store.start_chunk(chunk_id)
-        store.finish_chunk(chunk_id, low=pos(5), high=pos(960), rows=1)
-    assert store.plan(record.plan_id).status == "done"
-    store.start_chunk(second)
-    assert store.plan(record.plan_id).status == "running"
+        store.chunks.start(chunk_id)
+        store.chunks.finish(chunk_id, low=pos(5), high=pos(960), rows=1)
+    assert store.plans.get(record.plan_id).status == "done"
+    store.chunks.start(second)
+    assert store.plans.get(record.plan_id).status == "running"
 
 
 def test_unknown_ids(store: MetadataStore) -> None:
     with pytest.raises(MetadataError, match=r"no chunk 999 .*'cdc_metadata'"):
-        store.chunk(999)
+        store.chunks.get(999)
     with pytest.raises(MetadataError, match="no chunk 999"):
-        store.start_chunk(999)
+        store.chunks.start(999)
     with pytest.raises(MetadataError, match="no plan 5"):
-        store.progress(5)
+        store.plans.progress(5)
     with pytest.raises(MetadataError, match="no plan 5"):
-        store.plan(5)
+        store.plans.get(5)
 
 
 def test_long_errors_are_cut_keeping_both_ends(store: MetadataStore) -> None:
-    record = store.create_plan("run", [int_plan()])
+    record = store.plans.create("run", [int_plan()])
     chunk_id = record.chunks[0].chunk_id
-    store.start_chunk(chunk_id)
+    store.chunks.start(chunk_id)
     error = "HEAD " + "x" * 50_000 + " ROOT CAUSE"
-    store.fail_chunk(chunk_id, error)
-    kept = store.chunk(chunk_id).error
+    store.chunks.fail(chunk_id, error)
+    kept = store.chunks.get(chunk_id).error
     assert kept is not None
     assert len(kept) <= MAX_ERROR_CHARS
     assert kept.startswith("HEAD ")
@@ -198,19 +198,19 @@ def test_long_errors_are_cut_keeping_both_ends(store: MetadataStore) -> None:
 
 
 def test_progress_per_table(store: MetadataStore) -> None:
-    record = store.create_plan(
+    record = store.plans.create(
         "run", [int_plan(ORDERS, (10, 20), rows=300), int_plan(ITEMS, (5,), rows=100)]
     )
     o0, o1, _o2, i0, i1 = (c.chunk_id for c in record.chunks)
-    store.start_chunk(o0)
-    store.finish_chunk(o0, low=pos(4), high=pos(8), rows=90)
-    store.start_chunk(o1)
-    store.start_chunk(i0)
-    store.fail_chunk(i0, "boom")
-    store.start_chunk(i1)
-    store.finish_chunk(i1, low=pos(4), high=pos(9), rows=60)
+    store.chunks.start(o0)
+    store.chunks.finish(o0, low=pos(4), high=pos(8), rows=90)
+    store.chunks.start(o1)
+    store.chunks.start(i0)
+    store.chunks.fail(i0, "boom")
+    store.chunks.start(i1)
+    store.chunks.finish(i1, low=pos(4), high=pos(9), rows=60)
 
-    progress = store.progress(record.plan_id)
+    progress = store.plans.progress(record.plan_id)
     assert (progress.total, progress.done, progress.failed, progress.running, progress.pending) == (
         5,
         2,
@@ -243,26 +243,26 @@ def test_progress_per_table(store: MetadataStore) -> None:
 def test_table_watermarks_come_from_the_latest_plan_covering_the_table(
     store: MetadataStore,
 ) -> None:
-    first = store.create_plan("run-1", [int_plan(ORDERS, (100,)), int_plan(ITEMS, (7,))])
+    first = store.plans.create("run-1", [int_plan(ORDERS, (100,)), int_plan(ITEMS, (7,))])
     for chunk in first.chunks:
-        store.start_chunk(chunk.chunk_id)
-        store.finish_chunk(chunk.chunk_id, low=pos(4), high=pos(100 + chunk.chunk_id), rows=1)
+        store.chunks.start(chunk.chunk_id)
+        store.chunks.finish(chunk.chunk_id, low=pos(4), high=pos(100 + chunk.chunk_id), rows=1)
     # A later backfill of ITEMS only: ORDERS keeps the first plan's watermarks.
-    backfill = store.create_plan("backfill", [int_plan(ITEMS, (3, 9))])
+    backfill = store.plans.create("backfill", [int_plan(ITEMS, (3, 9))])
     last = backfill.chunks[-1]
-    store.start_chunk(last.chunk_id)
-    store.finish_chunk(last.chunk_id, low=pos(5), high=pos(7, file="mysql-bin.000002"), rows=1)
+    store.chunks.start(last.chunk_id)
+    store.chunks.finish(last.chunk_id, low=pos(5), high=pos(7, file="mysql-bin.000002"), rows=1)
 
-    assert store.table_watermarks(ORDERS) == [
+    assert store.watermarks.of_table(ORDERS) == [
         (first.chunks[0].range, pos(101)),
         (first.chunks[1].range, pos(102)),
     ]
-    assert store.table_watermarks(ITEMS) == [(last.range, pos(7, file="mysql-bin.000002"))]
-    assert store.table_watermarks(TableId("shop", "unknown")) == []
+    assert store.watermarks.of_table(ITEMS) == [(last.range, pos(7, file="mysql-bin.000002"))]
+    assert store.watermarks.of_table(TableId("shop", "unknown")) == []
     # All tables in one query: each as read alone.
     tables = [ORDERS, ITEMS, TableId("shop", "unknown")]
-    together = store.tables_watermarks(dict.fromkeys(tables))
-    assert together == {table: store.table_watermarks(table) for table in tables}
+    together = store.watermarks.of_tables(dict.fromkeys(tables))
+    assert together == {table: store.watermarks.of_table(table) for table in tables}
 
 
 def test_high_watermark_sort_column_orders_like_positions(
@@ -274,10 +274,10 @@ def test_high_watermark_sort_column_orders_like_positions(
         pos(4, "b.100000"),
         BinlogPosition("r.000001", 4, 0, epoch=1),  # the next server's, after a failover
     ]
-    record = store.create_plan("run", [int_plan(bounds=(1, 2, 3))])
+    record = store.plans.create("run", [int_plan(bounds=(1, 2, 3))])
     for chunk, position in zip(record.chunks, positions, strict=True):
-        store.start_chunk(chunk.chunk_id)
-        store.finish_chunk(chunk.chunk_id, low=pos(4, "b.000001"), high=position, rows=0)
+        store.chunks.start(chunk.chunk_id)
+        store.chunks.finish(chunk.chunk_id, low=pos(4, "b.000001"), high=position, rows=0)
     with sa.create_engine(db_url).connect() as connection:
         stored = (
             connection.exec_driver_sql(
@@ -290,7 +290,7 @@ def test_high_watermark_sort_column_orders_like_positions(
 
 
 def test_stream_state_get_put(store: MetadataStore) -> None:
-    assert store.stream_state("main") is None
+    assert store.streams.state("main") is None
     beat = dt.datetime(2025, 5, 1, 12, 0, tzinfo=dt.UTC)
     state = StreamState(
         "main",
@@ -302,11 +302,11 @@ def test_stream_state_get_put(store: MetadataStore) -> None:
         owner="host:1234",
         lease_expires_at=beat + dt.timedelta(minutes=1),
     )
-    store.put_stream_state(state)
-    assert store.stream_state("main") == state
+    store.streams.put_state(state)
+    assert store.streams.state("main") == state
     moved = StreamState("main", (ORDERS,), committed_position=pos(99))
-    store.put_stream_state(moved)
-    assert store.stream_state("main") == moved
+    store.streams.put_state(moved)
+    assert store.streams.state("main") == moved
 
 
 # -- schema and migrations ----------------------------------------------------------------------
@@ -314,9 +314,9 @@ def test_stream_state_get_put(store: MetadataStore) -> None:
 
 def test_connect_twice_is_idempotent_and_at_head(db_url: str) -> None:
     first = MetadataStore.connect(db_url)
-    plan_id = first.create_plan("run", [int_plan()]).plan_id
+    plan_id = first.plans.create("run", [int_plan()]).plan_id
     second = MetadataStore.connect(db_url)
-    assert second.plan(plan_id).plan_id == plan_id
+    assert second.plans.get(plan_id).plan_id == plan_id
     with sa.create_engine(db_url).connect() as connection:
         assert MigrationContext.configure(connection).get_current_revision() == head_revision()
         mode = connection.exec_driver_sql("PRAGMA journal_mode").scalar()
@@ -388,14 +388,14 @@ def test_lock_held_briefly_is_retried(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setattr(engine, "BUSY_TIMEOUT_SECONDS", 0.05)
     path = tmp_path / "locked.db"
     store = MetadataStore.connect(url_of(path))
-    record = store.create_plan("run", [int_plan()])
+    record = store.plans.create("run", [int_plan()])
 
     blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     blocker.execute("BEGIN IMMEDIATE")
     release = threading.Timer(0.4, blocker.rollback)
     release.start()
     started = time.monotonic()
-    assert store.start_chunk(record.chunks[0].chunk_id) == 1
+    assert store.chunks.start(record.chunks[0].chunk_id) == 1
     assert time.monotonic() - started >= 0.3
     release.join()
     blocker.close()
@@ -408,14 +408,14 @@ def test_lock_held_too_long_gives_metadata_error(
     monkeypatch.setattr(engine, "_RETRY_ATTEMPTS", 3)
     path = tmp_path / "locked.db"
     store = MetadataStore.connect(url_of(path))
-    record = store.create_plan("run", [int_plan()])
+    record = store.plans.create("run", [int_plan()])
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(MetadataError, match=r"(?s)database is locked.*PostgreSQL"):
-            store.start_chunk(record.chunks[0].chunk_id)
+            store.chunks.start(record.chunks[0].chunk_id)
         # Reading is not blocked by a writer (WAL).
-        assert store.chunk(record.chunks[0].chunk_id).attempts == 0
+        assert store.chunks.get(record.chunks[0].chunk_id).attempts == 0
     finally:
         blocker.rollback()
         blocker.close()

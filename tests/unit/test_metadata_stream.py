@@ -37,19 +37,19 @@ def pos(offset: int) -> BinlogPosition:
 
 def expire(store: MetadataStore, stream_id: str) -> None:
     """Move the stream's lease expiry into the past (as if its owner died long ago)."""
-    state = store.stream_state(stream_id)
+    state = store.streams.state(stream_id)
     assert state is not None
     past = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
-    store.put_stream_state(dataclasses.replace(state, lease_expires_at=past))
+    store.streams.put_state(dataclasses.replace(state, lease_expires_at=past))
 
 
 # -- lease ----------------------------------------------------------------------------------
 
 
 def test_acquire_free_lease_then_extend_own(store: MetadataStore) -> None:
-    assert store.stream_state("s1") is None
+    assert store.streams.state("s1") is None
     before = dt.datetime.now(dt.UTC)
-    state = store.acquire_stream_lease("s1", ["shop.orders", "shop.order_items"], "a:1", 60)
+    state = store.streams.acquire_lease("s1", ["shop.orders", "shop.order_items"], "a:1", 60)
     assert state.owner == "a:1"
     assert state.tables == (ITEMS, ORDERS)  # sorted, stored form
     assert state.lease_acquired_at is not None
@@ -58,7 +58,7 @@ def test_acquire_free_lease_then_extend_own(store: MetadataStore) -> None:
     assert state.lease_expires_at >= before + dt.timedelta(seconds=59)
     assert state.lease_live()
 
-    again = store.acquire_stream_lease("s1", ["shop.order_items", "shop.orders"], "a:1", 120)
+    again = store.streams.acquire_lease("s1", ["shop.order_items", "shop.orders"], "a:1", 120)
     assert again.owner == "a:1"
     assert again.lease_acquired_at == state.lease_acquired_at  # still the same holding
     assert again.lease_expires_at is not None
@@ -66,74 +66,74 @@ def test_acquire_free_lease_then_extend_own(store: MetadataStore) -> None:
 
 
 def test_second_owner_is_refused_with_a_clear_message(store: MetadataStore) -> None:
-    store.acquire_stream_lease("mysql_cdc:abc", ["shop.orders"], "host-a:42", 60)
+    store.streams.acquire_lease("mysql_cdc:abc", ["shop.orders"], "host-a:42", 60)
     with pytest.raises(StreamLeaseError) as info:
-        store.acquire_stream_lease("mysql_cdc:abc", ["shop.orders"], "host-b:7", 60)
+        store.streams.acquire_lease("mysql_cdc:abc", ["shop.orders"], "host-b:7", 60)
     message = str(info.value)
     assert message.startswith("stream mysql_cdc:abc for tables shop.orders is already running")
     assert "owner host-a:42" in message
     assert "lease until 20" in message
     assert "stop it first, or wait " in message
     assert " s for its lease to expire" in message
-    state = store.stream_state("mysql_cdc:abc")
+    state = store.streams.state("mysql_cdc:abc")
     assert state is not None
     assert state.owner == "host-a:42"  # unchanged
 
 
 def test_another_stream_on_the_same_tables_is_refused(store: MetadataStore) -> None:
-    store.acquire_stream_lease("s1", ["shop.orders", "shop.order_items"], "a", 60)
+    store.streams.acquire_lease("s1", ["shop.orders", "shop.order_items"], "a", 60)
     with pytest.raises(StreamLeaseError, match="only one stream per set of tables") as info:
-        store.acquire_stream_lease("s2", ["shop.orders", "shop.payments"], "b", 60)
+        store.streams.acquire_lease("s2", ["shop.orders", "shop.payments"], "b", 60)
     assert "stream s1 for tables shop.order_items, shop.orders is already running" in str(
         info.value
     )
-    assert store.stream_state("s2") is None
+    assert store.streams.state("s2") is None
     # disjoint tables are fine, and so is a dead stream on the same tables
-    store.acquire_stream_lease("s3", ["shop.payments"], "c", 60)
+    store.streams.acquire_lease("s3", ["shop.payments"], "c", 60)
     expire(store, "s1")
-    store.acquire_stream_lease("s2", ["shop.orders"], "b", 60)
+    store.streams.acquire_lease("s2", ["shop.orders"], "b", 60)
 
 
 def test_expired_lease_is_taken_over_and_the_old_owner_loses_it(store: MetadataStore) -> None:
-    store.acquire_stream_lease("s", ["shop.orders"], "old", 60)
+    store.streams.acquire_lease("s", ["shop.orders"], "old", 60)
     expire(store, "s")
     with pytest.raises(StreamLeaseError, match="lease of old was lost \\(it expired"):
-        store.renew_stream_lease("s", "old", 60)
-    taken = store.acquire_stream_lease("s", ["shop.orders"], "new", 60)
+        store.streams.renew_lease("s", "old", 60)
+    taken = store.streams.acquire_lease("s", ["shop.orders"], "new", 60)
     assert taken.owner == "new"
     with pytest.raises(StreamLeaseError, match="lease of old was lost \\(owner new holds it"):
-        store.renew_stream_lease("s", "old", 60)
+        store.streams.renew_lease("s", "old", 60)
     with pytest.raises(StreamLeaseError, match="was lost"):
-        store.record_stream_progress(
+        store.streams.record_progress(
             "s", committed=pos(4), lag_seconds=0, lag_bytes=0, batch_id=0, rows=1, owner="old"
         )
-    assert store.release_stream_lease("s", "old") is False
-    state = store.stream_state("s")
+    assert store.streams.release_lease("s", "old") is False
+    state = store.streams.state("s")
     assert state is not None
     assert state.owner == "new"
     assert state.last_batch_id is None
 
 
 def test_renew_and_release(store: MetadataStore) -> None:
-    first = store.acquire_stream_lease("s", ["shop.orders"], "me", 30)
-    until = store.renew_stream_lease("s", "me", 300)
+    first = store.streams.acquire_lease("s", ["shop.orders"], "me", 30)
+    until = store.streams.renew_lease("s", "me", 300)
     assert first.lease_expires_at is not None
     assert until > first.lease_expires_at
-    state = store.stream_state("s")
+    state = store.streams.state("s")
     assert state is not None
     assert state.lease_expires_at == until
-    assert store.release_stream_lease("s", "me") is True
-    released = store.stream_state("s")
+    assert store.streams.release_lease("s", "me") is True
+    released = store.streams.state("s")
     assert released is not None
     assert released.owner is None
     assert released.lease_expires_at is None
     assert not released.lease_live()
     with pytest.raises(StreamLeaseError, match="nobody holds it now"):
-        store.renew_stream_lease("s", "me", 30)
+        store.streams.renew_lease("s", "me", 30)
     with pytest.raises(StreamLeaseError, match="nobody holds it now"):
-        store.renew_stream_lease("never-started", "me", 30)
+        store.streams.renew_lease("never-started", "me", 30)
     # free again: anyone may take it, also another stream on the same table
-    store.acquire_stream_lease("other", ["shop.orders"], "you", 30)
+    store.streams.acquire_lease("other", ["shop.orders"], "you", 30)
 
 
 @pytest.mark.parametrize(
@@ -149,14 +149,14 @@ def test_bad_lease_arguments(
     store: MetadataStore, stream_id: str, tables: list[str], owner: str, ttl: float
 ) -> None:
     with pytest.raises(ValueError, match=r"empty|positive"):
-        store.acquire_stream_lease(stream_id, tables, owner, ttl)
+        store.streams.acquire_lease(stream_id, tables, owner, ttl)
 
 
 def test_bad_tables(store: MetadataStore) -> None:
     with pytest.raises(MetadataError, match="at least one table"):
-        store.acquire_stream_lease("s", [], "o", 1)
+        store.streams.acquire_lease("s", [], "o", 1)
     with pytest.raises(MetadataError, match=r"database\.table"):
-        store.acquire_stream_lease("s", ["no_dot"], "o", 1)
+        store.streams.acquire_lease("s", ["no_dot"], "o", 1)
 
 
 # -- progress -------------------------------------------------------------------------------
@@ -164,12 +164,12 @@ def test_bad_tables(store: MetadataStore) -> None:
 
 def test_record_progress(store: MetadataStore) -> None:
     with pytest.raises(MetadataError, match="take its lease before recording progress"):
-        store.record_stream_progress(
+        store.streams.record_progress(
             "s", committed=pos(4), lag_seconds=None, lag_bytes=None, batch_id=0, rows=0
         )
-    store.acquire_stream_lease("s", [ORDERS], "me", 60)
+    store.streams.acquire_lease("s", [ORDERS], "me", 60)
     before = dt.datetime.now(dt.UTC)
-    state = store.record_stream_progress(
+    state = store.streams.record_progress(
         "s",
         committed=pos(100),
         lag_seconds=2.5,
@@ -188,11 +188,11 @@ def test_record_progress(store: MetadataStore) -> None:
     assert state.owner == "me"  # progress leaves the lease alone
 
     # a replayed batch (same id) overwrites but is not counted twice
-    replay = store.record_stream_progress(
+    replay = store.streams.record_progress(
         "s", committed=pos(100), lag_seconds=1.0, lag_bytes=0, batch_id=0, rows=10
     )
     assert (replay.last_batch_id, replay.rows_total, replay.lag_seconds) == (0, 10, 1.0)
-    nxt = store.record_stream_progress(
+    nxt = store.streams.record_progress(
         "s", committed=pos(250), lag_seconds=None, lag_bytes=None, batch_id=1, rows=5
     )
     assert (nxt.last_batch_id, nxt.last_batch_rows, nxt.rows_total) == (1, 5, 15)
@@ -200,9 +200,9 @@ def test_record_progress(store: MetadataStore) -> None:
     assert nxt.committed_position == pos(250)
     assert nxt.lag_seconds is None
     assert nxt.lag_bytes is None
-    assert store.stream_state("s") == nxt
+    assert store.streams.state("s") == nxt
     with pytest.raises(ValueError, match="negative"):
-        store.record_stream_progress(
+        store.streams.record_progress(
             "s", committed=pos(1), lag_seconds=None, lag_bytes=None, batch_id=2, rows=-1
         )
 
@@ -223,9 +223,9 @@ def test_put_and_get_keep_every_field(store: MetadataStore) -> None:
         last_batch_rows=3,
         rows_total=2**50,
     )
-    store.put_stream_state(state)
-    assert store.stream_state("s") == state
-    assert store.stream_state("s") == state
+    store.streams.put_state(state)
+    assert store.streams.state("s") == state
+    assert store.streams.state("s") == state
     assert not state.lease_live(moment + dt.timedelta(seconds=30))
     assert state.lease_live(moment)
 
@@ -245,11 +245,11 @@ def test_upgrade_from_0001_keeps_stream_rows(tmp_path: Path) -> None:
         )
     engine.dispose()
     with MetadataStore.connect(url) as store:
-        state = store.stream_state("s")
+        state = store.streams.state("s")
         assert state is not None
         assert state.committed_position == pos(77)
         assert (state.rows_total, state.last_batch_id, state.lease_acquired_at) == (0, None, None)
-        assert store.acquire_stream_lease("s", ["shop.orders"], "o", 5).owner == "o"
+        assert store.streams.acquire_lease("s", ["shop.orders"], "o", 5).owner == "o"
 
 
 # -- races between processes ----------------------------------------------------------------
@@ -262,7 +262,7 @@ def _acquire_worker(
         store = MetadataStore.connect(url)
         barrier.wait()
         try:
-            store.acquire_stream_lease(stream_id, tables, owner, 60)
+            store.streams.acquire_lease(stream_id, tables, owner, 60)
         except StreamLeaseError as error:
             results.put((owner, "refused", str(error)))
         else:
@@ -307,19 +307,21 @@ def test_racing_processes_only_one_wins(db_url: str, same_stream: bool) -> None:
     assert all("is already running" in text for _, outcome, text in found if outcome == "refused")
     with MetadataStore.connect(db_url) as store:
         leases = [
-            store.stream_state(sid) for sid in {c[0] for c in contenders} if store.stream_state(sid)
+            store.streams.state(sid)
+            for sid in {c[0] for c in contenders}
+            if store.streams.state(sid)
         ]
     assert [state.owner for state in leases if state is not None] == winners
 
 
 def test_stream_states_lists_every_stream(store: MetadataStore) -> None:
-    assert store.stream_states() == []
-    store.acquire_stream_lease("s2", ["db.b"], "me", 30)
-    store.acquire_stream_lease("s1", ["db.a"], "me", 30)
-    store.record_stream_progress(
+    assert store.streams.states() == []
+    store.streams.acquire_lease("s2", ["db.b"], "me", 30)
+    store.streams.acquire_lease("s1", ["db.a"], "me", 30)
+    store.streams.record_progress(
         "s1", committed=pos(40), lag_seconds=0.5, lag_bytes=7, batch_id=3, rows=9
     )
-    states = store.stream_states()
+    states = store.streams.states()
     assert [s.stream_id for s in states] == ["s1", "s2"]
     assert states[0].committed_position == pos(40)
     assert states[0].lag_bytes == 7

@@ -52,26 +52,26 @@ def test_the_newest_verification_of_each_table(store: MetadataStore) -> None:
 
 
 def test_a_scattered_repair_plan_is_no_full_plan(store: MetadataStore) -> None:
-    full = store.create_plan(
+    full = store.plans.create(
         "full",
         [TablePlan(T, ("id",), (ChunkRange(None, (100,)), ChunkRange((100,), None)), 9, "even")],
     )
-    repair = store.create_plan(
+    repair = store.plans.create(
         "repair",
         [TablePlan(T, ("id",), (ChunkRange(None, (5,)), ChunkRange((150,), None)), 2, "scattered")],
     )
     for record, high in ((full, 1000), (repair, 2000)):
         for chunk in record.chunks:
-            store.start_chunks([chunk.chunk_id])
-            store.finish_chunk(
+            store.chunks.start_many([chunk.chunk_id])
+            store.chunks.finish(
                 chunk.chunk_id,
                 low=BinlogPosition("b.000001", high),
                 high=BinlogPosition("b.000001", high),
                 rows=1,
             )
-    assert store.full_snapshot(T) is not None
-    assert store.full_snapshot(T).plan_id == full.plan_id  # type: ignore[union-attr]
-    marks = store.table_watermarks(T, sort_key=lambda key: key)
+    assert store.watermarks.full_snapshot(T) is not None
+    assert store.watermarks.full_snapshot(T).plan_id == full.plan_id  # type: ignore[union-attr]
+    marks = store.watermarks.of_table(T, sort_key=lambda key: key)
     assert sorted(marks, key=lambda m: m[0].lo or (-1,)) == [
         (ChunkRange(None, (5,)), BinlogPosition("b.000001", 2000)),
         (ChunkRange((5,), (100,)), BinlogPosition("b.000001", 1000)),

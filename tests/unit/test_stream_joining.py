@@ -38,8 +38,8 @@ def plan_of(table: TableId, lo: int | None = None, hi: int | None = None) -> Tab
 
 def finish(store: MetadataStore, chunk_ids: list[int], high: int) -> None:
     for chunk_id in chunk_ids:
-        store.start_chunk(chunk_id)
-        store.finish_chunk(chunk_id, low=pos(high - 1), high=pos(high), rows=1)
+        store.chunks.start(chunk_id)
+        store.chunks.finish(chunk_id, low=pos(high - 1), high=pos(high), rows=1)
 
 
 @pytest.fixture
@@ -48,20 +48,20 @@ def store(tmp_path: Path) -> MetadataStore:
 
 
 def test_requests_are_idempotent_and_joins_recorded(store: MetadataStore) -> None:
-    assert store.stream_tables("s") == []
-    assert store.request_stream_tables("s", [ORDERS, ODD], requested_by="stream job") == [
+    assert store.stream_tables.read("s") == []
+    assert store.stream_tables.request("s", [ORDERS, ODD], requested_by="stream job") == [
         ORDERS,
         ODD,
     ]
-    assert store.request_stream_tables("s", [ODD, ITEMS], requested_by="dag/run") == [ITEMS]
-    assert store.request_stream_tables("other", [ITEMS]) == [ITEMS]  # per stream id
-    entries = {e.table: e for e in store.stream_tables("s")}
+    assert store.stream_tables.request("s", [ODD, ITEMS], requested_by="dag/run") == [ITEMS]
+    assert store.stream_tables.request("other", [ITEMS]) == [ITEMS]  # per stream id
+    entries = {e.table: e for e in store.stream_tables.read("s")}
     assert set(entries) == {ORDERS, ITEMS, ODD}
     assert entries[ITEMS].requested_by == "dag/run"
     assert not any(e.joined for e in entries.values())
 
-    store.mark_stream_tables_joined("s", [(ORDERS, None), (ITEMS, pos(5))], pos(9))
-    entries = {e.table: e for e in store.stream_tables("s")}
+    store.stream_tables.mark_joined("s", [(ORDERS, None), (ITEMS, pos(5))], pos(9))
+    entries = {e.table: e for e in store.stream_tables.read("s")}
     assert entries[ORDERS].joined_position == pos(9)
     assert entries[ORDERS].caught_up_from is None
     assert entries[ITEMS].caught_up_from == pos(5)
@@ -69,56 +69,56 @@ def test_requests_are_idempotent_and_joins_recorded(store: MetadataStore) -> Non
     assert not entries[ODD].joined
     assert joined_tables(store, "s") == [ITEMS, ORDERS]  # by name
     # A join recorded again (a replayed batch) keeps the first record.
-    store.mark_stream_tables_joined("s", [(ORDERS, pos(1))], pos(20))
-    assert {e.table: e for e in store.stream_tables("s")}[ORDERS].joined_position == pos(9)
+    store.stream_tables.mark_joined("s", [(ORDERS, pos(1))], pos(20))
+    assert {e.table: e for e in store.stream_tables.read("s")}[ORDERS].joined_position == pos(9)
     # A table joined without a request (no row yet) gets one.
-    store.mark_stream_tables_joined("t", [(ORDERS, None)], pos(3))
+    store.stream_tables.mark_joined("t", [(ORDERS, None)], pos(3))
     assert joined_tables(store, "t") == [ORDERS]
     assert joined_tables(store, "other") == []
 
 
 def ready(store: MetadataStore, table: TableId) -> bool:
     """``full_snapshot_done``, checked against the many-table query's answer."""
-    alone = store.full_snapshot_done(table)
-    together = store.full_snapshots_done([ORDERS, ITEMS, TableId("shop", "unknown")])
+    alone = store.watermarks.full_snapshot_done(table)
+    together = store.watermarks.full_snapshots_done([ORDERS, ITEMS, TableId("shop", "unknown")])
     assert alone == (table in together)
     return alone
 
 
 def test_a_table_is_ready_when_its_latest_full_snapshot_is_done(store: MetadataStore) -> None:
     assert not ready(store, ORDERS)
-    full = store.create_plan("full", [plan_of(ORDERS)])
+    full = store.plans.create("full", [plan_of(ORDERS)])
     ids = [c.chunk_id for c in full.chunks]
     finish(store, ids[:-1], 10)
     assert not ready(store, ORDERS)  # one chunk left
     finish(store, ids[-1:], 11)
     assert ready(store, ORDERS)
     # A range backfill in progress does not take the table's readiness away...
-    store.create_plan("range", [plan_of(ORDERS, 100, 200)])
+    store.plans.create("range", [plan_of(ORDERS, 100, 200)])
     assert ready(store, ORDERS)
     # ...a new full snapshot does until it is done.
-    again = store.create_plan("full again", [plan_of(ORDERS)])
+    again = store.plans.create("full again", [plan_of(ORDERS)])
     assert not ready(store, ORDERS)
     finish(store, [c.chunk_id for c in again.chunks], 20)
     assert ready(store, ORDERS)
     # A range plan alone is no full snapshot.
-    ranged = store.create_plan("range only", [plan_of(ITEMS, 0, 300)])
+    ranged = store.plans.create("range only", [plan_of(ITEMS, 0, 300)])
     finish(store, [c.chunk_id for c in ranged.chunks], 30)
     assert not ready(store, ITEMS)
 
 
 def test_a_batch_reads_joined_tables_and_ready_ones(store: MetadataStore) -> None:
-    store.request_stream_tables("s", [ORDERS, ITEMS])
+    store.stream_tables.request("s", [ORDERS, ITEMS])
     assert tables_to_read(store, "s") == []
     assert tables_waiting_to_join(store, "s") == []
-    full = store.create_plan("full", [plan_of(ORDERS)])
+    full = store.plans.create("full", [plan_of(ORDERS)])
     finish(store, [c.chunk_id for c in full.chunks], 10)
     assert tables_to_read(store, "s") == [ORDERS]
     assert tables_waiting_to_join(store, "s") == [ORDERS]
-    store.mark_stream_tables_joined("s", [(ORDERS, None)], pos(12))
+    store.stream_tables.mark_joined("s", [(ORDERS, None)], pos(12))
     assert tables_waiting_to_join(store, "s") == []
     # A joined table stays read while it is snapshotted again.
-    store.create_plan("full again", [plan_of(ORDERS)])
+    store.plans.create("full again", [plan_of(ORDERS)])
     assert tables_to_read(store, "s") == [ORDERS]
     assert new_tables([ITEMS, ORDERS], joined_tables(store, "s")) == [ITEMS]
 
@@ -129,7 +129,7 @@ def test_no_replay_when_the_snapshot_is_not_older_than_the_stream(store: Metadat
     from airflow_cdc.model import Column, TableSchema
 
     schema = TableSchema(ORDERS, (Column("id", "int", "int", False),), ("id",))
-    full = store.create_plan("full", [plan_of(ORDERS)])
+    full = store.plans.create("full", [plan_of(ORDERS)])
     finish(store, [c.chunk_id for c in full.chunks], 50)
 
     class Unreachable:

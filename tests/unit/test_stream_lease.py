@@ -17,18 +17,25 @@ from airflow_cdc.stream.lease import LeaseKeeper, process_has_exited
 TTL = 60.0
 
 
-class FakeStore:
+class FakeStreams:
     """Renewals answer from a script: None (renewed) or the error to raise."""
 
     def __init__(self, *answers: Exception | None) -> None:
         self.answers = list(answers)
         self.calls = 0
 
-    def renew_stream_lease(self, stream_id: str, owner: str, ttl: float) -> None:
+    def renew_lease(self, stream_id: str, owner: str, ttl: float) -> None:
         self.calls += 1
         answer = self.answers.pop(0) if self.answers else None
         if answer is not None:
             raise answer
+
+
+class FakeStore:
+    """A store whose streams answer renewals from a script (:class:`FakeStreams`)."""
+
+    def __init__(self, *answers: Exception | None) -> None:
+        self.streams = FakeStreams(*answers)
 
 
 class Clock:
@@ -98,7 +105,7 @@ def test_run_stops_renewing_when_asked() -> None:
     stop = threading.Event()
     thread = threading.Thread(target=keeper.run, args=(stop, lambda: None))
     thread.start()
-    while store.calls < 3:
+    while store.streams.calls < 3:
         stop.wait(0.01)
     stop.set()
     thread.join(5)
@@ -113,11 +120,11 @@ def test_a_lease_taken_over_in_a_real_metadata_db_stops_the_keeper(tmp_path: Pat
     from airflow_cdc.metadata import MetadataStore
 
     store = MetadataStore.connect(f"sqlite:///{tmp_path / 'meta.db'}")
-    store.acquire_stream_lease("s", ["db.t"], "me:1", 1.0)
+    store.streams.acquire_lease("s", ["db.t"], "me:1", 1.0)
     keeper = LeaseKeeper(store, "s", "me:1", 1.0)
     assert keeper.renew_once()
     time.sleep(1.2)  # expired: another owner may take it
-    store.acquire_stream_lease("s", ["db.t"], "other:2", 60.0)
+    store.streams.acquire_lease("s", ["db.t"], "other:2", 60.0)
     assert not keeper.renew_once()
     assert keeper.lost is not None
     assert "other:2" in keeper.lost

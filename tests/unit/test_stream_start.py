@@ -22,10 +22,10 @@ def pos(offset: int) -> BinlogPosition:
 
 
 def finish_all(store: MetadataStore, plan: TablePlan, highs: list[int]) -> None:
-    record = store.create_plan("p", [plan])
+    record = store.plans.create("p", [plan])
     for chunk, high in zip(record.chunks, highs, strict=True):
-        store.start_chunk(chunk.chunk_id)
-        store.finish_chunk(chunk.chunk_id, low=pos(1), high=pos(high), rows=1)
+        store.chunks.start(chunk.chunk_id)
+        store.chunks.finish(chunk.chunk_id, low=pos(1), high=pos(high), rows=1)
 
 
 def test_floor_keeps_the_older_chunk_a_string_key_backfill_drops(tmp_path: Path) -> None:
@@ -38,8 +38,8 @@ def test_floor_keeps_the_older_chunk_a_string_key_backfill_drops(tmp_path: Path)
         T, ("k",), (ChunkRange(("c",), ("p",)),), 5, "single", covers=ChunkRange(("c",), ("p",))
     )
     finish_all(store, backfill, [300])
-    assert [high for _, high in store.table_watermarks(T)] == [pos(300)]
-    assert store.stream_floor(T) == pos(100)
+    assert [high for _, high in store.watermarks.of_table(T)] == [pos(300)]
+    assert store.watermarks.stream_floor(T) == pos(100)
     assert start_position(store, [T]) == pos(100)
 
 
@@ -51,11 +51,11 @@ def test_the_floors_of_many_tables_in_one_read_are_each_tables_own(tmp_path: Pat
         finish_all(
             store, TablePlan(table, ("k",), chunks, 10, "uneven"), [300 - number, 50 + number]
         )
-    store.create_plan(
+    store.plans.create(
         "waiting", [TablePlan(tables[3], ("k",), (ChunkRange(None, None),), 1, "one")]
     )
-    floors = store.stream_floors(tables)
-    assert floors == {table: store.stream_floor(table) for table in tables}
+    floors = store.watermarks.stream_floors(tables)
+    assert floors == {table: store.watermarks.stream_floor(table) for table in tables}
     assert floors == {
         tables[0]: pos(50),
         tables[1]: pos(51),
@@ -115,11 +115,11 @@ def test_a_stream_without_checkpoint_resumes_at_its_committed_position(
     store = MetadataStore.connect(f"sqlite:///{tmp_path / 'm.db'}")
     full = TablePlan(T, ("k",), (ChunkRange(None, None),), 10, "single")
     finish_all(store, full, [100])
-    store.acquire_stream_lease("s", [T], "me", 60)
-    store.request_stream_tables("s", [T], requested_by="test")
+    store.streams.acquire_lease("s", [T], "me", 60)
+    store.stream_tables.request("s", [T], requested_by="test")
     assert start_position(store, [T], "s") == pos(100)  # not joined yet: the watermark
-    store.mark_stream_tables_joined("s", [(T, None)], pos(100))
-    store.record_stream_progress(
+    store.stream_tables.mark_joined("s", [(T, None)], pos(100))
+    store.streams.record_progress(
         "s", committed=pos(5000), lag_seconds=0, lag_bytes=0, batch_id=7, rows=1, owner="me"
     )
     assert start_position(store, [T], "s") == pos(5000)
