@@ -178,10 +178,11 @@ def _may_change_key(statement: Statement) -> bool:
 
 def _key_kept(context: InOrder, schema: TableSchema, decided: _Decided) -> _Decided:
     """``decided``, or a replacement when the table's key no longer identifies its rows on
-    the server (the unique index it came from dropped, a column of it made nullable): rows could then
-    share a key, which the replica would merge into one. A primary key is changed by its own
-    statement (``PRIMARY_KEY``: a replacement); this check makes a unique index's the same.
-    The catalog is read now: one that moved on can only make the replacement come sooner."""
+    the server (its unique index dropped, a column of it made nullable): rows could then
+    share a key, which the replica would merge into one. A primary key is changed by its
+    own statement (``PRIMARY_KEY``: a replacement); this makes a unique index's the same.
+    The catalog is read when the stream meets the statement: one that moved on since makes
+    the replacement come sooner, or, the index made again meanwhile, not at all."""
     table = schema.table
     problem = on_server(
         context.source,
