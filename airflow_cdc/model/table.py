@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.model.partitioning import Partitioning
@@ -92,12 +92,16 @@ class Column:
 class TableSchema:
     """The columns of a table and the columns that identify a row (primary or chunk key);
     ``partitioning``: how the server partitions its rows (None: not partitioned, or not
-    known: a schema recorded before partitions were)."""
+    known: a schema recorded before partitions were); ``key_index``: the index the catalog
+    took the key from (``PRIMARY``, or a unique index of a table without a primary key;
+    None: a chunk key given by the user, or a schema recorded in the metadata DB). It says
+    where the key came from only, so schemas that differ in it alone are equal."""
 
     table: TableId
     columns: tuple[Column, ...]
     key: tuple[str, ...]
     partitioning: Partitioning | None = None
+    key_index: str | None = field(default=None, compare=False)
 
     def column(self, name: str) -> Column:
         for column in self.columns:

@@ -9,6 +9,7 @@ table no stream could follow is refused before a chunk of it is recorded.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +22,14 @@ from airflow_cdc.model import TableId, TablePlan
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.planner import plan_range, plan_tables
 from airflow_cdc.source.catalog import load_table_schemas
+from airflow_cdc.source.catalog.table_keys import unique_key_note
 from airflow_cdc.source.connection import DbConnection
 from airflow_cdc.source.server import server_info
 from airflow_cdc.source.validation import validate_source
 
 __all__ = ["SnapshotPlan", "plan_snapshot"]
+
+log = logging.getLogger("airflow_cdc.planning")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ def plan_snapshot(
     info = server_info(conn)
     validate_source(conn, info, tables)
     schemas = load_table_schemas(conn, tables, chunk_keys)
+    for note in filter(None, map(unique_key_note, schemas)):
+        log.info("%s", note)  # a key the user did not name: said where the plan is made
     if key_range is not None:
         (schema,) = schemas
         rng = key_range_from_json(schema, key_range)

@@ -27,7 +27,9 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
+from airflow_cdc.source.catalog import key_problem
 from airflow_cdc.source.catalog.shadow_tables import concerning, is_shadow_of
+from airflow_cdc.source.connection import on_server
 from airflow_cdc.source.ddl import schema_changes
 from airflow_cdc.source.schema_check import way_on
 from airflow_cdc.stream.own_plans import (
@@ -156,9 +158,43 @@ def _decide(
             decided = _Decided(Decision.REPLACE, f" ({found.reason})")
         else:
             decided = _Decided(decision, rows=found)
+    if decided.decision in _IN_PLACE and _may_change_key(statement):
+        decided = _key_kept(context, schema, decided)
     if decided.decision is Decision.REPLACE and context.schema_changes.not_in_place == "stop":
         return dataclasses.replace(decided, decision=Decision.STOP)  # the operator replaces it
     return decided
+
+
+#: Decisions that keep the table's key, and the changes that may take it away without
+#: saying so: an index dropped or added (the key of a table without a primary key is a
+#: unique index, ``source.catalog.table_keys``), a key column made nullable.
+_IN_PLACE = (Decision.NOTHING, Decision.EVOLVE)
+_INDEX_OR_NULLS = (DdlKind.TABLE_OPTIONS, DdlKind.MODIFY_COLUMN)
+
+
+def _may_change_key(statement: Statement) -> bool:
+    return any(c.kind in _INDEX_OR_NULLS and c.shadow is None for c in statement.changes)
+
+
+def _key_kept(context: InOrder, schema: TableSchema, decided: _Decided) -> _Decided:
+    """``decided``, or a replacement when the table's key no longer identifies its rows on
+    the server (its unique index dropped, a column of it made nullable): rows could then
+    share a key, which the replica would merge into one. A primary key is changed by its
+    own statement (``PRIMARY_KEY``: a replacement); this makes a unique index's the same.
+    The catalog is read when the stream meets the statement: one that moved on since makes
+    the replacement come sooner, or, the index made again meanwhile, not at all."""
+    table = schema.table
+    problem = on_server(
+        context.source,
+        lambda conn: key_problem(conn, table, schema.key),
+        what=f"checking the key of {table}",
+    )
+    if problem is None:
+        return decided
+    return _Decided(
+        Decision.REPLACE,
+        f" (its key ({', '.join(schema.key)}) no longer identifies rows: {problem})",
+    )
 
 
 def _in_place(

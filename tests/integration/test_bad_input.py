@@ -9,6 +9,7 @@ so each test puts the old value back in ``finally``.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -118,12 +119,14 @@ def grants_in(message: str) -> list[str]:
 
 
 def test_no_primary_key_and_no_chunk_key(
-    mariadb: LocalMariaDB, fresh_db: str, meta: Path, lake: Path
+    mariadb: LocalMariaDB, fresh_db: str, meta: Path, lake: Path, caplog: Any
 ) -> None:
-    """A table without a primary key cannot be chunked unless a chunk key is given; the
-    message shows a chunk_keys value that, pasted as the param, makes the plan work."""
+    """A table with neither a primary key nor a unique index on NOT NULL columns cannot be
+    chunked unless a chunk key is given; the message shows a chunk_keys value, which pasted
+    as the param gives the ALTER TABLE that makes it unique; after it the plan works without
+    chunk_keys, keyed by the new unique index, and says so."""
     mariadb.execute(
-        "CREATE TABLE heap (code VARCHAR(10) NOT NULL, v INT, UNIQUE KEY (code))",
+        "CREATE TABLE heap (code VARCHAR(10) NOT NULL, v INT, KEY (code))",
         "INSERT INTO heap SELECT CONCAT('c', seq), seq FROM seq_1_to_50",
         database=fresh_db,
     )
@@ -138,8 +141,17 @@ def test_no_primary_key_and_no_chunk_key(
     example = re.search(r"e\.g\. (\{.*?\})\)", message)
     assert example is not None, message
     assert example.group(1) == f'{{"{fresh_db}.heap": ["code"]}}'
-    assert plan_task(lake, [f"{fresh_db}.heap"], chunk_keys=example.group(1))
+    with pytest.raises(TableError) as not_unique:
+        plan_task(lake, [f"{fresh_db}.heap"], chunk_keys=example.group(1))
+    fix = re.search(r"\((ALTER TABLE .+? ADD UNIQUE \(`code`\))\)", str(not_unique.value))
+    assert fix is not None, str(not_unique.value)
+    mariadb.execute(fix.group(1))
+    with caplog.at_level(logging.INFO, logger="airflow_cdc.planning"):
+        assert plan_task(lake, [f"{fresh_db}.heap"])
     assert plans_in(meta) == 1
+    assert f"{fresh_db}.heap has no primary key: its key is the unique index code_2 (code)" in (
+        caplog.text
+    )
 
 
 @pytest.mark.parametrize("problem", ["nullable", "not unique"])
@@ -280,7 +292,7 @@ def test_awkward_names_in_bad_input_are_quoted_so_the_fixes_run(
     try:
         mariadb.execute(
             f"CREATE TABLE {q} (`order` INT NULL, `select col` VARCHAR(10) NOT NULL, "
-            "`ü` INT, UNIQUE KEY (`order`), UNIQUE KEY `we``ird` (`select col`))",
+            "`ü` INT, UNIQUE KEY (`order`), KEY `we``ird` (`select col`))",
             f"INSERT INTO {q} SELECT seq, CONCAT('s', seq), seq FROM seq_1_to_30",
             database=table.database,  # the sequence engine's tables are per database
         )

@@ -10,7 +10,7 @@ import pytest
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableId
-from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.catalog import key_problem, load_table_schema
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
 
@@ -44,14 +44,55 @@ def test_columns_and_composite_primary_key(mariadb: LocalMariaDB, fresh_db: str,
 
 
 def test_no_primary_key(mariadb: LocalMariaDB, fresh_db: str, cdc: Any) -> None:
-    mariadb.execute(f"CREATE TABLE `{fresh_db}`.log (id INT NOT NULL, msg TEXT, UNIQUE (id))")
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.log (id INT NOT NULL, msg TEXT, KEY (id))")
     with pytest.raises(TableError) as info:
         load_table_schema(cdc, TableId(fresh_db, "log"))
     assert (
         f"table {fresh_db}.log has no primary key; give a chunk key column that is unique and not null (param chunk_keys"
         in str(info.value)
     )
+    assert "or a unique index on NOT NULL columns" in str(info.value)
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.log ADD UNIQUE (id)")
     assert load_table_schema(cdc, TableId(fresh_db, "log"), chunk_key="ID").key == ("id",)
+
+
+def test_a_unique_index_on_not_null_columns_is_the_key_without_a_primary_key(
+    mariadb: LocalMariaDB, fresh_db: str, cdc: Any
+) -> None:
+    """The first usable unique index in the server's order: not one allowing NULL, nor one
+    on an ENUM, nor one on a column prefix while a whole one exists, and not the first by
+    name; a chunk key given still wins; a primary key added takes over."""
+    mariadb.execute(
+        f"CREATE TABLE `{fresh_db}`.t (n INT NULL, e ENUM('x','y') NOT NULL, "
+        "c VARCHAR(20) NOT NULL, b INT NOT NULL, a INT NOT NULL, v INT, "
+        "UNIQUE KEY a_n (n), UNIQUE KEY a_e (e), UNIQUE KEY a_c (c(5)), "
+        "UNIQUE KEY z_ba (b, a), UNIQUE KEY y_a (a), KEY a_v (v))"
+    )
+    table = TableId(fresh_db, "t")
+    schema = load_table_schema(cdc, table)
+    assert (schema.key, schema.key_index) == (("b", "a"), "z_ba")
+    given = load_table_schema(cdc, table, chunk_key=["a"])
+    assert (given.key, given.key_index) == (("a",), None)
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.t DROP INDEX z_ba")
+    assert load_table_schema(cdc, table).key == ("a",)
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.t DROP INDEX y_a")
+    assert load_table_schema(cdc, table).key == ("c",)  # a prefix keeps rows apart too
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.t ADD PRIMARY KEY (v)")
+    schema = load_table_schema(cdc, table)
+    assert (schema.key, schema.key_index) == (("v",), "PRIMARY")
+
+
+def test_key_problem_says_when_a_key_no_longer_identifies_rows(
+    mariadb: LocalMariaDB, fresh_db: str, cdc: Any
+) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (u INT NOT NULL, v INT, UNIQUE KEY uk (u))")
+    table = TableId(fresh_db, "t")
+    assert key_problem(cdc, table, ("u",)) is None
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.t MODIFY u INT NULL")
+    assert "may be NULL" in (key_problem(cdc, table, ("u",)) or "")
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.t MODIFY u INT NOT NULL, DROP INDEX uk")
+    assert "not covered by a unique index" in (key_problem(cdc, table, ("u",)) or "")
+    assert key_problem(cdc, TableId(fresh_db, "gone"), ("u",)) is None  # the stream meets it
 
 
 def test_bad_chunk_keys(mariadb: LocalMariaDB, fresh_db: str, cdc: Any) -> None:

@@ -1,10 +1,11 @@
 """What the source's tables are, from ``information_schema``: their columns and chunk keys
-(``tables``), their partitions (``partitions``), and which of them are an online schema
-change tool's shadows of another (``shadow_tables``, pure).
+(``tables``; which index gives the key, ``table_keys``, pure), their partitions
+(``partitions``), and which of them are an online schema change tool's shadows of another
+(``shadow_tables``, pure).
 
 The table reads are the package's own names (``load_table_schema``, ``load_table_schemas``,
-``list_tables``, ``resolve_selection``), loaded on first use: the binlog reader on a worker
-takes ``shadow_tables`` only.
+``list_tables``, ``resolve_selection``, ``key_problem``), loaded on first use: the binlog
+reader on a worker takes ``shadow_tables`` only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from airflow_cdc.source.catalog.tables import (
+        key_problem,
         list_tables,
         load_table_schema,
         load_table_schemas,
@@ -22,13 +24,20 @@ if TYPE_CHECKING:
 
 #: Each name's module, imported on first use.
 _HOMES = {
+    "key_problem": "tables",
     "list_tables": "tables",
     "load_table_schema": "tables",
     "load_table_schemas": "tables",
     "resolve_selection": "tables",
 }
 
-__all__ = ["list_tables", "load_table_schema", "load_table_schemas", "resolve_selection"]
+__all__ = [
+    "key_problem",
+    "list_tables",
+    "load_table_schema",
+    "load_table_schemas",
+    "resolve_selection",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,11 +1,13 @@
-"""A table's columns and chunk key, read from ``information_schema``.
+"""A table's columns and key, read from ``information_schema``.
 
-The chunk key is the primary key, in index order. A table without one can still be
-snapshotted when the user names a chunk key that is NOT NULL and unique (a UNIQUE index whose
-columns are all among the chunk key's), because chunks and the sink both identify rows by it.
-Column types whose server-side comparison disagrees with ORDER BY (ENUM, SET: compared as
-text, sorted by index number) or that cannot be compared at all (JSON, BIT, spatial) are not
-accepted as key columns: a range predicate on them would not select contiguous chunks.
+The key is the primary key, in index order; a table without one is keyed by its first
+unique index on NOT NULL columns (``source.catalog.table_keys``, the rule). Otherwise it
+can still be snapshotted when the user names a chunk key that is NOT NULL and unique (a
+UNIQUE index whose columns are all among the chunk key's), because chunks and the sink
+both identify rows by it; a chunk key given wins over the rule. Column types whose
+server-side comparison disagrees with ORDER BY (ENUM, SET: compared as text, sorted by
+index number) or that cannot be compared at all (JSON, BIT, spatial) are not accepted as
+key columns: a range predicate on them would not select contiguous chunks.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableId, TableSchema, TableSelection, quote_identifier
 from airflow_cdc.source.catalog.partitions import load_partitioning
 from airflow_cdc.source.catalog.shadow_tables import without_shadows
+from airflow_cdc.source.catalog.table_keys import KEY_TYPES, Index, choose_key
 from airflow_cdc.source.connection import DbConnection, fetch_all
 
 __all__ = [
     "KEY_TYPES",
+    "key_problem",
     "list_tables",
     "load_table_schema",
     "load_table_schemas",
@@ -31,16 +35,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Column types a chunk key may have (information_schema DATA_TYPE).
-KEY_TYPES = frozenset(
-    {
-        "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
-        "float", "double", "year", "date", "datetime", "timestamp", "time",
-        "char", "varchar", "tinytext", "text", "mediumtext", "longtext",
-        "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob",
-    }
-)  # fmt: skip
 
 _COLUMN_FIELDS = """COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION,
 NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, EXTRA"""
@@ -51,7 +45,8 @@ SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 #: Catalog rows of many tables come in one query per this many databases.
 _DATABASES_PER_QUERY = 200
 
-_Indexes = dict[str, tuple[bool, tuple[str, ...]]]
+#: A table's indexes in the server's order (``table_keys``: the first usable one is the key).
+_Indexes = list[Index]
 
 
 def load_table_schema(
@@ -74,7 +69,7 @@ def load_table_schemas(
     return [
         dataclasses.replace(
             _schema(
-                table, columns.get(table, []), indexes.get(table, {}), (chunk_keys or {}).get(table)
+                table, columns.get(table, []), indexes.get(table, []), (chunk_keys or {}).get(table)
             ),
             partitioning=partitioning.get(table),
         )
@@ -121,7 +116,7 @@ def _catalog_rows(
     wanted = set(tables)
     databases = sorted({t.database for t in tables})
     columns: dict[TableId, list[tuple[Any, ...]]] = {}
-    found: dict[TableId, dict[str, tuple[bool, list[str]]]] = {}
+    index_rows: list[tuple[Any, ...]] = []
     for start in range(0, len(databases), _DATABASES_PER_QUERY):
         batch = databases[start : start + _DATABASES_PER_QUERY]
         marks = ", ".join(["%s"] * len(batch))
@@ -137,23 +132,41 @@ def _catalog_rows(
             table = TableId(str(row[0]), str(row[1]))
             if table in wanted:
                 columns.setdefault(table, []).append(row[2:])
-        for db, name, index, non_unique, column in fetch_all(
+        # No ORDER BY: the rows come in the server's order of each table's indexes, which
+        # the key rule needs (no column tells it); columns are put in order below.
+        index_rows += fetch_all(
             conn,
-            "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, COLUMN_NAME "  # noqa: S608
-            f"FROM information_schema.STATISTICS WHERE {where} "
-            "ORDER BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX",
+            "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, "  # noqa: S608
+            f"COLUMN_NAME, SUB_PART, INDEX_TYPE FROM information_schema.STATISTICS WHERE {where}",
             args,
-        ):
-            table = TableId(str(db), str(name))
-            if table in wanted:
-                per_table = found.setdefault(table, {})
-                _, cols = per_table.setdefault(str(index), (int(non_unique) == 0, []))
-                cols.append(str(column))
-    indexes = {
-        table: {name: (unique, tuple(cols)) for name, (unique, cols) in per_table.items()}
-        for table, per_table in found.items()
-    }
-    return columns, indexes
+        )
+    return columns, _indexes_by_table(index_rows, wanted)
+
+
+def _indexes_by_table(
+    rows: Sequence[tuple[Any, ...]], wanted: set[TableId]
+) -> dict[TableId, _Indexes]:
+    """``information_schema.STATISTICS`` rows as each table's indexes, in the order they
+    first appear (the server's), each index's columns by their place in it."""
+    found: dict[TableId, dict[str, list[tuple[Any, ...]]]] = {}
+    for db, name, index, *rest in rows:
+        table = TableId(str(db), str(name))
+        if table in wanted:
+            found.setdefault(table, {}).setdefault(str(index), []).append(tuple(rest))
+    indexes: dict[TableId, _Indexes] = {}
+    for table, per_table in found.items():
+        for name, parts in per_table.items():
+            parts.sort(key=lambda part: int(part[1]))
+            indexes.setdefault(table, []).append(
+                Index(
+                    name=name,
+                    unique=int(parts[0][0]) == 0,
+                    columns=tuple(str(part[2]) for part in parts),
+                    whole=all(part[3] is None for part in parts)
+                    and str(parts[0][4]).upper() != "HASH",
+                )
+            )
+    return indexes
 
 
 def _schema(
@@ -169,30 +182,46 @@ def _schema(
         )
     columns = tuple(_column(row) for row in rows)
     if chunk_key is None or chunk_key == ():
-        key = indexes.get("PRIMARY", (False, ()))[1]
-        if not key:
+        chosen = choose_key(columns, indexes)
+        if chosen is None:
             raise TableError(
                 f"table {table} has no primary key; give a chunk key column that is unique and "
-                f"not null (param chunk_keys, e.g. {_chunk_keys_example(table, columns, indexes)})"
-                ", or add a primary key"
+                f"not null (param chunk_keys, e.g. {_chunk_keys_example(table, columns)})"
+                ", or add a primary key (or a unique index on NOT NULL columns)"
             )
+        key, key_index = chosen.columns, chosen.name
     else:
-        key = _checked_chunk_key(table, columns, indexes, chunk_key)
-    schema = TableSchema(table, columns, tuple(key))
+        key, key_index = _checked_chunk_key(table, columns, indexes, chunk_key), None
+    schema = TableSchema(table, columns, tuple(key), key_index=key_index)
     _check_key_types(schema)
     return schema
 
 
-def _chunk_keys_example(table: TableId, columns: Sequence[Column], indexes: _Indexes) -> str:
+def key_problem(conn: DbConnection, table: TableId, key: Sequence[str]) -> str | None:
+    """Why ``key`` no longer identifies ``table``'s rows on the server (a column gone,
+    NULL allowed, or no unique index among its columns now: what a chunk key given is
+    checked for), else None; None too when the table is not there (a later statement
+    dropped or renamed it, which the stream meets in its turn)."""
+    columns, indexes = _catalog_rows(conn, [table])
+    if table not in columns:
+        return None
+    try:
+        _schema(table, columns[table], indexes.get(table, []), key)
+    except TableError as exc:
+        return str(exc)
+    return None
+
+
+def _chunk_keys_example(table: TableId, columns: Sequence[Column]) -> str:
     """A ``chunk_keys`` value to paste: the table spelled as the param parses it (backticks
-    around a part with a dot or backtick) and the columns of a unique NOT NULL index."""
+    around a part with a dot or backtick) and a column to fill in (no unique index can be
+    the key, or the rule would have taken it)."""
 
     def part(name: str) -> str:
         return quote_identifier(name) if "." in name or "`" in name else name
 
-    not_null = {c.name for c in columns if not c.nullable}
-    usable = [cols for _, (unique, cols) in sorted(indexes.items()) if unique]
-    key = next((list(cols) for cols in usable if set(cols) <= not_null), ["<column>"])
+    not_null = [c.name for c in columns if not c.nullable and c.data_type in KEY_TYPES]
+    key = [not_null[0]] if not_null else ["<column>"]
     return json.dumps({f"{part(table.database)}.{part(table.table)}": key}, ensure_ascii=False)
 
 
@@ -253,14 +282,14 @@ def _checked_chunk_key(
             f"be NOT NULL ({alters}) or choose other columns (param chunk_keys)"
         )
     key_set = set(key)
-    if not any(unique and set(cols) <= key_set for unique, cols in indexes.values()):
+    if not any(index.unique and set(index.columns) <= key_set for index in indexes):
         cols_sql = ", ".join(quote_identifier(n) for n in key)
         raise TableError(
             f"chunk key ({', '.join(key)}) of {table} is not covered by a unique index, so rows "
             f"could share a key; add one (ALTER TABLE {table.quoted()} ADD UNIQUE ({cols_sql})) "
             "or choose unique columns (param chunk_keys)"
         )
-    if not any(cols[: len(key)] == key for _, cols in indexes.values()):
+    if not any(index.columns[: len(key)] == key for index in indexes):
         log.warning(
             "no index of %s starts with the chunk key (%s): planning and chunk reads will scan "
             "the table; an index on (%s) makes them seeks",
