@@ -130,7 +130,7 @@ def test_a_table_keyed_by_a_unique_index_is_snapshotted_and_streamed_under_write
 
 
 def _decisions(store: MetadataStore, stream_id: str, table: TableId) -> list[tuple[str, str]]:
-    return [(c.kind, c.decision) for c in store.schema_changes(stream_id, table)]
+    return [(c.kind, c.decision) for c in store.schema_changes.read(stream_id, table)]
 
 
 def test_ddl_that_changes_a_unique_keys_table_key_replaces_it_or_sets_it_aside(
@@ -195,7 +195,7 @@ def test_ddl_that_changes_a_unique_keys_table_key_replaces_it_or_sets_it_aside(
             ("modify_column", "replace"),  # the last statement's two changes
             ("primary_key", "replace"),
         ]
-        replaced_for_null = store.schema_changes(spec.stream_id, t)[1].detail or ""
+        replaced_for_null = store.schema_changes.read(spec.stream_id, t)[1].detail or ""
         assert "its key (code) no longer identifies rows" in replaced_for_null
 
         kept = DeltaSink(str(lake)).read_live(w)
@@ -209,7 +209,7 @@ def test_ddl_that_changes_a_unique_keys_table_key_replaces_it_or_sets_it_aside(
         stream.run_batch()
         assert_replica_equals_source(mariadb, str(lake), u, ["id"])
         assert DeltaSink(str(lake)).read_live(w).equals(kept)  # as it was at the DROP INDEX
-        (aside,) = [x for x in store.stream_tables(spec.stream_id) if x.table == w]
+        (aside,) = [x for x in store.stream_tables.read(spec.stream_id) if x.table == w]
         assert aside.dropped
         assert f"table {w} has no primary key" in (aside.dropped_reason or "")
         assert _decisions(store, spec.stream_id, w) == [("table_options", "replace")]
