@@ -15,7 +15,10 @@ is refused while the first holds the lease); a retried or cleared ``stream`` res
 its Spark checkpoint, or without one from its committed position. A table added to ``CDC_TABLES`` later gets its snapshot from
 ``mysql_cdc_backfill`` and then joins the running stream, without a restart; with a
 pattern in ``tables`` (``shop.*``), a table created later that matches it is found,
-snapshotted and joined by the stream itself.
+snapshotted and joined by the stream itself. ``startup_mode`` chooses where the replication
+starts: ``initial`` (the above), ``snapshot_only`` (no stream: a one-off load), or, with no
+snapshot at all, ``latest``, ``position`` or ``timestamp`` (``plan`` then records the start
+position as the tables' one done chunk each, and ``stream`` starts there).
 
 Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB server),
 ``cdc_metadata`` (SQLAlchemy URL; default a SQLite file in ``$AIRFLOW_HOME``),
@@ -32,7 +35,8 @@ from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
-from airflow_cdc.config import DEFAULT_CHUNK_ROWS, STREAM_MODES
+from airflow_cdc.config import DEFAULT_CHUNK_ROWS, ON_PURGED_MODES, STREAM_MODES, StreamJobSpec
+from airflow_cdc.config.startup import STARTUP_MODES, StartupConfig
 from airflow_cdc.configured import (
     configured_exclude_tables,
     configured_staging_path,
@@ -87,6 +91,45 @@ with DAG(
                 "(the columns must be unique and not null)"
             ),
         ),
+        "startup_mode": Param(
+            StartupConfig.mode,
+            type="string",
+            enum=list(STARTUP_MODES),
+            description=(
+                "Where the replication starts: 'initial' snapshots, then streams; "
+                "'snapshot_only' snapshots and ends (a one-off load); 'latest', 'position' "
+                "and 'timestamp' snapshot nothing and stream from the server's position now, "
+                "from start_position, or from start_timestamp (the lake then holds only "
+                "what changed from there on)"
+            ),
+        ),
+        "start_position": Param(
+            "",
+            type="string",
+            description=(
+                "startup_mode 'position': '<binlog file>:<offset>' (a transaction boundary, "
+                "e.g. from SHOW MASTER STATUS) or a MariaDB GTID position such as 0-1-4711"
+            ),
+        ),
+        "start_timestamp": Param(
+            "",
+            type="string",
+            description=(
+                "startup_mode 'timestamp': an ISO 8601 time, e.g. 2026-11-26T08:00:00Z "
+                "(without a zone: UTC); the stream starts at the first transaction at or "
+                "after it"
+            ),
+        ),
+        "on_purged": Param(
+            StreamJobSpec.on_purged,
+            type="string",
+            enum=list(ON_PURGED_MODES),
+            description=(
+                "When the binlog the stream needs is gone from the server (purged while it "
+                "was stopped): 'fail' stops with an error; 'resnapshot' snapshots those "
+                "tables again as replacements and goes on"
+            ),
+        ),
         "stream_mode": Param(
             "continuous",
             type="string",
@@ -106,6 +149,11 @@ with DAG(
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         chunk_keys="{{ params.chunk_keys }}",
+        startup={
+            "mode": "{{ params.startup_mode }}",
+            "start_position": "{{ params.start_position }}",
+            "start_timestamp": "{{ params.start_timestamp }}",
+        },
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
         plan.output, sink_path="{{ params.sink_path }}", staging_path=configured_staging_path()
@@ -117,6 +165,8 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
         stream_mode="{{ params.stream_mode }}",
+        startup_mode="{{ params.startup_mode }}",  # 'snapshot_only' skips the stream
+        on_purged="{{ params.on_purged }}",
         # A new table matching a pattern of `tables` is snapshotted by the stream with
         # chunks of this size, then joins it.
         discovery={"chunk_rows": "{{ params.chunk_rows }}"},

@@ -19,6 +19,7 @@ from airflow_cdc.config.source import SourceConfig
 from airflow_cdc.config.stream import (
     DROPPED_COLUMN_MODES,
     NOT_IN_PLACE_MODES,
+    ON_PURGED_MODES,
     STREAM_MODES,
     DiscoveryConfig,
     SchemaChangeConfig,
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_CHUNK_ROWS",
     "DROPPED_COLUMN_MODES",
     "NOT_IN_PLACE_MODES",
+    "ON_PURGED_MODES",
     "STREAM_MODES",
     "ChunkJobSpec",
     "ChunkingConfig",

@@ -9,6 +9,7 @@ from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import ReadConfig
 from airflow_cdc.config.source import SourceConfig
 from airflow_cdc.config.stream import (
+    ON_PURGED_MODES,
     STREAM_MODES,
     DiscoveryConfig,
     SchemaChangeConfig,
@@ -58,6 +59,8 @@ class StreamJobSpec(JobFile):
     bounds: StreamBounds = field(default_factory=StreamBounds)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     schema_changes: SchemaChangeConfig = field(default_factory=SchemaChangeConfig)
+    #: When the binlog the stream needs is gone: ``fail`` or ``resnapshot`` (``ON_PURGED_MODES``).
+    on_purged: str = ON_PURGED_MODES[0]
     #: An observer of each batch's apply (tests pause there); none by default.
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 
@@ -65,6 +68,10 @@ class StreamJobSpec(JobFile):
         if self.mode not in STREAM_MODES:
             raise ConfigurationError(
                 f"stream_mode must be one of {STREAM_MODES}, got {self.mode!r}"
+            )
+        if self.on_purged not in ON_PURGED_MODES:
+            raise ConfigurationError(
+                f"on_purged must be one of {', '.join(ON_PURGED_MODES)}, got {self.on_purged!r}"
             )
         if not self.tables:
             raise ConfigurationError("the stream needs at least one table")

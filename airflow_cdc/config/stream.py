@@ -11,6 +11,7 @@ from airflow_cdc.errors import ConfigurationError
 __all__ = [
     "DROPPED_COLUMN_MODES",
     "NOT_IN_PLACE_MODES",
+    "ON_PURGED_MODES",
     "STREAM_MODES",
     "DiscoveryConfig",
     "SchemaChangeConfig",
@@ -18,6 +19,9 @@ __all__ = [
 ]
 
 STREAM_MODES = ("continuous", "until_caught_up")
+#: What a stream does when the binlog it needs is no longer on the server: ``fail`` (stop
+#: with ``PositionPurgedError``), or ``resnapshot`` the tables concerned (``stream.purged``).
+ON_PURGED_MODES = ("fail", "resnapshot")
 
 
 @dataclass(frozen=True)

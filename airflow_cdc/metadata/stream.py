@@ -37,7 +37,7 @@ from airflow_cdc.metadata.position_marks import PositionMarks
 from airflow_cdc.metadata.records import BatchProgress, StreamState
 from airflow_cdc.metadata.schema import stream_lease_lock as t_lock
 from airflow_cdc.metadata.schema import stream_state as t_stream
-from airflow_cdc.model import TableId
+from airflow_cdc.model import BinlogPosition, TableId
 
 __all__ = ["Streams", "table_names"]
 
@@ -84,6 +84,11 @@ class Streams:
 
         what = "reading the stream states from"
         return [_record(row) for row in with_retry(self._engine, read, write=False, what=what)]
+
+    def any_committed(self) -> bool:
+        """Whether a stream of this metadata DB committed a batch: from then on positions
+        belong to the server it reads, and a chunk or a plan may not switch servers."""
+        return any(state.committed_position for state in self.states())
 
     def put_state(self, state: StreamState) -> None:
         """Insert or replace the stream's row (all fields as given; tests and repairs)."""
@@ -194,6 +199,24 @@ class Streams:
         state = self.state(stream_id)
         assert state is not None
         return state
+
+    def move_committed(self, stream_id: str, position: BinlogPosition, *, owner: str) -> None:
+        """Set the stream's committed position to ``position`` without a batch: only true
+        when no table of the stream is joined (each joins by its own replay; the stream
+        went on past a purged binlog, ``stream.purged``). Fenced like a batch's record."""
+
+        def write(connection: Connection) -> None:
+            row = _row(connection, stream_id, for_update=True)
+            state = None if row is None else _record(row)
+            if state is None or state.owner != owner:
+                raise _lost(stream_id, owner, state, codec.utc_now())
+            connection.execute(
+                sa.update(t_stream)
+                .where(t_stream.c.stream_id == stream_id)
+                .values(committed_position=codec.encode_position(position))
+            )
+
+        with_retry(self._engine, write, write=True, what="moving the stream's position in")
 
     def marker_floors(
         self, stream_id: str, tables: Sequence[TableId], retention: dt.timedelta

@@ -10,11 +10,14 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcLakeHook
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import TableId, TableSelection
-from airflow_cdc.rendered import as_str_list
+from airflow_cdc.rendered import as_mapping, as_str_list, parse_literal
 
 __all__ = [
     "check_known_params",
     "check_sink",
+    "chunk_key_map",
+    "key_range_data",
+    "key_range_given",
     "lake_sink",
     "resolved_tables",
     "selected_tables",
@@ -118,3 +121,50 @@ def check_known_params(context: Any) -> None:
             f"unknown param(s) {unknown} in the run's conf; this DAG's params are "
             f"{sorted(params)} (a typo?)"
         )
+
+
+def chunk_key_map(chunk_keys: Any, selection: TableSelection) -> dict[TableId, tuple[str, ...]]:
+    """The rendered ``chunk_keys`` keyed by TableId; every table must be selected."""
+    result: dict[TableId, tuple[str, ...]] = {}
+    for name, columns in as_mapping("chunk_keys", chunk_keys).items():
+        try:
+            table = TableId.parse(name)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"chunk_keys names {name!r}, which is not of the form 'database.table'"
+            ) from exc
+        if not selection.matches(table):
+            raise ConfigurationError(
+                f"chunk_keys names {name!r}, which is not one of the tables "
+                f"({selection.describe()})"
+            )
+        cols = as_str_list(f"chunk_keys[{name!r}]", columns)
+        if not cols:
+            raise ConfigurationError(f"chunk_keys[{name!r}] is empty: give the key columns")
+        result[table] = tuple(cols)
+    return result
+
+
+def key_range_given(key_range: Any) -> bool:
+    """Whether the rendered ``key_range`` bounds anything (a form's empty fields render as
+    ``""`` or ``"None"``)."""
+    if key_range is None or key_range == "" or key_range == {} or key_range == "None":
+        return False
+    if isinstance(key_range, dict):
+        return any(key_range.get(side) not in (None, "", "None", []) for side in ("lo", "hi"))
+    return True
+
+
+def key_range_data(key_range: Any) -> Any:
+    """The rendered ``key_range`` with empty sides as None and rendered lists parsed."""
+    value: Any = key_range
+    if isinstance(value, dict):
+        value = {
+            side: (None if value.get(side) in (None, "", "None", []) else value.get(side))
+            for side in ("lo", "hi")
+        }
+        for side in ("lo", "hi"):
+            text = value[side]
+            if isinstance(text, str) and text.strip().startswith("["):
+                value[side] = parse_literal(text)  # a rendered list
+    return value

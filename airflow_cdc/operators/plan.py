@@ -14,18 +14,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import conf as airflow_conf
 
 from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig
+from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.model import TableId, TablePlan, TableSelection
 from airflow_cdc.operators._base import SelectedTablesOperator
-from airflow_cdc.operators._params import check_known_params, selected_tables, table_selection
+from airflow_cdc.operators._params import (
+    check_known_params,
+    chunk_key_map,
+    key_range_data,
+    key_range_given,
+    selected_tables,
+    table_selection,
+)
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 from airflow_cdc.rendered import (
     as_bool,
     as_config,
-    as_mapping,
-    as_str_list,
-    parse_literal,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +40,7 @@ if TYPE_CHECKING:
     from airflow_cdc.metadata.records import PlanRecord
     from airflow_cdc.planning.plan_snapshot import SnapshotPlan
 
-__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "unit_handles"]
+__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "start_handle", "unit_handles"]
 
 #: XCom key under which the plan operator also pushes the plan id.
 PLAN_ID_XCOM_KEY = "plan_id"
@@ -68,6 +73,12 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         new to it joins the running stream once this snapshot is done (no restart; see
         ``airflow_cdc.stream.joining``); a table it already follows is left as it is.
         Templated; ``None``: ask no stream (the stream's own table list covers it).
+    :param startup: where the replication starts (``config.StartupConfig``, or a mapping of
+        its fields, each may be a template): ``initial`` (the default) and
+        ``snapshot_only`` plan the snapshot; ``latest``, ``position`` (``start_position``)
+        and ``timestamp`` (``start_timestamp``) snapshot nothing: they record one done chunk
+        per table holding no rows at that binlog position (``snapshot.start_plan``), so the
+        stream starts there, and return no work unit. Not with ``key_range`` or ``replace``.
     :param replace: snapshot the tables whole into new generations of their Delta tables
         (with the table's columns and key now, built beside the live one, which readers
         keep reading until the new one takes its place in one commit;
@@ -90,6 +101,7 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         "allowed_tables",
         "join_stream",
         "replace",
+        "startup",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **SelectedTablesOperator.template_fields_renderers,
@@ -97,6 +109,7 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         "chunk_keys": "json",
         "key_range": "json",
         "allowed_tables": "json",
+        "startup": "json",
     }
     ui_color = "#e8f4fd"
 
@@ -109,6 +122,7 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         allowed_tables: list[str] | str | None = None,
         join_stream: str | None = None,
         replace: bool | str = False,
+        startup: StartupConfig | Mapping[str, Any] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -118,8 +132,12 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         self.allowed_tables = allowed_tables
         self.join_stream = join_stream
         self.replace = replace
-        if "{{" not in str(chunking):  # no template: checked when the DAG is parsed
+        self.startup = startup
+        # No template: checked when the DAG is parsed.
+        if "{{" not in str(chunking):
             as_config("chunking", ChunkingConfig, chunking)
+        if "{{" not in str(startup):
+            self.startup_config()
 
     # -- validation of rendered values -------------------------------------------------
     def check_allowed(self, tables: Sequence[TableId]) -> None:
@@ -147,34 +165,12 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         max_units = airflow_conf.getint("core", "max_map_length", fallback=given.max_units)
         return dataclasses.replace(given, max_units=max_units)
 
-    def has_key_range(self) -> bool:
-        value = self.key_range
-        if value is None or value == "" or value == {} or value == "None":
-            return False
-        if isinstance(value, dict):
-            return any(value.get(side) not in (None, "", "None", []) for side in ("lo", "hi"))
-        return True
-
-    def chunk_key_map(self, selection: TableSelection) -> dict[TableId, tuple[str, ...]]:
-        """The rendered ``chunk_keys`` keyed by TableId; every table must be selected."""
-        result: dict[TableId, tuple[str, ...]] = {}
-        for name, columns in as_mapping("chunk_keys", self.chunk_keys).items():
-            try:
-                table = TableId.parse(name)
-            except ValueError as exc:
-                raise ConfigurationError(
-                    f"chunk_keys names {name!r}, which is not of the form 'database.table'"
-                ) from exc
-            if not selection.matches(table):
-                raise ConfigurationError(
-                    f"chunk_keys names {name!r}, which is not one of the tables "
-                    f"({selection.describe()})"
-                )
-            cols = as_str_list(f"chunk_keys[{name!r}]", columns)
-            if not cols:
-                raise ConfigurationError(f"chunk_keys[{name!r}] is empty: give the key columns")
-            result[table] = tuple(cols)
-        return result
+    def startup_config(self) -> StartupConfig:
+        """The rendered ``startup`` (an empty form field renders as ``""`` or ``"None"``)."""
+        given = self.startup
+        if isinstance(given, Mapping):
+            given = {k: "" if v in (None, "None") else v for k, v in given.items()}
+        return as_config("startup", StartupConfig, given)
 
     # -- execution -----------------------------------------------------------------------
     def execute(self, context: Context) -> list[dict[str, Any]]:
@@ -182,13 +178,13 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         # Everything that can be checked before the source is contacted is checked here.
         selection = self.selection()
         self.check_allowed(selection.exact_tables())
-        ranged = self.has_key_range()
+        ranged = key_range_given(self.key_range)
         if ranged and selection.is_exact and len(selection.exact_tables()) != 1:
             raise ConfigurationError(
                 f"key_range applies to one table, but {len(selection.exact_tables())} are "
                 f"given: {[str(t) for t in selection.exact_tables()]}"
             )
-        keys = self.chunk_key_map(selection)
+        keys = chunk_key_map(self.chunk_keys, selection)
         chunking = self.chunking_config()
         replace = as_bool("replace", self.replace)
         if replace and ranged:
@@ -196,12 +192,23 @@ class PlanSnapshotOperator(SelectedTablesOperator):
                 "replace snapshots whole tables into replacement Delta tables: leave the key "
                 "range empty"
             )
+        startup = self.startup_config()
+        if startup.mode != "initial" and (replace or ranged):
+            raise ConfigurationError(
+                f"startup_mode {startup.mode!r} starts a pipeline; a backfill (key_range or "
+                "replace) snapshots its tables: leave startup_mode 'initial'"
+            )
         sink = self.lake(check=True)
 
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
-        planned = self._plan(source, metadata_url, selection, keys, chunking, context, ranged)
+        planned = self._plan(
+            source, metadata_url, selection, keys, chunking, context, ranged, startup, sink
+        )
         record, plans = planned.record, planned.plans
+        if not startup.snapshots:
+            context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
+            return [start_handle(record, startup.mode)]
         if replace:
             self._replace(source, metadata_url, sink, record, context)
 
@@ -226,10 +233,13 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         chunking: ChunkingConfig,
         context: Context,
         ranged: bool,
+        startup: StartupConfig,
+        sink: SinkConfig,
     ) -> SnapshotPlan:
         """The selected tables planned on the server (``planning.plan_snapshot``: checked,
-        split, recorded; of the ``key_range`` only when ``ranged``), and ``join_stream``
-        (if any) asked to follow them."""
+        split, recorded; of the ``key_range`` only when ``ranged``), or, for a ``startup``
+        without a snapshot, their start recorded (:meth:`_start`); and ``join_stream`` (if
+        any) asked to follow them."""
         # Heavy imports (pymysql, SQLAlchemy) stay in the methods: the DAG processor imports
         # this module at every parse, and only a running task needs them.
         from airflow_cdc.metadata import MetadataStore
@@ -241,21 +251,60 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         try:
             tables = self._resolve(conn, selection)
             self.log.info("Source server %s; planning %d table(s)", server_info(conn), len(tables))
-            key_range = self._key_range_data() if ranged else None
+            key_range = key_range_data(self.key_range) if ranged else None
             with MetadataStore.connect(metadata_url) as store:
-                planned = plan_snapshot(
-                    conn,
-                    store,
-                    tables,
-                    chunking,
-                    str(context["run_id"]),
-                    chunk_keys=keys,
-                    key_range=key_range,
-                )
+                if startup.snapshots:
+                    planned = plan_snapshot(
+                        conn,
+                        store,
+                        tables,
+                        chunking,
+                        str(context["run_id"]),
+                        chunk_keys=keys,
+                        key_range=key_range,
+                    )
+                else:
+                    planned = self._start(conn, source, store, sink, tables, startup, keys, context)
                 self._join(store, tables, context)
             return planned
         finally:
             conn.close()
+
+    def _start(
+        self,
+        conn: Any,
+        source: SourceConfig,
+        store: MetadataStore,
+        sink: SinkConfig,
+        tables: list[TableId],
+        startup: StartupConfig,
+        keys: dict[TableId, tuple[str, ...]],
+        context: Context,
+    ) -> SnapshotPlan:
+        """The tables' start without a snapshot, recorded (``snapshot.start_plan``)."""
+        # Imported when the task runs, not at every DAG parse.
+        from airflow_cdc.sinks.formats import open_sink
+        from airflow_cdc.snapshot.start_plan import record_start_plan
+
+        planned, position = record_start_plan(
+            conn,
+            source,
+            store,
+            open_sink(sink),
+            tables,
+            startup,
+            str(context["run_id"]),
+            chunk_keys=keys,
+        )
+        self.log.info(
+            "No snapshot (startup_mode %s): plan %d starts %d table(s) at binlog position %s; "
+            "their Delta tables hold the changes from there on, no row from before",
+            startup.mode,
+            planned.record.plan_id,
+            len(tables),
+            position,
+        )
+        return planned
 
     def _join(self, store: MetadataStore, tables: list[TableId], context: Context) -> None:
         """Ask ``join_stream`` (if any) to follow ``tables``."""
@@ -323,19 +372,6 @@ class PlanSnapshotOperator(SelectedTablesOperator):
         self.check_allowed(tables)
         return tables
 
-    def _key_range_data(self) -> Any:
-        value: Any = self.key_range
-        if isinstance(value, dict):  # a form's empty fields render as "" or "None"
-            value = {
-                side: (None if value.get(side) in (None, "", "None", []) else value.get(side))
-                for side in ("lo", "hi")
-            }
-            for side in ("lo", "hi"):
-                text = value[side]
-                if isinstance(text, str) and text.strip().startswith("["):
-                    value[side] = parse_literal(text)  # a rendered list
-        return value
-
 
 def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str, Any]]:
     """The XCom form of a plan, one item per work unit: small, JSON-safe, no key values
@@ -351,3 +387,15 @@ def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str,
         }
         for unit in pack_chunks(planned, chunking.chunk_rows, chunking.max_units)
     ]
+
+
+def start_handle(record: PlanRecord, mode: str) -> dict[str, Any]:
+    """The XCom of a start without a snapshot: one unit without chunks (the mapped chunk
+    task then has one instance, which submits nothing, and the sensor reads the plan id)."""
+    return {
+        "plan_id": record.plan_id,
+        "chunk_ids": [],
+        "tables": len({chunk.table for chunk in record.chunks}),
+        "estimated_rows": 0,
+        "label": f"no snapshot ({mode})",
+    }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -23,6 +23,9 @@ from airflow_cdc.operators._base import LakeOperator
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.rendered import as_positive_int
 from airflow_cdc.spark.environment import JOB_JVM_CONF
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 __all__ = [
     "DEFAULT_SPARK_CONF",
@@ -59,7 +62,7 @@ class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
     .expand(unit=plan.output)``.
 
     :param unit: one item of :class:`PlanSnapshotOperator`'s XCom (``chunk_ids``,
-        ``label``...).
+        ``label``...); a unit without chunks (a start without a snapshot) submits nothing.
     ``sink_path``, ``staging_path`` and the connection ids are
     :class:`~airflow_cdc.operators._base.LakeOperator`'s.
     :param partition_rows: a chunk larger than this is read as several partitions in
@@ -98,6 +101,12 @@ class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
         self.unit = unit
         self.partition_rows = partition_rows
         self.read_engine = read_engine
+
+    def execute(self, context: Context) -> None:
+        if isinstance(self.unit, dict) and self.unit.get("chunk_ids") == []:
+            self.log.info("%s: nothing to snapshot", self.unit.get("label", "this unit"))
+            return
+        super().execute(context)
 
     # -- the job file ----------------------------------------------------------------
     def chunk_ids(self) -> tuple[int, ...]:

@@ -26,9 +26,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_cdc.config import (
     STREAM_MODES,
@@ -37,6 +38,7 @@ from airflow_cdc.config import (
     StreamBounds,
     StreamJobSpec,
 )
+from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
@@ -49,6 +51,9 @@ from airflow_cdc.operators._params import check_sink, resolved_tables, table_sel
 from airflow_cdc.rendered import as_config, as_str_list
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.spark.environment import JOB_JVM_CONF
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 __all__ = [
     "DEFAULT_STREAM_CONF",
@@ -148,6 +153,12 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
         (``dropped_columns``: ``keep`` or ``remove``): a
         :class:`~airflow_cdc.config.SchemaChangeConfig` or a mapping of its fields.
         Templated.
+    :param on_purged: when the binlog the stream needs is no longer on the server:
+        ``fail`` (stop with ``PositionPurgedError``) or ``resnapshot`` (snapshot the tables
+        concerned again as replacements and go on: ``stream.purged``). Templated.
+    :param startup_mode: the pipeline's ``startup_mode`` (``config.StartupConfig``): with
+        ``snapshot_only`` the task is skipped (a one-off load ends with its snapshot); every
+        other mode streams (from where the plan recorded the start). Templated.
     :param stop_timeout_seconds: on kill, how long the job may take to stop by itself before
         it is killed. Airflow's supervisor escalates to SIGKILL 5 s after its SIGTERM, so
         the default stays below that.
@@ -170,6 +181,8 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
         "bounds",
         "discovery",
         "schema_changes",
+        "startup_mode",
+        "on_purged",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **SelectedTablesOperator.template_fields_renderers,
@@ -191,6 +204,8 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
         bounds: StreamBounds | Mapping[str, Any] | str | None = None,
         discovery: DiscoveryConfig | Mapping[str, Any] | str | None = None,
         schema_changes: SchemaChangeConfig | Mapping[str, Any] | str | None = None,
+        startup_mode: str = StartupConfig.mode,
+        on_purged: str = StreamJobSpec.on_purged,
         stop_timeout_seconds: float = 4.0,
         **kwargs: Any,
     ) -> None:
@@ -202,9 +217,20 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
         self.discovery = discovery
         self.schema_changes = schema_changes
         self.stop_timeout_seconds = stop_timeout_seconds
+        self.startup_mode = startup_mode
+        self.on_purged = on_purged
         # Literals (not templates) are checked when the DAG is parsed.
         if isinstance(stream_mode, str) and "{{" not in stream_mode:
             self.mode()
+        if "{{" not in str(startup_mode):
+            self.startup()
+
+    def execute(self, context: Context) -> None:
+        if not self.startup().streams:
+            raise AirflowSkipException(
+                "startup_mode is 'snapshot_only': the load ends with the snapshot, no stream"
+            )
+        super().execute(context)
 
     # -- rendered values -----------------------------------------------------------------
     def mode(self) -> str:
@@ -214,6 +240,10 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
                 f"stream_mode must be one of {', '.join(STREAM_MODES)}; got {self.stream_mode!r}"
             )
         return mode
+
+    def startup(self) -> StartupConfig:
+        """The rendered ``startup_mode`` (only its mode: the plan used the rest)."""
+        return StartupConfig(mode=str(self.startup_mode or StartupConfig.mode).strip())
 
     def resolved_stream_id(self) -> str:
         stream_id = str(self.stream_id or "").strip() or default_stream_id(
@@ -261,6 +291,7 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
             bounds=as_config("bounds", StreamBounds, self.bounds),
             discovery=discovery,
             schema_changes=as_config("schema_changes", SchemaChangeConfig, self.schema_changes),
+            on_purged=str(self.on_purged or StreamJobSpec.on_purged).strip(),
             probe=configured_probe(),
         )
 

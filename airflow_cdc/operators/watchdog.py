@@ -22,7 +22,7 @@ from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.hooks.metrics import emit_gauges
 from airflow_cdc.operators._base import CdcBaseOperator
 from airflow_cdc.stream.health import WatchdogLimits, assess, look_at_source
-from airflow_cdc.stream.table_warnings import table_warnings
+from airflow_cdc.stream.table_warnings import snapshotted_after_purge, table_warnings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -75,15 +75,19 @@ class StreamWatchdogOperator(CdcBaseOperator):
             committed_on = None if committed is None else store.servers.of_epoch(committed.epoch)
             entries = store.stream_tables.read(self.stream_id)
             waiting = [e.table for e in entries if not e.joined and not e.dropped]
-            warnings = table_warnings(
-                entries, {t: store.watermarks.full_snapshot(t) for t in waiting}
-            )
+            snapshots = {t: store.watermarks.full_snapshot(t) for t in waiting}
+            warnings = table_warnings(entries, snapshots)
+            after_purge = snapshotted_after_purge(entries, snapshots)
         for line in warnings:  # the stream goes on with its other tables: no failure
             self.log.warning("Stream %s: %s", self.stream_id, line)
         source_cfg = CdcSourceHook(self.source_conn_id).source_config()
         source = look_at_source(source_cfg, committed, committed_on)
         health = assess(self.stream_id, state, source, dt.datetime.now(dt.UTC), limits)
-        gauges = {**health.gauges(), "tables_not_followed": float(len(warnings))}
+        gauges = {
+            **health.gauges(),
+            "tables_not_followed": float(len(warnings)),
+            "tables_snapshotted_after_purge": float(len(after_purge)),
+        }
         emit_gauges("stream", self.stream_id, gauges, tag="stream_id")
         figures = ", ".join(f"{name} {value:g}" for name, value in gauges.items())
         self.log.info("Stream %s: %s", self.stream_id, figures)

@@ -145,8 +145,7 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
     """Mark each chunk running (its next attempt) and remove what killed attempts staged."""
     records, siblings = _records(store, spec.chunk_ids)
     # Chunks follow the stream's server; before any stream committed they may move first.
-    started = any(state.committed_position for state in store.streams.states())
-    server = store.servers.current(spec.source, may_switch=not started)
+    server = store.servers.current(spec.source, may_switch=not store.streams.any_committed())
     attempts = store.chunks.start_many(spec.chunk_ids)
     tasks = []
     for record, attempt in zip(records, attempts, strict=True):

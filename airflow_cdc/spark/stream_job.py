@@ -60,6 +60,7 @@ from airflow_cdc.stream.batch_writer import LEASE_SECONDS, START_BATCH_ID, Batch
 from airflow_cdc.stream.discovery import Discovery, every
 from airflow_cdc.stream.joining import joined_tables
 from airflow_cdc.stream.lease import LeaseKeeper, reclaim_dead_owner
+from airflow_cdc.stream.purged import go_on_after_purge
 from airflow_cdc.stream.slice_rows import Offset
 
 __all__ = ["main", "run_stream"]
@@ -136,6 +137,7 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     spark: Any = None
     start_batch: _StartBatch | None = None
     try:
+        go_on_after_purge(spec, store, owner)  # on_purged: before anything is read
         writer = BatchWriter(spec, owner)
         state = store.streams.state(spec.stream_id)
         checkpoint = set_aside_if_stale(

@@ -26,7 +26,27 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 
-__all__ = ["checkpoint_is_stale", "resume_position", "start_position"]
+__all__ = ["checkpoint_is_stale", "resume_position", "start_position", "table_needs"]
+
+
+def table_needs(
+    floors: Mapping[TableId, BinlogPosition | None],
+    committed: BinlogPosition | None,
+    joined: Collection[TableId],
+) -> dict[TableId, BinlogPosition]:
+    """After which position each table of ``floors`` (each table's oldest high watermark,
+    None when its snapshot is not done) still needs the binlog, given the stream's
+    ``committed`` position and the tables that had ``joined`` it: a joined table after
+    ``max(committed, floor)``; one not joined after its floor, once its snapshot is done
+    (it joins by replaying from there), else nothing yet. Before the stream committed
+    anything, every table after its floor."""
+    if committed is None:
+        return {table: floor for table, floor in floors.items() if floor is not None}
+    return {
+        table: (committed if floor is None else max(committed, floor)) if table in joined else floor
+        for table, floor in floors.items()
+        if table in joined or floor is not None
+    }
 
 
 def resume_position(
@@ -34,17 +54,14 @@ def resume_position(
     committed: BinlogPosition | None,
     joined: Collection[TableId],
 ) -> BinlogPosition:
-    """The earliest position any of the stream's tables (the keys of ``floors``: each
-    table's oldest high watermark, None when its snapshot is not done) still needs, given
-    the stream's ``committed`` position and the tables that had ``joined`` it. Raises
-    :class:`ConfigurationError` when a table it must start for has no finished snapshot."""
-    if committed is not None and any(table in joined for table in floors):
-        needs = [
-            committed if floor is None else max(committed, floor)
-            for table, floor in floors.items()
-            if table in joined
-        ]
-        return min(needs)
+    """The earliest position any joined table of the stream (the keys of ``floors``)
+    still needs (:func:`table_needs`); a table not joined is left out once the stream
+    committed (it joins by its own replay), and a stream none of whose tables is joined
+    goes on from its committed position. Raises :class:`ConfigurationError` at a first
+    start when a table has no finished snapshot."""
+    if committed is not None:
+        needs = table_needs({t: f for t, f in floors.items() if t in joined}, committed, joined)
+        return min(needs.values(), default=committed)
     missing = [str(table) for table, floor in floors.items() if floor is None]
     known = [floor for floor in floors.values() if floor is not None]
     if missing or not known:

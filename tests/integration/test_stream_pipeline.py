@@ -116,8 +116,9 @@ def test_stream_replica_equals_source(
 def test_purged_start_position_stops_with_advice(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    """The stream's start (the snapshot's high watermark) is gone from the server: the job
-    stops with a message that says to re-snapshot, and applies nothing."""
+    """The stream's start (the snapshot's high watermark) is gone from the server: with
+    ``on_purged`` 'fail' the job stops with a message that names the setting and the way
+    to re-snapshot, and applies nothing."""
     mariadb.execute(
         f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, v INT)",
         f"INSERT INTO `{fresh_db}`.t SELECT seq, seq FROM `{fresh_db}`.seq_1_to_100",
@@ -138,11 +139,63 @@ def test_purged_start_position_stops_with_advice(
     # What the Airflow task raises: the job's own error, left next to its job file.
     (left,) = [p.read_text() for p in tmp_path.glob("stream-*.json.error")]
     assert left.startswith("PositionPurgedError: "), left
+    assert "on_purged to 'resnapshot'" in left
     assert "re-snapshot" in left
     rows = DeltaSink(str(lake)).read_live(TableId(fresh_db, "t")).to_pylist()
     assert sorted(r["v"] for r in rows if r["id"] <= 10) == list(range(1, 11)), (
         "nothing was applied"
     )
+
+
+def test_with_on_purged_resnapshot_a_stream_past_a_purge_snapshots_again_and_goes_on(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """The stream ran, stopped; changes, then ``PURGE BINARY LOGS`` past its committed
+    position; restarted with ``on_purged`` 'resnapshot' (and its old checkpoint): every
+    table is snapshotted again and ends equal to the source, deletes made while the binlog
+    was lost included."""
+    db = fresh_db
+    create_tables(mariadb, db, accounts=300, items=200)
+    tables = [f"{db}.accounts", f"{db}.items"]
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(mariadb, plan(mariadb, tables, chunk_rows=1000, metadata_url=meta), meta, lake)
+    spec = stream_spec(mariadb, tables, meta, lake, tmp_path / "ckpt", on_purged="resnapshot")
+    _write(mariadb, db, seed=21, transactions=40)
+    run_until_caught_up(spec, tmp_path)
+    check(mariadb, db, lake)
+    store = MetadataStore.connect(meta)
+    before = store.streams.state(spec.stream_id)
+    assert before is not None
+    assert before.committed_position is not None
+
+    _write(mariadb, db, seed=22, transactions=60)  # lost with the purge
+    mariadb.execute(f"DELETE FROM `{db}`.accounts WHERE id % 7 = 0")
+    purge_all_binlogs_but_the_newest(mariadb, flushes=2)
+    (tmp_path / "stream.log").unlink()
+    run_until_caught_up(spec, tmp_path)
+
+    check(mariadb, db, lake)
+    log = (tmp_path / "stream.log").read_text()
+    assert "snapshotted again" in log
+    after = store.streams.state(spec.stream_id)
+    assert after is not None
+    assert after.committed_position is not None
+    assert after.committed_position > before.committed_position
+    for name in tables:
+        latest = store.watermarks.full_snapshot(TableId.parse(name))
+        assert latest is not None
+        assert "binlog purged past" in latest.label, latest
+    joined = {e.table for e in store.stream_tables.read(spec.stream_id) if e.joined}
+    assert joined == {TableId.parse(t) for t in tables}  # back in the stream
+
+
+def _write(mariadb: LocalMariaDB, db: str, *, seed: int, transactions: int) -> None:
+    writer = RandomWriter(mariadb, db, seed=seed).start()
+    deadline = time.monotonic() + 60
+    while writer.transactions < transactions and time.monotonic() < deadline:
+        time.sleep(0.05)
+    writer.stop()
+    assert writer.transactions >= transactions
 
 
 def test_without_its_checkpoint_or_with_a_stale_one_the_stream_resumes_where_it_committed(

@@ -259,6 +259,7 @@ def stream_spec(
         StreamJobSpec,
     )
 
+    on_purged = settings.pop("on_purged", StreamJobSpec.on_purged)
     bound_names = {f.name for f in dataclasses.fields(StreamBounds)}
     change_names = {f.name for f in dataclasses.fields(SchemaChangeConfig)}
     bounds = {k: v for k, v in settings.items() if k in bound_names}
@@ -275,6 +276,7 @@ def stream_spec(
         bounds=StreamBounds(**{"trigger_seconds": 1.0, **bounds}),
         discovery=DiscoveryConfig(**discovery),
         schema_changes=SchemaChangeConfig(**changes),
+        on_purged=on_purged,
         probe=pause_points(pause_dir) if pause_dir else ProbeConfig(),
     )
 

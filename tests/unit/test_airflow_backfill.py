@@ -18,6 +18,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.coverage import PlanChunk, merge_plans
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TablePlan, TableSchema
+from airflow_cdc.operators._params import key_range_data, key_range_given
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.planner import clamp_ranges
@@ -245,12 +246,11 @@ def test_a_key_range_needs_exactly_one_table(no_source: None) -> None:
     ],
 )
 def test_empty_form_fields_mean_no_range(key_range: Any, expected: bool) -> None:
-    assert _op(key_range=key_range).has_key_range() is expected
+    assert key_range_given(key_range) is expected
 
 
 def test_rendered_list_text_is_parsed() -> None:
-    op = _op(key_range={"lo": "[1]", "hi": "None"})
-    assert op._key_range_data() == {"lo": [1], "hi": None}
+    assert key_range_data({"lo": "[1]", "hi": "None"}) == {"lo": [1], "hi": None}
 
 
 # -- watermarks after a range plan: never overlapping ----------------------------------------

@@ -135,3 +135,12 @@ def test_params(dag_info: dict[str, Any]) -> None:
     assert schemas["tables"]["type"] == "array"
     assert schemas["chunk_rows"]["minimum"] == 1
     assert schemas["stream_mode"]["enum"] == ["continuous", "until_caught_up"]
+    assert params["startup_mode"] == "initial"
+    assert params["start_position"] == params["start_timestamp"] == ""
+    assert schemas["startup_mode"]["enum"] == [
+        "initial",
+        "snapshot_only",
+        "latest",
+        "position",
+        "timestamp",
+    ]

@@ -178,6 +178,20 @@ def test_chunking_takes_the_config_and_airflows_map_length() -> None:
             {"replace": "True", "key_range": {"lo": [1], "hi": None}},
             "replace snapshots whole tables",
         ),
+        ({"startup": {"mode": "earliest"}}, "startup_mode must be one of initial"),
+        ({"startup": {"mode": "position"}}, "needs start_position"),
+        (
+            {"startup": {"mode": "timestamp", "start_timestamp": "yesterday"}},
+            "ISO 8601",
+        ),
+        (
+            {"startup": {"mode": "latest", "start_position": "mysql-bin.000001:4"}},
+            "start_position is given but startup_mode is 'latest'",
+        ),
+        (
+            {"startup": {"mode": "latest"}, "key_range": {"lo": [1], "hi": None}},
+            "a backfill",
+        ),
     ],
 )
 def test_bad_params_name_the_problem(kwargs: dict[str, Any], message: str) -> None:
@@ -197,7 +211,16 @@ def test_template_fields() -> None:
         "allowed_tables",
         "join_stream",
         "replace",
+        "startup",
     }
+
+
+def test_startup_renders_empty_form_fields_as_unset() -> None:
+    op = _op(startup={"mode": "latest", "start_position": "None", "start_timestamp": None})
+    assert op.startup_config().mode == "latest"
+    assert _op().startup_config().mode == "initial"
+    with pytest.raises(ConfigurationError, match="startup_mode must be one of"):
+        _op(startup={"mode": "latest-offset"})  # a literal: when the DAG is parsed
 
 
 def test_unknown_params_in_the_conf_are_refused_before_anything_runs() -> None:

@@ -105,6 +105,15 @@ def test_submit_passes_only_the_job_file(fake_spark: Path, tmp_path: Path) -> No
     assert env["SPARK_HOME"]
 
 
+def test_a_unit_without_chunks_submits_nothing(fake_spark: Path, tmp_path: Path) -> None:
+    unit = {"plan_id": 3, "chunk_ids": [], "tables": 2, "label": "no snapshot (latest)"}
+    op = SnapshotChunkOperator(
+        task_id="snapshot_chunk", unit=unit, sink_path="/data/lake", spark_binary=str(fake_spark)
+    )
+    op.execute({})  # type: ignore[arg-type]
+    assert not (tmp_path / "out" / "argv").exists()
+
+
 def test_job_file_removed_when_spark_fails(
     fake_spark: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

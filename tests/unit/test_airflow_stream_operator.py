@@ -211,6 +211,18 @@ def test_stream_mode_is_validated(fake_spark: Path) -> None:
     assert templated.build_spec().mode == "until_caught_up"
 
 
+def test_snapshot_only_skips_the_stream_before_spark_submit(fake_spark: Path, out: Path) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    with pytest.raises(ConfigurationError, match="startup_mode must be one of"):
+        _operator(fake_spark, startup_mode="snapshot")
+    op = _operator(fake_spark, startup_mode="{{ params.startup_mode }}")
+    op.startup_mode = "snapshot_only"  # what rendering produced
+    with pytest.raises(AirflowSkipException, match="snapshot_only"):
+        op.execute({})  # type: ignore[arg-type]
+    assert not (out / "argv").exists()  # no spark-submit
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
-from airflow_cdc.stream.start import checkpoint_is_stale, resume_position, start_position
+from airflow_cdc.stream.start import (
+    checkpoint_is_stale,
+    resume_position,
+    start_position,
+    table_needs,
+)
 
 T = TableId("db", "t")
 
@@ -93,19 +98,45 @@ def test_resume_position_misses_no_change_a_table_still_needs(
         start = resume_position(floors, committed, joined)
     except ConfigurationError:
         # Only a first start (nothing streamed yet) refuses, for a table without snapshot.
-        assert committed is None or not joined & set(floors)
+        assert committed is None
         assert any(floor is None for floor in floors.values())
         return
-    needs = [
-        max(committed, floor) if floor is not None else committed
-        for table, floor in floors.items()
-        if table in joined and committed is not None
-    ]
-    if not needs:  # a first start: the oldest high watermark of every table
+    if committed is None:  # a first start: the oldest high watermark of every table
         needs = [floor for floor in floors.values() if floor is not None]
         assert len(needs) == len(floors)
+    else:
+        needs = [
+            committed if floor is None else max(committed, floor)
+            for table, floor in floors.items()
+            if table in joined
+        ] or [committed]  # none joined: each joins by its own replay
     assert all(start <= need for need in needs)
     assert start in needs
+
+
+@given(
+    st.dictionaries(st.sampled_from(TABLES), maybe_positions, min_size=1),
+    maybe_positions,
+    st.sets(st.sampled_from(TABLES)),
+)
+def test_each_table_needs_the_binlog_after_what_the_lake_holds_of_it(
+    floors: dict[TableId, BinlogPosition | None],
+    committed: BinlogPosition | None,
+    joined: set[TableId],
+) -> None:
+    needs = table_needs(floors, committed, joined)
+    for table, floor in floors.items():
+        streamed = committed is not None and table in joined
+        if floor is None and not streamed:
+            assert table not in needs  # nothing in the lake yet: nothing needed yet
+        elif streamed:
+            assert committed is not None
+            assert needs[table] == (committed if floor is None else max(committed, floor))
+        else:
+            assert needs[table] == floor
+    if committed is not None and any(t in joined for t in floors):
+        joined_needs = [n for t, n in needs.items() if t in joined]
+        assert resume_position(floors, committed, joined) == min(joined_needs)
 
 
 def test_a_stream_without_checkpoint_resumes_at_its_committed_position(

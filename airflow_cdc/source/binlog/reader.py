@@ -69,8 +69,9 @@ ColumnItem: TypeAlias = ChangeEvent | SchemaEvent | ColumnRows
 
 #: What to do when the stream's start is purged (the default advice of :class:`BinlogCursor`).
 STREAM_PURGED_ADVICE = (
-    "The stream cannot resume from there: re-snapshot the tables by clearing or re-triggering "
-    "the mysql_cdc DAG's plan task, so a new snapshot plan is made. To keep this from "
+    "The stream cannot resume from there: set on_purged to 'resnapshot' (the stream then "
+    "snapshots those tables again and goes on), or re-snapshot the tables by clearing or "
+    "re-triggering the mysql_cdc DAG's plan task, so a new snapshot plan is made. To keep this from "
     "recurring, keep binlogs longer than the longest stream outage "
     "(binlog_expire_logs_seconds / expire_logs_days)."
 )
