@@ -5,7 +5,8 @@ long argument lists. Secrets live only in :class:`SourceConfig`, the metadata UR
 sink's storage options, all hidden from ``repr`` so they never reach a log line.
 
 Each concern in its module: the source (``source``), the chunks (``snapshot``), the
-sink (``sink``), the stream (``stream``), verify (``verify``), the job files (``jobs``) and their JSON form
+sink (``sink``), the stream (``stream``) and a binlog position it may start from
+(``start_position``), where the replication starts (``startup``), verify (``verify``), the job files (``jobs``) and their JSON form
 (``fields``); every name is also here.
 """
 
@@ -16,6 +17,8 @@ from airflow_cdc.config.jobs import ChunkJobSpec, StreamJobSpec
 from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS, ChunkingConfig, ReadConfig
 from airflow_cdc.config.source import SourceConfig
+from airflow_cdc.config.start_position import START_POSITION_FORMS, parse_start_position
+from airflow_cdc.config.startup import STARTUP_MODES, StartupConfig
 from airflow_cdc.config.stream import (
     DROPPED_COLUMN_MODES,
     NOT_IN_PLACE_MODES,
@@ -32,6 +35,8 @@ __all__ = [
     "DROPPED_COLUMN_MODES",
     "NOT_IN_PLACE_MODES",
     "ON_PURGED_MODES",
+    "STARTUP_MODES",
+    "START_POSITION_FORMS",
     "STREAM_MODES",
     "ChunkJobSpec",
     "ChunkingConfig",
@@ -41,10 +46,12 @@ __all__ = [
     "SchemaChangeConfig",
     "SinkConfig",
     "SourceConfig",
+    "StartupConfig",
     "StreamBounds",
     "StreamJobSpec",
     "VerifySettings",
     "check_positive",
     "from_fields",
+    "parse_start_position",
     "setting_types",
 ]

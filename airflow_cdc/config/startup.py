@@ -5,15 +5,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from airflow_cdc.config.start_position import START_POSITION_FORMS, parse_start_position
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["STARTUP_MODES", "StartupConfig"]
+__all__ = ["STARTUP_MODES", "StartupConfig", "check_startup_mode", "streams_after"]
 
 #: ``initial``: snapshot, then stream; ``snapshot_only``: snapshot, no stream (a one-off
 #: load); ``latest``: no snapshot, changes from the server's position when the plan runs;
 #: ``position``: no snapshot, changes from a binlog position or MariaDB GTID position;
 #: ``timestamp``: no snapshot, changes from the first transaction at or after a time.
 STARTUP_MODES = ("initial", "snapshot_only", "latest", "position", "timestamp")
+
+
+def check_startup_mode(mode: str) -> str:
+    """``mode`` when it is one of :data:`STARTUP_MODES`, else a clear refusal."""
+    if mode not in STARTUP_MODES:
+        raise ConfigurationError(
+            f"startup_mode must be one of {', '.join(STARTUP_MODES)}; got {mode!r}"
+        )
+    return mode
+
+
+def streams_after(mode: str) -> bool:
+    """Whether a stream follows a start in ``mode`` (all but ``snapshot_only``): what the
+    stream task needs to know, which takes the mode alone."""
+    return check_startup_mode(mode) != "snapshot_only"
 
 
 @dataclass(frozen=True)
@@ -29,16 +45,13 @@ class StartupConfig:
     start_timestamp: str = ""
 
     def __post_init__(self) -> None:
-        if self.mode not in STARTUP_MODES:
-            raise ConfigurationError(
-                f"startup_mode must be one of {', '.join(STARTUP_MODES)}; got {self.mode!r}"
-            )
-        if self.mode == "position" and not self.start_position.strip():
-            raise ConfigurationError(
-                "startup_mode 'position' needs start_position: '<binlog file>:<offset>' "
-                "(e.g. mysql-bin.000003:1234, from SHOW MASTER STATUS) or a MariaDB GTID "
-                "position such as 0-1-4711"
-            )
+        check_startup_mode(self.mode)
+        if self.mode == "position":
+            if not self.start_position.strip():
+                raise ConfigurationError(
+                    f"startup_mode 'position' needs start_position: {START_POSITION_FORMS}"
+                )
+            parse_start_position(self.start_position)  # refused here, before any server
         if self.mode == "timestamp":
             self.start_time()  # refused here, before any server is asked
         unused = [
@@ -64,7 +77,7 @@ class StartupConfig:
     @property
     def streams(self) -> bool:
         """Whether a stream follows (all modes but ``snapshot_only``)."""
-        return self.mode != "snapshot_only"
+        return streams_after(self.mode)
 
     def start_time(self) -> datetime:
         """``start_timestamp`` as an aware time (UTC when it names no zone)."""

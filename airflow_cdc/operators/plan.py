@@ -27,7 +27,7 @@ from airflow_cdc.operators._params import (
     selected_tables,
     table_selection,
 )
-from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
+from airflow_cdc.operators._unit_handles import start_handle, unit_handles
 from airflow_cdc.rendered import (
     as_bool,
     as_config,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from airflow_cdc.metadata.records import PlanRecord
     from airflow_cdc.planning.plan_snapshot import SnapshotPlan
 
-__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator", "start_handle", "unit_handles"]
+__all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator"]
 
 #: XCom key under which the plan operator also pushes the plan id.
 PLAN_ID_XCOM_KEY = "plan_id"
@@ -371,31 +371,3 @@ class PlanSnapshotOperator(SelectedTablesOperator):
             )
         self.check_allowed(tables)
         return tables
-
-
-def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str, Any]]:
-    """The XCom form of a plan, one item per work unit: small, JSON-safe, no key values
-    beyond the label."""
-    planned = [PlannedChunk.of(chunk) for chunk in record.chunks]
-    return [
-        {
-            "plan_id": record.plan_id,
-            "chunk_ids": list(unit.chunk_ids),
-            "tables": len(unit.tables),
-            "estimated_rows": unit.estimated_rows,
-            "label": unit.label(),
-        }
-        for unit in pack_chunks(planned, chunking.chunk_rows, chunking.max_units)
-    ]
-
-
-def start_handle(record: PlanRecord, mode: str) -> dict[str, Any]:
-    """The XCom of a start without a snapshot: one unit without chunks (the mapped chunk
-    task then has one instance, which submits nothing, and the sensor reads the plan id)."""
-    return {
-        "plan_id": record.plan_id,
-        "chunk_ids": [],
-        "tables": len({chunk.table for chunk in record.chunks}),
-        "estimated_rows": 0,
-        "label": f"no snapshot ({mode})",
-    }

@@ -38,7 +38,7 @@ from airflow_cdc.config import (
     StreamBounds,
     StreamJobSpec,
 )
-from airflow_cdc.config.startup import StartupConfig
+from airflow_cdc.config.startup import StartupConfig, check_startup_mode, streams_after
 from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
@@ -226,7 +226,7 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
             self.startup()
 
     def execute(self, context: Context) -> None:
-        if not self.startup().streams:
+        if not streams_after(self.startup()):
             raise AirflowSkipException(
                 "startup_mode is 'snapshot_only': the load ends with the snapshot, no stream"
             )
@@ -241,9 +241,9 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
             )
         return mode
 
-    def startup(self) -> StartupConfig:
-        """The rendered ``startup_mode`` (only its mode: the plan used the rest)."""
-        return StartupConfig(mode=str(self.startup_mode or StartupConfig.mode).strip())
+    def startup(self) -> str:
+        """The rendered ``startup_mode``, checked (the plan used the rest of the startup)."""
+        return check_startup_mode(str(self.startup_mode or StartupConfig.mode).strip())
 
     def resolved_stream_id(self) -> str:
         stream_id = str(self.stream_id or "").strip() or default_stream_id(

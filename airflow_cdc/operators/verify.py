@@ -130,7 +130,7 @@ class VerifyOperator(SelectedTablesOperator):
         self, store: MetadataStore, label: str, outcomes: Sequence[TableOutcome]
     ) -> tuple[list[dict[str, Any]], int | None]:
         """The repair plan's work units and id (none: no range to re-snapshot)."""
-        from airflow_cdc.operators.plan import unit_handles
+        from airflow_cdc.operators._unit_handles import unit_handles
 
         plans = [plan for outcome in outcomes for plan in outcome.plans()]
         if not plans:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from airflow_cdc.config import SourceConfig
+from airflow_cdc.config import SourceConfig, parse_start_position
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.metadata import MetadataStore
@@ -34,7 +34,6 @@ from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.reader import reader_server_id
 from airflow_cdc.source.binlog.start_search import (
     check_start_position,
-    parse_start_position,
     position_at_time,
     position_of_gtid,
 )

@@ -40,13 +40,13 @@ def table_needs(
     ``max(committed, floor)``; one not joined after its floor, once its snapshot is done
     (it joins by replaying from there), else nothing yet. Before the stream committed
     anything, every table after its floor."""
-    if committed is None:
-        return {table: floor for table, floor in floors.items() if floor is not None}
-    return {
-        table: (committed if floor is None else max(committed, floor)) if table in joined else floor
-        for table, floor in floors.items()
-        if table in joined or floor is not None
-    }
+    needs: dict[TableId, BinlogPosition] = {}
+    for table, floor in floors.items():
+        if committed is not None and table in joined:
+            needs[table] = committed if floor is None else max(committed, floor)
+        elif floor is not None:
+            needs[table] = floor
+    return needs
 
 
 def resume_position(

@@ -459,3 +459,11 @@ def test_the_driver_is_found_by_its_script_through_links(tmp_path: Path) -> None
     assert is_driver(Process("python", str(script), "--job-file", "j"), linked)
     assert is_driver(Process("python", linked), linked)
     assert not is_driver(Process("python", str(tmp_path / "other.py")), linked)
+
+
+@pytest.mark.parametrize("mode", ["position", "timestamp", "latest", "initial"])
+def test_every_mode_but_snapshot_only_streams(fake_spark: Path, out: Path, mode: str) -> None:
+    """The stream task takes the mode alone (the plan took its position or time)."""
+    op = _operator(fake_spark, startup_mode=mode, stream_mode="until_caught_up")
+    op.execute({})  # type: ignore[arg-type]
+    assert (out / "argv").exists()  # spark-submit ran

@@ -36,6 +36,7 @@ __all__ = [
     "binary_logs",
     "boundary_after",
     "byte_targets",
+    "events_near",
     "events_query",
     "is_boundary",
     "range_bytes",
@@ -155,7 +156,7 @@ def boundary_after(
     ``target``, scanning from ``known`` (an event start: the range's start or the file's
     first event) through however long a transaction. None when no boundary ends by ``until``
     (the file's end when None)."""
-    for event in _events_near(events, file, known, target, bounded=False):
+    for event in events_near(events, file, known, target, bounded=False):
         if until is not None and event.end > until:
             return None
         if event.end >= target and is_boundary(event):
@@ -173,7 +174,7 @@ def cut_near(
     was seen), or None when the file has neither."""
     last: int | None = None
     row_cut: tuple[int, int | None] | None = None
-    for event in _events_near(events, file, known, target):
+    for event in events_near(events, file, known, target):
         if event.end < target:
             last = event.end if is_boundary(event) else last
         elif is_boundary(event) and (row_cut is None or event.end - target <= reach):
@@ -185,12 +186,13 @@ def cut_near(
     return row_cut
 
 
-def _events_near(
+def events_near(
     events: EventsQuery, file: str, known: int, target: int, *, bounded: bool = True
 ) -> Iterator[EventRow]:
-    """``file``'s events from a window near ``target`` on (:func:`_window_near`), each
-    window read on from where the last one ended: up to ``_MAX_WINDOWS`` windows when
-    ``bounded``, else to the file's end in windows that grow."""
+    """``file``'s events from a window near ``target`` on (:func:`_window_near`: it starts
+    at or before ``target``), each window read on from where the last one ended: up to
+    ``_MAX_WINDOWS`` windows when ``bounded``, else to the file's end in windows that grow
+    (``source.binlog.start_search`` reads the events around a start position the user gave)."""
     window, size = _window_near(events, file, known, target), _WINDOW
     for count in itertools.count(1):
         yield from window

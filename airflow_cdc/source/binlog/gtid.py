@@ -23,7 +23,11 @@ import contextlib
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import MariadbGtidListEvent, RotateEvent
+from pymysqlreplication.event import (
+    MariadbBinLogCheckPointEvent,
+    MariadbGtidListEvent,
+    RotateEvent,
+)
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import MissingTransactionsError, SourceError
@@ -35,7 +39,8 @@ from airflow_cdc.source.server import ServerInfo, current_position
 
 __all__ = ["end_and_gtid", "gtid_at", "position_after", "require_covers", "server_gtid"]
 
-#: Events read from a GTID dump before its start must have been told.
+#: Events read from a GTID dump before its start must have been told (``Binlog_checkpoint``
+#: events aside: the server sends all of the file's, however many).
 _MAX_PRELUDE_EVENTS = 16
 #: Reads of the binlog's end between two reads of the server's state before
 #: :func:`end_and_gtid` asks ``BINLOG_GTID_POS`` instead.
@@ -105,13 +110,19 @@ def position_after(
         blocking=False,
     )
     file: str | None = None
+    prelude = 0
     try:
-        for count, event in enumerate(stream):
+        for event in stream:
             if isinstance(event, RotateEvent):
                 file = event.next_binlog
             elif isinstance(event, MariadbGtidListEvent) and file and _is_state(event, gtid):
                 return BinlogPosition(file, int(event.packet.log_pos), 0, epoch)
-            if count >= _MAX_PRELUDE_EVENTS:
+            elif isinstance(event, MariadbBinLogCheckPointEvent):
+                # One per older file whose transactions became durable: after many
+                # rotations, 20 in one file here, all sent before the dump's start.
+                continue
+            prelude += 1
+            if prelude > _MAX_PRELUDE_EVENTS:
                 break
     finally:
         with contextlib.suppress(Exception):

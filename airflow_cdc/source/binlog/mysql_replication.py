@@ -1,6 +1,7 @@
 """The binlog event source over mysql-replication (with ``source.binlog.library_rows``, which
-turns its row events into the cursor's, ``source.binlog.transaction_cut`` and
-``source.binlog.gtid``'s GTID dump, the only modules that import it).
+turns its row events into the cursor's, ``source.binlog.transaction_cut``,
+``source.binlog.gtid``'s GTID dump and ``source.binlog.start_search``'s dumps that read file
+headers and scan a file for a time, the only modules that import it).
 
 Choices that matter (each found against the library and a real server):
 
