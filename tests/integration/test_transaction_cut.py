@@ -134,3 +134,45 @@ def test_a_batch_capped_inside_a_long_transaction_ends_at_its_commit(
         assert batch_end(binary_logs(conn), events, start, latest, 10_000) == first_commit
     finally:
         conn.close()
+
+
+def test_a_savepoint_inside_a_transaction_is_no_place_to_cut(
+    mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    """MariaDB writes ``SAVEPOINT`` as a query event between a transaction's row events: a
+    cut aimed right after it moves on to the transaction's commit, and a reader stopped
+    between them reports no boundary there."""
+    db = fresh_db
+    mariadb.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)")
+    cfg = source_config(mariadb)
+    start = server_position(cfg)
+    conn = mariadb.root(db)
+    try:
+        with conn.cursor() as cur:
+            for statement in (
+                "BEGIN",
+                "INSERT INTO t VALUES (1, 1)",
+                "SAVEPOINT sp1",
+                "INSERT INTO t VALUES (2, 2)",
+                "ROLLBACK TO SAVEPOINT sp1",
+                "INSERT INTO t VALUES (3, 3)",
+                "COMMIT",
+            ):
+                cur.execute(statement)
+    finally:
+        conn.close()
+    end = server_position(cfg)
+    reading = connect(cfg)
+    try:
+        events = events_query(reading)(start.file, start.offset, 0, 50)
+        (savepoint,) = [e for e in events if e.info.upper().startswith("SAVEPOINT")]
+        (commit,) = [e for e in events if e.kind == "Xid"]
+        assert savepoint.end < commit.end
+        found = boundaries.boundary_after(
+            events_query(reading), start.file, start.offset, savepoint.end
+        )
+        assert found == commit.end == end.offset
+    finally:
+        reading.close()
+    read = list(BinlogCursor(cfg, table_schemas(mariadb, TableId(db, "t")), start, end))
+    assert [e.after["id"] for e in read if e.after is not None] == [1, 3]

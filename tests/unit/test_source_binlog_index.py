@@ -68,6 +68,15 @@ def test_boundaries_are_commits_and_non_opening_queries() -> None:
     assert not is_boundary(EventRow(0, 1, "Query", " xa start X'01'"))
     assert not is_boundary(EventRow(0, 1, "Gtid", "BEGIN GTID 0-1-5"))
     assert not is_boundary(EventRow(0, 1, "Write_rows_v1", ""))
+    # A savepoint's statements are written inside their transaction (seen on MariaDB 10.11:
+    # "SAVEPOINT `sp1`" between a transaction's row events, its COMMIT after them).
+    assert not is_boundary(EventRow(0, 1, "Query", "SAVEPOINT `sp1`"))
+    assert not is_boundary(EventRow(0, 1, "Query", "use `db`; SAVEPOINT `sp1`"))
+    assert not is_boundary(EventRow(0, 1, "Query", "ROLLBACK TO SAVEPOINT sp1"))
+    assert not is_boundary(EventRow(0, 1, "Query", "rollback  to sp1"))
+    assert not is_boundary(EventRow(0, 1, "Query", "RELEASE SAVEPOINT sp1"))
+    assert is_boundary(EventRow(0, 1, "Query", "ROLLBACK"))
+    assert is_boundary(EventRow(0, 1, "Query", "use `savepoints`; ALTER TABLE t ADD c INT"))
 
 
 @settings(max_examples=400, deadline=None)

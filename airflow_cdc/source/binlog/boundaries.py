@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
     "events_near",
     "events_query",
     "is_boundary",
+    "leaves_transaction_open",
     "range_bytes",
     "slice_cuts",
 ]
@@ -56,8 +58,11 @@ _MAX_WINDOWS = 25
 _MAX_WINDOW = 12_800
 #: Re-estimates of how many events to skip to reach a target.
 _MAX_SEEKS = 6
-#: Query events that open (not close) a transaction (as ``source.binlog.mysql_replication``).
-_OPENERS = ("BEGIN", "XA START", "XA END")
+#: Query events after which a transaction is still open: those that open one, and a
+#: savepoint's statements, written inside it.
+#: ``SHOW BINLOG EVENTS`` writes a statement's default database before it.
+_USE_PREFIX = re.compile(r"^\s*use\s+(`[^`]*`|\w+)\s*;\s*", re.IGNORECASE)
+_IN_TRANSACTION = ("BEGIN", "XA START", "XA END", "SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT")
 #: ``SHOW BINLOG EVENTS`` types of row events (MySQL's; MariaDB's end in ``_v1``, some
 #: ``_compressed_v1``).
 _ROW_EVENTS = ("Write_rows", "Update_rows", "Delete_rows")
@@ -82,8 +87,16 @@ def is_boundary(event: EventRow) -> bool:
     if event.kind in ("Xid", "XA_prepare"):
         return True
     if event.kind == "Query":
-        return not event.info.lstrip().upper().startswith(_OPENERS)
+        return not leaves_transaction_open(event.info)
     return False
+
+
+def leaves_transaction_open(query: str) -> bool:
+    """Whether a transaction is open after a query event of this statement: ``BEGIN``,
+    ``XA START``/``END``, and ``SAVEPOINT``, ``ROLLBACK TO`` or ``RELEASE SAVEPOINT``
+    inside one (a cut or a resume point there would split the transaction)."""
+    statement = _USE_PREFIX.sub("", query, count=1)
+    return " ".join(statement.split()).upper().startswith(_IN_TRANSACTION)
 
 
 def _spans(

@@ -42,6 +42,7 @@ from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 
 # Used through its module, so a test's stand-in (connect) is the one called.
 from airflow_cdc.source import connection
+from airflow_cdc.source.binlog.boundaries import leaves_transaction_open
 from airflow_cdc.source.binlog.events import (
     Boundary,
     ConnectionLost,
@@ -68,8 +69,6 @@ __all__ = ["binary_logs", "dump_settings", "mysql_event_source"]
 log = logging.getLogger(__name__)
 
 _DUMP_REFUSED = 1236
-#: Query events that open (not close) a transaction: resuming after them is not safe.
-_OPENERS = ("BEGIN", "XA START", "XA END")
 #: Follower connections ask for heartbeats and time out reads, so a server that vanished
 #: without closing the socket is noticed (heartbeat period < read timeout).
 _HEARTBEAT_SECONDS = 10
@@ -300,8 +299,8 @@ def _raw_event(
     if isinstance(event, XidEvent | XAPrepareEvent):
         return Boundary(end)
     if isinstance(event, QueryEvent):
-        if event.query.lstrip().upper().startswith(_OPENERS):
-            return None
+        if leaves_transaction_open(event.query):
+            return None  # resuming after it is not safe
         return _query_boundary(event, end, tables)
     table = TableId(event.schema, event.table)
     if table not in tables:
