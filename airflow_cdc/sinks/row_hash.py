@@ -1,0 +1,136 @@
+"""The identity of a row of a table without a key: a 128-bit hash of its whole image.
+
+A keyless table's sink row stands for every source row with one image (``model.
+row_images``): ``_cdc_row_hash`` names the image, ``_cdc_count`` says how many rows have
+it (``sinks.count_fold``). The hash must be the same for the same stored value whichever
+path brought it, so it is taken from the values *as the sink holds them*: an Arrow table
+in the sink's types (``source.arrow_types.arrow_schema``), which both the snapshot
+(``conform``) and the binlog (``python_value``, ``rows_to_arrow``) produce for a stored
+value; a Python value is first put in its column's Arrow type (:func:`image_hash`).
+
+The encoding digested (:func:`canonical_image`, BLAKE2b with a 16-byte digest, personal
+``airflow-cdc-row1``) is unambiguous and prefix-free: the number of columns (8 bytes), then
+per column in the table's order either ``0x00`` (NULL) or a family tag, the value's
+length (8 bytes) and its bytes. Families, not types, so that a widening of a column
+(INT to BIGINT, FLOAT to DOUBLE, a larger DECIMAL precision, INT to DECIMAL) keeps the
+hashes of the rows it does not change:
+
+* ``n`` exact numbers (integers, decimals): the number in plain digits, no exponent, no
+  trailing fraction zeros (``1.50`` and ``1.5`` are one value, as SQL ``=`` says);
+* ``f`` floats: the IEEE double, ``-0.0`` as ``0.0`` (equal under ``=``);
+* ``t`` a BIT(1) flag: ``0x01`` or ``0x00``;
+* ``s`` text: UTF-8; ``b`` binary: the bytes;
+* ``D`` a date: days since 1970-01-01; ``L`` a DATETIME (no zone): microseconds since
+  1970-01-01 00:00; ``T`` a TIMESTAMP: microseconds since the UTC epoch.
+
+So two images hash equally exactly when their values are equal as Python compares the
+sink's values (``model.row_images.halves`` relies on it to drop an update that changes
+nothing). Column names are not hashed: a rename keeps every hash; adding or dropping a
+column changes them all (the sink rehashes, and a drop may merge images: counts add).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "COUNT_COLUMN",
+    "HASH_BYTES",
+    "HASH_TYPE",
+    "ROW_HASH_COLUMN",
+    "canonical_image",
+    "canonical_images",
+    "image_hash",
+    "image_hashes",
+]
+
+ROW_HASH_COLUMN = "_cdc_row_hash"
+COUNT_COLUMN = "_cdc_count"
+HASH_BYTES = 16
+HASH_TYPE = pa.binary(HASH_BYTES)
+_PERSON = b"airflow-cdc-row1"  # the encoding's version: a new encoding, a new name
+_NULL = b"\x00"
+
+
+def image_hashes(rows: pa.Table) -> pa.FixedSizeBinaryArray:
+    """The hash of each row of ``rows`` (every source column, in the table's order, in
+    the sink's Arrow types)."""
+    digests = [
+        hashlib.blake2b(data, digest_size=HASH_BYTES, person=_PERSON).digest()
+        for data in canonical_images(rows)
+    ]
+    return pa.array(digests, HASH_TYPE)
+
+
+def image_hash(values: Sequence[Any], schema: pa.Schema) -> bytes:
+    """The hash of one image given as Python values, each first put in its column's type
+    (``schema``: the sink's source columns): ``Decimal('1.0')`` in a ``DECIMAL(10,2)``
+    column hashes as the ``1.00`` the column holds."""
+    return bytes(image_hashes(_one_row(values, schema))[0].as_py())
+
+
+def canonical_images(rows: pa.Table) -> list[bytes]:
+    """Each row's encoding (see the module docstring); what :func:`image_hashes` digests."""
+    head = rows.num_columns.to_bytes(8, "big")
+    parts = [_encoded_column(rows.column(i), field.type) for i, field in enumerate(rows.schema)]
+    return [head + b"".join(row) for row in zip(*parts, strict=True)] if parts else []
+
+
+def canonical_image(values: Sequence[Any], schema: pa.Schema) -> bytes:
+    """One image's encoding, its values put in their columns' types first."""
+    return canonical_images(_one_row(values, schema))[0]
+
+
+def _one_row(values: Sequence[Any], schema: pa.Schema) -> pa.Table:
+    """One image as a table of the sink's types: each value as its column holds it."""
+    arrays = [pa.array([value], field.type) for value, field in zip(values, schema, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _encoded_column(column: pa.ChunkedArray, dtype: pa.DataType) -> list[bytes]:
+    tag, values = _family(column, dtype)
+    return [
+        _NULL if value is None else tag + len(value).to_bytes(8, "big") + value for value in values
+    ]
+
+
+def _family(column: pa.ChunkedArray, dtype: pa.DataType) -> tuple[bytes, list[bytes | None]]:
+    """A column's family tag and each value's bytes (None for NULL)."""
+    if pa.types.is_integer(dtype):
+        return b"n", _each(column.to_pylist(), lambda v: str(v).encode())
+    if pa.types.is_decimal(dtype):
+        return b"n", _each(column.to_pylist(), _plain_number)
+    if pa.types.is_floating(dtype):
+        return b"f", _each(column.to_pylist(), lambda v: struct.pack(">d", v + 0.0))
+    if pa.types.is_boolean(dtype):
+        return b"t", _each(column.to_pylist(), lambda v: b"\x01" if v else b"\x00")
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return b"s", _each(column.to_pylist(), lambda v: v.encode("utf-8"))
+    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
+        return b"b", _each(column.to_pylist(), bytes)
+    if pa.types.is_fixed_size_binary(dtype):
+        return b"b", _each(column.to_pylist(), bytes)
+    if pa.types.is_date32(dtype):
+        days = column.cast(pa.int32()).to_pylist()
+        return b"D", _each(days, lambda v: str(v).encode())
+    if pa.types.is_timestamp(dtype):
+        micros = column.cast(pa.timestamp("us", dtype.tz)).cast(pa.int64()).to_pylist()
+        return (b"L" if dtype.tz is None else b"T"), _each(micros, lambda v: str(v).encode())
+    raise TypeError(f"no canonical form for the Arrow type {dtype} (not a type the sink holds)")
+
+
+def _each(values: list[Any], encode: Callable[[Any], bytes]) -> list[bytes | None]:
+    return [None if value is None else encode(value) for value in values]
+
+
+def _plain_number(value: Decimal) -> bytes:
+    """A decimal as its number: ``1.50`` and ``1.5`` alike, ``-0`` as ``0``, no exponent."""
+    if value == 0:
+        return b"0"
+    return format(value.normalize(), "f").encode()
