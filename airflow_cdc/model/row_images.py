@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 from airflow_cdc.model.event import ChangeEvent, Row
 from airflow_cdc.model.position import BinlogPosition
 
-__all__ = ["Image", "ImageChange", "halves", "image_of"]
+__all__ = ["Image", "ImageChange", "NetChange", "halves", "image_of"]
 
 #: A row's values in the table's column order: the identity of a row of a keyless table.
 Image = tuple[Any, ...]
@@ -44,6 +44,26 @@ class ImageChange(Generic[ImageT]):
     image: ImageT
     delta: int
     position: BinlogPosition
+
+    @property
+    def first(self) -> BinlogPosition:
+        return self.position
+
+    @property
+    def last(self) -> BinlogPosition:
+        return self.position
+
+
+@dataclass(frozen=True, slots=True)
+class NetChange(Generic[ImageT]):
+    """The changes of one image from ``first`` to ``last`` (the positions of the first and
+    the last of them) as one: their deltas summed. A slice or a batch hands the sink one
+    per image; ``sinks.count_fold`` says when that is safe."""
+
+    image: ImageT
+    delta: int
+    first: BinlogPosition
+    last: BinlogPosition
 
 
 def image_of(row: Row, columns: Sequence[str]) -> Image:

@@ -23,9 +23,10 @@ Why a replay changes nothing, with any cut into batches: a table's changes are a
 as a prefix of its binlog (its batches in order, each whole), so every change of an
 image at or before the stored position is applied already, and none after it is. Two
 promises make the skip exact: no two changes of one image share a position (an update
-that keeps its image has no halves, ``model.row_images``), and changes reach a call
-whole, never summed across a point the table may have committed at (a reduction of a
-batch's changes sums only those after the table's applied version).
+that keeps its image has no halves, ``model.row_images``), and changes are never summed
+across a point a count may hold changes up to: :func:`net_changes` sums only those after
+the table's applied version, and the fold refuses a net change that spans a stored
+position or a floor (:class:`StraddleError`) rather than guess how to split it.
 
 A count below 0 is an error that names the image: a change is missing (a gap in what the
 stream read) or was applied twice (a rule above broken), and the table needs a snapshot.
@@ -39,11 +40,20 @@ from typing import TypeVar
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition
-from airflow_cdc.model.row_images import ImageChange
+from airflow_cdc.model.row_images import ImageChange, NetChange
 
-__all__ = ["NegativeCountError", "StoredCount", "counts_at", "fold_counts"]
+__all__ = [
+    "NegativeCountError",
+    "StoredCount",
+    "StraddleError",
+    "counts_at",
+    "fold_counts",
+    "net_changes",
+]
 
 ImageT = TypeVar("ImageT", bound=Hashable)
+#: A change, or the net of a run of changes of one image.
+Change = ImageChange[ImageT] | NetChange[ImageT]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +72,15 @@ class NegativeCountError(SinkError):
     """Changes would leave fewer than no rows of an image (see the module docstring)."""
 
 
+class StraddleError(SinkError):
+    """A net change spans the position a count holds changes up to: some of the changes
+    it sums are counted already, some not, and the sum cannot be split. Apply the
+    changes it was made of one by one (see :func:`net_changes`)."""
+
+
 def fold_counts(
     stored: Mapping[ImageT, StoredCount],
-    changes: Iterable[ImageChange[ImageT]],
+    changes: Iterable[Change[ImageT]],
     floor: Callable[[ImageT], BinlogPosition | None] | None = None,
 ) -> dict[ImageT, StoredCount]:
     """The rows that ``changes`` make new or different (see the module docstring).
@@ -74,17 +90,21 @@ def fold_counts(
     chunk whose range holds it, kept by the sink with the chunk's rows; None: nowhere
     known); its changes at or before it are skipped as a held row's are. Without it the
     emit filter alone must keep such changes away.
-    Raises :class:`NegativeCountError` when an image would count less than 0."""
+    A net change is skipped whole or applied whole; one that spans the position raises
+    :class:`StraddleError`. Raises :class:`NegativeCountError` when an image would count
+    less than 0."""
     added: dict[ImageT, int] = {}
     last: dict[ImageT, BinlogPosition] = {}
     for change in changes:
         since = _counted_since(change.image, stored, floor)
-        if since is not None and change.position <= since:
+        if since is not None and change.last <= since:
             continue  # applied already (a replay), or in the count of the image's chunk
+        if since is not None and change.first <= since:
+            raise StraddleError(_straddle(change, since))
         added[change.image] = added.get(change.image, 0) + change.delta
         seen = last.get(change.image)
-        if seen is None or change.position > seen:
-            last[change.image] = change.position
+        if seen is None or change.last > seen:
+            last[change.image] = change.last
     result: dict[ImageT, StoredCount] = {}
     for image, delta in added.items():
         held = stored.get(image)
@@ -118,6 +138,31 @@ def counts_at(
     return result
 
 
+def net_changes(
+    changes: Iterable[Change[ImageT]], after: BinlogPosition | None
+) -> list[NetChange[ImageT]]:
+    """``changes`` as one net change per image, leaving out those at or before ``after``.
+
+    Safe to fold exactly when no count the fold meets holds some of an image's changes
+    and not others: ``after`` is the table's applied version (every change after it is
+    new to every stored row), and no chunk wrote counts after it (a chunk re-run, whose
+    floor may fall inside a net change: the fold then raises :class:`StraddleError` and
+    the caller applies the changes one by one)."""
+    found: dict[ImageT, NetChange[ImageT]] = {}
+    for change in changes:
+        if after is not None and change.last <= after:
+            continue
+        if after is not None and change.first <= after:
+            raise StraddleError(_straddle(change, after))
+        held = found.get(change.image)
+        if held is None:
+            found[change.image] = NetChange(change.image, change.delta, change.first, change.last)
+        else:
+            first, last = min(held.first, change.first), max(held.last, change.last)
+            found[change.image] = NetChange(change.image, held.delta + change.delta, first, last)
+    return list(found.values())
+
+
 def _counted_since(
     image: ImageT,
     stored: Mapping[ImageT, StoredCount],
@@ -130,11 +175,21 @@ def _counted_since(
     return None if floor is None else floor(image)
 
 
+def _straddle(change: Change[ImageT], since: BinlogPosition) -> str:
+    return (
+        f"row image {_shown(change.image)}: a net change from {change.first} to "
+        f"{change.last} spans {since}, up to where its count holds the changes"
+    )
+
+
+def _shown(image: Hashable) -> str:
+    return image.hex() if isinstance(image, bytes) else repr(image)
+
+
 def _negative(image: Hashable, held: StoredCount | None, delta: int, last: BinlogPosition) -> str:
-    shown = image.hex() if isinstance(image, bytes) else repr(image)
     had = "none" if held is None else f"{held.count} at {held.position}"
     return (
-        f"row image {shown}: the sink holds {had}, and the changes up to {last} take away "
+        f"row image {_shown(image)}: the sink holds {had}, and the changes up to {last} take away "
         f"{-delta}: a change of it is missing (the stream skipped part of the binlog, or "
         "the emit filter dropped a change no chunk holds) or was applied twice; snapshot "
         "the table again (a backfill with replace)"

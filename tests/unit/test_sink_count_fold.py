@@ -6,6 +6,7 @@ operations (``tests/support/multiset_binlog.py``)."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping
 
@@ -14,12 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind
-from airflow_cdc.model.row_images import Image, ImageChange, halves
+from airflow_cdc.model.row_images import Image, ImageChange, NetChange, halves
 from airflow_cdc.sinks.count_fold import (
     NegativeCountError,
     StoredCount,
+    StraddleError,
     counts_at,
     fold_counts,
+    net_changes,
 )
 from tests.support.multiset_binlog import (
     COLUMNS,
@@ -31,6 +34,8 @@ from tests.support.multiset_binlog import (
     rows,
 )
 
+Change = ImageChange[Image] | NetChange[Image]
+
 
 def live(stored: Mapping[Image, StoredCount]) -> Counter[Image]:
     return Counter({image: row.count for image, row in stored.items() if row.count})
@@ -40,8 +45,8 @@ class Stream:
     """The stream's side: the sink's rows, what the table has applied (a prefix of the
     binlog), where the stream reads next, and the marker floor."""
 
-    def __init__(self, found: History) -> None:
-        self.history = found
+    def __init__(self, found: History, reduce: bool) -> None:
+        self.history, self.reduce = found, reduce
         self.stored: dict[Image, StoredCount] = {}
         self.reading = self.applied = self.floor = 0
 
@@ -49,7 +54,15 @@ class Stream:
         end = data.draw(st.integers(self.reading, len(self.history.events)), label="batch end")
         events = self.history.events[self.reading : end]
         changes = [half for event in events for half in halves(event, COLUMNS)]
-        shuffled = data.draw(st.permutations(changes), label="order in the batch")
+        if self.reduce:  # net per image in each slice, then over the slices
+            cuts = sorted(data.draw(st.lists(st.integers(0, len(changes)), max_size=3)))
+            edges = [0, *cuts, len(changes)]
+            applied = position_after(self.applied)  # the table's applied version
+            slices = [net_changes(changes[a:b], applied) for a, b in itertools.pairwise(edges)]
+            folded: list[Change] = net_changes([n for part in slices for n in part], applied)
+        else:
+            folded = list(changes)
+        shuffled = data.draw(st.permutations(folded), label="order in the batch")
         images = {change.image for change in changes}
         touched = {image: row for image, row in self.stored.items() if image in images}
         self.stored.update(fold_counts(touched, shuffled))
@@ -74,12 +87,17 @@ class Stream:
 
 
 @settings(max_examples=600, deadline=None)
-@given(st.lists(rows, max_size=8), operations, st.data())
+@given(st.lists(rows, max_size=8), operations, st.booleans(), st.data())
 def test_any_cut_and_any_replay_leave_the_source_multiset(
-    initial: list[tuple[int, str]], ops: list[tuple[str, tuple[int, str], int]], data: st.DataObject
+    initial: list[tuple[int, str]],
+    ops: list[tuple[str, tuple[int, str], int]],
+    reduce: bool,
+    data: st.DataObject,
 ) -> None:
+    """Batches folded as halves, or reduced to one net change per image in slices and
+    again over the slices (after the table's applied version)."""
     found = history([], [("insert", row, 0) for row in initial] + ops)
-    stream = Stream(found)
+    stream = Stream(found, reduce)
     for _ in range(data.draw(st.integers(0, 12), label="steps")):
         step = data.draw(st.sampled_from([Stream.batch, Stream.restart, Stream.purge]))
         step(stream, data)
@@ -141,3 +159,31 @@ def test_a_chunk_write_replaces_older_rows_of_its_range_and_marks_what_it_lacks(
     }
     with pytest.raises(NegativeCountError):
         counts_at({}, {("x",): -1}, at(40))
+
+
+def test_a_net_change_is_skipped_or_applied_whole_and_never_split() -> None:
+    held = {("a",): StoredCount(2, at(10))}
+    assert fold_counts(held, [NetChange(("a",), -2, at(4), at(10))]) == {}
+    assert fold_counts(held, [NetChange(("a",), -2, at(11), at(15))]) == {
+        ("a",): StoredCount(0, at(15))
+    }
+    with pytest.raises(StraddleError, match=r"\('a',\): a net change from b.000001:9 to"):
+        fold_counts(held, [NetChange(("a",), 0, at(9), at(11))])
+    floor = {("b",): at(20)}.get
+    with pytest.raises(StraddleError, match=r"spans b\.000001:20"):
+        fold_counts({}, [NetChange(("b",), 1, at(19), at(21))], floor)
+
+
+def test_net_changes_sum_per_image_after_the_applied_version() -> None:
+    changes = [
+        ImageChange(("a",), +1, at(5)),  # applied already: left out
+        ImageChange(("a",), +1, at(12)),
+        ImageChange(("b",), +1, at(13)),
+        ImageChange(("a",), -1, at(14)),
+    ]
+    assert net_changes(changes, at(10)) == [
+        NetChange(("a",), 0, at(12), at(14)),  # kept at 0: the count's position moves on
+        NetChange(("b",), 1, at(13), at(13)),
+    ]
+    with pytest.raises(StraddleError):
+        net_changes([NetChange(("a",), 0, at(9), at(11))], at(10))
