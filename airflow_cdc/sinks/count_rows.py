@@ -1,0 +1,78 @@
+"""The position rule of keyless tables on Arrow tables: ``sinks.count_fold.fold_counts``
+in the form a sink applies it (whole columns at a time, one row per image).
+
+``changes``: one row per change or net change (``model.row_images``): the image's
+columns, ``_cdc_row_hash``, ``_cdc_delta`` (int64), ``_cdc_first`` and ``_cdc_position``
+(the positions of its first and last change, encoded as the sink's positions), and
+optionally ``_cdc_floor`` (where an image the sink does not hold counts 0; null: not
+known). ``held``: the sink's rows of (at least) those images, ``_cdc_row_hash``,
+``_cdc_count`` and ``_cdc_position`` among their columns.
+
+The result: the rows to write, one per image whose count or position changes: the
+image's columns (from a change of it: one image, one set of values), its hash, the new
+``_cdc_count`` and ``_cdc_position``, and ``_cdc_deleted`` (a count of 0: a marker). A net
+change that spans the position its image's count holds changes up to raises
+``StraddleError``; a count below 0 raises ``NegativeCountError``, as the pure fold does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_cdc.sinks.cdc_columns import CDC_PREFIX, DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.count_fold import NegativeCountError, StraddleError
+from airflow_cdc.sinks.last_writer_wins import rows_with_keys
+from airflow_cdc.sinks.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN
+
+__all__ = ["DELTA_COLUMN", "FIRST_COLUMN", "FLOOR_COLUMN", "fold_count_rows"]
+
+DELTA_COLUMN = "_cdc_delta"
+FIRST_COLUMN = "_cdc_first"
+FLOOR_COLUMN = "_cdc_floor"
+_ROW = "_cdc_row"  # row numbers, to take one row of values per image
+
+
+def fold_count_rows(held: pa.Table, changes: pa.Table) -> pa.Table:
+    """The rows ``changes`` make new or different in ``held`` (see the module docstring)."""
+    key = [ROW_HASH_COLUMN]
+    since = held.column(POSITION_COLUMN).take(rows_with_keys(changes, held, key))
+    if FLOOR_COLUMN in changes.column_names:
+        since = pc.coalesce(since, changes.column(FLOOR_COLUMN))
+    skipped = pc.fill_null(pc.less_equal(changes.column(POSITION_COLUMN), since), False)
+    straddles = pc.and_(
+        pc.invert(skipped), pc.fill_null(pc.less_equal(changes.column(FIRST_COLUMN), since), False)
+    )
+    if pc.any(straddles).as_py():
+        first = changes.filter(straddles).slice(0, 1).to_pylist()[0]
+        raise StraddleError(
+            f"row image {first[ROW_HASH_COLUMN].hex()}: a net change from "
+            f"{first[FIRST_COLUMN]} to {first[POSITION_COLUMN]} spans the position its count "
+            "holds changes up to"
+        )
+    kept = changes.filter(pc.invert(skipped))
+    sums = kept.group_by(key).aggregate([(DELTA_COLUMN, "sum"), (POSITION_COLUMN, "max")])
+    before = held.column(COUNT_COLUMN).take(rows_with_keys(sums, held, key))
+    counts = pc.add(pc.fill_null(before, 0), sums.column(f"{DELTA_COLUMN}_sum"))
+    if sums.num_rows and pc.min(counts).as_py() < 0:
+        negative = sums.filter(pc.less(counts, 0)).column(ROW_HASH_COLUMN)[0].as_py()
+        raise NegativeCountError(
+            f"row image {negative.hex()}: the changes take away more rows than the sink holds "
+            "(a change is missing or was applied twice); snapshot the table again"
+        )
+    values = _one_row_per_image(kept)
+    result = values.take(rows_with_keys(sums, values, key))
+    return (
+        result.append_column(COUNT_COLUMN, counts.cast(pa.int64()))
+        .append_column(POSITION_COLUMN, sums.column(f"{POSITION_COLUMN}_max"))
+        .append_column(DELETED_COLUMN, pc.equal(counts, 0))
+    )
+
+
+def _one_row_per_image(changes: pa.Table) -> pa.Table:
+    """The image's columns and its hash, from the first change of each image."""
+    columns = [name for name in changes.column_names if not name.startswith(CDC_PREFIX)]
+    numbered = changes.append_column(_ROW, pa.array(np.arange(changes.num_rows, dtype=np.int64)))
+    first = numbered.group_by([ROW_HASH_COLUMN]).aggregate([(_ROW, "min")])
+    return changes.take(first.column(f"{_ROW}_min")).select([*columns, ROW_HASH_COLUMN])
