@@ -47,27 +47,30 @@ class ChunkMarks:
     ) -> None:
         if not marks:
             raise UnplacedValueError("a keyless table's chunks must cover every value: none given")
+        self._highs = tuple(high for _, high in marks)
+        self._lows: tuple[Any, ...] = ()  # the sort keys of every chunk's lo but the first's
+        self._sort_key = sort_key
         if len(marks) == 1 and marks[0][0].unbounded:
-            self._highs: tuple[BinlogPosition, ...] = (marks[0][1],)
-            self._lows: tuple[Any, ...] = ()
-            self._sort_key = sort_key
-            return
+            return  # the whole table: every value is in the one chunk
         if sort_key is None:
             raise UnplacedValueError(
                 "a keyless table chunked by a column Python cannot order like the server "
                 "cannot be filtered exactly: chunk it whole"
             )
-        ordered = sorted(marks, key=lambda m: (m[0].lo is not None, _or_none(sort_key, m[0].lo)))
-        _check_tiling([rng for rng, _ in ordered], sort_key)
+        try:
+            ordered = sorted(
+                marks, key=lambda m: (m[0].lo is not None, _or_none(sort_key, m[0].lo))
+            )
+            _check_tiling([rng for rng, _ in ordered], sort_key)
+            self._lows = tuple(sort_key(rng.lo) for rng, _ in ordered[1:] if rng.lo is not None)
+        except (TypeError, ValueError) as exc:  # a bound Python cannot place
+            raise UnplacedValueError(f"the chunks' bounds cannot be ordered: {exc}") from exc
         self._highs = tuple(high for _, high in ordered)
-        self._lows = tuple(sort_key(rng.lo) for rng, _ in ordered[1:] if rng.lo is not None)
-        self._sort_key = sort_key
 
     def high_watermark_of(self, value: Key) -> BinlogPosition:
         """The high watermark of the chunk holding ``value`` (a chunking-column value)."""
-        if not self._lows:
+        if self._sort_key is None or not self._lows:
             return self._highs[0]
-        assert self._sort_key is not None  # set whenever there are several chunks
         try:
             placed = self._sort_key(value)
             return self._highs[bisect.bisect_right(self._lows, placed)]

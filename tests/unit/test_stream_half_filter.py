@@ -78,6 +78,15 @@ def test_a_whole_table_needs_no_order() -> None:
         ([(bounded(None, 5), at(1)), (bounded(4, None), at(1))], identity, "end to end"),
         ([(bounded(None, 5), at(1)), (bounded(5, 9), at(1))], identity, "ends open"),
         ([(bounded(0, 5), at(1)), (bounded(5, None), at(1))], identity, "ends open"),
+        (
+            [
+                (bounded(None, 5), at(1)),
+                (bounded(5, None), at(1)),
+                (ChunkRange(("x",), None), at(1)),
+            ],
+            identity,
+            "cannot be ordered",
+        ),
     ],
 )
 def test_chunks_that_do_not_cover_every_value_once_are_refused(
