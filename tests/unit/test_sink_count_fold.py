@@ -86,7 +86,7 @@ class Stream:
         }
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(rows, max_size=8), operations, st.booleans(), st.data())
 def test_any_cut_and_any_replay_leave_the_source_multiset(
     initial: list[tuple[int, str]],
