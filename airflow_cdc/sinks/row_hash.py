@@ -1,8 +1,8 @@
 """The identity of a row of a table without a key: a 128-bit hash of its whole image.
 
-A keyless table's sink row stands for every source row with one image (``model.
-row_images``): ``_cdc_row_hash`` names the image, ``_cdc_count`` says how many rows have
-it (``sinks.count_fold``). The hash must be the same for the same stored value whichever
+A keyless table's sink row stands for every source row with one image
+(``model.row_images``): ``_cdc_row_hash`` names the image, ``_cdc_count`` says how many
+rows have it (``sinks.count_fold``). The hash must be the same for the same stored value whichever
 path brought it, so it is taken from the values *as the sink holds them*: an Arrow table
 in the sink's types (``source.arrow_types.arrow_schema``), which both the snapshot
 (``conform``) and the binlog (``python_value``, ``rows_to_arrow``) produce for a stored

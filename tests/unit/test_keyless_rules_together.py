@@ -165,10 +165,10 @@ def test_chunks_then_a_restarted_stream_under_chunk_reruns_give_the_source_multi
 def test_a_batch_filtered_before_a_chunk_rerun_and_applied_after_it_needs_the_floor() -> None:
     """The race: a row inserted at event 1 and deleted at event 2, both before the re-run
     chunk's low watermark; the stream, behind, filtered a batch holding the insert with
-    the old high watermark (0), the chunk then wrote its range at 3 (the row is in none
-    of its counts) and the batch was applied; the next batch drops the delete (at or
-    before 3). Without the sink's floor the row stays for good; with it, the insert is
-    skipped as the chunk's."""
+    the old high watermark (after event 0), the chunk then wrote its range at its new one
+    (after event 2: the row is in none of its counts) and the batch was applied; the next
+    batch drops the delete (before the new high watermark). Without the sink's floor the
+    row stays for good; with it, the insert is skipped as the chunk's."""
     row = {"c": 5, "v": "a"}
     events = [
         ChangeEvent(TABLE, ChangeKind.INSERT, BinlogPosition("b.000001", 1000), None, {"c": 1, "v": "b"}),
