@@ -1,0 +1,174 @@
+"""The keyless rules' premise on the real MariaDB: a read view's snapshot position is
+exact, so a table without a key, read in two chunks (each in a view of its own) while
+writers insert, delete and update rows that exist many times over, and corrected with the
+binlog's halves after each view's position, is the table's multiset at the end; and the
+chunks written at their own high watermarks, then the stream's halves from the least of
+them, kept by the emit filter and folded, give that multiset too.
+
+Nothing of the product reads keyless tables yet (``docs/architecture.md``, "Tables without
+a key"): the test drives the pure rules with the product's read view and binlog reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, TableId
+from airflow_cdc.model.row_images import Image, halves
+from airflow_cdc.sinks.count_fold import StoredCount, counts_at, fold_counts
+from airflow_cdc.snapshot.count_correction import counts_at_high_watermark
+from airflow_cdc.source.binlog.reader import read_changes
+from airflow_cdc.source.connection import connect, fetch_all
+from airflow_cdc.source.server import server_info
+from airflow_cdc.source.watermark import ConsistentReadView
+from airflow_cdc.stream.half_filter import ChunkMarks, kept_halves
+from devtools.local_mariadb import LocalMariaDB
+from tests.support.pipeline import server_position, source_config, table_schemas
+
+pytestmark = pytest.mark.integration
+
+COLUMNS = ("c", "v")
+#: Two chunks of the chunking column ``c`` (0..5).
+CHUNKS = ((None, 3), (3, None))
+
+
+def write_randomly(mariadb: LocalMariaDB, db: str, seed: int, stop: threading.Event) -> None:
+    """Inserts, deletes and updates of one row each (``LIMIT 1``: the table has many equal
+    rows), now and then two in one transaction, until ``stop``."""
+    chance = random.Random(seed)
+    conn = mariadb.root(db)
+
+    def row() -> tuple[int, str]:
+        return chance.randrange(6), chance.choice("ab")
+
+    statements: list[Callable[[], tuple[str, tuple[object, ...]]]] = [
+        lambda: ("INSERT INTO log VALUES (%s, %s)", row()),
+        lambda: ("DELETE FROM log WHERE c = %s AND v = %s LIMIT 1", row()),
+        lambda: ("UPDATE log SET c = %s, v = %s WHERE c = %s AND v = %s LIMIT 1", row() + row()),
+    ]
+    try:
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                together = chance.random() < 0.2
+                if together:
+                    cur.execute("BEGIN")
+                for _ in range(2 if together else 1):
+                    cur.execute(*chance.choice(statements)())
+                if together:
+                    cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def where(lo: int | None, hi: int | None) -> str:
+    """A chunk's range of ``c`` as SQL."""
+    parts = [
+        *([f"c >= {lo}"] if lo is not None else []),
+        *([f"c < {hi}"] if hi is not None else []),
+    ]
+    return " AND ".join(parts)
+
+
+def in_partition(lo: int | None, hi: int | None) -> Callable[[Image], bool]:
+    return lambda image: (lo is None or image[0] >= lo) and (hi is None or image[0] < hi)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkRead:
+    """A chunk of ``c`` in ``[lo, hi)`` read in its own view at ``read_at``; its high
+    watermark ``high`` taken after the read, as a chunk job does."""
+
+    lo: int | None
+    hi: int | None
+    read_at: BinlogPosition
+    high: BinlogPosition
+    counts: Counter[Image]
+
+
+def read_chunks_under_writers(mariadb: LocalMariaDB, db: str) -> list[ChunkRead]:
+    """The chunks of :data:`CHUNKS` read while three writers change the table."""
+    cfg = source_config(mariadb)
+    stop = threading.Event()
+    writers = [
+        threading.Thread(target=write_randomly, args=(mariadb, db, seed, stop)) for seed in range(3)
+    ]
+    for writer in writers:
+        writer.start()
+    reads: list[ChunkRead] = []
+    conn = connect(cfg)
+    try:
+        info = server_info(conn)
+        for lo, hi in CHUNKS:
+            time.sleep(0.3)  # the writers' changes before, between and after the views
+            with ConsistentReadView(conn, info) as view:
+                rows = fetch_all(conn, f"SELECT c, v FROM `{db}`.log WHERE {where(lo, hi)}")
+                read_at = view.low_watermark
+            counts = Counter(tuple(row) for row in rows)
+            reads.append(ChunkRead(lo, hi, read_at, server_position(cfg), counts))
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for writer in writers:
+            writer.join()
+        conn.close()
+    return reads
+
+
+def test_keyless_chunks_read_at_the_views_position_corrected_and_streamed_are_exact(
+    mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    db = fresh_db
+    initial = ", ".join(f"({n % 6}, '{'ab'[n % 2]}')" for n in range(60))
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.log (c INT NOT NULL, v VARCHAR(4) NOT NULL, KEY (c))",
+        # The same columns with a unique index: the catalog's schema of them, whose key
+        # (every column) makes the binlog reader decode whole before-images.
+        f"CREATE TABLE `{db}`.log_shape (c INT NOT NULL, v VARCHAR(4) NOT NULL, UNIQUE (c, v))",
+        f"INSERT INTO `{db}`.log VALUES {initial}",
+    )
+    table, shape = TableId(db, "log"), TableId(db, "log_shape")
+    schema = dataclasses.replace(table_schemas(mariadb, shape)[shape], table=table)
+    cfg = source_config(mariadb)
+    start = server_position(cfg)
+    reads = read_chunks_under_writers(mariadb, db)
+    end = server_position(cfg)
+    final = Counter(tuple(row) for row in mariadb.query(f"SELECT c, v FROM `{db}`.log"))
+    events = [item for item in read_changes(cfg, {table: schema}, start, end)
+              if isinstance(item, ChangeEvent)]  # fmt: skip
+    halves_read = [half for event in events for half in halves(event, COLUMNS)]
+    assert len(events) > 100  # the writers were busy around both views
+    assert all(start < read.read_at <= read.high for read in reads)
+
+    # The correction alone: each chunk's read brought to the end of the writes.
+    corrected: Counter[Image] = Counter()
+    for read in reads:
+        in_range = in_partition(read.lo, read.hi)
+        at_end = counts_at_high_watermark(read.counts, halves_read, read.read_at, end, in_range)
+        corrected.update({image: n for image, n in at_end.items() if n})
+    assert corrected == final
+
+    # Chunks written at their own high watermarks, then the stream from the least of them.
+    stored: dict[Image, StoredCount] = {}
+    for read in reads:
+        window = [half for half in halves_read if half.position <= read.high]
+        in_range = in_partition(read.lo, read.hi)
+        counts = counts_at_high_watermark(read.counts, window, read.read_at, read.high, in_range)
+        stored.update(counts_at({}, counts, read.high))
+    marks = ChunkMarks(
+        [(ChunkRange(None if r.lo is None else (r.lo,), None if r.hi is None else (r.hi,)), r.high)
+         for r in reads],
+        sort_key=lambda key: key,
+    )  # fmt: skip
+    streamed = [half for half in halves_read if half.position > min(r.high for r in reads)]
+    for batch in (streamed[: len(streamed) // 2], streamed[len(streamed) // 2 :]):
+        kept = kept_halves(batch, lambda image: (image[0],), marks)
+        held = {half.image: stored[half.image] for half in kept if half.image in stored}
+        stored.update(fold_counts(held, kept))
+    assert Counter({image: row.count for image, row in stored.items() if row.count}) == final
