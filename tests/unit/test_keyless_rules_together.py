@@ -3,8 +3,9 @@ ranges of the chunking column, each read at its exact position and corrected
 (``snapshot.count_correction``) and written at its high watermark (``counts_at``); a
 stream from the least high watermark, its halves kept by the emit filter
 (``stream.half_filter``) and folded (``fold_counts``), restarted anywhere and cutting its
-batches anew; chunks re-run under the stream. The sink ends holding the source's
-multiset, against a ``Counter`` replay (``tests/support/multiset_binlog.py``).
+batches anew; chunks re-run under the stream; markers purged below the committed
+position. The sink ends holding the source's multiset, against a ``Counter`` replay
+(``tests/support/multiset_binlog.py``).
 
 Two ways of keeping a change already in a chunk's counts away from an image the sink does
 not hold, both checked: the exact emit filter with the chunks' high watermarks as they
@@ -108,6 +109,13 @@ class Pipeline:
             self.stored.update(fold_counts(held, changes, floor))
         self.reading, self.applied = end, max(self.applied, end)
 
+    def purge_markers(self, below: BinlogPosition) -> None:
+        self.stored = {
+            image: row
+            for image, row in self.stored.items()
+            if not (row.is_marker and row.position < below)
+        }
+
     def live(self) -> Counter[Image]:
         return Counter({image: row.count for image, row in self.stored.items() if row.count})
 
@@ -145,7 +153,7 @@ def test_chunks_then_a_restarted_stream_under_chunk_reruns_give_the_source_multi
         pipeline.run_chunk(number, *chunk_points(data, 0, last))
     pipeline.reading = committed = min(pipeline.high.values())
     for _ in range(data.draw(st.integers(0, 8), label="steps")):
-        step = data.draw(st.sampled_from(["batch", "restart", "rerun"]))
+        step = data.draw(st.sampled_from(["batch", "restart", "rerun", "purge"]))
         if step == "batch":
             end = data.draw(st.integers(pipeline.reading, last), label="batch end")
             marks = None if use_floors else pipeline.marks()
@@ -153,6 +161,8 @@ def test_chunks_then_a_restarted_stream_under_chunk_reruns_give_the_source_multi
             committed = data.draw(st.sampled_from([committed, end]), label="committed")
         elif step == "restart":
             pipeline.reading = committed
+        elif step == "purge":  # markers older than the committed position: no replay reaches
+            pipeline.purge_markers(position_after(committed))
         else:
             number = data.draw(st.integers(0, len(pipeline.ranges) - 1), label="rerun")
             pipeline.run_chunk(number, *chunk_points(data, pipeline.high[number], last))
