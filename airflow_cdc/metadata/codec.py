@@ -87,7 +87,10 @@ def names_from_text(text: str) -> list[str]:
 
 
 def schema_to_text(schema: TableSchema | None) -> str | None:
-    """A table's columns and key as JSON (each column by its fields' names)."""
+    """A table's columns and key as JSON (each column by its fields' names). ``keyless``
+    and ``partitioning`` are written only when set: a keyed table's text stays what it was
+    before they existed, so older records read the same and compare equal
+    (``metadata.schema_history.write_schema`` skips a record equal to the newest)."""
     if schema is None:
         return None
     value: dict[str, Any] = {
@@ -95,7 +98,9 @@ def schema_to_text(schema: TableSchema | None) -> str | None:
         "columns": [asdict(column) for column in schema.columns],
         "key": list(schema.key),
     }
-    if schema.partitioning is not None:  # absent otherwise: older rows read the same
+    if schema.keyless:
+        value["keyless"] = True
+    if schema.partitioning is not None:
         value["partitioning"] = asdict(schema.partitioning)
     return json.dumps(value)
 
@@ -110,7 +115,11 @@ def schema_from_text(text: str | None) -> TableSchema | None:
             Column(**{k: v for k, v in column.items() if k in known}) for column in value["columns"]
         )
         table, key = table_from_text(value["table"]), tuple(value["key"])
-        return TableSchema(table, columns, key, _partitioning(value.get("partitioning")))
+        keyless = value.get("keyless", False)  # absent: written before keyless tables
+        if not isinstance(keyless, bool):
+            raise TypeError(f"keyless is {keyless!r}")
+        partitioning = _partitioning(value.get("partitioning"))
+        return TableSchema(table, columns, key, partitioning, keyless=keyless)
     except (ValueError, KeyError, TypeError) as exc:
         raise MetadataError(f"unreadable table schema in the metadata DB: {text[:200]!r}") from exc
 

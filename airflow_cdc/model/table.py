@@ -90,7 +90,12 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class TableSchema:
-    """The columns of a table and the columns that identify a row (primary or chunk key);
+    """The columns of a table and the columns its snapshot ranges are taken over.
+
+    ``key``: for a keyed table (the default) the columns that identify a row (primary or
+    chunk key), never none. ``keyless``: the table has no key, so the whole row is its
+    identity (it is replicated as a multiset of rows, issue 47); ``key`` then holds only
+    the column its chunks are ranges of (``(c,)``), or nothing for a table read whole.
     ``partitioning``: how the server partitions its rows (None: not partitioned, or not
     known: a schema recorded before partitions were); ``key_index``: the index the catalog
     took the key from (``PRIMARY``, or a unique index of a table without a primary key;
@@ -102,6 +107,28 @@ class TableSchema:
     key: tuple[str, ...]
     partitioning: Partitioning | None = None
     key_index: str | None = field(default=None, compare=False)
+    keyless: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        """Refuse what no reader of a schema could use: a keyed table without key
+        columns (nothing would identify its rows), a keyless one chunked by more than one
+        column (its ranges are of one column, ``planning.chunk_column``)."""
+        if not self.keyless and not self.key:
+            raise ValueError(f"table {self.table}: a keyed table needs key columns")
+        if self.keyless and len(self.key) > 1:
+            raise ValueError(
+                f"table {self.table} has no key: it is chunked by one column or none, "
+                f"not {list(self.key)}"
+            )
+
+    @property
+    def identity_columns(self) -> tuple[str, ...]:
+        """The columns whose values tell a row apart, so the ones a before-image (an
+        update's or a delete's old row) must be decoded for: the key, or every column of
+        a keyless table."""
+        if self.keyless:
+            return tuple(column.name for column in self.columns)
+        return self.key
 
     def column(self, name: str) -> Column:
         for column in self.columns:

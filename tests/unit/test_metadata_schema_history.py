@@ -23,10 +23,11 @@ def pos(offset: int, file: int = 3) -> BinlogPosition:
     return BinlogPosition(f"mysql-bin.{file:06d}", offset)
 
 
-def schema(table: TableId, *names: str) -> TableSchema:
+def schema(table: TableId, *names: str, keyless: bool = False) -> TableSchema:
+    """Keyed by ``id``, or keyless chunked by it (the whole row its identity)."""
     columns = [Column("id", "int", "int(11)", False)]
     columns += [Column(n, "decimal", "decimal(14,4)", True, 14, 4) for n in names]
-    return TableSchema(table, tuple(columns), ("id",))
+    return TableSchema(table, tuple(columns), ("id",), keyless=keyless)
 
 
 @pytest.fixture
@@ -65,16 +66,33 @@ def test_a_record_again_replaces_and_the_same_columns_are_not_written_twice(
     ]
 
 
-def test_a_finished_chunk_records_the_columns_it_read_with(store: MetadataStore) -> None:
+@pytest.mark.parametrize("keyless", [False, True])
+def test_a_finished_chunk_records_the_columns_it_read_with(
+    store: MetadataStore, keyless: bool
+) -> None:
     plan = store.plans.create(
         "p", [TablePlan(ORDERS, ("id",), [ChunkRange(None, None)], 5, "even")]
     )
     (chunk,) = store.chunks.of_plan(plan.plan_id)
     store.chunks.start(chunk.chunk_id)
-    store.chunks.finish_many(
-        [FinishedChunk(chunk.chunk_id, pos(10), pos(20), 5, schema=schema(ORDERS, "x"))]
-    )
-    assert store.schema_history.read([ORDERS])[ORDERS] == [(pos(20), schema(ORDERS, "x"))]
+    read_with = schema(ORDERS, "x", keyless=keyless)
+    store.chunks.finish_many([FinishedChunk(chunk.chunk_id, pos(10), pos(20), 5, schema=read_with)])
+    (recorded,) = store.schema_history.read([ORDERS])[ORDERS]
+    assert recorded == (pos(20), read_with)
+    assert recorded[1].keyless is keyless
+
+
+def test_a_table_that_loses_its_key_is_recorded_again_with_the_same_columns(
+    store: MetadataStore,
+) -> None:
+    keyed, keyless = schema(ORDERS, "a"), schema(ORDERS, "a", keyless=True)
+    store.schema_history.record(pos(100), keyed)
+    store.schema_history.record(pos(200), keyless)  # the same columns, another identity
+    store.schema_history.record(pos(300), schema(ORDERS, "a", keyless=True))  # no change
+    history = store.schema_history.read([ORDERS])
+    assert history[ORDERS] == [(pos(100), keyed), (pos(200), keyless)]
+    assert [s.keyless for s in schemas_at(history, pos(150)).values()] == [False]
+    assert [s.keyless for s in schemas_at(history, pos(250)).values()] == [True]
 
 
 @given(

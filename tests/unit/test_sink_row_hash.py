@@ -162,6 +162,7 @@ SOURCE = TableSchema(
         column("huge", "decimal", "decimal(40,3)", precision=40, scale=3),
     ),
     (),
+    keyless=True,  # read whole
 )
 
 
