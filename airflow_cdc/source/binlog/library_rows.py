@@ -1,11 +1,13 @@
 """Row events of mysql-replication turned into what the cursor reads: in columns by the
 product's decoder (``source.binlog.row_decoder``, ``source.binlog.row_scan``), else by the library.
 
-Before-images (UPDATE, DELETE) are decoded for their key columns only: the consumers need
-nothing else from them (the key to find or move the row), and decoding values is the bulk
-of the cost. The other columns are skipped by their stored size and come out as ``None``,
-so an image still names every column (``source.schema_check`` compares names). This
-reaches into the library's row reader (pinned version), see :func:`_keyed_image`.
+Before-images (UPDATE, DELETE) are decoded for the columns the caller names only (``key``:
+the columns that identify a row, ``TableSchema.identity_columns``): the consumers need
+nothing else from them (the key to find or move the row; a keyless table's whole row, every
+column), and decoding values is the bulk of the cost. The other columns are skipped by
+their stored size and come out as ``None``, so an image still names every column
+(``source.schema_check`` compares names). This reaches into the library's row reader
+(pinned version), see :func:`_keyed_image`.
 """
 
 from __future__ import annotations
@@ -97,9 +99,9 @@ def _keyed_rows(
 def column_rows(
     event: Any, plans: dict[int, Any], table: TableId, end: BinlogPosition, key: tuple[str, ...]
 ) -> ColumnRows | None:
-    """The event's rows in columns by ``source.binlog.row_decoder`` (before-images: the key only),
-    or None when its table has a type the decoder leaves to the library, or not every
-    column is in the images."""
+    """The event's rows in columns by ``source.binlog.row_decoder`` (before-images: the
+    ``key`` columns only), or None when its table has a type the decoder leaves to the
+    library, or not every column is in the images."""
     if event.table_id not in plans:
         plans[event.table_id] = row_decoder.plan_for(
             event.columns, LibraryRowsEvent.charset_to_encoding

@@ -17,8 +17,9 @@ Choices that matter (each found against the library and a real server):
   server gives a table a new id whenever its definition is reloaded (ALTER, FLUSH TABLES),
   and ids restart with the server, which always starts a new binlog file: the cache is
   dropped at every rotation, so an id is never read with another table's layout;
-* before-images (UPDATE, DELETE) are decoded for their key columns only
-  (``source.binlog.library_rows``);
+* before-images (UPDATE, DELETE) are decoded for the columns that identify a row only:
+  the key, or every column of a keyless table (``TableSchema.identity_columns``,
+  ``source.binlog.library_rows``);
 * a slice cut inside a transaction opens its dump at the cut, with the table maps read
   from the transaction's start by a short dump before it (``source.binlog.transaction_cut``).
 """
@@ -107,9 +108,10 @@ def mysql_event_source(
     cfg: SourceConfig, schemas: Mapping[TableId, TableSchema], *, fast_decode: bool = True
 ) -> Callable[..., Generator[RawEvent, None, None]]:
     """An :class:`~airflow_cdc.source.binlog.events.EventSource` for the tables of ``schemas`` on
-    ``cfg``'s server (their keys are the columns decoded in before-images).
-    ``fast_decode=False`` decodes every event with the library (for comparison)."""
-    keys = {table: tuple(schema.key) for table, schema in schemas.items()}
+    ``cfg``'s server (their identity columns are the ones decoded in before-images: a
+    keyless table's whole row). ``fast_decode=False`` decodes every event with the library
+    (for comparison)."""
+    keys = {table: schema.identity_columns for table, schema in schemas.items()}
 
     def open_events(
         start: BinlogPosition,
@@ -141,8 +143,9 @@ def _events(
     fast_decode: bool = True,
     skip_through: BinlogPosition | None = None,
 ) -> Generator[RawEvent, None, None]:
-    """The cursor's events from ``start``: boundaries and the rows of ``tables`` (their
-    key columns), until a non-blocking read reaches the end; the reader closes with it.
+    """The cursor's events from ``start``: boundaries and the rows of ``tables`` (the
+    columns their before-images are decoded for), until a non-blocking read reaches the
+    end; the reader closes with it.
     A ``skip_through`` that ends a row event inside the transaction open at ``start`` is a
     slice's cut: the dump opens there (``source.binlog.transaction_cut``)."""
     opened = functools.partial(_open_stream, cfg, tables, server_id=server_id, blocking=blocking)
