@@ -158,7 +158,8 @@ def test_the_position_is_the_views_not_the_servers_when_the_rows_are_read(
     mariadb: LocalMariaDB, fresh_db: str, engine: str
 ) -> None:
     """A row committed while the view is open (it waits in ``DO SLEEP``) moves the server's
-    position, but the read returns neither the row nor that position."""
+    position, but the read returns neither the row nor that position; also where the
+    server's default isolation is READ COMMITTED (each statement its own view)."""
     db, cfg, info = fresh_db, source_config(mariadb), epoch_zero(mariadb)
     schema, _ = keyless_table(mariadb, db)
     before = server_position(cfg)
@@ -168,12 +169,17 @@ def test_the_position_is_the_views_not_the_servers_when_the_rows_are_read(
             read_in_view(cfg, info, schema, PARTITIONS[0], engine=engine, in_view=["DO SLEEP(1)"])
         )
     )
-    reader.start()
+    (isolation,) = mariadb.query("SELECT @@GLOBAL.tx_isolation")[0]
+    mariadb.execute("SET GLOBAL tx_isolation = 'READ-COMMITTED'")
     try:
-        wait_for_sleeping_view(mariadb)
-        mariadb.execute(f"INSERT INTO `{db}`.log VALUES (1, 'b')")
+        reader.start()
+        try:
+            wait_for_sleeping_view(mariadb)
+            mariadb.execute(f"INSERT INTO `{db}`.log VALUES (1, 'b')")
+        finally:
+            reader.join()
     finally:
-        reader.join()
+        mariadb.execute(f"SET GLOBAL tx_isolation = '{isolation}'")
     after = server_position(cfg)
     (read,) = result
     assert after > before
