@@ -38,6 +38,8 @@ from airflow_cdc.source.server import ServerInfo, current_position
 __all__ = [
     "DEFAULT_HEARTBEAT_DATABASE",
     "HEARTBEAT_TABLE",
+    "REPEATABLE_READ",
+    "START_VIEW",
     "ConsistentReadView",
     "Step",
     "opening_steps",
@@ -47,7 +49,11 @@ HEARTBEAT_TABLE = "airflow_cdc_heartbeat"
 DEFAULT_HEARTBEAT_DATABASE = "airflow_cdc"
 
 _DENIED = {1044, 1142, 1227, 1045}
-_START = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+#: A consistent snapshot is REPEATABLE READ's only (under READ COMMITTED each statement
+#: takes a view of its own).
+REPEATABLE_READ = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+#: Opens the read view; MariaDB records the binlog position that matches it.
+START_VIEW = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
 
 
 class Step(enum.Enum):
@@ -97,7 +103,7 @@ class ConsistentReadView:
         return self._low
 
     def __enter__(self) -> ConsistentReadView:
-        fetch_all(self.conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        fetch_all(self.conn, REPEATABLE_READ)
         for step in opening_steps(self.info.is_mariadb):
             if step is Step.OPEN_VIEW_AT_ITS_POSITION:
                 self._low = self._open_mariadb()
@@ -106,7 +112,7 @@ class ConsistentReadView:
             elif step is Step.HEARTBEAT:
                 self._heartbeat()
             else:
-                fetch_all(self.conn, _START)
+                fetch_all(self.conn, START_VIEW)
         return self
 
     def __exit__(
@@ -119,7 +125,7 @@ class ConsistentReadView:
         self.conn.rollback()
 
     def _open_mariadb(self) -> BinlogPosition:
-        fetch_all(self.conn, _START)
+        fetch_all(self.conn, START_VIEW)
         status = {
             str(name).lower(): str(value)
             for name, value in fetch_all(self.conn, "SHOW STATUS LIKE 'binlog_snapshot_%%'", ())

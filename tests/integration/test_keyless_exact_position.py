@@ -12,13 +12,11 @@ a key"): the test drives the pure rules with the product's read view and binlog 
 from __future__ import annotations
 
 import dataclasses
-import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 
-import pymysql
 import pytest
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, ServerEpoch, TableId
@@ -31,48 +29,14 @@ from airflow_cdc.source.server import server_info
 from airflow_cdc.source.watermark import ConsistentReadView
 from airflow_cdc.stream.half_filter import ChunkMarks, kept_halves
 from devtools.local_mariadb import LocalMariaDB
+from tests.support.keyless_writes import write_randomly
 from tests.support.pipeline import server_position, source_config, table_schemas
 
 pytestmark = pytest.mark.integration
 
 COLUMNS = ("c", "v")
-#: Deadlock, lock wait timeout: the server rolled the writer's transaction back.
-DEADLOCKS = (1213, 1205)
 #: Two chunks of the chunking column ``c`` (0..5).
 CHUNKS = ((None, 3), (3, None))
-
-
-def write_randomly(mariadb: LocalMariaDB, db: str, seed: int, stop: threading.Event) -> None:
-    """Inserts, deletes and updates of one row each (``LIMIT 1``: the table has many equal
-    rows), now and then two in one transaction, until ``stop``."""
-    chance = random.Random(seed)
-    conn = mariadb.root(db)
-
-    def row() -> tuple[int, str]:
-        return chance.randrange(6), chance.choice("ab")
-
-    statements: list[Callable[[], tuple[str, tuple[object, ...]]]] = [
-        lambda: ("INSERT INTO log VALUES (%s, %s)", row()),
-        lambda: ("DELETE FROM log WHERE c = %s AND v = %s LIMIT 1", row()),
-        lambda: ("UPDATE log SET c = %s, v = %s WHERE c = %s AND v = %s LIMIT 1", row() + row()),
-    ]
-    try:
-        with conn.cursor() as cur:
-            while not stop.is_set():
-                together = chance.random() < 0.2
-                try:
-                    if together:
-                        cur.execute("BEGIN")
-                    for _ in range(2 if together else 1):
-                        cur.execute(*chance.choice(statements)())
-                    if together:
-                        cur.execute("COMMIT")
-                except pymysql.err.OperationalError as exc:
-                    if exc.args[0] not in DEADLOCKS:
-                        raise
-                    cur.execute("ROLLBACK")  # two writers' LIMIT 1 scans: rolled back whole
-    finally:
-        conn.close()
 
 
 def where(lo: int | None, hi: int | None) -> str:
