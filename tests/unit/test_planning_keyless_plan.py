@@ -101,15 +101,19 @@ def test_a_chunk_key_python_cannot_order_is_refused_by_the_plan(
     assert planned == []
 
 
-def test_a_table_read_whole_is_one_chunk_planned_without_reading_it() -> None:
+def test_a_table_read_whole_is_one_chunk_planned_without_reading_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """No column to chunk it by: one chunk ``(-inf, +inf)``, method single, its rows the
     catalog's estimate, and no query but that estimate's (a key query would fail the
-    fake); it does not make another table's chunks bigger."""
+    fake); its rows do not make the plan's chunks bigger (it is one chunk whatever)."""
     catalog = Catalog(TABLE, COLUMNS, [], rows=5_000_000)
     schema = load_table_schema(catalog, TABLE)
     catalog.queries.clear()
     cfg = ChunkingConfig(chunk_rows=10, max_chunks=2)
-    (plan,) = plan_tables(catalog, INFO, [schema], cfg)
+    with caplog.at_level(logging.INFO, logger="airflow_cdc.planning"):
+        (plan,) = plan_tables(catalog, INFO, [schema], cfg)
+    assert "method single, 1 chunk(s) of 10 rows" in caplog.text
     assert plan == TablePlan(TABLE, (), (ChunkRange(None, None),), 5_000_000, "single")
     assert len(catalog.queries) == 1
     assert "information_schema.TABLES" in catalog.queries[0]
