@@ -16,18 +16,24 @@ Without a ``chunk_keys`` entry the column is the first column of the first such 
 in the server's order; with none, the table is read whole, as one chunk. A
 ``chunk_keys`` entry of one column chooses it (checked as above, the index aside: without
 one, planning and reading scan the table).
+
+The catalog gives a keyless table's schema with the ``chunk_keys`` entry as its ``key``,
+or ``()`` (``source.catalog.tables``); the plan puts the column chosen here in its place
+(:func:`with_chunk_column`) and records it as the table's key, which the chunks load the
+table with again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from airflow_cdc.errors import TableError
-from airflow_cdc.model import Column, TableId
+from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.planning.key_order import column_sort_key
 from airflow_cdc.source.catalog.table_keys import Index
 
-__all__ = ["keyless_chunk_column"]
+__all__ = ["keyless_chunk_column", "keyless_note", "with_chunk_column"]
 
 
 def keyless_chunk_column(
@@ -46,6 +52,24 @@ def keyless_chunk_column(
         if index.whole and first is not None and _orderable_not_null(first):
             return first.name
     return None
+
+
+def with_chunk_column(schema: TableSchema, indexes: Sequence[Index]) -> TableSchema:
+    """A keyless ``schema`` from the catalog (``key``: its ``chunk_keys`` entry, or none)
+    with the column it is chunked by as its key (none: read whole); a keyed one as it is.
+    ``indexes``: the table's, in the server's order."""
+    if not schema.keyless:
+        return schema
+    column = keyless_chunk_column(schema.table, schema.columns, indexes, schema.key)
+    return dataclasses.replace(schema, key=() if column is None else (column,))
+
+
+def keyless_note(schema: TableSchema) -> str | None:
+    """The line a plan logs for a table without a key, else None."""
+    if not schema.keyless:
+        return None
+    how = f"chunked by {schema.key[0]}" if schema.key else "read whole"
+    return f"{schema.table} has no key: replicated as a multiset of rows, {how}"
 
 
 def _orderable_not_null(column: Column) -> bool:

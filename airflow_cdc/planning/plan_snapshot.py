@@ -4,7 +4,10 @@ One service for every plan: the plan operator's (a DAG's snapshot, a backfill of
 range) and the stream's own (new tables a pattern finds, a table snapshotted again after a
 schema change). Each checks first that the server and the tables are ready for CDC
 (binlog settings, grants, keys: ``source.validation``, every problem in one error), so a
-table no stream could follow is refused before a chunk of it is recorded.
+table no stream could follow is refused before a chunk of it is recorded. A table without a
+key is planned in ranges of the column ``planning.chunk_column`` chooses (or whole), which
+the plan records as its key (issue 47: its chunks refuse it until replicating it is built,
+``source.catalog.table_keys.require_key``).
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from airflow_cdc.config import ChunkingConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import PlanRecord
-from airflow_cdc.model import TableId, TablePlan
+from airflow_cdc.model import TableId, TablePlan, TableSchema
+from airflow_cdc.planning.chunk_column import keyless_note, with_chunk_column
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.planner import plan_range, plan_tables
-from airflow_cdc.source.catalog import load_table_schemas
+from airflow_cdc.source.catalog import load_table_indexes, load_table_schemas
 from airflow_cdc.source.catalog.table_keys import unique_key_note
 from airflow_cdc.source.connection import DbConnection
 from airflow_cdc.source.server import server_info
@@ -53,7 +57,8 @@ def plan_snapshot(
     """Check the server and ``tables``, plan them whole (or, with ``key_range``, the
     ``{"lo": [...], "hi": [...]}`` of the one table given: a backfill) in chunks of about
     ``chunking.chunk_rows`` rows, and record the plan labelled ``label``, its chunks
-    pending. ``chunk_keys``: the chunk key of a table without a primary key."""
+    pending. ``chunk_keys``: the chunk key of a table without a primary key (a keyless
+    table's: the one column it is chunked by)."""
     if key_range is not None and len(tables) != 1:
         raise ConfigurationError(
             f"key_range applies to one table, but {len(tables)} are selected: "
@@ -61,9 +66,11 @@ def plan_snapshot(
         )
     info = server_info(conn)
     validate_source(conn, info, tables)
-    schemas = load_table_schemas(conn, tables, chunk_keys)
+    schemas = _chunked(conn, load_table_schemas(conn, tables, chunk_keys))
     for note in filter(None, map(unique_key_note, schemas)):
         log.info("%s", note)  # a key the user did not name: said where the plan is made
+    for note in filter(None, map(keyless_note, schemas)):
+        log.info("%s", note)
     if key_range is not None:
         (schema,) = schemas
         rng = key_range_from_json(schema, key_range)
@@ -71,3 +78,11 @@ def plan_snapshot(
     else:
         plans = plan_tables(conn, info, schemas, chunking)
     return SnapshotPlan(store.plans.create(label, plans), tuple(plans))
+
+
+def _chunked(conn: DbConnection, schemas: Sequence[TableSchema]) -> list[TableSchema]:
+    """``schemas``, a keyless table's with its chunking column as its key (its indexes
+    read for it: one query for all of them)."""
+    keyless = [schema.table for schema in schemas if schema.keyless]
+    indexes = load_table_indexes(conn, keyless) if keyless else {}
+    return [with_chunk_column(schema, indexes.get(schema.table, [])) for schema in schemas]

@@ -2,7 +2,8 @@
 
 Per table:
 
-* **single**: the table is empty or has at most ``chunk_rows`` rows: one unbounded range.
+* **single**: the table is empty or has at most ``chunk_rows`` rows, or has no key and no
+  column to chunk it by (``planning.chunk_column``: it is read whole): one unbounded range.
 * **even**: a single integer key whose values are dense enough (distribution factor
   ``(max - min + 1) / rows`` within the configured bounds): boundaries every
   ``ceil(factor * chunk_rows)`` key values, computed without touching the table again.
@@ -12,7 +13,9 @@ Per table:
   server steps over at most ``chunk_rows`` index entries from the previous boundary and
   returns one row, with no temporary table), never an OFFSET from the table's start and
   never a whole-table query. The server compares, so keys that are equal under the column's
-  collation never straddle a boundary.
+  collation never straddle a boundary. A keyless table's chunking column repeats values: a
+  boundary found equal to the one before moves past it (one more seek), so a value held by
+  more rows than a chunk fills a chunk of its own.
 
 A **range plan** (:func:`plan_range`, a backfill of ``[lo, hi)``) applies the same rules to
 the keys inside the range only: its first chunk starts at ``lo`` and its last ends at ``hi``
@@ -35,9 +38,14 @@ from dataclasses import dataclass, replace
 
 from airflow_cdc.config import ChunkingConfig
 from airflow_cdc.model import ChunkRange, Key, SplitMethod, TableId, TablePlan, TableSchema
-from airflow_cdc.planning.splitter import choose_chunk_rows, even_ranges, ranges_from_boundaries
+from airflow_cdc.planning.splitter import (
+    choose_chunk_rows,
+    even_ranges,
+    ranges_from_boundaries,
+    walk_boundaries,
+)
 from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
-from airflow_cdc.source.keyset import key_list, order_by, range_condition
+from airflow_cdc.source.keyset import key_list, order_by, range_condition, sql_identifier
 from airflow_cdc.source.server import ServerInfo
 
 __all__ = ["clamp_ranges", "plan_range", "plan_tables", "seek_boundaries"]
@@ -102,7 +110,7 @@ def plan_tables(
         )
         for schema in schemas
     ]
-    estimates = [f.rows for f in facts]
+    estimates = [f.rows if f.schema.key else 0 for f in facts]  # read whole: one chunk
     chunk_rows = choose_chunk_rows(estimates, cfg.chunk_rows, cfg.max_chunks)
     while True:
         try:
@@ -192,6 +200,8 @@ def _plan_table(
         return TablePlan(schema.table, schema.key, tuple(covered), rows, method, fact.covers)
 
     whole = [ChunkRange(None, None)]
+    if not schema.key:  # a keyless table with no column to chunk it by: read whole
+        return plan(whole, fact.table_rows, "single")
     if fact.min_key is None or fact.max_key is None:
         return plan(whole, 0, "single")
     if fact.exact_rows is not None and fact.exact_rows <= chunk_rows:
@@ -203,6 +213,8 @@ def _plan_table(
             step = max(1, math.ceil(factor * chunk_rows))
             return plan(even_ranges(low, high, step), fact.rows, "even")
     bounds, rows = _uneven_boundaries(conn, info, fact, chunk_rows, budget, index)
+    if schema.keyless:  # a value may fill more than a chunk: the walk's count is too low
+        rows = max(rows, fact.table_rows)
     return plan(ranges_from_boundaries(bounds), rows, "uneven" if bounds else "single")
 
 
@@ -230,20 +242,20 @@ def seek_boundaries(
     max_parts: int,
 ) -> tuple[list[Key] | None, int]:
     """Keys that cut ``rng`` into parts of ``rows_per_part`` keys, one bounded index walk
-    each (an OFFSET from the previous boundary, never from the start), and the exact row count; ``None`` once more than ``max_parts``
-    parts would be needed. Used by the planner and to split a large chunk for parallel reads."""
-    bounds: list[Key] = []
-    lower: Key | None = rng.lo
-    while True:
-        found, count = _nth_key_from(
-            conn, info, schema, ChunkRange(lower, rng.hi), rows_per_part + 1
-        )
-        if found is None or count <= rows_per_part:
-            return bounds, len(bounds) * rows_per_part + count
-        bounds.append(found)
-        lower = found
-        if len(bounds) + 1 > max_parts:
-            return None, len(bounds) * rows_per_part + 1
+    each (an OFFSET from the previous boundary, never from the start), and the row count
+    (exact for unique keys); ``None`` once more than ``max_parts`` parts would be needed.
+    A keyless table's chunking column repeats values: its boundaries move past a repeat
+    (``splitter.walk_boundaries``). Used by the planner and to split a large chunk for
+    parallel reads."""
+
+    def nth_from(lower: Key | None, limit: int) -> tuple[Key | None, int]:
+        return _nth_key_from(conn, info, schema, ChunkRange(lower, rng.hi), limit)
+
+    def past(lower: Key, found: Key) -> Key | None:
+        return _least_key_past(conn, schema, lower, ChunkRange(found, rng.hi))
+
+    keyless = past if schema.keyless else None
+    return walk_boundaries(nth_from, rng.lo, rows_per_part, max_parts, keyless)
 
 
 def _nth_key_from(
@@ -271,6 +283,22 @@ def _nth_key_from(
         [*params, limit],
     )
     return None, int(counted[0]) if counted else 0
+
+
+def _least_key_past(
+    conn: DbConnection, schema: TableSchema, lower: Key, rng: ChunkRange
+) -> Key | None:
+    """The least key of ``rng`` the server orders after ``lower`` (one index seek)."""
+    keys, table = key_list(schema.key), schema.table.quoted().replace("%", "%%")
+    condition, params = range_condition(schema.key, rng)
+    (column,) = schema.key  # a keyless table's one chunking column
+    row = fetch_one(
+        conn,
+        f"SELECT {keys} FROM {table} WHERE {condition} AND {sql_identifier(column)} > %s "  # noqa: S608
+        f"ORDER BY {order_by(schema.key)} LIMIT 1",
+        [*params, lower[0]],
+    )
+    return None if row is None else tuple(row)
 
 
 def _table_rows(conn: DbConnection, tables: Sequence[TableId]) -> dict[TableId, int]:
@@ -304,6 +332,8 @@ def _read_facts(
     """
     whole = ChunkRange(None, None)
     covers = whole if rng is None else rng
+    if not schema.key:  # read whole (a keyless table without a chunking column)
+        return _Facts(schema, table_rows, None, None, None, covers)
     edges = _edges(conn, schema, covers)
     if not covers.unbounded and edges[0] is not None:
         table_rows = _range_share(conn, schema, table_rows, edges)

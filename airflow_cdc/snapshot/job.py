@@ -52,6 +52,7 @@ from airflow_cdc.snapshot.write import ChunkRows, Written, commit_files, merge_r
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.gtid import end_and_gtid
 from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.catalog.table_keys import require_key
 from airflow_cdc.source.classify import keys_in_range
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
 from airflow_cdc.source.server import ServerInfo, server_info
@@ -166,7 +167,8 @@ def _snapshot_on(
 ) -> ChunkOutcome:
     probe = task.probe.load()
     info = server_info(conn, task.server)
-    schema = load_table_schema(conn, task.chunk.table, task.key)
+    # A keyless table's chunk would write its chunking column as a key: refused for now.
+    schema = require_key(load_table_schema(conn, task.chunk.table, task.key))
     sink = open_sink(task.sink)
     sink.ensure_table(
         schema,

@@ -38,7 +38,7 @@ from airflow_cdc.source.binlog.start_search import (
     position_of_gtid,
 )
 from airflow_cdc.source.catalog import load_table_schemas
-from airflow_cdc.source.catalog.table_keys import unique_key_note
+from airflow_cdc.source.catalog.table_keys import require_key, unique_key_note
 from airflow_cdc.source.connection import DbConnection
 from airflow_cdc.source.server import ServerInfo, current_position, server_info
 from airflow_cdc.source.validation import validate_source
@@ -83,11 +83,14 @@ def record_start_plan(
 ) -> tuple[SnapshotPlan, BinlogPosition]:
     """Check the server and ``tables`` as a snapshot's plan does, make their Delta tables
     (empty, when missing), and record a plan of one done chunk per table holding no rows
-    at the start position of ``startup``; the plan and that position."""
+    at the start position of ``startup``; the plan and that position. A table without a
+    key is refused (``require_key``: the stream cannot follow it yet)."""
     server = store.servers.current(source, may_switch=not store.streams.any_committed())
     info = server_info(conn, server)
     validate_source(conn, info, tables)
     schemas, position = _schemas_at_start(conn, source, info, tables, startup, chunk_keys)
+    for schema in schemas:  # its chunk is done here, not by a chunk job that refuses it
+        require_key(schema)
     for schema in schemas:
         note = unique_key_note(schema)
         if note:

@@ -32,12 +32,12 @@ from airflow_cdc.source.binlog.boundaries import (
     range_bytes,
     slice_cuts,
 )
-from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.server import current_position, server_info
 from airflow_cdc.stream.failover import resume_on
 from airflow_cdc.stream.joining import joined_tables, tables_to_read, tables_waiting_to_join
 from airflow_cdc.stream.known_columns import KnownColumns
+from airflow_cdc.stream.read_schemas import followable_schemas
 from airflow_cdc.stream.slice_rows import Offset, SlicePlan
 from airflow_cdc.stream.start import start_position
 
@@ -223,7 +223,7 @@ class BatchPlanner:
             return []
 
         def load_and_cut(conn: DbConnection) -> list[Cut]:
-            self._catalog.update(zip(missing, load_table_schemas(conn, missing), strict=True))
+            self._catalog.update(zip(missing, followable_schemas(conn, missing), strict=True))
             if not worth_cutting:
                 return []
             size = range_bytes(binary_logs(conn), first, last) if span is None else span

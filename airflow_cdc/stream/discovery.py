@@ -24,7 +24,9 @@ planned. A stream of named tables (no pattern) looks for those in the same way, 
 of it dropped and created again (an ORM's ``DROP TABLE`` + ``CREATE TABLE``) is snapshotted
 into a new generation of its replica and followed again.
 
-A table whose key cannot be used (no primary key, say) is logged once and left out.
+A table whose key cannot be used, or without a key (``stream.read_schemas.
+followable_schemas``: replicating it as a multiset of rows is not built yet, issue 47), is
+logged once and left out.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from airflow_cdc.planning.plan_snapshot import plan_snapshot
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.snapshot.replacement import replace_planned
-from airflow_cdc.source.catalog import list_tables, load_table_schema, resolve_selection
+from airflow_cdc.source.catalog import list_tables, resolve_selection
 from airflow_cdc.source.connection import on_server
 from airflow_cdc.stream.own_plans import (
     is_own,
@@ -52,6 +54,7 @@ from airflow_cdc.stream.own_plans import (
     run_own_plans,
     snapshot_plan,
 )
+from airflow_cdc.stream.read_schemas import followable_schemas
 
 if TYPE_CHECKING:
     from airflow_cdc.source.connection import DbConnection
@@ -156,7 +159,7 @@ class Discovery:
             schemas = []
             for table in tables:
                 try:
-                    schemas.append(load_table_schema(conn, table))
+                    schemas.extend(followable_schemas(conn, [table]))
                 except TableError as exc:
                     self.refused.add(table)
                     log.warning("%s matches the stream's pattern but is left out: %s", table, exc)

@@ -30,9 +30,9 @@ from airflow_cdc.runner import Runner
 from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.snapshot.unit import run_unit
 from airflow_cdc.source.arrow_types import arrow_schema
-from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import way_on
+from airflow_cdc.stream.read_schemas import followable_schemas
 from airflow_cdc.stream.schema_statements import InOrder
 from airflow_cdc.stream.table_warnings import SET_ASIDE
 
@@ -130,13 +130,13 @@ def plan_again(
     carries the change out again), which the stream's snapshotter runs, for the change at
     ``position``; with ``replace``, the table's replica replaced for it (``snapshot.
     replacement``), and its columns from ``position`` on recorded: the catalog's, which the
-    replacement has. A table that can no longer be followed (no key) is set aside: the
-    stream goes on."""
+    replacement has. A table that can no longer be followed (no key now,
+    ``followable_schemas``) is set aside: the stream goes on."""
     store = context.store
 
     def plan(conn: DbConnection) -> None:
         try:
-            schema = load_table_schema(conn, table)
+            (schema,) = followable_schemas(conn, [table])
         except TableError as exc:
             _set_aside(context, table, position, f"cannot be snapshotted again: {exc}")
             return

@@ -7,22 +7,37 @@ did not see (it loaded the table after it: a restart, a join) matches the new ro
 but not the sink table; so each schema is compared with the sink table's own columns and
 key once, when kept (``source.schema_check.sink_drift``), and the batch writer replaces
 a table that drifted (``stream.carry_out.replace_unexplained``).
+
+The stream takes every table from the catalog through :func:`followable_schemas`, which
+refuses a table without a key (``source.catalog.table_keys.require_key``): its reduce,
+emit filter and merge take ``key`` for a row's identity (issue 47: not built yet).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.source.catalog import load_table_schemas
-from airflow_cdc.source.connection import on_server
+from airflow_cdc.source.catalog.table_keys import require_key
+from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift
 from airflow_cdc.stream.known_columns import KnownColumns
 
-__all__ = ["ReadSchemas"]
+__all__ = ["ReadSchemas", "followable_schemas"]
+
+
+def followable_schemas(
+    conn: DbConnection,
+    tables: Sequence[TableId],
+    chunk_keys: Mapping[TableId, Sequence[str]] | None = None,
+) -> list[TableSchema]:
+    """The catalog's schemas of ``tables`` (``load_table_schemas``) for the stream: a
+    table without a key is refused, ``TableError`` (see the module docstring)."""
+    return [require_key(schema) for schema in load_table_schemas(conn, tables, chunk_keys)]
 
 
 class ReadSchemas:
@@ -76,7 +91,7 @@ class ReadSchemas:
             return
         loaded = on_server(
             self._source,
-            lambda conn: load_table_schemas(conn, missing),
+            lambda conn: followable_schemas(conn, missing),
             what="loading table schemas",
         )
         for table, schema in zip(missing, loaded, strict=True):
@@ -86,7 +101,7 @@ class ReadSchemas:
         """The table's schema from the catalog now (not kept)."""
         (schema,) = on_server(
             self._source,
-            lambda conn: load_table_schemas(conn, [table]),
+            lambda conn: followable_schemas(conn, [table]),
             what=f"reading the columns of {table} again",
         )
         return schema

@@ -32,6 +32,7 @@ from airflow_cdc.errors import ConfigurationError, StreamBehindError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.source.catalog.table_keys import require_key
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.canonical import notes
@@ -77,7 +78,9 @@ def check_table(
     settings: VerifySettings,
     stream_position: StreamPosition,
 ) -> TableCheck:
-    """Check one table (see the module docstring)."""
+    """Check one table (see the module docstring); a table without a key is refused
+    (``require_key``: its digest would take the chunking column for a row's identity)."""
+    require_key(schema)
     started = time.monotonic()
     shares = _shares(source, info, schema, settings)
     lake_sink = open_sink(sink)

@@ -26,8 +26,10 @@ from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId, 
 from airflow_cdc.source.binlog import row_decoder
 from airflow_cdc.source.binlog.mysql_replication import mysql_event_source
 from airflow_cdc.source.binlog.reader import BinlogCursor
+from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.pipeline import server_position, source_config, table_schema
+from tests.support.pipeline import server_position, source_config
 
 pytestmark = pytest.mark.integration
 
@@ -98,17 +100,15 @@ def write(mariadb: LocalMariaDB, db: str) -> None:
 
 
 def keyless_schema(mariadb: LocalMariaDB, db: str, key: tuple[str, ...]) -> TableSchema:
-    """The table's schema with ``keyless`` set. The catalog still refuses a table without
-    a key (``KEYLESS_STATUS.md``, step 1), so its columns are the catalog's of a twin with
-    a primary key column added last."""
-    mariadb.execute(
-        f"CREATE TABLE `{db}`.twin LIKE `{db}`.t",
-        f"ALTER TABLE `{db}`.twin ADD COLUMN twin_id INT AUTO_INCREMENT PRIMARY KEY",
-    )
-    twin = table_schema(mariadb, TableId(db, "twin"))
-    columns = tuple(column for column in twin.columns if column.name != "twin_id")
-    assert tuple(column.name for column in columns) == COLUMNS
-    return TableSchema(TableId(db, "t"), columns, key, keyless=True)
+    """The catalog's schema of the table (no key), chunked by ``key``, or read whole."""
+    conn = connect(source_config(mariadb))
+    try:
+        schema = load_table_schema(conn, TableId(db, "t"), key)
+    finally:
+        conn.close()
+    assert (schema.keyless, schema.key) == (True, key)
+    assert tuple(column.name for column in schema.columns) == COLUMNS
+    return schema
 
 
 def read(
@@ -141,7 +141,7 @@ def test_a_keyless_tables_before_images_are_whole_on_both_decoding_paths(
     mariadb.execute(f"CREATE TABLE `{db}`.t {TABLE}")
     cfg = source_config(mariadb)
     chunked = keyless_schema(mariadb, db, ("i",))
-    whole = dataclasses.replace(chunked, key=())
+    whole = keyless_schema(mariadb, db, ())
     keyed_by_i = dataclasses.replace(chunked, keyless=False)  # as if i were a key
     start = server_position(cfg)
     write(mariadb, db)

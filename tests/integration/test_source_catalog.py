@@ -43,17 +43,29 @@ def test_columns_and_composite_primary_key(mariadb: LocalMariaDB, fresh_db: str,
     assert not schema.column("a").generated
 
 
-def test_no_primary_key(mariadb: LocalMariaDB, fresh_db: str, cdc: Any) -> None:
-    mariadb.execute(f"CREATE TABLE `{fresh_db}`.log (id INT NOT NULL, msg TEXT, KEY (id))")
-    with pytest.raises(TableError) as info:
-        load_table_schema(cdc, TableId(fresh_db, "log"))
-    assert (
-        f"table {fresh_db}.log has no primary key; give a chunk key column that is unique and not null (param chunk_keys"
-        in str(info.value)
+def test_no_key_at_all(mariadb: LocalMariaDB, fresh_db: str, cdc: Any) -> None:
+    """No primary key, no unique index on NOT NULL columns: keyless (issue 47), its
+    chunking column left to the plan, or the one NOT NULL column chunk_keys names; two
+    columns, or a nullable one, are refused; a unique index makes the table keyed."""
+    mariadb.execute(
+        f"CREATE TABLE `{fresh_db}`.log (id INT NOT NULL, n INT NULL, w INT NOT NULL, msg TEXT,"
+        " KEY (id), UNIQUE KEY by_n (n))"
     )
-    assert "or a unique index on NOT NULL columns" in str(info.value)
+    table = TableId(fresh_db, "log")
+    schema = load_table_schema(cdc, table)
+    assert (schema.keyless, schema.key) == (True, ())
+    chunked = load_table_schema(cdc, table, chunk_key="ID")
+    assert (chunked.keyless, chunked.key, chunked.columns) == (True, ("id",), schema.columns)
+    with pytest.raises(TableError, match="chunked by one column"):
+        load_table_schema(cdc, table, chunk_key=("id", "w"))
+    with pytest.raises(TableError, match=r"may be NULL.*MODIFY `n` int\(11\) NOT NULL"):
+        load_table_schema(cdc, table, chunk_key="n")
+    assert "not covered by a unique index" in (key_problem(cdc, table, ("id",)) or "")
     mariadb.execute(f"ALTER TABLE `{fresh_db}`.log ADD UNIQUE (id)")
-    assert load_table_schema(cdc, TableId(fresh_db, "log"), chunk_key="ID").key == ("id",)
+    keyed = load_table_schema(cdc, table, chunk_key="ID")
+    assert (keyed.keyless, keyed.key) == (False, ("id",))
+    assert load_table_schema(cdc, table).key == ("id",)  # the rule takes the index too
+    assert key_problem(cdc, table, ("id",)) is None
 
 
 def test_a_unique_index_on_not_null_columns_is_the_key_without_a_primary_key(
@@ -103,7 +115,10 @@ def test_bad_chunk_keys(mariadb: LocalMariaDB, fresh_db: str, cdc: Any) -> None:
     table = TableId(fresh_db, "t")
     with pytest.raises(TableError, match=r"may be NULL.*MODIFY `n` int\(11\) NOT NULL"):
         load_table_schema(cdc, table, chunk_key=["n"])
-    with pytest.raises(TableError, match=r"not covered by a unique index.*ADD UNIQUE \(`m`\)"):
+    # t is keyed by UNIQUE (u, v): a column no unique index covers would make it keyless.
+    with pytest.raises(
+        TableError, match=r"not covered by a unique index.*ADD UNIQUE \(`m`\).*unique index u"
+    ):
         load_table_schema(cdc, table, chunk_key=["m"])
     with pytest.raises(TableError, match="not covered by a unique index"):
         load_table_schema(cdc, table, chunk_key=["u"])

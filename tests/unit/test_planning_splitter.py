@@ -1,20 +1,25 @@
-"""Pure chunk arithmetic: even ranges (also at BIGINT limits), boundaries, chunk size."""
+"""Pure chunk arithmetic: even ranges (also at BIGINT limits), boundaries, the boundary
+walk (against a model of the index and of the parts it should cut), chunk size."""
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import ChunkRange
+from airflow_cdc.model import ChunkRange, Key
 from airflow_cdc.planning.splitter import (
+    KeyPast,
+    NthKeyFrom,
     choose_chunk_rows,
     chunks_needed,
     even_ranges,
     ranges_from_boundaries,
+    walk_boundaries,
 )
 
 SIGNED = (-(2**63), 2**63 - 1)
@@ -114,3 +119,93 @@ def test_choose_chunk_rows_respects_budget_and_is_minimal(
 def test_choose_chunk_rows_more_tables_than_chunks() -> None:
     with pytest.raises(ConfigurationError, match="max_map_length"):
         choose_chunk_rows([1, 1, 1], 10, 2)
+
+
+# -- the boundary walk -----------------------------------------------------------------------
+
+
+def index_of(values: list[int], hi: int | None) -> tuple[NthKeyFrom, KeyPast]:
+    """The two seeks over a column holding ``values`` (an index on it: sorted, repeats
+    kept), within ``< hi``, as the planner's queries answer them."""
+    entries = sorted(v for v in values if hi is None or v < hi)
+
+    def nth_from(lower: Key | None, n: int) -> tuple[Key | None, int]:
+        held = [v for v in entries if lower is None or v >= lower[0]]
+        return ((held[n - 1],), n) if len(held) >= n else (None, len(held))
+
+    def past(lower: Key, found: Key) -> Key | None:
+        after = [v for v in entries if v >= found[0] and v > lower[0]]
+        return (after[0],) if after else None
+
+    return nth_from, past
+
+
+def model_parts(values: list[int], rows: int, start: int | None, hi: int | None) -> list[int]:
+    """The boundaries the walk should give, from the values' counts alone: a part takes
+    the next value while it stays within ``rows`` rows (its first value always), and the
+    value that would take it over starts the next part."""
+    held = Counter(v for v in values if (start is None or v >= start) and (hi is None or v < hi))
+    bounds: list[int] = []
+    in_part = 0
+    for value, count in sorted(held.items()):
+        if in_part and in_part + count > rows:
+            bounds.append(value)
+            in_part = 0
+        in_part += count
+    return bounds
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.integers(0, 12), max_size=80),
+    st.integers(1, 9),
+    st.one_of(st.none(), st.integers(0, 12)),
+    st.one_of(st.none(), st.integers(1, 14)),
+    st.integers(1, 30),
+)
+def test_the_walk_over_repeating_values_cuts_the_models_parts(
+    values: list[int], rows: int, start: int | None, hi: int | None, max_parts: int
+) -> None:
+    """A keyless table's chunking column (values repeat, a value may fill more than a
+    part): distinct boundaries, strictly inside the range, the parts the model cuts."""
+    nth_from, past = index_of(values, hi)
+    bounds, _ = walk_boundaries(
+        nth_from, None if start is None else (start,), rows, max_parts, past
+    )
+    expected = model_parts(values, rows, start, hi)
+    if len(expected) + 1 > max_parts:
+        assert bounds is None
+        return
+    assert bounds == [(value,) for value in expected]
+    ranges_from_boundaries(bounds)  # distinct: the plan takes them
+    assert all((start is None or start < b[0]) and (hi is None or b[0] < hi) for b in bounds)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 200), unique=True, max_size=60),
+    st.integers(1, 9),
+    st.one_of(st.none(), st.integers(0, 200)),
+    st.booleans(),
+)
+def test_unique_keys_walk_the_same_with_or_without_moving_past_repeats(
+    values: list[int], rows: int, start: int | None, moving: bool
+) -> None:
+    """A keyed table's walk (no ``past``) cuts the model's parts too, every ``rows`` keys,
+    and counts the keys exactly; moving past repeats changes nothing when none repeat."""
+    nth_from, past = index_of(values, None)
+    lower = None if start is None else (start,)
+    bounds, count = walk_boundaries(nth_from, lower, rows, 10_000, past if moving else None)
+    assert bounds == [(value,) for value in model_parts(values, rows, start, None)]
+    if not moving:
+        assert count == sum(1 for v in values if start is None or v >= start)
+
+
+def test_without_moving_past_a_repeat_the_walk_repeats_it() -> None:
+    """Why ``past``: a value held by more rows than a part is found again and again."""
+    values = [1] * 5 + [2]
+    nth_from, past = index_of(values, None)
+    assert walk_boundaries(nth_from, None, 2, 50, past)[0] == [(2,)]
+    repeated, _ = walk_boundaries(nth_from, None, 2, 50)
+    assert repeated is None  # (1,) found until the parts ran out
+    assert walk_boundaries(nth_from, None, 2, 3)[0] is None

@@ -4,7 +4,8 @@
 (``shadow_tables``, pure).
 
 The table reads are the package's own names (``load_table_schema``, ``load_table_schemas``,
-``list_tables``, ``resolve_selection``, ``key_problem``), loaded on first use: the binlog
+``load_table_indexes``, ``list_tables``, ``resolve_selection``, ``key_problem``), loaded on
+first use: the binlog
 reader on a worker takes ``shadow_tables`` only.
 """
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from airflow_cdc.source.catalog.tables import (
         key_problem,
         list_tables,
+        load_table_indexes,
         load_table_schema,
         load_table_schemas,
         resolve_selection,
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "key_problem": "tables",
     "list_tables": "tables",
+    "load_table_indexes": "tables",
     "load_table_schema": "tables",
     "load_table_schemas": "tables",
     "resolve_selection": "tables",
@@ -34,6 +37,7 @@ _HOMES = {
 __all__ = [
     "key_problem",
     "list_tables",
+    "load_table_indexes",
     "load_table_schema",
     "load_table_schemas",
     "resolve_selection",

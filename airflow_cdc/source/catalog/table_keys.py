@@ -5,7 +5,10 @@ unique and never NULL. The rule, as Debezium's: the primary key; else the first 
 index whose columns are all NOT NULL and of types ranges can split (``KEY_TYPES``),
 preferring one InnoDB can make its clustered index (whole columns in a B-tree: the index
 it does cluster on when there is no primary key) to one with a column prefix or a hash;
-else none, and the table needs a chunk key (param ``chunk_keys``).
+else none: the table has no key, and is replicated as a multiset of rows (issue 47; the
+catalog gives it ``TableSchema.keyless``, the plan its chunking column). Until that is
+built, what would take its chunking column for a row's identity refuses it
+(:func:`require_key`).
 
 "First" is the server's order of the table's indexes, which ``information_schema.
 STATISTICS`` lists them in (MariaDB keeps them sorted: the primary key, then the unique
@@ -17,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableSchema
 
-__all__ = ["KEY_TYPES", "PRIMARY", "Index", "choose_key", "unique_key_note"]
+__all__ = ["KEY_TYPES", "PRIMARY", "Index", "choose_key", "require_key", "unique_key_note"]
 
 #: Column types a key may have (information_schema DATA_TYPE): a range predicate on them
 #: selects what ORDER BY puts between its bounds. ENUM and SET (compared as text, sorted by
@@ -79,3 +83,17 @@ def unique_key_note(schema: TableSchema) -> str | None:
         f"({', '.join(schema.key)}), whose columns are all NOT NULL; a change of that index "
         "or of its columns' nullability makes the stream snapshot the table again"
     )
+
+
+def require_key(schema: TableSchema) -> TableSchema:
+    """``schema``, of a table with a key; a table without one is refused (``TableError``):
+    the snapshot's write, the stream and verify take ``key`` for a row's identity, which a
+    keyless table's chunking column is not (issue 47: replicating it as a multiset of rows
+    is not built yet). Called where each phase takes a table in."""
+    if schema.keyless:
+        raise TableError(
+            f"{schema.table} has no key: replicating it as a multiset of rows is not built yet "
+            "(issue 47); give it a primary key (or a unique index on NOT NULL columns), or "
+            "leave it out of the tables"
+        )
+    return schema

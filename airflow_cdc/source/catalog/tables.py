@@ -1,34 +1,38 @@
 """A table's columns and key, read from ``information_schema``.
 
 The key is the primary key, in index order; a table without one is keyed by its first
-unique index on NOT NULL columns (``source.catalog.table_keys``, the rule). Otherwise it
-can still be snapshotted when the user names a chunk key that is NOT NULL and unique (a
+unique index on NOT NULL columns (``source.catalog.table_keys``, the rule). A chunk key the
+user names (param ``chunk_keys``) wins over the rule when it is NOT NULL and unique (a
 UNIQUE index whose columns are all among the chunk key's), because chunks and the sink
-both identify rows by it; a chunk key given wins over the rule. Column types whose
-server-side comparison disagrees with ORDER BY (ENUM, SET: compared as text, sorted by
-index number) or that cannot be compared at all (JSON, BIT, spatial) are not accepted as
-key columns: a range predicate on them would not select contiguous chunks.
+both identify rows by it. A table with no key at all is keyless (``TableSchema.keyless``,
+replicated as a multiset of rows, issue 47): its ``key`` is the column its chunks are
+ranges of, which the plan chooses (``planning.chunk_column``), so the catalog gives
+``()``; or the one NOT NULL column its ``chunk_keys`` entry names (how the chunks and the
+stream load it again with the key the plan recorded). Column types whose server-side
+comparison disagrees with ORDER BY (ENUM, SET: compared as text, sorted by index number)
+or that cannot be compared at all (JSON, BIT, spatial) are not accepted as key or chunking
+columns: a range predicate on them would not select contiguous chunks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableId, TableSchema, TableSelection, quote_identifier
 from airflow_cdc.source.catalog.partitions import load_partitioning
 from airflow_cdc.source.catalog.shadow_tables import without_shadows
-from airflow_cdc.source.catalog.table_keys import KEY_TYPES, Index, choose_key
+from airflow_cdc.source.catalog.table_keys import KEY_TYPES, PRIMARY, Index, choose_key
 from airflow_cdc.source.connection import DbConnection, fetch_all
 
 __all__ = [
     "KEY_TYPES",
     "key_problem",
     "list_tables",
+    "load_table_indexes",
     "load_table_schema",
     "load_table_schemas",
     "resolve_selection",
@@ -52,7 +56,8 @@ _Indexes = list[Index]
 def load_table_schema(
     conn: DbConnection, table: TableId, chunk_key: Sequence[str] | str | None = None
 ) -> TableSchema:
-    """The table's columns in ordinal order and its chunk key (primary key or ``chunk_key``)."""
+    """The table's columns in ordinal order and its key (see the module docstring; a
+    ``chunk_key`` given: the key the plan recorded, or the user's)."""
     keys = {} if chunk_key is None or chunk_key == () else {table: chunk_key}
     return load_table_schemas(conn, [table], keys)[0]
 
@@ -109,20 +114,44 @@ def resolve_selection(conn: DbConnection, selection: TableSelection) -> list[Tab
     return without_shadows(picked, listed, named=selection.exact_tables())
 
 
+def load_table_indexes(conn: DbConnection, tables: Sequence[TableId]) -> dict[TableId, _Indexes]:
+    """The indexes of ``tables`` in the server's order (a table without any: absent), which
+    the plan chooses a keyless table's chunking column from."""
+    rows = [row for where, args in _filters(tables) for row in _index_rows(conn, where, args)]
+    return _indexes_by_table(rows, set(tables))
+
+
+def _filters(tables: Sequence[TableId]) -> Iterator[tuple[str, Sequence[Any]]]:
+    """WHERE clauses (and their arguments) on ``TABLE_SCHEMA``/``TABLE_NAME`` that select
+    ``tables`` among others: the one table, else ``_DATABASES_PER_QUERY`` databases each."""
+    if len(tables) == 1:
+        yield "TABLE_SCHEMA = %s AND TABLE_NAME = %s", (tables[0].database, tables[0].table)
+        return
+    databases = sorted({t.database for t in tables})
+    for start in range(0, len(databases), _DATABASES_PER_QUERY):
+        batch = databases[start : start + _DATABASES_PER_QUERY]
+        yield f"TABLE_SCHEMA IN ({', '.join(['%s'] * len(batch))})", batch
+
+
+def _index_rows(conn: DbConnection, where: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+    # No ORDER BY: the rows come in the server's order of each table's indexes, which the
+    # key rule needs (no column tells it); columns are put in order by _indexes_by_table.
+    return fetch_all(
+        conn,
+        "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, "  # noqa: S608
+        f"COLUMN_NAME, SUB_PART, INDEX_TYPE FROM information_schema.STATISTICS WHERE {where}",
+        args,
+    )
+
+
 def _catalog_rows(
     conn: DbConnection, tables: Sequence[TableId]
 ) -> tuple[dict[TableId, list[tuple[Any, ...]]], dict[TableId, _Indexes]]:
     """Column rows and indexes of ``tables``, grouped by table."""
     wanted = set(tables)
-    databases = sorted({t.database for t in tables})
     columns: dict[TableId, list[tuple[Any, ...]]] = {}
     index_rows: list[tuple[Any, ...]] = []
-    for start in range(0, len(databases), _DATABASES_PER_QUERY):
-        batch = databases[start : start + _DATABASES_PER_QUERY]
-        marks = ", ".join(["%s"] * len(batch))
-        one = len(tables) == 1
-        where = "TABLE_SCHEMA = %s AND TABLE_NAME = %s" if one else f"TABLE_SCHEMA IN ({marks})"
-        args = (tables[0].database, tables[0].table) if one else batch
+    for where, args in _filters(tables):
         for row in fetch_all(
             conn,
             f"SELECT TABLE_SCHEMA, TABLE_NAME, {_COLUMN_FIELDS} FROM information_schema.COLUMNS "  # noqa: S608
@@ -132,14 +161,7 @@ def _catalog_rows(
             table = TableId(str(row[0]), str(row[1]))
             if table in wanted:
                 columns.setdefault(table, []).append(row[2:])
-        # No ORDER BY: the rows come in the server's order of each table's indexes, which
-        # the key rule needs (no column tells it); columns are put in order below.
-        index_rows += fetch_all(
-            conn,
-            "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, "  # noqa: S608
-            f"COLUMN_NAME, SUB_PART, INDEX_TYPE FROM information_schema.STATISTICS WHERE {where}",
-            args,
-        )
+        index_rows += _index_rows(conn, where, args)
     return columns, _indexes_by_table(index_rows, wanted)
 
 
@@ -181,18 +203,14 @@ def _schema(
             "check the table name and GRANT SELECT ON it"
         )
     columns = tuple(_column(row) for row in rows)
-    if chunk_key is None or chunk_key == ():
+    if chunk_key is not None and chunk_key != ():
+        schema = _with_chunk_key(table, columns, indexes, chunk_key)
+    else:
         chosen = choose_key(columns, indexes)
         if chosen is None:
-            raise TableError(
-                f"table {table} has no primary key; give a chunk key column that is unique and "
-                f"not null (param chunk_keys, e.g. {_chunk_keys_example(table, columns)})"
-                ", or add a primary key (or a unique index on NOT NULL columns)"
-            )
-        key, key_index = chosen.columns, chosen.name
-    else:
-        key, key_index = _checked_chunk_key(table, columns, indexes, chunk_key), None
-    schema = TableSchema(table, columns, tuple(key), key_index=key_index)
+            schema = TableSchema(table, columns, (), keyless=True)  # the plan chunks it
+        else:
+            schema = TableSchema(table, columns, chosen.columns, key_index=chosen.name)
     _check_key_types(schema)
     return schema
 
@@ -206,23 +224,10 @@ def key_problem(conn: DbConnection, table: TableId, key: Sequence[str]) -> str |
     if table not in columns:
         return None
     try:
-        _schema(table, columns[table], indexes.get(table, []), key)
+        schema = _schema(table, columns[table], indexes.get(table, []), key)
     except TableError as exc:
         return str(exc)
-    return None
-
-
-def _chunk_keys_example(table: TableId, columns: Sequence[Column]) -> str:
-    """A ``chunk_keys`` value to paste: the table spelled as the param parses it (backticks
-    around a part with a dot or backtick) and a column to fill in (no unique index can be
-    the key, or the rule would have taken it)."""
-
-    def part(name: str) -> str:
-        return quote_identifier(name) if "." in name or "`" in name else name
-
-    not_null = [c.name for c in columns if not c.nullable and c.data_type in KEY_TYPES]
-    key = [not_null[0]] if not_null else ["<column>"]
-    return json.dumps({f"{part(table.database)}.{part(table.table)}": key}, ensure_ascii=False)
+    return _not_unique(table, schema.key) if schema.keyless else None
 
 
 def _column(row: tuple[Any, ...]) -> Column:
@@ -253,42 +258,31 @@ def _column(row: tuple[Any, ...]) -> Column:
     )
 
 
-def _checked_chunk_key(
+def _with_chunk_key(
     table: TableId,
     columns: Sequence[Column],
     indexes: _Indexes,
     chunk_key: Sequence[str] | str,
-) -> tuple[str, ...]:
-    """The chunk key in the server's spelling, after checking it exists, is NOT NULL and unique."""
-    wanted = [chunk_key] if isinstance(chunk_key, str) else list(chunk_key)
-    by_name = {c.name.casefold(): c for c in columns}  # column names are case-insensitive
-    missing = [name for name in wanted if name.casefold() not in by_name]
-    if missing:
-        raise TableError(
-            f"chunk key column(s) {', '.join(missing)} not found in {table}; its columns are "
-            f"{', '.join(c.name for c in columns)} (param chunk_keys)"
-        )
-    key = tuple(by_name[name.casefold()].name for name in wanted)
-    if len(set(key)) != len(key):
-        raise TableError(f"chunk key ({', '.join(wanted)}) of {table} names a column twice")
-    nullable = [name for name in key if by_name[name.casefold()].nullable]
+) -> TableSchema:
+    """The schema keyed by the chunk key given, in the server's spelling, after checking it
+    exists and is NOT NULL: keyed when a unique index covers it; else, for a table without
+    a key (``choose_key`` finds none), keyless and chunked by it, when it is one column."""
+    key = _named_columns(table, columns, chunk_key)
+    by_name = {c.name: c for c in columns}
+    nullable = [by_name[name] for name in key if by_name[name].nullable]
     if nullable:
         alters = "; ".join(
-            f"ALTER TABLE {table.quoted()} MODIFY {quote_identifier(n)} {by_name[n.casefold()].column_type} NOT NULL"
-            for n in nullable
+            f"ALTER TABLE {table.quoted()} MODIFY {quote_identifier(c.name)} {c.column_type} NOT NULL"
+            for c in nullable
         )
         raise TableError(
-            f"chunk key column(s) {', '.join(nullable)} of {table} may be NULL; a chunk key must "
-            f"be NOT NULL ({alters}) or choose other columns (param chunk_keys)"
+            f"chunk key column(s) {', '.join(c.name for c in nullable)} of {table} may be NULL; "
+            f"a chunk key must be NOT NULL ({alters}) or choose other columns (param chunk_keys)"
         )
-    key_set = set(key)
-    if not any(index.unique and set(index.columns) <= key_set for index in indexes):
-        cols_sql = ", ".join(quote_identifier(n) for n in key)
-        raise TableError(
-            f"chunk key ({', '.join(key)}) of {table} is not covered by a unique index, so rows "
-            f"could share a key; add one (ALTER TABLE {table.quoted()} ADD UNIQUE ({cols_sql})) "
-            "or choose unique columns (param chunk_keys)"
-        )
+    if any(index.unique and set(index.columns) <= set(key) for index in indexes):
+        schema = TableSchema(table, tuple(columns), key)
+    else:
+        schema = _keyless_chunked_by(table, tuple(columns), indexes, key)
     if not any(index.columns[: len(key)] == key for index in indexes):
         log.warning(
             "no index of %s starts with the chunk key (%s): planning and chunk reads will scan "
@@ -297,16 +291,71 @@ def _checked_chunk_key(
             ", ".join(key),
             ", ".join(key),
         )
+    return schema
+
+
+def _keyless_chunked_by(
+    table: TableId, columns: tuple[Column, ...], indexes: _Indexes, key: tuple[str, ...]
+) -> TableSchema:
+    """A table without a key chunked by the one column ``key`` names (no unique index covers
+    it); refused when the table has a key, or ``key`` more than one column."""
+    chosen = choose_key(columns, indexes)
+    if chosen is not None:
+        raise TableError(
+            f"{_not_unique(table, key)}; or leave chunk_keys out for it: it is keyed by "
+            f"{'its primary key' if chosen.name == PRIMARY else f'the unique index {chosen.name}'}"
+            f" ({', '.join(chosen.columns)})"
+        )
+    if len(key) > 1:
+        raise TableError(
+            f"{_not_unique(table, key)}; without a key, {table} is replicated as a multiset "
+            "of rows and chunked by one column: name one NOT NULL column (param chunk_keys)"
+        )
+    return TableSchema(table, columns, key, keyless=True)
+
+
+def _named_columns(
+    table: TableId, columns: Sequence[Column], chunk_key: Sequence[str] | str
+) -> tuple[str, ...]:
+    """The columns ``chunk_key`` names, in the server's spelling (names are
+    case-insensitive); each must exist, and none be named twice."""
+    wanted = [chunk_key] if isinstance(chunk_key, str) else list(chunk_key)
+    by_name = {c.name.casefold(): c.name for c in columns}
+    missing = [name for name in wanted if name.casefold() not in by_name]
+    if missing:
+        raise TableError(
+            f"chunk key column(s) {', '.join(missing)} not found in {table}; its columns are "
+            f"{', '.join(c.name for c in columns)} (param chunk_keys)"
+        )
+    key = tuple(by_name[name.casefold()] for name in wanted)
+    if len(set(key)) != len(key):
+        raise TableError(f"chunk key ({', '.join(wanted)}) of {table} names a column twice")
     return key
+
+
+def _not_unique(table: TableId, key: Sequence[str]) -> str:
+    cols_sql = ", ".join(quote_identifier(n) for n in key)
+    return (
+        f"chunk key ({', '.join(key)}) of {table} is not covered by a unique index, so rows "
+        f"could share a key; add one (ALTER TABLE {table.quoted()} ADD UNIQUE ({cols_sql})) "
+        "or choose unique columns (param chunk_keys)"
+    )
 
 
 def _check_key_types(schema: TableSchema) -> None:
     bad = [c for c in schema.key_columns if c.data_type not in KEY_TYPES]
     if bad:
         described = ", ".join(f"{c.name} ({c.column_type})" for c in bad)
+        what, wanted = (
+            (
+                "chunking column",
+                "one NOT NULL column, or leave chunk_keys out for it (it is then read whole)",
+            )
+            if schema.keyless
+            else ("key column(s)", "columns that is unique and not null")
+        )
         raise TableError(
-            f"key column(s) {described} of {schema.table} cannot be used to split the table into "
+            f"{what} {described} of {schema.table} cannot be used to split the table into "
             "ranges (the server compares and sorts these types differently); give a chunk key "
-            "of number, date/time, string or binary columns that is unique and not null "
-            "(param chunk_keys)"
+            f"of number, date/time, string or binary {wanted} (param chunk_keys)"
         )

@@ -1,0 +1,113 @@
+"""Until replicating a table without a key is built (issue 47, steps 3-8), each phase that
+takes a table's ``key`` for a row's identity refuses a keyless one with one error
+(``source.catalog.table_keys.require_key``) before it touches the sink, the metadata DB or
+the table's rows: the chunk job, a start without a snapshot, a replacement, the stream's
+catalog reads, verify. The source is a fake catalog; what must stay untouched fails the
+test when used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
+from airflow_cdc.config.startup import StartupConfig
+from airflow_cdc.errors import TableError
+from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.model import BinlogPosition, ChunkRange, ServerEpoch, TableId
+from airflow_cdc.model.chunk import Chunk
+from airflow_cdc.snapshot import job, start_plan
+from airflow_cdc.snapshot.chunk_task import ChunkTask
+from airflow_cdc.snapshot.replacement import replace_planned
+from airflow_cdc.source.catalog import load_table_schema
+from airflow_cdc.source.catalog.table_keys import Index
+from airflow_cdc.source.server import ServerInfo
+from airflow_cdc.stream.read_schemas import followable_schemas
+from airflow_cdc.verify.check import check_table
+from tests.support.fake_catalog import Catalog
+
+TABLE = TableId("shop", "log")
+REFUSED = (
+    r"shop\.log has no key: replicating it as a multiset of rows is not built yet \(issue 47\)"
+)
+SOURCE = SourceConfig("db.example")
+INFO = ServerInfo("mariadb", (10, 11, 6))
+
+
+class Untouched:
+    """A sink, store or connection that must not be used."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"{name} used")
+
+
+def keyless() -> Catalog:
+    """``log (at DATETIME NOT NULL, n INT NULL, KEY (at))``."""
+    return Catalog(TABLE, [("at", 2, False), ("n", 0, True)], [Index("by_at", False, ("at",))])
+
+
+def keyed() -> Catalog:
+    return Catalog(TABLE, [("at", 2, False), ("n", 0, True)], [Index("PRIMARY", True, ("at",))])
+
+
+def test_the_chunk_job_refuses_it_at_its_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(job, "connect", lambda source: keyless())
+    monkeypatch.setattr(job, "server_info", lambda conn, server: INFO)
+    monkeypatch.setattr(job, "open_sink", lambda sink: Untouched())
+    task = ChunkTask(
+        chunk_id=1,
+        chunk=Chunk(TABLE, 0, ChunkRange(None, None)),
+        key=("at",),  # as the plan recorded it
+        estimated_rows=10,
+        chunks_of_table=1,
+        attempt=1,
+        source=SOURCE,
+        server=ServerEpoch(1, 0),
+        sink=SinkConfig("/nowhere"),
+        read=ReadConfig(),
+    )
+    with pytest.raises(TableError, match=REFUSED):
+        job.snapshot_chunk(task)
+
+
+def test_a_start_without_a_snapshot_refuses_it_before_recording_anything(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = BinlogPosition("mariadb-bin.000001", 4)
+    monkeypatch.setattr(start_plan, "server_info", lambda conn, server: INFO)
+    monkeypatch.setattr(start_plan, "validate_source", lambda conn, info, tables: None)
+    monkeypatch.setattr(start_plan, "start_position", lambda conn, source, info, startup: at)
+    with MetadataStore.connect(f"sqlite:///{tmp_path}/meta.db") as store:
+        current = lambda servers, source, may_switch: ServerEpoch(1, 0)  # noqa: E731
+        monkeypatch.setattr(type(store.servers), "current", current)
+        with pytest.raises(TableError, match=REFUSED):
+            start_plan.record_start_plan(
+                keyless(), SOURCE, store, Untouched(), [TABLE], StartupConfig("latest"), "start"
+            )
+        assert store.plans.unfinished() == []
+
+
+def test_a_replacement_refuses_it() -> None:
+    schema = load_table_schema(keyless(), TABLE)
+    with pytest.raises(TableError, match=REFUSED):
+        replace_planned(
+            Untouched(), Untouched(), Untouched(), Untouched(), {TABLE: schema},
+            stream_id=None, reason="test",
+        )  # fmt: skip
+
+
+def test_the_stream_reads_only_tables_with_a_key() -> None:
+    with pytest.raises(TableError, match=REFUSED):
+        followable_schemas(keyless(), [TABLE])
+    with pytest.raises(TableError, match=REFUSED):
+        followable_schemas(keyless(), [TABLE], {TABLE: ("at",)})
+    (schema,) = followable_schemas(keyed(), [TABLE])
+    assert (schema.keyless, schema.key) == (False, ("at",))
+
+
+def test_verify_refuses_it() -> None:
+    schema = load_table_schema(keyless(), TABLE, ("at",))
+    with pytest.raises(TableError, match=REFUSED):
+        check_table(SOURCE, INFO, SinkConfig("/nowhere"), schema, Untouched(), lambda: None)
