@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,8 +39,20 @@ from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import server_info
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position, source_config
+from tests.support.servers import own_mariadb
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def mariadb() -> Iterator[LocalMariaDB]:
+    """A server of this module's own: its events are stamped minutes ahead of the clock
+    (``SET TIMESTAMP``), new files' headers included, which would mislead every later search
+    by time on the session's shared server (binlog times would no longer follow the files'
+    order; a CI run's ``timestamp`` startup test landed minutes early so)."""
+    with own_mariadb("cdc-time-search-") as server:
+        yield server
+
 
 DB = "t_start_search"
 DUMP_ID = 4343  # the dumps' replica id

@@ -13,6 +13,7 @@ import pytest
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import PositionPurgedError, SourceError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, TableId
+from airflow_cdc.source.binlog.mysql_replication import mysql_event_source
 from airflow_cdc.source.binlog.reader import BinlogCursor, ReconnectPolicy, read_changes
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position, source_config, table_schemas
@@ -246,3 +247,55 @@ def test_rows_without_column_names_name_the_setting(
         mariadb.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
     with pytest.raises(SourceError, match="binlog_row_metadata=FULL"):
         list(read_changes(cfg, table_schemas(mariadb, t), start, server_position(cfg)))
+
+
+@pytest.mark.parametrize(
+    ("image", "statement", "missing"),
+    [
+        ("MINIMAL", "UPDATE t SET v = 'changed' WHERE id = 1", "its after-image"),
+        ("NOBLOB", "UPDATE t SET n = 5 WHERE id = 1", "no value for doc in its after-image"),
+    ],
+)
+def test_rows_a_session_logged_without_full_images_are_refused_not_applied_with_nulls(
+    mariadb: LocalMariaDB,
+    cfg: SourceConfig,
+    fresh_db: str,
+    image: str,
+    statement: str,
+    missing: str,
+) -> None:
+    """The server's global binlog_row_image is FULL (checked up front), but a writer may set
+    its own session's: its row events then leave columns out, which the library gives as
+    None. The reader stops there, naming the setting, rather than write NULLs."""
+    mariadb.execute(
+        f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, v VARCHAR(20), n INT, doc TEXT)",
+        f"INSERT INTO `{fresh_db}`.t VALUES (1, 'a', 1, 'long text'), (2, 'b', 2, 'other')",
+    )
+    t = TableId(fresh_db, "t")
+    start = server_position(cfg)
+    conn = mariadb.root(fresh_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION binlog_row_image = '{image}'")
+            cur.execute(statement)
+        conn.commit()
+    finally:
+        conn.close()
+    end = server_position(cfg)
+    schemas = table_schemas(mariadb, t)
+    for fast in (True, False):
+        source = mysql_event_source(cfg, schemas, fast_decode=fast)
+        with pytest.raises(SourceError, match="binlog_row_image") as info:
+            list(BinlogCursor(cfg, schemas, start, end, source=source))
+        assert missing in str(info.value)
+    conn = mariadb.root(fresh_db)  # FULL again: read as ever
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement.replace("id = 1", "id = 2"))
+        conn.commit()
+    finally:
+        conn.close()
+    (change,) = read_changes(cfg, schemas, end, server_position(cfg))
+    assert isinstance(change, ChangeEvent)
+    assert change.after is not None
+    assert change.after["doc"] == "other"

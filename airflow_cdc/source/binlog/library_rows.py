@@ -25,7 +25,7 @@ from airflow_cdc.source.binlog import row_decoder, row_scan
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.stored_sizes import stored_size
 
-__all__ = ["column_rows", "library_rows"]
+__all__ = ["column_rows", "library_rows", "missing_image_columns"]
 
 #: mysql-replication's ``none_sources`` tag of an empty SET value (pymysqlreplication.constants).
 _EMPTY_SET = "empty set"
@@ -43,6 +43,33 @@ def library_rows(
     if isinstance(event, DeleteRowsEvent):
         return ChangeKind.DELETE, _keyed_rows(event, key, update=False)
     return ChangeKind.UPDATE, _keyed_rows(event, key, update=True)
+
+
+def missing_image_columns(event: Any, key: frozenset[str]) -> tuple[str, list[str]] | None:
+    """Which image of a row event lacks columns the stream needs, and which: an after-image
+    must hold every column, a before-image the ``key`` columns. The server's global
+    ``binlog_row_image=FULL`` is checked up front, but a writer's session may set
+    ``MINIMAL`` or ``NOBLOB``; the library then gives ``None`` for what is left out, which
+    would reach the sink as NULL. None when the images are whole."""
+    count = len(event.columns)
+    after = (
+        event.columns_present_bitmap2
+        if isinstance(event, UpdateRowsEvent)
+        else event.columns_present_bitmap
+        if isinstance(event, WriteRowsEvent)
+        else None
+    )
+    before = None if isinstance(event, WriteRowsEvent) else event.columns_present_bitmap
+    if all(p is None or BitCount(p) == count for p in (after, before)):
+        return None  # whole images: the common case, two counts of a few bytes
+    names = [column.name or f"UNKNOWN_COL{i}" for i, column in enumerate(event.columns)]
+    for image, present, needed in (("after", after, set(names)), ("before", before, key)):
+        if present is None:
+            continue
+        absent = [n for i, n in enumerate(names) if n in needed and not BitGet(present, i)]
+        if absent:
+            return image, absent
+    return None
 
 
 def _keyed_image(event: Any, present: bytes, key: frozenset[str]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.errors import SourceError
+from airflow_cdc.errors import BinlogSettingsError, SourceError
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 
 # Used through its module, so a test's stand-in (connect) is the one called.
@@ -51,7 +51,11 @@ from airflow_cdc.source.binlog.events import (
     RawEvent,
     RowsEvent,
 )
-from airflow_cdc.source.binlog.library_rows import column_rows, library_rows
+from airflow_cdc.source.binlog.library_rows import (
+    column_rows,
+    library_rows,
+    missing_image_columns,
+)
 from airflow_cdc.source.binlog.transaction_cut import (
     ROW_EVENTS,
     MappedTables,
@@ -311,11 +315,30 @@ def _raw_event(
     if skip is not None and end.last_row() <= skip:
         return None
     key = tables[table]
+    _refuse_partial_images(event, table, end, key)
     fast = column_rows(event, plans, table, end, key) if fast_decode else None
     if fast is not None:
         return fast
     kind, rows = library_rows(event, frozenset(key))
     return RowsEvent(table, kind, end, rows)
+
+
+def _refuse_partial_images(
+    event: Any, table: TableId, end: BinlogPosition, key: tuple[str, ...]
+) -> None:
+    """Stop at a row event whose images lack columns (``library_rows.missing_image_columns``)
+    rather than apply its rows with NULLs where values were left out."""
+    missing = missing_image_columns(event, frozenset(key))
+    if missing is None:
+        return
+    image, columns = missing
+    raise BinlogSettingsError(
+        f"the row event of {table} ending at {end} has no value for {', '.join(columns)} in "
+        f"its {image}-image: the session that wrote it set binlog_row_image to MINIMAL or "
+        "NOBLOB (the server's global value is FULL). The stream needs whole images: make "
+        "every writer use FULL (do not let writers set binlog_row_image per session), then "
+        f"snapshot {table} again (mysql_cdc_backfill, replace mode)"
+    )
 
 
 def _query_boundary(
