@@ -59,7 +59,7 @@ def chunk_partitions(
 
     How many: :func:`partition_count`."""
     parts = partition_count(estimated_rows, partition_rows, parallelism, driver_share)
-    if parts <= 1:
+    if parts <= 1 or not schema.key:  # no key: a keyless table read whole
         return [rng]
     if len(schema.key) == 1 and schema.key_columns[0].is_integer:
         bounds = _even_bounds(conn, schema, rng, parts)
@@ -83,7 +83,7 @@ def _even_bounds(conn: DbConnection, schema: TableSchema, rng: ChunkRange, parts
 def bucket_width(conn: DbConnection, schema: TableSchema, chunks_of_table: int) -> int | None:
     """Width of the sink's key-range buckets, so chunks of a plan commit to separate
     partitions. Only the first writer's choice sticks (it is stored with the table)."""
-    if not schema.key_columns[0].is_integer:
+    if not schema.key or not schema.key_columns[0].is_integer:
         return None
     span = _integer_key_span(conn, schema, ChunkRange(None, None))
     if span is None:

@@ -26,16 +26,15 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from airflow_cdc.errors import SchemaChangedInWindowError, SourceError, wrapped_error
 from airflow_cdc.model import (
     BinlogPosition,
     ChunkRange,
-    Key,
     TableSchema,
-    comparable_key,
 )
 from airflow_cdc.model.gtid import MariaGtidPos
-from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
 from airflow_cdc.probe import Probe
 from airflow_cdc.runner import Runner, local_runner
@@ -45,15 +44,16 @@ from airflow_cdc.sinks.staging import remove_staged, staging_folder
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.snapshot.binlog_window import read_window
 from airflow_cdc.snapshot.chunk_task import ChunkFailure, ChunkOutcome, ChunkTask, failure_reason
+from airflow_cdc.snapshot.counted_chunk import CountedPart, corrected_counts, write_counts
+from airflow_cdc.snapshot.counted_read import CountedRead, read_counted
 from airflow_cdc.snapshot.driver_share import with_driver_share
+from airflow_cdc.snapshot.membership import in_range
 from airflow_cdc.snapshot.read_again import reading_again
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult, read_partition, read_staged
 from airflow_cdc.snapshot.write import ChunkRows, Written, commit_files, merge_rows, write_files
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.gtid import end_and_gtid
 from airflow_cdc.source.catalog import load_table_schema
-from airflow_cdc.source.catalog.table_keys import require_key
-from airflow_cdc.source.classify import keys_in_range
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
 from airflow_cdc.source.server import ServerInfo, server_info
 from airflow_cdc.source.watermark import ConsistentReadView
@@ -65,28 +65,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("airflow_cdc.snapshot")
-
-
-def _membership(
-    conn: DbConnection, schema: TableSchema, rng: ChunkRange, keys: Sequence[Key]
-) -> dict[Key, bool]:
-    """Which keys lie in the chunk, decided in Python when its order equals the server's,
-    by the server otherwise (non-binary collations). Binlog and sink keys hold TIMESTAMPs
-    as aware datetimes, the bounds as naive UTC: both compared as ``comparable_key``."""
-    if not keys:
-        return {}
-    sort_key = sort_key_for(schema)
-    if sort_key is not None:
-        try:
-            bounded = ChunkRange(
-                None if rng.lo is None else comparable_key(rng.lo),
-                None if rng.hi is None else comparable_key(rng.hi),
-            )
-            return {key: bounded.contains(comparable_key(key), sort_key) for key in keys}
-        except (TypeError, ValueError):
-            pass  # a value Python cannot order like the server: ask the server
-    answers = keys_in_range(conn, schema, rng, [comparable_key(k) for k in keys])
-    return dict(zip(keys, answers, strict=True))
 
 
 def snapshot_chunk(
@@ -155,6 +133,8 @@ class _Read:
     results: list[PartitionResult]
     seconds: float
     high_gtid: MariaGtidPos | None
+    #: The partitions' ranges, in the order of ``results``.
+    ranges: list[ChunkRange]
 
 
 def _snapshot_on(
@@ -167,8 +147,7 @@ def _snapshot_on(
 ) -> ChunkOutcome:
     probe = task.probe.load()
     info = server_info(conn, task.server)
-    # A keyless table's chunk would write its chunking column as a key: refused for now.
-    schema = require_key(load_table_schema(conn, task.chunk.table, task.key))
+    schema = load_table_schema(conn, task.chunk.table, task.key)
     sink = open_sink(task.sink)
     sink.ensure_table(
         schema,
@@ -178,11 +157,17 @@ def _snapshot_on(
     probe.reach("chunk_start")
     read = _read(conn, info, task, schema, staging, runner, parallelism, driver_share, probe)
     started = time.monotonic()
-    corrected, events = _correct(conn, task, schema, read)
+    if schema.keyless:
+        images, events = _count(conn, task, schema, read)
+    else:
+        corrected, events = _correct(conn, task, schema, read)
     correct_seconds = time.monotonic() - started
     probe.reach("before_commit")
     started = time.monotonic()
-    written = _write(conn, sink, task, schema, corrected, read.results, runner, probe)
+    if schema.keyless:
+        written = write_counts(conn, sink, schema, task.chunk.range, images, read.high.encode())
+    else:
+        written = _write(conn, sink, task, schema, corrected, read.results, runner, probe)
     write_seconds = time.monotonic() - started
     probe.reach("after_commit")
     return ChunkOutcome(
@@ -244,7 +229,11 @@ def _read(
         for i, part in enumerate(ranges)
     ]
     dispatched = time.monotonic()
-    results: list[PartitionResult] = runner(read_partition, reads)
+    results: list[PartitionResult] = (
+        runner(read_counted, [CountedRead(read, info) for read in reads])
+        if schema.keyless
+        else runner(read_partition, reads)
+    )
     if len(results) > 1:
         log.info(
             "%d partition(s) read in %.1f s (slowest read %.1f s on its worker)",
@@ -254,7 +243,7 @@ def _read(
         )
     probe.reach("after_read")
     high, high_gtid = end_and_gtid(conn, info)
-    return _Read(low, high, results, time.monotonic() - started, high_gtid)
+    return _Read(low, high, results, time.monotonic() - started, high_gtid, ranges)
 
 
 def _correct(
@@ -264,7 +253,7 @@ def _correct(
     rows (``correction.fold``, for the keys the chunk holds); the rows and the changes read."""
     events = list(read_window(task.source, schema, read.low, read.high))
     touched = {schema.key_of(i) for e in events for i in (e.before, e.after) if i is not None}
-    member = _membership(conn, schema, task.chunk.range, list(touched))
+    member = in_range(conn, schema, task.chunk.range, list(touched))
     corrected = ChunkRows.corrected(
         schema,
         task.chunk.range,
@@ -274,6 +263,18 @@ def _correct(
         read.high.encode(),
     )
     return corrected, len(events)
+
+
+def _count(
+    conn: DbConnection, task: ChunkTask, schema: TableSchema, read: _Read
+) -> tuple[pa.Table, int]:
+    """Step 4 of a keyless chunk: its images counted at the high watermark, each
+    partition corrected from its own view's position (``snapshot.counted_chunk``)."""
+    events = list(read_window(task.source, schema, read.low, read.high))
+    parts = [
+        CountedPart(rng, result) for rng, result in zip(read.ranges, read.results, strict=True)
+    ]
+    return corrected_counts(conn, schema, parts, events, read.high), len(events)
 
 
 def _write(
@@ -296,6 +297,6 @@ def _write(
             sink,
             corrected,
             read_staged(results, arrow_schema(schema)),
-            lambda keys: _membership(conn, schema, task.chunk.range, keys),
+            lambda keys: in_range(conn, schema, task.chunk.range, keys),
         )
     return written

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.model import ChunkRange, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableSchema
 from airflow_cdc.sinks.staging import read_arrow_file, write_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.source.arrow_types import conform
@@ -45,6 +45,8 @@ class PartitionResult:
     out: Location
     rows: int
     seconds: float
+    #: The exact binlog position of the read's view (``snapshot.counted_read``), if known.
+    view_position: BinlogPosition | None = None
 
 
 def read_partition(task: PartitionRead) -> PartitionResult:

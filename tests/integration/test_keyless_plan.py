@@ -26,7 +26,6 @@ from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect, fetch_one
 from airflow_cdc.source.keyset import range_condition
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.pipeline import job_spec
 
 pytestmark = pytest.mark.integration
 
@@ -166,30 +165,3 @@ def test_chunk_keys_naming_a_column_that_is_not_unique_chunks_it(
         planned(cdc, meta, table, key=("k", "w"))
     with pytest.raises(TableError, match=r"chunk key column d \(double\) .* is not ordered"):
         planned(cdc, meta, table, key=("d",))
-
-
-def test_the_chunks_of_a_keyless_table_refuse_it(
-    mariadb: LocalMariaDB, fresh_db: str, meta: str, cdc: Any, tmp_path: Path
-) -> None:
-    """A plan of it is recorded; each chunk fails at its start with the one clear error,
-    recorded, before anything is written to the lake."""
-    from airflow_cdc.snapshot.unit import run_chunk
-
-    mariadb.execute(
-        "CREATE TABLE log (c INT NOT NULL, v INT, KEY (c))",
-        "INSERT INTO log SELECT seq % 3, seq FROM seq_1_to_300",
-        database=fresh_db,
-    )
-    table = TableId(fresh_db, "log")
-    record = planned(cdc, meta, table).record
-    assert len(record.chunks) > 1
-    lake = tmp_path / "lake"
-    refused = rf"{fresh_db}\.log has no key: replicating it as a multiset of rows is not built yet \(issue 47\)"
-    for chunk in record.chunks:
-        with pytest.raises(TableError, match=refused):
-            run_chunk(job_spec(mariadb, chunk.chunk_id, meta, lake))
-    with MetadataStore.connect(meta) as store:
-        chunks = store.chunks.of_plan(record.plan_id)
-    assert {(c.status, c.attempts) for c in chunks} == {("failed", 1)}
-    assert all("has no key" in (c.error or "") for c in chunks)
-    assert not (lake / fresh_db / "log").exists()

@@ -211,8 +211,9 @@ def test_ddl_that_changes_a_unique_keys_table_key_replaces_it_or_sets_it_aside(
         assert DeltaSink(str(lake)).read_live(w).equals(kept)  # as it was at the DROP INDEX
         (aside,) = [x for x in store.stream_tables.read(spec.stream_id) if x.table == w]
         assert aside.dropped
-        assert f"{w} has no key: replicating it as a multiset of rows is not built yet" in (
-            aside.dropped_reason or ""
+        assert (
+            f"{w} has no key: the snapshot copies it as a multiset of rows, but following its changes is not built yet"
+            in (aside.dropped_reason or "")
         )
         assert _decisions(store, spec.stream_id, w) == [("table_options", "replace")]
     finally:

@@ -12,14 +12,12 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
+from airflow_cdc.config import SinkConfig, SourceConfig
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChunkRange, ServerEpoch, TableId
-from airflow_cdc.model.chunk import Chunk
-from airflow_cdc.snapshot import job, start_plan
-from airflow_cdc.snapshot.chunk_task import ChunkTask
+from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId
+from airflow_cdc.snapshot import start_plan
 from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.catalog.table_keys import Index
@@ -29,9 +27,7 @@ from airflow_cdc.verify.check import check_table
 from tests.support.fake_catalog import Catalog
 
 TABLE = TableId("shop", "log")
-REFUSED = (
-    r"shop\.log has no key: replicating it as a multiset of rows is not built yet \(issue 47\)"
-)
+REFUSED = r"shop\.log has no key: the snapshot copies it as a multiset of rows, but following its changes is not built yet \(issue 47\)"
 SOURCE = SourceConfig("db.example")
 INFO = ServerInfo("mariadb", (10, 11, 6))
 
@@ -50,26 +46,6 @@ def keyless() -> Catalog:
 
 def keyed() -> Catalog:
     return Catalog(TABLE, [("at", 2, False), ("n", 0, True)], [Index("PRIMARY", True, ("at",))])
-
-
-def test_the_chunk_job_refuses_it_at_its_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(job, "connect", lambda source: keyless())
-    monkeypatch.setattr(job, "server_info", lambda conn, server: INFO)
-    monkeypatch.setattr(job, "open_sink", lambda sink: Untouched())
-    task = ChunkTask(
-        chunk_id=1,
-        chunk=Chunk(TABLE, 0, ChunkRange(None, None)),
-        key=("at",),  # as the plan recorded it
-        estimated_rows=10,
-        chunks_of_table=1,
-        attempt=1,
-        source=SOURCE,
-        server=ServerEpoch(1, 0),
-        sink=SinkConfig("/nowhere"),
-        read=ReadConfig(),
-    )
-    with pytest.raises(TableError, match=REFUSED):
-        job.snapshot_chunk(task)
 
 
 def test_a_start_without_a_snapshot_refuses_it_before_recording_anything(

@@ -86,14 +86,15 @@ def unique_key_note(schema: TableSchema) -> str | None:
 
 
 def require_key(schema: TableSchema) -> TableSchema:
-    """``schema``, of a table with a key; a table without one is refused (``TableError``):
-    the snapshot's write, the stream and verify take ``key`` for a row's identity, which a
-    keyless table's chunking column is not (issue 47: replicating it as a multiset of rows
-    is not built yet). Called where each phase takes a table in."""
+    """``schema``, of a table with a key; a table without one is refused (``TableError``)
+    where a phase takes ``key`` for a row's identity, which a keyless table's chunking
+    column is not: the stream, a start without a snapshot, a replacement and verify
+    (issue 47: the snapshot replicates such a table as a multiset of rows; the rest is
+    not built yet). Called where each of those phases takes a table in."""
     if schema.keyless:
         raise TableError(
-            f"{schema.table} has no key: replicating it as a multiset of rows is not built yet "
-            "(issue 47); give it a primary key (or a unique index on NOT NULL columns), or "
-            "leave it out of the tables"
+            f"{schema.table} has no key: the snapshot copies it as a multiset of rows, but "
+            "following its changes is not built yet (issue 47); give it a primary key (or a "
+            "unique index on NOT NULL columns), or leave it out of the tables"
         )
     return schema
