@@ -14,7 +14,6 @@ the chunks after it read the source as it is at the end; the oracle is the serve
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,10 @@ from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.snapshot.unit import run_chunk
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
+from tests.support.compare import lake_multiset, source_multiset
 from tests.support.pipeline import arm, job_spec, source_config, wait_for
 
 pytestmark = pytest.mark.integration
-
-COLUMNS = "c, v, s"
 
 
 @pytest.fixture
@@ -49,21 +47,6 @@ def record_of(mariadb: LocalMariaDB, meta: str, table: TableId, chunk_rows: int)
             ).record
     finally:
         conn.close()
-
-
-def source_multiset(mariadb: LocalMariaDB, table: TableId) -> Counter[tuple[Any, ...]]:
-    conn = mariadb.root()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT {COLUMNS} FROM {table.quoted()}")
-            return Counter(tuple(row) for row in cur.fetchall())
-    finally:
-        conn.close()
-
-
-def lake_multiset(lake: Path, table: TableId) -> Counter[tuple[Any, ...]]:
-    rows = DeltaSink(str(lake)).read_live(table).to_pylist()
-    return Counter(tuple(row[name] for name in COLUMNS.split(", ")) for row in rows)
 
 
 @pytest.fixture
@@ -137,7 +120,7 @@ def test_a_keyless_table_is_the_source_multiset_through_changes_while_a_chunk_re
 
     expected = source_multiset(mariadb, log_table)
     assert max(expected.values()) >= 3  # duplicates survive as duplicates
-    assert lake_multiset(lake, log_table) == expected
+    assert lake_multiset(str(lake), log_table) == expected
     with MetadataStore.connect(meta) as store:
         done = store.chunks.get(first.chunk_id)
     assert done.status == "done"
@@ -152,11 +135,11 @@ def test_a_rerun_chunk_leaves_the_multiset_of_the_source_and_markers_for_gone_im
     for chunk in record.chunks:
         run_chunk(job_spec(mariadb, chunk.chunk_id, meta, lake))
     before = DeltaSink(str(lake)).read_all(log_table)
-    assert lake_multiset(lake, log_table) == source_multiset(mariadb, log_table)
+    assert lake_multiset(str(lake), log_table) == source_multiset(mariadb, log_table)
 
     first = record.chunks[0]
     run_chunk(job_spec(mariadb, first.chunk_id, meta, lake))  # nothing changed: same counts
-    assert lake_multiset(lake, log_table) == source_multiset(mariadb, log_table)
+    assert lake_multiset(str(lake), log_table) == source_multiset(mariadb, log_table)
     after = DeltaSink(str(lake)).read_all(log_table)
     assert after.num_rows == before.num_rows
 
@@ -167,7 +150,7 @@ def test_a_rerun_chunk_leaves_the_multiset_of_the_source_and_markers_for_gone_im
         f"INSERT INTO {t} VALUES (2, 2, 'new'), (2, 2, 'new')",
     )
     run_chunk(job_spec(mariadb, first.chunk_id, meta, lake))
-    assert lake_multiset(lake, log_table) == source_multiset(mariadb, log_table)
+    assert lake_multiset(str(lake), log_table) == source_multiset(mariadb, log_table)
     rows = DeltaSink(str(lake)).read_all(log_table).to_pylist()
     gone = [r for r in rows if r["c"] == 0]
     assert gone
@@ -190,4 +173,4 @@ def test_a_table_without_any_index_is_read_whole(
     run_chunk(job_spec(mariadb, record.chunks[0].chunk_id, meta, lake))
     expected = source_multiset(mariadb, table)
     assert expected[(None, None, None)] == 2
-    assert lake_multiset(lake, table) == expected
+    assert lake_multiset(str(lake), table) == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,3 +79,25 @@ def assert_replica_equals_source(
         f"(e.g. {sorted(extra)[:3]}), {len(stale)} stale (e.g. {[(source[k], sink[k]) for k in stale[:2]]})"
     )
     return len(source)
+
+
+def source_multiset(server: LocalMariaDB, table: TableId) -> Counter[tuple[Any, ...]]:
+    """The source's rows as a multiset (every column, in the table's order): the oracle
+    of a table without a key, where equal rows are told apart by nothing but their
+    number."""
+    conn = server.root()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM {table.quoted()}")
+            return Counter(tuple(_norm(v) for v in row) for row in cur.fetchall())
+    finally:
+        conn.close()
+
+
+def lake_multiset(
+    root: str, table: TableId, storage_options: Mapping[str, str] | None = None
+) -> Counter[tuple[Any, ...]]:
+    """The lake's live rows as a multiset (``read_live``: a table without a key's images
+    each repeated by its count)."""
+    rows = DeltaSink(root, storage_options=storage_options).read_live(table)
+    return Counter(tuple(_norm(v) for v in row.values()) for row in rows.to_pylist())
