@@ -70,8 +70,10 @@ def conform_changes(
             f"changes for {table} do not match the sink table: missing {missing}, "
             f"unexpected {extra} (a sink computes its own columns, such as {BUCKET_COLUMN})"
         )
-    # Before the cast: a cast into a column that is not nullable refuses nulls less clearly.
-    for name in (*key, POSITION_COLUMN, DELETED_COLUMN):
+    # Before the cast: a cast into a column that is not nullable (a keyless table's hash
+    # and count) refuses nulls less clearly.
+    required = [f.name for f in target if not f.nullable and f.name not in key]
+    for name in (*key, POSITION_COLUMN, DELETED_COLUMN, *required):
         if changes.column(name).null_count:
             raise SinkError(f"changes for {table} hold nulls in {name!r}, which must be set")
     try:

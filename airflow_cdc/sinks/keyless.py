@@ -44,13 +44,11 @@ def image_fields() -> list[pa.Field]:
 
 
 def check_counts(table: TableId, rows: pa.Table) -> None:
-    """Refuse rows of a keyless table whose hash or count cannot be right: NULL, a hash
-    that is not :data:`HASH_BYTES` long, a negative count, or a count that disagrees with
-    the marker flag (a marker holds no rows: count 0, and a count 0 is a marker), which a
-    reader expanding counts would turn into rows that are not the source's."""
-    for name in (ROW_HASH_COLUMN, COUNT_COLUMN):
-        if rows.column(name).null_count:
-            raise SinkError(f"rows for {table} hold nulls in {name!r}, which must be set")
+    """Refuse rows of a keyless table (NULLs refused before, ``sinks.conform``) whose hash
+    or count cannot be right: a hash that is not :data:`HASH_BYTES` long, a negative
+    count, or a count that disagrees with the marker flag (a marker holds no rows: count
+    0, and a count 0 is a marker), which a reader expanding counts would turn into rows
+    that are not the source's."""
     if not rows.num_rows:
         return
     lengths = pc.binary_length(rows.column(ROW_HASH_COLUMN))
