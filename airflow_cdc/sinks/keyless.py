@@ -43,7 +43,7 @@ def image_fields() -> list[pa.Field]:
     ]
 
 
-def check_counts(table: TableId, rows: pa.Table) -> None:
+def check_counts(table: TableId | str, rows: pa.Table) -> None:
     """Refuse rows of a keyless table (NULLs refused before, ``sinks.conform``) whose hash
     or count cannot be right: a hash that is not :data:`HASH_BYTES` long, a negative
     count, or a count that disagrees with the marker flag (a marker holds no rows: count
