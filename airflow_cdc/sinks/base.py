@@ -15,6 +15,16 @@ repeated and out-of-order writes converge (``sinks.last_writer_wins``):
 
 The prefix ``_cdc_`` is reserved for these; Iceberg's metadata column names are refused
 too so a table can later move to Iceberg without renaming.
+
+A source table without a key (``TableSchema.keyless``) is held as a multiset of rows
+(``sinks.keyless``): one sink row per distinct row image, with two more columns after the
+source's, ``_cdc_row_hash`` (the image's 16-byte hash, ``sinks.row_hash``) and
+``_cdc_count`` (how many source rows have the image; 0 on a delete marker). Its *stored
+key*, which every method below means by "key", is ``(*schema.key, "_cdc_row_hash")``: the
+chunking column, if the table has one, then the hash. A writer writes absolute counts at
+its position, so last writer wins per stored key as for a keyed table. :meth:`Sink.shape`
+and :meth:`Sink.candidates` give the stored key; :meth:`Sink.read_live` gives the source's
+rows (each image repeated by its count), :meth:`Sink.read_all` the rows as stored.
 """
 
 from __future__ import annotations
@@ -141,8 +151,9 @@ class RangeWriter(Protocol):
     the driver then commits them all at once (:meth:`Sink.commit_new_range`)."""
 
     def write(self, rows: pa.Table) -> Sequence[WrittenFile]:
-        """Write ``rows`` (source columns in the sink's types, ``_cdc_position``,
-        ``_cdc_deleted``; one per key); the files, not committed."""
+        """Write ``rows`` (source columns in the sink's types, a keyless table's
+        ``_cdc_row_hash`` and ``_cdc_count``, ``_cdc_position``, ``_cdc_deleted``; one per
+        key); the files, not committed."""
         ...
 
 
@@ -154,7 +165,9 @@ class Sink(Protocol):
     def ensure_table(
         self, schema: TableSchema, arrow_schema: pa.Schema, *, bucket_width: int | None = None
     ) -> None:
-        """Create the table if missing; fail if an existing table has another schema."""
+        """Create the table if missing; fail if an existing table has another schema, or
+        is keyed where ``schema`` is keyless or the other way round. A keyless ``schema``
+        gets the stored key, hash and count of the module docstring."""
         ...
 
     def apply(
@@ -167,7 +180,9 @@ class Sink(Protocol):
         keys_unique: bool = False,
     ) -> ApplyResult:
         """Merge rows (source columns + ``_cdc_position`` + ``_cdc_deleted``, at most one per
-        key) into the table; a row replaces the held one only if its position is greater.
+        key; a keyless table's with ``_cdc_row_hash`` and an absolute ``_cdc_count``, 0
+        exactly on markers) into the table; a row replaces the held one only if its
+        position is greater.
         ``keys_unique``: the caller guarantees one row per key, so the check is skipped."""
         ...
 
@@ -182,14 +197,17 @@ class Sink(Protocol):
     ) -> int:
         """A source ``TRUNCATE TABLE`` at ``position`` (of the rows ``rows`` selects, if
         given: a partition's): every such live row older than it becomes a delete marker at
-        it (as a delete would leave it); newer rows and markers stay. Idempotent; returns
+        it (as a delete would leave it; count 0 in a keyless table); newer rows and markers
+        stay. Idempotent; returns
         the rows turned into markers."""
         ...
 
     def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
         """Change the table's columns as the source's changed at ``change.position``
         (``sinks.columns_change``; ``ordinal``: the change's place among its statement's
-        changes of the table). Idempotent: False when the table held the change."""
+        changes of the table). Idempotent: False when the table held the change. A
+        keyless table's columns are not changed in place: :class:`SinkError` (it needs a
+        new snapshot)."""
         ...
 
     def replace_table(
@@ -261,7 +279,8 @@ class Sink(Protocol):
         ...
 
     def shape(self, table: TableId) -> TableShape:
-        """The table's columns and key, as the sink holds them."""
+        """The table's columns and key, as the sink holds them (a keyless table's stored
+        key)."""
         ...
 
     def table_uri(self, table: TableId) -> str:
@@ -278,11 +297,14 @@ class Sink(Protocol):
 
     def candidates(self, table: TableId, rng: ChunkRange, below: int) -> pa.Table:
         """Key columns + position + deleted flag of sink rows that may lie in ``rng`` and
-        whose position is less than ``below`` (a superset is allowed)."""
+        whose position is less than ``below`` (a superset is allowed). A keyless table's:
+        its stored key, the hash as ``HASH_TYPE``; ``rng`` is a range of its chunking
+        column."""
         ...
 
     def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
-        """Current rows, without delete markers and without the ``_cdc_`` columns."""
+        """Current rows, without delete markers and without the ``_cdc_`` columns; a keyless
+        table's as the source holds them (each image ``_cdc_count`` times)."""
         ...
 
     def read_all(self, table: TableId) -> pa.Table:

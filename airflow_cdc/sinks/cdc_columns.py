@@ -1,5 +1,6 @@
 """The sink's own columns, beside the source's (described in ``sinks.base``): their names,
-the position's Arrow type, and the filter of live rows. A module of its own so that the
+the position's Arrow type, a keyless table's two more (its row hash and count), and the
+filter of live rows. A module of its own so that the
 sink modules that ``sinks.base`` names only for typing can import them without a cycle."""
 
 from __future__ import annotations
@@ -10,11 +11,16 @@ __all__ = [
     "BUCKET_COLUMN",
     "CDC_COLUMNS",
     "CDC_PREFIX",
+    "COUNT_COLUMN",
+    "COUNT_TYPE",
     "DELETED_COLUMN",
+    "HASH_BYTES",
+    "HASH_TYPE",
     "ICEBERG_RESERVED",
     "LIVE_ROWS_PREDICATE",
     "POSITION_COLUMN",
     "POSITION_TYPE",
+    "ROW_HASH_COLUMN",
     "repeated_position",
 ]
 
@@ -26,6 +32,17 @@ CDC_COLUMNS = (POSITION_COLUMN, DELETED_COLUMN, BUCKET_COLUMN)
 #: 38 digits hold every encoded position (see ``model.position``) and Delta, Iceberg,
 #: Spark and Parquet all have this type.
 POSITION_TYPE = pa.decimal128(38, 0)
+
+#: A keyless table's row identity and multiplicity (``sinks.row_hash``, ``sinks.base``):
+#: the hash of the row's whole image, and how many source rows have that image (0: a
+#: delete marker). Not in :data:`CDC_COLUMNS`: only a keyless table has them.
+ROW_HASH_COLUMN = "_cdc_row_hash"
+COUNT_COLUMN = "_cdc_count"
+HASH_BYTES = 16
+#: The hash as the sink's writers give it; Delta has no fixed-size binary and stores it
+#: as ``binary``.
+HASH_TYPE = pa.binary(HASH_BYTES)
+COUNT_TYPE = pa.int64()
 
 
 def repeated_position(position: int, count: int) -> pa.Array:

@@ -13,21 +13,28 @@ import pyarrow.compute as pc
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks.base import check_column_names
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.cdc_columns import (
+    BUCKET_COLUMN,
+    COUNT_COLUMN,
+    DELETED_COLUMN,
+    POSITION_COLUMN,
+)
+from airflow_cdc.sinks.keyless import check_counts
 
 __all__ = ["check_source_table", "conform_changes"]
 
 
 def check_source_table(schema: TableSchema, arrow_schema: pa.Schema) -> None:
     """Refuse a source table whose columns a sink table cannot hold: reserved names, names
-    that differ only in case (Spark and Iceberg fold them), a key not among its columns."""
+    that differ only in case (Spark and Iceberg fold them), a key not among its columns.
+    A keyless table may have no key (it is read whole, its rows told apart by their hash)."""
     table = schema.table
     check_column_names(table, arrow_schema.names)
     folded = [name.lower() for name in arrow_schema.names]
     if len(set(folded)) != len(folded):
         raise SinkError(f"{table} has columns whose names differ only in case: {folded}")
     missing = [name for name in schema.key if name not in arrow_schema.names]
-    if not schema.key or missing:
+    if (not schema.key and not schema.keyless) or missing:
         raise SinkError(f"key columns {missing or '(none)'} of {table} are not in its schema")
 
 
@@ -44,7 +51,9 @@ def conform_changes(
     ``dropped``, kept after the source dropped it, NULL where the batch lacks it).
     :class:`SinkColumnsChangedError` when the columns are others; :class:`SinkError` when
     a value does not fit its type, a key, position or marker flag is NULL, or (with
-    ``check_keys``) a key has several rows."""
+    ``check_keys``) a key has several rows. A keyless table's rows (``target`` has
+    ``_cdc_count``; ``key`` ends with the row hash) must also have counts that can be
+    right (``sinks.keyless.check_counts``)."""
     names = set(changes.column_names)
     if len(names) != changes.num_columns:
         raise SinkError(f"changes for {table} repeat a column name: {changes.column_names}")
@@ -61,13 +70,18 @@ def conform_changes(
             f"changes for {table} do not match the sink table: missing {missing}, "
             f"unexpected {extra} (a sink computes its own columns, such as {BUCKET_COLUMN})"
         )
+    # Before the cast: a cast into a column that is not nullable (a keyless table's hash
+    # and count) refuses nulls less clearly.
+    required = [f.name for f in target if not f.nullable and f.name not in key]
+    for name in (*key, POSITION_COLUMN, DELETED_COLUMN, *required):
+        if changes.column(name).null_count:
+            raise SinkError(f"changes for {table} hold nulls in {name!r}, which must be set")
     try:
         rows = changes.select(target.names).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SinkError(f"changes for {table} do not fit the sink column types: {exc}") from exc
-    for name in (*key, POSITION_COLUMN, DELETED_COLUMN):
-        if rows.column(name).null_count:
-            raise SinkError(f"changes for {table} hold nulls in {name!r}, which must be set")
+    if COUNT_COLUMN in target.names:
+        check_counts(table, rows)
     if check_keys and rows.num_rows:
         _reject_duplicate_keys(table, key, rows)
     return rows

@@ -39,6 +39,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, HASH_BYTES, HASH_TYPE, ROW_HASH_COLUMN
+
 __all__ = [
     "COUNT_COLUMN",
     "HASH_BYTES",
@@ -50,10 +52,6 @@ __all__ = [
     "image_hashes",
 ]
 
-ROW_HASH_COLUMN = "_cdc_row_hash"
-COUNT_COLUMN = "_cdc_count"
-HASH_BYTES = 16
-HASH_TYPE = pa.binary(HASH_BYTES)
 _PERSON = b"airflow-cdc-row1"  # the encoding's version: a new encoding, a new name
 _NULL = b"\x00"
 

@@ -19,6 +19,9 @@ Three commits, each idempotent:
 delta-rs 1.6 has neither type widening nor renames in place (column mapping), hence the
 rewrite. Readers see the old columns up to the change's version and the new ones from it;
 time travel keeps the old.
+
+A keyless table's columns are not changed in place (every row's hash would change, and a
+dropped column may merge images): refused, the table needs a new snapshot.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from deltalake import CommitProperties, DeltaTable, TableFeatures, Transaction
 from deltalake.schema import Field as DeltaField
 from deltalake.schema import Schema as DeltaSchema
 
+from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
@@ -89,6 +93,7 @@ def evolve_table(
     """Carry ``change`` out in the Delta table ``open_table`` opens (see the module
     docstring); False when the table held it already."""
     version = change_version(change, ordinal)
+    _refuse_keyless(open_table(), table, change)
     if _holds(open_table(), version):
         _finish(open_table, table, retry)  # a crash may have left the mark
         return False
@@ -98,6 +103,17 @@ def evolve_table(
     _finish(open_table, table, retry)
     log.info("%s", what)
     return True
+
+
+def _refuse_keyless(dt: DeltaTable, table: TableId, change: ColumnsChange) -> None:
+    """A keyless table's hashes are of its whole rows: a change of columns rehashes every
+    row (and a drop may merge images), which is not built in place."""
+    if layout_of(dt, table).keyless:
+        raise SinkError(
+            f"the columns of {table} changed at {change.position}, and {table} has no key: "
+            "a change of columns of a table without a key needs a new snapshot of it "
+            "(mysql_cdc_backfill with replace)"
+        )
 
 
 def _holds(dt: DeltaTable, version: int) -> bool:

@@ -27,8 +27,9 @@ import pyarrow.parquet as pq
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.sinks.base import RangeWriter, WrittenFile
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, COUNT_COLUMN
 from airflow_cdc.sinks.delta.buckets import bucket_values
+from airflow_cdc.sinks.keyless import check_counts
 from airflow_cdc.sinks.storage import Location
 
 __all__ = [
@@ -120,13 +121,19 @@ def write_data_files(
     """Write ``rows`` (``schema``: the table's columns but the bucket, in its order and
     types) into the table at ``table``: one Parquet file per bucket. Columns named in
     ``absent`` (the table keeps them after the source dropped them) are NULL where the rows
-    lack them."""
+    lack them. A keyless table's hash and count are checked as :meth:`DeltaSink.apply`
+    checks them."""
     if rows.num_rows == 0:
         return []
     for name in absent:
         if name not in rows.column_names:
             rows = rows.append_column(name, pa.nulls(rows.num_rows, schema.field(name).type))
+    for field in schema:  # the cast would refuse them too, less clearly
+        if not field.nullable and rows.column(field.name).null_count:
+            raise SinkError(f"rows for {table.uri} hold nulls in {field.name!r}, which must be set")
     rows = rows.select(schema.names).cast(schema)
+    if COUNT_COLUMN in schema.names:
+        check_counts(table.uri, rows)
     filesystem, root = table.resolve()
     files: list[DataFile] = []
     for bucket, part in _by_bucket(rows, bucket_values(rows.column(key[0]), bucket_width)):

@@ -9,6 +9,10 @@ The stream changes a table's columns as the source's change (:mod:`.evolve`); tw
 more entries tell writers about that: ``airflow_cdc.dropped_columns``, the columns the
 table keeps after the source dropped them (a writer without them is valid), and
 ``airflow_cdc.evolving``, set while the columns are being changed (writers wait).
+
+A table of a source table without a key (``sinks.keyless``) is marked
+``airflow_cdc.keyless``; its stored key ends with ``_cdc_row_hash`` and it has
+``_cdc_row_hash`` and ``_cdc_count`` after the source's columns.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from airflow_cdc.sinks.cdc_columns import (
 )
 from airflow_cdc.sinks.conform import check_source_table
 from airflow_cdc.sinks.delta.buckets import check_bucket_width
+from airflow_cdc.sinks.keyless import image_fields, stored_key
 from airflow_cdc.sinks.naming import quote_column
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "CONFIG_DROPPED",
     "CONFIG_EVOLVING",
     "CONFIG_KEY",
+    "CONFIG_KEYLESS",
     "CONFIG_REPLACED",
     "STATS_COLUMNS",
     "PlannedTable",
@@ -59,6 +65,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = "airflow_cdc.key"
+#: "true" for a table of a source table without a key (a multiset of rows).
+CONFIG_KEYLESS = "airflow_cdc.keyless"
 CONFIG_BUCKET_WIDTH = "airflow_cdc.bucket_width"
 CONFIG_DROPPED = "airflow_cdc.dropped_columns"
 CONFIG_EVOLVING = "airflow_cdc.evolving"
@@ -85,6 +93,8 @@ class TableLayout:
     dropped_columns: tuple[str, ...] = ()
     #: What the stream is changing the columns for, while it does (writers wait).
     evolving: str | None = None
+    #: A multiset of rows (``sinks.keyless``): ``key`` ends with the row hash.
+    keyless: bool = False
 
     @property
     def change_schema(self) -> pa.Schema:
@@ -121,6 +131,7 @@ def layout_of(dt: DeltaTable, table: TableId) -> TableLayout:
         schema=pa.schema(dt.schema().to_arrow()),
         dropped_columns=tuple(json.loads(config.get(CONFIG_DROPPED) or "[]")),
         evolving=config.get(CONFIG_EVOLVING) or None,
+        keyless=config.get(CONFIG_KEYLESS) == "true",
     )
 
 
@@ -148,24 +159,39 @@ def planned_table(
 ) -> PlannedTable:
     """Check the source table's columns and key, and plan its sink table. ``bucket_width``
     applies only when the first key column is an integer; other tables keep every row in
-    bucket 0."""
+    bucket 0, as does a keyless table read whole (its stored key is the row hash alone)."""
     table = schema.table
     check_source_table(schema, arrow_schema)
-    first = schema.key_columns[0]
-    width = bucket_width if first.is_integer else None
-    if bucket_width is not None and width is None:
-        log.info("%s: key %r is not an integer; every row goes to bucket 0", table, first.name)
-    if width is not None:
-        check_bucket_width(width, arrow_schema.field(first.name).type, first.name)
-    wanted = _delta_arrow_schema(table, arrow_schema)
+    width = _bucket_width(schema, arrow_schema, bucket_width)
+    wanted = _delta_arrow_schema(table, arrow_schema, keyless=schema.keyless)
     config = {
-        CONFIG_KEY: json.dumps(list(schema.key)),
+        CONFIG_KEY: json.dumps(list(stored_key(schema))),
         STATS_COLUMNS: stats_columns(wanted),
         CHECKPOINT_INTERVAL[0]: CHECKPOINT_INTERVAL[1],
     }
+    if schema.keyless:
+        config[CONFIG_KEYLESS] = "true"
     if width is not None:
         config[CONFIG_BUCKET_WIDTH] = str(width)
     return PlannedTable(wanted, config)
+
+
+def _bucket_width(
+    schema: TableSchema, arrow_schema: pa.Schema, bucket_width: int | None
+) -> int | None:
+    """The width a new table is bucketed by: ``bucket_width`` when the first key column
+    (a keyless table's chunking column) is an integer, else None (one bucket)."""
+    if not schema.key:  # keyless, read whole: a hash says nothing of where a row lies
+        return None
+    first = schema.key_columns[0]
+    width = bucket_width if first.is_integer else None
+    if bucket_width is not None and width is None:
+        log.info(
+            "%s: key %r is not an integer; every row goes to bucket 0", schema.table, first.name
+        )
+    if width is not None:
+        check_bucket_width(width, arrow_schema.field(first.name).type, first.name)
+    return width
 
 
 def create_table(
@@ -214,6 +240,7 @@ def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTabl
     changed them past what the writer read)."""
     config = planned.configuration
     stored = existing.metadata().configuration
+    _check_same_kind(table, existing, stored.get(CONFIG_KEYLESS), config.get(CONFIG_KEYLESS))
     if stored.get(CONFIG_KEY) != config[CONFIG_KEY]:
         raise SinkError(
             f"the sink table of {table} at {existing.table_uri} has the key "
@@ -241,6 +268,21 @@ def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTabl
             f"the sink table of {table} at {existing.table_uri} has other columns than the "
             f"source: {'; '.join(problems)}"
         )
+
+
+def _check_same_kind(
+    table: TableId, existing: DeltaTable, stored: str | None, planned: str | None
+) -> None:
+    """Refuse a keyed table met by a keyless source table or the other way round: their
+    rows mean different things (a row per key, a row per image with its count)."""
+    if (stored == "true") == (planned == "true"):
+        return
+    kinds = ("has no key", "has a key") if planned == "true" else ("has a key", "has no key")
+    raise SinkError(
+        f"the sink table of {table} at {existing.table_uri} was made for a source table that "
+        f"{kinds[1]}, and the source table {kinds[0]} now: it needs to be snapshotted again "
+        "into a replacement (mysql_cdc_backfill with replace)"
+    )
 
 
 def column_differences(layout: TableLayout, wanted: pa.Schema) -> list[str]:
@@ -277,10 +319,14 @@ def delta_fields(table: TableId, fields: list[pa.Field]) -> list[pa.Field]:
     ]
 
 
-def _delta_arrow_schema(table: TableId, arrow_schema: pa.Schema) -> pa.Schema:
-    """The table schema as Delta stores it (every column nullable: delete markers carry
-    only the key), round-tripped through Delta's types so it compares with a stored one."""
+def _delta_arrow_schema(
+    table: TableId, arrow_schema: pa.Schema, *, keyless: bool = False
+) -> pa.Schema:
+    """The table schema as Delta stores it (every source column nullable: delete markers
+    carry only the key; a keyless table's hash and count never NULL), round-tripped through
+    Delta's types so it compares with a stored one."""
     fields = [pa.field(f.name, f.type, nullable=True) for f in arrow_schema]
+    fields += image_fields() if keyless else []
     fields += [
         pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=True),
         pa.field(DELETED_COLUMN, pa.bool_(), nullable=True),

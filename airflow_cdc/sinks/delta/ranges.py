@@ -21,8 +21,10 @@ from airflow_cdc.model import ChunkRange, TableId
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     DELETED_COLUMN,
+    HASH_TYPE,
     POSITION_COLUMN,
     POSITION_TYPE,
+    ROW_HASH_COLUMN,
 )
 from airflow_cdc.sinks.delta.buckets import bucket_of
 from airflow_cdc.sinks.delta.commits import add_actions, commit_actions, commit_properties
@@ -38,7 +40,10 @@ RangeRows = Callable[[DeltaTable, TableLayout, ChunkRange, "int | None"], pa.Tab
 def range_rows(dt: DeltaTable, layout: TableLayout, rng: ChunkRange, below: int | None) -> pa.Table:
     """Key columns, ``_cdc_position`` and ``_cdc_deleted`` of the rows that may lie in
     ``rng`` (and hold a position less than ``below``, unless None). A superset: only an
-    integer first key column is filtered, by its bounds and by the buckets they fall in."""
+    integer first key column is filtered, by its bounds and by the buckets they fall in
+    (only ``rng``'s first values count: a keyless table's range is of its chunking column,
+    the first of its stored key). A keyless table's row hash comes as :data:`HASH_TYPE`,
+    as its writers hash (Delta stores it as ``binary``)."""
     first = layout.key[0]
     first_type = layout.schema.field(first).type
     condition = (
@@ -62,7 +67,11 @@ def range_rows(dt: DeltaTable, layout: TableLayout, rng: ChunkRange, below: int 
                 pruning.append((BUCKET_COLUMN, "<=", bucket_of(hi, layout.bucket_width)))
     dataset = dt.to_pyarrow_dataset(file_pruning_predicate=pruning or None)
     columns = [*layout.key, POSITION_COLUMN, DELETED_COLUMN]
-    return dataset.to_table(columns=columns, filter=condition)
+    rows = dataset.to_table(columns=columns, filter=condition)
+    if layout.keyless:
+        at = rows.schema.get_field_index(ROW_HASH_COLUMN)
+        rows = rows.set_column(at, ROW_HASH_COLUMN, rows.column(at).cast(HASH_TYPE))
+    return rows
 
 
 def commit_if_empty(

@@ -1,5 +1,6 @@
 """The rows of a sink table as readers see them (:meth:`DeltaSink.read_live`) and as they
-are stored (:meth:`DeltaSink.read_all`)."""
+are stored (:meth:`DeltaSink.read_all`). A keyless table's readers get the source's rows:
+each live row as many times as its ``_cdc_count`` (``sinks.keyless``)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,25 @@ from deltalake import DeltaTable
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
+from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, DELETED_COLUMN
 from airflow_cdc.sinks.delta.layout import layout_of
+from airflow_cdc.sinks.keyless import expand_counts
 
 __all__ = ["all_rows", "live_rows"]
 
 
 def live_rows(dt: DeltaTable, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
-    """Current rows: delete markers left out, ``_cdc_`` columns dropped."""
+    """Current rows: delete markers left out, ``_cdc_`` columns dropped; a keyless table's
+    rows repeated by their counts."""
     layout = layout_of(dt, table)
     wanted = list(columns) if columns is not None else layout.source_columns
     unknown = [c for c in wanted if c not in layout.source_columns]
     if unknown:
         raise SinkError(f"{table} has no source columns {unknown}")
     dataset: pads.Dataset = dt.to_pyarrow_dataset()
+    if layout.keyless:
+        read = dataset.to_table(columns=[*wanted, COUNT_COLUMN], filter=~pc.field(DELETED_COLUMN))
+        return expand_counts(read, wanted)
     return dataset.to_table(columns=wanted, filter=~pc.field(DELETED_COLUMN))
 
 

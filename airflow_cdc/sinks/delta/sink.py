@@ -388,7 +388,7 @@ class DeltaSink:
 
     def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
         """Current rows of the live table: delete markers left out, ``_cdc_`` columns
-        dropped."""
+        dropped; a keyless table's rows repeated by their counts (``sinks.keyless``)."""
         return live_rows(self._places.open_live(table), table, columns)
 
     def read_all(self, table: TableId) -> pa.Table:

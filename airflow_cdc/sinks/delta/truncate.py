@@ -2,7 +2,8 @@
 than P becomes a delete marker at P (:meth:`DeltaSink.truncate`).
 
 The markers are what a delete of each row at P would leave (``stream.apply``): the key
-columns kept, the other source columns null, ``_cdc_position = P``, ``_cdc_deleted``. So an
+columns kept, the other source columns null, ``_cdc_position = P``, ``_cdc_deleted`` (and
+for a keyless table ``_cdc_count = 0``: the image's rows are gone). So an
 older change that arrives later (a replayed batch, a chunk read before the truncate) cannot
 bring a row back, and a newer one does (last writer wins, :mod:`airflow_cdc.sinks.last_writer_wins`). Rows
 at P or later and existing markers stay as they are, so a second truncate at P changes
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, Transaction
 
 from airflow_cdc.model import RowFilter
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.delta.commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta.layout import TableLayout
 from airflow_cdc.sinks.delta.older import (
@@ -51,12 +52,15 @@ def truncate_predicate(buckets: Sequence[int], position: int, among: str | None 
 
 def marker_updates(layout: TableLayout, position: int) -> dict[str, str]:
     """The ``UPDATE`` assignments that make a row a delete marker at ``position``: non-key
-    source columns null, the position set, the marker flag on."""
+    source columns null, the position set, the marker flag on; a keyless table's count 0
+    (its readers repeat a row by its count: a marker must stand for no row)."""
     updates = {
         quote_column(name): "NULL" for name in layout.source_columns if name not in layout.key
     }
     updates[quote_column(POSITION_COLUMN)] = position_literal(position)
     updates[quote_column(DELETED_COLUMN)] = "true"
+    if layout.keyless:
+        updates[quote_column(COUNT_COLUMN)] = "0"
     return updates
 
 
