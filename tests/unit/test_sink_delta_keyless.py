@@ -231,7 +231,7 @@ def test_a_keyed_table_met_by_a_keyless_source_or_the_other_way_round(
 ) -> None:
     sink = DeltaSink(str(tmp_path / "lake"))
     sink.ensure_table(first, arrow_schema(first))
-    with pytest.raises(SinkError, match="made for a source table that .* replace"):
+    with pytest.raises(SinkError, match=r"made for a source table that .* replace"):
         sink.ensure_table(then, arrow_schema(then))
 
 
