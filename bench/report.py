@@ -70,6 +70,12 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
         "verify of a whole table (source and lake summed, compared) ÷ one `mariadb --quick` read",
         "<=",
     ),
+    (
+        "keyless_snapshot_vs_keyed",
+        "snapshot of a table without a key (a multiset, 5% duplicate rows) ÷ the same rows "
+        "with a primary key, seconds (lower is better)",
+        "<=",
+    ),
 )
 
 #: Targets not carried by the results (a section may report ``target_<key>`` itself).
@@ -87,6 +93,7 @@ TARGETS: dict[str, float | None] = {
     "add_column_vs_resnapshot": 0.1,
     "online_schema_change_vs_resnapshot": 0.1,
     "verify_vs_cli": 2.0,
+    "keyless_snapshot_vs_keyed": 2.0,
 }
 
 REPRODUCE = """\
@@ -476,6 +483,39 @@ def verify_lines(section: dict[str, Any]) -> list[str]:
     return _table(("rows", "`mariadb --quick`", "verify", "ratio", "bound → observed rows/s"), rows)
 
 
+def keyless_snapshot_lines(section: dict[str, Any]) -> list[str]:
+    """A keyless table's snapshot against the keyed one, and the keyless read's parts."""
+    rows = []
+    for figures in section.values():
+        keyed, keyless = figures.get("keyed") or {}, figures.get("keyless") or {}
+        parts = figures.get("keyless_read_parts") or {}
+        rows.append(
+            (
+                f"{figures.get('rows'):,}",
+                " / ".join(f"{s} s" for s in keyed.get("runs_seconds") or []),
+                " / ".join(f"{s} s" for s in keyless.get("runs_seconds") or []),
+                f"{_num(keyed.get('rows_per_s'))} / {_num(keyless.get('rows_per_s'))}",
+                figures.get("keyless_snapshot_vs_keyed"),
+                f"{keyless.get('read_seconds')} / {keyless.get('correct_seconds')} / "
+                f"{keyless.get('write_seconds')} s",
+                f"{parts.get('view_read_seconds')} / {parts.get('image_hashes_seconds')} / "
+                f"{parts.get('count_images_seconds')} s",
+            )
+        )
+    return _table(
+        (
+            "rows",
+            "keyed",
+            "keyless",
+            "rows/s keyed / keyless",
+            "ratio",
+            "keyless read / correct / write",
+            "one core: view read / hashes / count_images",
+        ),
+        rows,
+    )
+
+
 def many_tables_lines(section: dict[str, Any]) -> list[str]:
     """Many tables against one, and the stream's latency over many tables."""
     rows = []
@@ -722,6 +762,21 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "read, and the rate observed.",
             "",
             *verify_lines(raw["verify"]),
+            "",
+        ]
+    if raw.get("keyless_snapshot"):
+        parts += [
+            "## A table without a key",
+            "",
+            "`bench/keyless_snapshot.py`: the same rows (`id BIGINT, c INT NOT NULL,",
+            "v VARCHAR(40), d DECIMAL(12,2), t DATETIME(6)`, `KEY(c)`) with `id` the primary",
+            "key and without any key (chunked by `c`, 5% exact duplicate rows), each planned",
+            "and its chunks run in-process (`snapshot.unit.run_chunk`, partitions over 2",
+            "worker processes), alternating, twice each; the faster of each compared, and",
+            "every run's lake checked against the source (rows, `SUM(id)`, distinct images).",
+            "Then the keyless read's parts on one core, the whole table in one view.",
+            "",
+            *keyless_snapshot_lines(raw["keyless_snapshot"]),
             "",
         ]
     extra = {k: raw[k] for k in ("stream_latency", "stream_big_transaction") if raw.get(k)}

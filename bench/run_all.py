@@ -28,7 +28,9 @@ carried over in place against a full re-snapshot of it (``add_column.py``); and 
 ``bench.t`` at the largest size verified against one ``mariadb --quick`` read of it
 (``verify.py``); and **upkeep**:
 the maintenance DAG on a table the stream wrote for 500 versions, files and a full read
-before and after (``upkeep.py``).
+before and after (``upkeep.py``); and **keyless_snapshot**: a table without a key
+snapshotted against the same rows with a primary key (``--keyless-rows``, 1,000,000 by
+default; ``keyless_snapshot.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -74,6 +76,8 @@ from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 DEFAULT_SIZES = (1_000_000, 5_000_000, 10_000_000)
 #: The table of the add_column section (issue 21's figure is for 1,000,000 rows).
 ADD_COLUMN_ROWS = 1_000_000
+#: Rows of each table of the keyless_snapshot section (issue 47's figure is for 1,000,000).
+KEYLESS_ROWS = 1_000_000
 #: Backlog sizes (row changes) of the stream sections: the mixed backlog and each of the three
 #: workloads (the largest is the headline). Not 1M any more: one Python decoder reads
 #: single-row INSERTs at ~6.5k changes/s here (the stream ~15k, mariadb-binlog ~50k), so the
@@ -102,6 +106,7 @@ HEADLINE_KEYS = (
     "add_column_vs_resnapshot",
     "online_schema_change_vs_resnapshot",
     "verify_vs_cli",
+    "keyless_snapshot_vs_keyed",
 )
 RESULTS = BENCH / "results.json"
 
@@ -357,6 +362,21 @@ def verify_section(run: Run, server: LocalMariaDB, rows: int, workdir: Path) -> 
             run.raw["verify"] = {str(rows): result}
 
 
+def keyless_snapshot_section(run: Run, server: LocalMariaDB, rows: int, workdir: Path) -> None:
+    """``keyless_snapshot.measure_keyless_snapshot``: a table without a key snapshotted
+    against the same rows with a primary key, in the same run; keyed by the rows."""
+    measure, status = optional("keyless_snapshot", "measure_keyless_snapshot")
+    run.sections["keyless_snapshot"] = status
+    if measure is not None:
+        result = run.attempt(
+            "keyless_snapshot", f"keyless_snapshot.{rows}", lambda: measure(server, rows, workdir)
+        )
+        if result is not None:
+            run.raw["keyless_snapshot"] = {str(rows): result}
+        with contextlib.suppress(OSError):
+            shutil.rmtree(workdir)
+
+
 def upkeep_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``upkeep.measure_upkeep``: the maintenance DAG on a table the stream wrote for 500
     versions, beside the running stream; keyed by the table's rows."""
@@ -530,6 +550,9 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
             raw.get("online_schema_change"), "online_schema_change_vs_resnapshot"
         ),
         "verify_vs_cli": _largest(raw.get("verify"), "verify_vs_cli"),
+        "keyless_snapshot_vs_keyed": _largest(
+            raw.get("keyless_snapshot"), "keyless_snapshot_vs_keyed"
+        ),
     }
     plan = raw.get("plan") or {}
     plan_sizes = [int(k) for k in plan.get("sizes", {})]
@@ -635,6 +658,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_CHUNK_ROWS,
         help="rows per chunk of the planning section (default 100,000)",
     )
+    parser.add_argument(
+        "--keyless-rows",
+        type=int,
+        default=KEYLESS_ROWS,
+        help="rows of each table of the keyless_snapshot section (default 1,000,000)",
+    )
     parser.add_argument("--skip", default="", help="sections to skip, comma-separated")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--docs", type=Path, default=REPO / "docs")
@@ -676,6 +705,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 online_schema_change_section(run, server, workdir)
             if "upkeep" not in skip:
                 upkeep_section(run, server, workdir / "upkeep")
+            if "keyless_snapshot" not in skip:
+                keyless_snapshot_section(run, server, args.keyless_rows, workdir / "keyless")
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)
