@@ -143,15 +143,31 @@ def check_lake(server: LocalMariaDB, name: str, lake: Path) -> dict[str, int]:
         lake_sum = int(pc.sum(pc.multiply(ids, counts)).as_py() or 0)
     else:
         lake_rows, lake_sum = rows.num_rows, int(pc.sum(ids).as_py() or 0)
-    ((count, total, distinct),) = server.query(
-        f"SELECT COUNT(*), SUM(id), (SELECT COUNT(*) FROM (SELECT DISTINCT * FROM {DB}.{name}) d)"
-        f" FROM {DB}.{name}"
-    )
+    count, total, distinct = _source_figures(server, name)
     found = {"rows": lake_rows, "sum_id": lake_sum, "stored_rows": rows.num_rows}
     wanted = {"rows": int(count), "sum_id": int(total), "stored_rows": int(distinct)}
     if found != wanted:
         raise RuntimeError(f"{DB}.{name}: the lake holds {found}, the source {wanted}")
     return found
+
+
+def _source_figures(server: LocalMariaDB, name: str) -> tuple[int, int, int]:
+    """The table's rows, ``SUM(id)`` and distinct rows; the distinct rows' temporary table
+    kept in memory (not in the server's tmpdir, ``/tmp``, shared with the machine)."""
+    conn = server.root()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SET SESSION max_heap_table_size = 1 << 30, tmp_memory_table_size = 1 << 30"
+            )
+            cur.execute(
+                f"SELECT COUNT(*), SUM(id), (SELECT COUNT(*) FROM (SELECT DISTINCT * "
+                f"FROM {DB}.{name}) d) FROM {DB}.{name}"
+            )
+            ((count, total, distinct),) = cur.fetchall()
+    finally:
+        conn.close()
+    return int(count), int(total), int(distinct)
 
 
 def keyless_read_parts(server: LocalMariaDB) -> dict[str, float]:
