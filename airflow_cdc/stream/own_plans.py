@@ -43,6 +43,7 @@ __all__ = [
     "own_label",
     "plan_again",
     "run_own_plans",
+    "set_aside",
     "snapshot_plan",
     "start_again",
 ]
@@ -107,7 +108,7 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
         try:
             schema = context.load_schema(table)
         except TableError as exc:
-            _set_aside(context, table, position, f"created again: {exc}")
+            set_aside(context, table, position, f"created again: {exc}")
             return None
     width = DEFAULT_BUCKET_WIDTH if schema.key_columns[0].is_integer else None
     # A new generation, empty, put in the table's place at once: one commit readers see.
@@ -138,7 +139,7 @@ def plan_again(
         try:
             (schema,) = followable_schemas(conn, [table])
         except TableError as exc:
-            _set_aside(context, table, position, f"cannot be snapshotted again: {exc}")
+            set_aside(context, table, position, f"cannot be snapshotted again: {exc}")
             return
         latest = store.watermarks.full_snapshot(table)
         if latest is not None and latest.label == label:
@@ -162,7 +163,7 @@ def plan_again(
     on_server(context.source, plan, what=f"planning {table} again")
 
 
-def _set_aside(context: InOrder, table: TableId, position: BinlogPosition, reason: str) -> None:
+def set_aside(context: InOrder, table: TableId, position: BinlogPosition, reason: str) -> None:
     """``table`` left by the stream at ``position``, its replica kept as it is, with the
     reason in the status (shown as dropped): the stream goes on with the other tables."""
     log.error("%s is set aside: %s. %s", table, reason, way_on(table))
