@@ -31,7 +31,7 @@ from airflow_cdc.source.connection import DbConnection
 from airflow_cdc.source.server import server_info
 from airflow_cdc.source.validation import validate_source
 
-__all__ = ["SnapshotPlan", "plan_snapshot"]
+__all__ = ["SnapshotPlan", "chunked_schemas", "plan_snapshot"]
 
 log = logging.getLogger("airflow_cdc.planning")
 
@@ -66,7 +66,7 @@ def plan_snapshot(
         )
     info = server_info(conn)
     validate_source(conn, info, tables)
-    schemas = _chunked(conn, load_table_schemas(conn, tables, chunk_keys))
+    schemas = chunked_schemas(conn, load_table_schemas(conn, tables, chunk_keys))
     for note in filter(None, map(unique_key_note, schemas)):
         log.info("%s", note)  # a key the user did not name: said where the plan is made
     for note in filter(None, map(keyless_note, schemas)):
@@ -80,7 +80,7 @@ def plan_snapshot(
     return SnapshotPlan(store.plans.create(label, plans), tuple(plans))
 
 
-def _chunked(conn: DbConnection, schemas: Sequence[TableSchema]) -> list[TableSchema]:
+def chunked_schemas(conn: DbConnection, schemas: Sequence[TableSchema]) -> list[TableSchema]:
     """``schemas``, a keyless table's with its chunking column as its key (its indexes
     read for it: one query for all of them)."""
     keyless = [schema.table for schema in schemas if schema.keyless]

@@ -28,7 +28,9 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FinishedChunk
 from airflow_cdc.model import BinlogPosition, TableId, TablePlan, TableSchema
 from airflow_cdc.model.plan import EVERY_KEY
-from airflow_cdc.planning.plan_snapshot import SnapshotPlan
+from airflow_cdc.planning.chunk_column import keyless_note
+from airflow_cdc.planning.partitions import bucket_width
+from airflow_cdc.planning.plan_snapshot import SnapshotPlan, chunked_schemas
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.reader import reader_server_id
@@ -38,7 +40,7 @@ from airflow_cdc.source.binlog.start_search import (
     position_of_gtid,
 )
 from airflow_cdc.source.catalog import load_table_schemas
-from airflow_cdc.source.catalog.table_keys import require_key, unique_key_note
+from airflow_cdc.source.catalog.table_keys import unique_key_note
 from airflow_cdc.source.connection import DbConnection
 from airflow_cdc.source.server import ServerInfo, current_position, server_info
 from airflow_cdc.source.validation import validate_source
@@ -84,18 +86,18 @@ def record_start_plan(
     """Check the server and ``tables`` as a snapshot's plan does, make their Delta tables
     (empty, when missing), and record a plan of one done chunk per table holding no rows
     at the start position of ``startup``; the plan and that position. A table without a
-    key is refused (``require_key``: the stream cannot follow it yet)."""
+    key gets the chunking column a snapshot's plan would give it (its Delta table's
+    layout): the stream sets it aside as it would join, as after a snapshot."""
     server = store.servers.current(source, may_switch=not store.streams.any_committed())
     info = server_info(conn, server)
     validate_source(conn, info, tables)
     schemas, position = _schemas_at_start(conn, source, info, tables, startup, chunk_keys)
-    for schema in schemas:  # its chunk is done here, not by a chunk job that refuses it
-        require_key(schema)
+    schemas = chunked_schemas(conn, schemas)
     for schema in schemas:
-        note = unique_key_note(schema)
+        note = unique_key_note(schema) or keyless_note(schema)
         if note:
             log.info("%s", note)
-        sink.ensure_table(schema, arrow_schema(schema), bucket_width=None)
+        sink.ensure_table(schema, arrow_schema(schema), bucket_width=bucket_width(conn, schema, 1))
     plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "single") for s in schemas]
     record = store.plans.create(label, plans)
     by_table = {schema.table: schema for schema in schemas}

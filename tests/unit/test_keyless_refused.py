@@ -16,7 +16,7 @@ from airflow_cdc.config import SinkConfig, SourceConfig
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId
+from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
 from airflow_cdc.snapshot import start_plan
 from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.source.catalog import load_table_schema
@@ -48,21 +48,38 @@ def keyed() -> Catalog:
     return Catalog(TABLE, [("at", 2, False), ("n", 0, True)], [Index("PRIMARY", True, ("at",))])
 
 
-def test_a_start_without_a_snapshot_refuses_it_before_recording_anything(
+class EnsuredTables:
+    """A sink that records the tables it is asked to make."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[TableSchema, int | None]] = []
+
+    def ensure_table(self, schema: TableSchema, arrow: Any, *, bucket_width: int | None) -> None:
+        self.made.append((schema, bucket_width))
+
+
+def test_a_start_without_a_snapshot_takes_it_with_its_chunking_column(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Its Delta table is made with the chunking column a snapshot's plan would choose (so
+    a later backfill's chunks find the layout they write), and its chunk recorded done;
+    the stream sets it aside as it would join."""
     at = BinlogPosition("mariadb-bin.000001", 4)
     monkeypatch.setattr(start_plan, "server_info", lambda conn, server: INFO)
     monkeypatch.setattr(start_plan, "validate_source", lambda conn, info, tables: None)
     monkeypatch.setattr(start_plan, "start_position", lambda conn, source, info, startup: at)
+    sink = EnsuredTables()
     with MetadataStore.connect(f"sqlite:///{tmp_path}/meta.db") as store:
         current = lambda servers, source, may_switch: ServerEpoch(1, 0)  # noqa: E731
         monkeypatch.setattr(type(store.servers), "current", current)
-        with pytest.raises(TableError, match=REFUSED):
-            start_plan.record_start_plan(
-                keyless(), SOURCE, store, Untouched(), [TABLE], StartupConfig("latest"), "start"
-            )
-        assert store.plans.unfinished() == []
+        plan, position = start_plan.record_start_plan(
+            keyless(), SOURCE, store, sink, [TABLE], StartupConfig("latest"), "start"
+        )
+        (chunk,) = store.chunks.of_plan(plan.record.plan_id)
+    assert position == at
+    ((schema, width),) = sink.made
+    assert (schema.keyless, schema.key, width) == (True, ("at",), None)
+    assert (chunk.status, chunk.key, chunk.high_watermark) == ("done", ("at",), at)
 
 
 def test_a_replacement_refuses_it() -> None:

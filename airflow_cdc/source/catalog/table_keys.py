@@ -88,7 +88,8 @@ def unique_key_note(schema: TableSchema) -> str | None:
 def require_key(schema: TableSchema) -> TableSchema:
     """``schema``, of a table with a key; a table without one is refused (``TableError``)
     where a phase takes ``key`` for a row's identity, which a keyless table's chunking
-    column is not: the stream, a start without a snapshot, a replacement and verify
+    column is not: the stream (which sets such a table aside as it would join), a
+    replacement and verify
     (issue 47: the snapshot replicates such a table as a multiset of rows; the rest is
     not built yet). Called where each of those phases takes a table in."""
     if schema.keyless:
