@@ -6,8 +6,8 @@ schema change). Each checks first that the server and the tables are ready for C
 (binlog settings, grants, keys: ``source.validation``, every problem in one error), so a
 table no stream could follow is refused before a chunk of it is recorded. A table without a
 key is planned in ranges of the column ``planning.chunk_column`` chooses (or whole), which
-the plan records as its key (issue 47: its chunks refuse it until replicating it is built,
-``source.catalog.table_keys.require_key``).
+the plan records as its key: its chunks and the stream replicate it as a multiset of
+rows (``snapshot.counted_chunk``, ``stream.apply_counts``).
 """
 
 from __future__ import annotations

@@ -302,6 +302,11 @@ class Sink(Protocol):
         column."""
         ...
 
+    def counts_of(self, table: TableId, hashes: pa.Array) -> pa.Table:
+        """Of a keyless table: ``_cdc_row_hash``, ``_cdc_count`` and ``_cdc_position`` of
+        the rows holding the images ``hashes`` (markers included), as writers see it."""
+        ...
+
     def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
         """Current rows, without delete markers and without the ``_cdc_`` columns; a keyless
         table's as the source holds them (each image ``_cdc_count`` times)."""

@@ -35,7 +35,6 @@ from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schemas
-from airflow_cdc.source.catalog.table_keys import require_key
 from airflow_cdc.source.connection import DbConnection, on_server
 
 __all__ = ["replace_planned", "replace_tables", "replaced_for", "take_new_generations"]
@@ -86,9 +85,7 @@ def replace_planned(
     ``record``), empty, with its columns and key, which the plan's chunks fill while
     readers keep the old rows; ``stream_id``: the stream that follows them, which stops
     reading them until the plan is done. Idempotent (a table replaced for the plan already
-    is left as it is). A table without a key is refused (``require_key``)."""
-    for schema in schemas.values():
-        require_key(schema)
+    is left as it is)."""
     chunks = Counter(chunk.table for chunk in record.chunks)
     if stream_id:
         store.stream_tables.unjoin(stream_id, list(schemas), reason)

@@ -32,6 +32,7 @@ from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSIT
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 from airflow_cdc.source.binlog.column_decoder import column_array
+from airflow_cdc.stream.apply_counts import Marks, apply_counts
 from airflow_cdc.stream.reduce import LatestColumns, LatestReducer
 
 __all__ = [
@@ -225,13 +226,37 @@ def apply_batch(
     *,
     app_id: str | None = None,
     batch_id: int | None = None,
+    floors: Mapping[TableId, Marks] | None = None,
 ) -> BatchResult:
     """Reduce, filter and merge one batch; events must be in binlog order. ``app_id`` and
-    ``batch_id`` (together) make each table's merge skip a batch it has already applied."""
+    ``batch_id`` (together) make each table's merge skip a batch it has already applied.
+    A table without a key is folded as counts instead (``stream.apply_counts``), its
+    chunks' marks in ``floors`` read before this call."""
+    keyless = {table for table, schema in schemas.items() if schema.keyless}
+    counted: dict[TableId, list[ChangeEvent]] = defaultdict(list)
+    if keyless:
+        events = _keyed_only(events, keyless, counted)
     reduced = reduce_slice(events, schemas, should_emit)
     written: dict[TableId, int] = {}
     for table, blocks in reduced.tables.items():
         rows = newest_per_key(blocks, schemas[table].key)
         sink.apply(table, rows, app_id=app_id, app_version=batch_id, keys_unique=True)
         written[table] = rows.num_rows
-    return BatchResult(reduced.events, reduced.emitted, written)
+    for table, changes in counted.items():
+        if floors is None or table not in floors:
+            raise ValueError(f"{table} has no key: its changes need its chunks' marks")
+        written[table] = apply_counts(sink, schemas[table], changes, floors[table])
+    folded = sum(len(changes) for changes in counted.values())
+    return BatchResult(reduced.events + folded, reduced.emitted + folded, written)
+
+
+def _keyed_only(
+    events: Iterable[ChangeEvent],
+    keyless: set[TableId],
+    counted: dict[TableId, list[ChangeEvent]],
+) -> list[ChangeEvent]:
+    """The events of tables with a key; those of ``keyless`` tables go to ``counted``."""
+    keyed: list[ChangeEvent] = []
+    for event in events:
+        (counted[event.table] if event.table in keyless else keyed).append(event)
+    return keyed

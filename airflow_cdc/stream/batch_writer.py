@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from airflow_cdc.config import StreamJobSpec
-from airflow_cdc.errors import CdcError, SchemaChangedError, SinkColumnsChangedError, TableError
+from airflow_cdc.errors import CdcError, SchemaChangedError, SinkColumnsChangedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import (
     BinlogPosition,
@@ -33,7 +33,6 @@ from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, m
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged
 from airflow_cdc.snapshot.replacement import replaced_for
-from airflow_cdc.source.catalog.table_keys import require_key
 from airflow_cdc.stream.apply import merge_each
 from airflow_cdc.stream.carry_out import replace_unexplained
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
@@ -46,7 +45,6 @@ from airflow_cdc.stream.joining import (
     replay_tables,
     tables_to_read,
 )
-from airflow_cdc.stream.own_plans import set_aside
 from airflow_cdc.stream.read_schemas import ReadSchemas
 from airflow_cdc.stream.schema_statements import InOrder
 from airflow_cdc.stream.slice_blocks import staging_dir
@@ -296,9 +294,6 @@ class BatchWriter:
         self.schemas.load_missing(reading)
         if not fresh or batch.start is None:
             return []
-        fresh = self._leave_keyless(fresh, batch.start)
-        if not fresh:
-            return []
         try:
             self.store.streams.acquire_lease(
                 self.spec.stream_id, [*joined, *fresh], self.owner, LEASE_SECONDS
@@ -319,20 +314,6 @@ class BatchWriter:
                 self.schemas.keep(replay.table, replay.schema)
             self._take_new_generation(replay.table)
         return [replay for replay in replays if replay.table in readable]
-
-    def _leave_keyless(self, fresh: list[TableId], position: BinlogPosition) -> list[TableId]:
-        """``fresh`` less the tables without a key, set aside as they would join: their
-        snapshot is in the lake, following their changes is not built yet (issue 47)."""
-        kept = []
-        for table in fresh:
-            try:
-                require_key(self.schemas[table])
-            except TableError as exc:
-                set_aside(self._in_order(), table, position, str(exc))
-                self.schemas.forget(table)
-            else:
-                kept.append(table)
-        return kept
 
     def _take_new_generation(self, table: TableId) -> None:
         """A table replaced while the stream left it (``snapshot.replacement``), caught up

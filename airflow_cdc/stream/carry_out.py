@@ -158,7 +158,9 @@ def _decide(
             decided = _Decided(Decision.REPLACE, f" ({found.reason})")
         else:
             decided = _Decided(decision, rows=found)
-    if decided.decision in _IN_PLACE and _may_change_key(statement):
+    if schema.keyless:
+        decided = _keyless_in_place(decided)
+    elif decided.decision in _IN_PLACE and _may_change_key(statement):
         decided = _key_kept(context, schema, decided)
     if decided.decision is Decision.REPLACE and context.schema_changes.not_in_place == "stop":
         return dataclasses.replace(decided, decision=Decision.STOP)  # the operator replaces it
@@ -170,6 +172,19 @@ def _decide(
 #: unique index, ``source.catalog.table_keys``), a key column made nullable.
 _IN_PLACE = (Decision.NOTHING, Decision.EVOLVE)
 _INDEX_OR_NULLS = (DdlKind.TABLE_OPTIONS, DdlKind.MODIFY_COLUMN)
+
+
+def _keyless_in_place(decided: _Decided) -> _Decided:
+    """``decided``, or a replacement when it changes a keyless table's columns in place:
+    its rows are identified by the hash of every column, which a change of columns would
+    have to compute anew for every row (not built: the table is snapshotted again)."""
+    if decided.evolution is None:
+        return decided
+    return _Decided(
+        Decision.REPLACE,
+        " (a table without a key is identified by the hash of all its columns: a change of "
+        "its columns snapshots it again)",
+    )
 
 
 def _may_change_key(statement: Statement) -> bool:

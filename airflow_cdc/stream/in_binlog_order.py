@@ -90,6 +90,7 @@ class _Run:
         self.schema = schema
         self.applied_before = applied_before
         marks = context.store.watermarks.of_table(schema.table, sort_key=sort_key_for(schema))
+        self.marks = {schema.table: marks}  # read before the sink: a keyless table's floors
         self.highs = [high for _, high in marks]
         self.emit = EmitFilter({schema.table: marks}, {schema.table: schema})
         self.pending: list[ChangeEvent] = []
@@ -134,7 +135,9 @@ class _Run:
                 self.emit.should_emit,
                 lambda event, drift: drifts.append((event, drift)),
             )
-            result = apply_batch(self.context.sink, schemas, events, self.emit.should_emit)
+            result = apply_batch(
+                self.context.sink, schemas, events, self.emit.should_emit, floors=self.marks
+            )
             self.written += result.rows_written
             self.pending.clear()
             self.drifted = self.drifted or (drifts[0] if drifts else None)

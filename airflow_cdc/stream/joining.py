@@ -220,7 +220,7 @@ def _replay_pass(
                 drifts.setdefault(event.table, (event, drift))
 
             events = screen_events(pending, schemas, emit.should_emit, drifted)
-            result = apply_batch(context.sink, schemas, events, emit.should_emit)
+            result = apply_batch(context.sink, schemas, events, emit.should_emit, floors=marks)
             for table, rows in result.rows_per_table.items():
                 written[table] = written.get(table, 0) + rows
             pending.clear()

@@ -110,7 +110,7 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
         except TableError as exc:
             set_aside(context, table, position, f"created again: {exc}")
             return None
-    width = DEFAULT_BUCKET_WIDTH if schema.key_columns[0].is_integer else None
+    width = DEFAULT_BUCKET_WIDTH if schema.key and schema.key_columns[0].is_integer else None
     # A new generation, empty, put in the table's place at once: one commit readers see.
     context.sink.replace_table(schema, arrow_schema(schema), bucket_width=width, replaced_for=label)
     context.sink.promote(table, label)

@@ -8,9 +8,8 @@ but not the sink table; so each schema is compared with the sink table's own col
 key once, when kept (``source.schema_check.sink_drift``), and the batch writer replaces
 a table that drifted (``stream.carry_out.replace_unexplained``).
 
-The stream takes every table from the catalog through :func:`followable_schemas`, which
-refuses a table without a key (``source.catalog.table_keys.require_key``): its reduce,
-emit filter and merge take ``key`` for a row's identity (issue 47: not built yet).
+The stream takes every table from the catalog through :func:`followable_schemas`; a table
+without a key gets its chunking column there, as a plan gives it.
 """
 
 from __future__ import annotations
@@ -20,9 +19,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
+from airflow_cdc.planning.plan_snapshot import chunked_schemas
 from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.keyless import stored_key
 from airflow_cdc.source.catalog import load_table_schemas
-from airflow_cdc.source.catalog.table_keys import require_key
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift
 from airflow_cdc.stream.known_columns import KnownColumns
@@ -35,9 +35,11 @@ def followable_schemas(
     tables: Sequence[TableId],
     chunk_keys: Mapping[TableId, Sequence[str]] | None = None,
 ) -> list[TableSchema]:
-    """The catalog's schemas of ``tables`` (``load_table_schemas``) for the stream: a
-    table without a key is refused, ``TableError`` (see the module docstring)."""
-    return [require_key(schema) for schema in load_table_schemas(conn, tables, chunk_keys)]
+    """The catalog's schemas of ``tables`` (``load_table_schemas``) for the stream, a
+    table without a key with the chunking column a plan gives it (``planning.
+    plan_snapshot.chunked_schemas``: the one its snapshot's chunks and Delta table have,
+    unless its indexes changed since, which the sink's key then shows as drift)."""
+    return chunked_schemas(conn, load_table_schemas(conn, tables, chunk_keys))
 
 
 class ReadSchemas:
@@ -68,7 +70,10 @@ class ReadSchemas:
         self._schemas[table] = schema
         if self._sink.exists(table):
             shape = self._sink.shape(table)
-            self._drift[table] = sink_drift(shape.columns, shape.key, schema)
+            # The sink merges a keyless table by its chunking column and row hash: the
+            # same key as the schema's when its stored key is what the schema asks for.
+            key = schema.key if shape.key == stored_key(schema) else shape.key
+            self._drift[table] = sink_drift(shape.columns, key, schema)
         else:
             self._drift[table] = Drift()
 

@@ -39,7 +39,10 @@ from airflow_cdc.stream.slice_rows import (
     boundary_payload,
 )
 
-__all__ = ["SliceRow", "read_slice"]
+__all__ = ["KEYLESS_ASIDE", "SliceRow", "read_slice"]
+
+#: Why a slice sets every table without a key aside (``stream.apply_counts``).
+KEYLESS_ASIDE = "a table without a key: its changes are folded into counts in binlog order"
 
 #: ``(kind, ref, payload)``: the row schema of the stream's source (``stream.slice_rows``).
 SliceRow = tuple[str, str, bytes]
@@ -61,7 +64,8 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
         def stage(table: TableId, rows: pa.Table) -> None:
             staged.append((table, put.put(rows, schemas[table].key[0])))
 
-        aside: dict[TableId, Aside] = {}
+        # A table without a key is folded as counts by the driver, in binlog order.
+        aside = {t: Aside(start, KEYLESS_ASIDE) for t, schema in schemas.items() if schema.keyless}
 
         def drifted(event: ChangeEvent, drift: Drift) -> None:
             aside.setdefault(event.table, Aside(event.position, drift.describe()))

@@ -18,15 +18,17 @@ __all__ = ["DEADLOCKS", "busy_writers", "write_randomly"]
 DEADLOCKS = (1213, 1205)
 
 
-def write_randomly(mariadb: LocalMariaDB, db: str, seed: int, stop: threading.Event) -> None:
+def write_randomly(
+    mariadb: LocalMariaDB, db: str, seed: int, stop: threading.Event, values: str = "ab"
+) -> None:
     """Inserts, deletes and updates of one row each (``LIMIT 1``: the table has many equal
-    rows; ``c`` in 0..5, ``v`` ``'a'`` or ``'b'``), now and then two in one transaction,
-    until ``stop``."""
+    rows; ``c`` in 0..5, ``v`` one letter of ``values``: more letters, more images new to
+    the table), now and then two in one transaction, until ``stop``."""
     chance = random.Random(seed)
     conn = mariadb.root(db)
 
     def row() -> tuple[int, str]:
-        return chance.randrange(6), chance.choice("ab")
+        return chance.randrange(6), chance.choice(values)
 
     statements: list[Callable[[], tuple[str, tuple[object, ...]]]] = [
         lambda: ("INSERT INTO log VALUES (%s, %s)", row()),
@@ -53,12 +55,14 @@ def write_randomly(mariadb: LocalMariaDB, db: str, seed: int, stop: threading.Ev
 
 
 @contextmanager
-def busy_writers(mariadb: LocalMariaDB, db: str, count: int = 3) -> Iterator[None]:
+def busy_writers(
+    mariadb: LocalMariaDB, db: str, count: int = 3, values: str = "ab"
+) -> Iterator[None]:
     """``count`` threads of :func:`write_randomly` on ``db.log`` while the block runs;
     stopped and joined when it ends."""
     stop = threading.Event()
     threads = [
-        threading.Thread(target=write_randomly, args=(mariadb, db, seed, stop))
+        threading.Thread(target=write_randomly, args=(mariadb, db, seed, stop, values))
         for seed in range(count)
     ]
     for thread in threads:

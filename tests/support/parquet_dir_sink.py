@@ -414,6 +414,9 @@ class ParquetDirSink:
     def candidates(self, table: TableId, rng: ChunkRange, below: int) -> pa.Table:
         return _in_range(_read(self._writable(table), table), rng, below)
 
+    def counts_of(self, table: TableId, hashes: pa.Array) -> pa.Table:
+        raise SinkError(f"{table}: this test sink holds no table without a key")
+
     def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
         held = _read(self._live(table), table)
         wanted = list(columns) if columns is not None else held.source_columns

@@ -1,9 +1,8 @@
-"""Until replicating a table without a key is built (issue 47, steps 3-8), each phase that
-takes a table's ``key`` for a row's identity refuses a keyless one with one error
-(``source.catalog.table_keys.require_key``) before it touches the sink, the metadata DB or
-the table's rows: the chunk job, a start without a snapshot, a replacement, the stream's
-catalog reads, verify. The source is a fake catalog; what must stay untouched fails the
-test when used."""
+"""A table without a key where a phase takes a table in: a start without a snapshot and the
+stream's catalog reads give it the chunking column a plan gives it; verify, not built for
+it yet (issue 47), refuses it with one error (``source.catalog.table_keys.require_key``)
+before it touches the sink or the table's rows. The source is a fake catalog; what must
+stay untouched fails the test when used."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
 from airflow_cdc.snapshot import start_plan
-from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.catalog.table_keys import Index
 from airflow_cdc.source.server import ServerInfo
@@ -27,7 +25,7 @@ from airflow_cdc.verify.check import check_table
 from tests.support.fake_catalog import Catalog
 
 TABLE = TableId("shop", "log")
-REFUSED = r"shop\.log has no key: the snapshot copies it as a multiset of rows, but following its changes is not built yet \(issue 47\)"
+REFUSED = r"shop\.log has no key: it is replicated as a multiset of rows, which verify does not check yet \(issue 47\)"
 SOURCE = SourceConfig("db.example")
 INFO = ServerInfo("mariadb", (10, 11, 6))
 
@@ -82,20 +80,9 @@ def test_a_start_without_a_snapshot_takes_it_with_its_chunking_column(
     assert (chunk.status, chunk.key, chunk.high_watermark) == ("done", ("at",), at)
 
 
-def test_a_replacement_refuses_it() -> None:
-    schema = load_table_schema(keyless(), TABLE)
-    with pytest.raises(TableError, match=REFUSED):
-        replace_planned(
-            Untouched(), Untouched(), Untouched(), Untouched(), {TABLE: schema},
-            stream_id=None, reason="test",
-        )  # fmt: skip
-
-
-def test_the_stream_reads_only_tables_with_a_key() -> None:
-    with pytest.raises(TableError, match=REFUSED):
-        followable_schemas(keyless(), [TABLE])
-    with pytest.raises(TableError, match=REFUSED):
-        followable_schemas(keyless(), [TABLE], {TABLE: ("at",)})
+def test_the_stream_reads_it_with_the_chunking_column_a_plan_gives_it() -> None:
+    (schema,) = followable_schemas(keyless(), [TABLE])
+    assert (schema.keyless, schema.key) == (True, ("at",))
     (schema,) = followable_schemas(keyed(), [TABLE])
     assert (schema.keyless, schema.key) == (False, ("at",))
 

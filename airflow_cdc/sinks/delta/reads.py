@@ -13,11 +13,17 @@ from deltalake import DeltaTable
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, DELETED_COLUMN
+from airflow_cdc.sinks.cdc_columns import (
+    COUNT_COLUMN,
+    DELETED_COLUMN,
+    HASH_TYPE,
+    POSITION_COLUMN,
+    ROW_HASH_COLUMN,
+)
 from airflow_cdc.sinks.delta.layout import layout_of
 from airflow_cdc.sinks.keyless import expand_counts
 
-__all__ = ["all_rows", "live_rows"]
+__all__ = ["all_rows", "held_counts", "live_rows"]
 
 
 def live_rows(dt: DeltaTable, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
@@ -39,3 +45,13 @@ def all_rows(dt: DeltaTable) -> pa.Table:
     """Every row with the ``_cdc_`` columns, delete markers included."""
     dataset: pads.Dataset = dt.to_pyarrow_dataset()
     return dataset.to_table()
+
+
+def held_counts(dt: DeltaTable, hashes: pa.Array) -> pa.Table:
+    """Hash, count and position of the rows holding ``hashes`` (markers included), the
+    hash as ``HASH_TYPE`` (Delta stores it as plain binary, read as a binary view)."""
+    dataset: pads.Dataset = dt.to_pyarrow_dataset()
+    held = dataset.to_table(columns=[ROW_HASH_COLUMN, COUNT_COLUMN, POSITION_COLUMN])
+    stored = held.column(ROW_HASH_COLUMN).cast(pa.binary()).cast(HASH_TYPE)
+    held = held.set_column(0, ROW_HASH_COLUMN, stored)
+    return held.filter(pc.is_in(stored, value_set=hashes.cast(HASH_TYPE)))

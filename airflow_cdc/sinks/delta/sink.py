@@ -52,7 +52,7 @@ from airflow_cdc.sinks.delta.layout import (
 from airflow_cdc.sinks.delta.merge import merge
 from airflow_cdc.sinks.delta.places import TablePlaces
 from airflow_cdc.sinks.delta.ranges import commit_if_empty, range_rows
-from airflow_cdc.sinks.delta.reads import all_rows, live_rows
+from airflow_cdc.sinks.delta.reads import all_rows, held_counts, live_rows
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.delta.rewrite import (
     RewriteLimits,
@@ -381,6 +381,10 @@ class DeltaSink:
         """
         dt = self._open(table)
         return self._range_rows(dt, layout_of(dt, table), rng, below)
+
+    def counts_of(self, table: TableId, hashes: pa.Array) -> pa.Table:
+        """The writers' table's counts of those images (``reads.held_counts``)."""
+        return held_counts(self._open(table), hashes)
 
     # An attribute, not a direct call, so that a test can put another writer between
     # commit_new_range's emptiness check and its commit.

@@ -5,10 +5,10 @@ unique and never NULL. The rule, as Debezium's: the primary key; else the first 
 index whose columns are all NOT NULL and of types ranges can split (``KEY_TYPES``),
 preferring one InnoDB can make its clustered index (whole columns in a B-tree: the index
 it does cluster on when there is no primary key) to one with a column prefix or a hash;
-else none: the table has no key, and is replicated as a multiset of rows (issue 47; the
-catalog gives it ``TableSchema.keyless``, the plan its chunking column). Until that is
-built, what would take its chunking column for a row's identity refuses it
-(:func:`require_key`).
+else none: the table has no key, and is replicated as a multiset of rows (the catalog
+gives it ``TableSchema.keyless``, the plan its chunking column). What would take its
+chunking column for a row's identity and is not built for it yet refuses it
+(:func:`require_key`: verify).
 
 "First" is the server's order of the table's indexes, which ``information_schema.
 STATISTICS`` lists them in (MariaDB keeps them sorted: the primary key, then the unique
@@ -88,14 +88,10 @@ def unique_key_note(schema: TableSchema) -> str | None:
 def require_key(schema: TableSchema) -> TableSchema:
     """``schema``, of a table with a key; a table without one is refused (``TableError``)
     where a phase takes ``key`` for a row's identity, which a keyless table's chunking
-    column is not: the stream (which sets such a table aside as it would join), a
-    replacement and verify
-    (issue 47: the snapshot replicates such a table as a multiset of rows; the rest is
-    not built yet). Called where each of those phases takes a table in."""
+    column is not, and has no way for a multiset of rows yet: verify (issue 47)."""
     if schema.keyless:
         raise TableError(
-            f"{schema.table} has no key: the snapshot copies it as a multiset of rows, but "
-            "following its changes is not built yet (issue 47); give it a primary key (or a "
-            "unique index on NOT NULL columns), or leave it out of the tables"
+            f"{schema.table} has no key: it is replicated as a multiset of rows, which "
+            "verify does not check yet (issue 47); the other tables are checked"
         )
     return schema
