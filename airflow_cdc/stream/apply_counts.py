@@ -52,7 +52,7 @@ def apply_counts(
     rows = fold_count_rows(held, changes)
     if rows.num_rows:
         sink.apply(schema.table, rows, keys_unique=True)
-    return rows.num_rows
+    return int(rows.num_rows)
 
 
 def _changes(schema: TableSchema, events: Sequence[ChangeEvent], floors: ChunkMarks) -> pa.Table:
