@@ -141,7 +141,7 @@ def test_an_empty_partition_and_an_empty_table_read_whole_get_their_views_positi
     db, cfg, info = fresh_db, source_config(mariadb), epoch_zero(mariadb)
     schema, _ = keyless_table(mariadb, db)
     mariadb.execute(f"CREATE TABLE `{db}`.nothing (c INT NOT NULL, v VARCHAR(4) NOT NULL)")
-    whole_empty = dataclasses.replace(schema, table=TableId(db, "nothing"), key=())
+    whole_empty = dataclasses.replace(schema, table=TableId(db, "nothing"), key=(), keyless=True)
     quiet = server_position(cfg)
 
     beyond = read_in_view(cfg, info, schema, ChunkRange((100,), None), engine=engine)
