@@ -14,14 +14,24 @@ opens a view: the session status ``BINLOG_SNAPSHOT_FILE`` / ``BINLOG_SNAPSHOT_PO
 * connectorx runs the session statements (``pre_execution_query``) on the connection of
   its SELECT, so the view is opened there, but it returns the SELECT's result only: the
   statements' results are dropped, and a list of queries is read over several connections.
-  So the position comes back in the SELECT itself: every row carries the file, the offset
+  So the position comes back in the SELECT itself, which is one statement on one
+  connection (``source.range_read.read_connectorx`` passes one query and no
+  ``partition_on``: connectorx makes it one partition, one pooled connection, the session
+  statements then the query), so every value of its result, rows and position alike, is of
+  the view that statement read in. :func:`rows_sql`: every row carries the file, the offset
   and ``@@server_id`` as uncorrelated scalar subqueries of
-  ``information_schema.SESSION_STATUS`` (evaluated once per statement), and a ``UNION
-  ALL`` adds one marker row (the table's columns NULL, the position, marker 1), so an empty
-  partition has its position too. Every row must carry the same values, else the read is
-  refused. (A ``LEFT JOIN`` of the range to a one-row position table was tried instead:
-  connectorx panics on the NULL-filled row of an empty range, as the server keeps the
-  columns' NOT NULL flags there.)
+  ``information_schema.SESSION_STATUS`` (evaluated once per statement: they are the
+  carrier, not a proof repeated per row; numbers instead of text were not cheaper, the
+  casts run per row). An empty range has no row to carry it: it is read again, in a second
+  view with its own position (as valid: its rows, none or the rows committed meanwhile,
+  and its position are again of one view), by :func:`marker_sql`, which adds one marker
+  row by ``UNION ALL`` (the table's columns NULL, the position, marker 1). The union is
+  kept for empty ranges only as it costs ~0.5 s per 1M rows, twice the position columns
+  (docs/benchmarks.md). :func:`split_position` refuses a result whose rows do not all carry
+  the same position, or that has other than one marker row: anything else is not one
+  statement's result. (A ``LEFT JOIN`` of the range to a one-row position table was tried
+  instead of the union: connectorx panics on the NULL-filled row of an empty range, as the
+  server keeps the columns' NOT NULL flags there.)
 * pymysql opens the view with ``source.watermark.ConsistentReadView`` on its own
   connection and reads the position there (``SHOW STATUS``), then the rows.
 
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,7 +64,7 @@ from airflow_cdc.source.range_read import (
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.watermark import REPEATABLE_READ, START_VIEW, ConsistentReadView
 
-__all__ = ["ENGINES", "ViewRead", "position_sql", "read_in_view", "split_position"]
+__all__ = ["ENGINES", "ViewRead", "marker_sql", "read_in_view", "rows_sql", "split_position"]
 
 ENGINES = ("connectorx", "pymysql")
 
@@ -65,8 +76,8 @@ _POSITION = (
     _STATUS + "'" + _OFFSET + "') AS _cdc_view_offset",
     "@@server_id AS _cdc_view_server",
 )
-#: How many columns the SELECT adds after the table's: the position's and the marker.
-_ADDED = len(_POSITION) + 1
+#: The position's columns, as the refusals name them.
+_NAMES = ("file", "offset", "server id")
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,8 @@ def read_in_view(
 ) -> ViewRead:
     """Read ``rng`` of ``schema.table`` (the range of its chunking column ``schema.key``;
     unbounded: the whole table, which needs no key) in a read view of its own, and that
-    view's position (module docstring).
+    view's position (module docstring; by connectorx, an empty range is read again in a
+    second view, whose rows and position are returned).
 
     ``info``: the server in the job's epoch (``ServerInfo.in_epoch``); a view opened on
     another server (a failover) is ``SourceSwitchedError``. ``in_view``: statements run in
@@ -110,18 +122,25 @@ def read_in_view(
     if engine == "pymysql":
         return _read_pymysql(source, info, schema, rng, in_view)
     opening = (*UTC_SESSION, REPEATABLE_READ, START_VIEW, *in_view)
-    raw = read_connectorx(
-        source, schema, rng, lambda plain: position_sql(schema, rng, plain), opening
-    )
+    raw = read_connectorx(source, schema, rng, lambda plain: rows_sql(schema, rng, plain), opening)
+    if raw.num_rows == 0:  # no row carried the position: a view of its own with the marker row
+        raw = read_connectorx(
+            source, schema, rng, lambda plain: marker_sql(schema, rng, plain), opening
+        )
     rows, (file, offset, server_id) = split_position(raw, len(schema.columns))
     view_info = _same_server(info, server_id)
     return ViewRead(conform(rows, schema), _position(view_info, schema, rng, file, offset))
 
 
-def position_sql(schema: TableSchema, rng: ChunkRange, plain_temporal: bool) -> str:
+def rows_sql(schema: TableSchema, rng: ChunkRange, plain_temporal: bool) -> str:
     """The range's SELECT (``source.range_read.select_sql``) with the view's position on
-    every row and marker 0, ``UNION ALL`` one marker row: the table's columns NULL, the
-    position, marker 1.
+    every row: file, offset (text), server id."""
+    return select_sql(schema, rng, plain_temporal=plain_temporal, extra_columns=_POSITION)
+
+
+def marker_sql(schema: TableSchema, rng: ChunkRange, plain_temporal: bool) -> str:
+    """:func:`rows_sql` with marker 0 on every row, ``UNION ALL`` one marker row: the
+    table's columns NULL, the position, marker 1 (read for an empty range only).
 
     The marker row's NULLs are ``MAX`` of the same expressions over no row (``WHERE 1=0``:
     the server reads nothing), so both sides have one type: a bare ``NULL`` would make the
@@ -135,30 +154,47 @@ def position_sql(schema: TableSchema, rng: ChunkRange, plain_temporal: bool) -> 
 def split_position(
     raw: pa.Table, columns: int
 ) -> tuple[pa.Table, tuple[str | None, str | None, int | None]]:
-    """What :func:`position_sql` returned, split: the table's rows (the first ``columns``
-    columns of the rows with marker 0) and the position every row carries (file, offset as
-    text, server id). Refused unless there is one marker row and every row carries the
-    same position: anything else means the rows are not of one view."""
-    if raw.num_columns != columns + _ADDED:
+    """What :func:`rows_sql` (at least one row) or :func:`marker_sql` (one marker row)
+    returned, split: the table's rows (the first ``columns`` columns; of :func:`marker_sql`,
+    of the rows with marker 0) and the position every row carries (file, offset as text,
+    server id). Refused unless every row carries the same position (and, of
+    :func:`marker_sql`, there is one marker row): anything else is not one statement's
+    result, so not of one view."""
+    added = raw.num_columns - columns
+    if added == len(_POSITION):
+        if raw.num_rows == 0:
+            raise SourceError("the read returned no row to carry its view's position")
+        rows = raw.select(range(columns))
+    elif added == len(_POSITION) + 1:
+        rows = _unmarked_rows(raw, columns)
+    else:
         raise SourceError(
             f"the read returned {raw.num_columns} columns, not {columns} and the position's "
-            f"{_ADDED}"
+            f"{len(_POSITION)} (and a marker)"
         )
-    file, offset, server, marker = (raw.column(columns + i) for i in range(_ADDED))
+    file, offset, server = (_one_value(raw, columns + i, name) for i, name in enumerate(_NAMES))
+    return rows, (file, offset, server)
+
+
+def _unmarked_rows(raw: pa.Table, columns: int) -> pa.Table:
+    """The rows of a :func:`marker_sql` result with marker 0 (its last column), once there
+    is exactly one marker row."""
+    marker = raw.column(raw.num_columns - 1)
     markers = pc.sum(marker).as_py() or 0
     if markers != 1 or marker.null_count:
         raise SourceError(f"the read returned {markers} position rows, not 1")
-    position = []
-    for name, values in (("file", file), ("offset", offset), ("server id", server)):
-        distinct = pc.unique(values)
-        if len(distinct) != 1:
-            raise SourceError(
-                f"the rows of one read carry {len(distinct)} binlog snapshot {name}s "
-                f"({distinct.to_pylist()[:3]}): they are not of one read view"
-            )
-        position.append(distinct[0].as_py())
-    rows = raw.filter(pc.equal(marker, 0)).select(range(columns))
-    return rows, (position[0], position[1], position[2])
+    return raw.filter(pc.equal(marker, 0)).select(range(columns))
+
+
+def _one_value(raw: pa.Table, index: int, name: str) -> Any:
+    """The value every row carries in column ``index``, or a refusal naming ``name``."""
+    distinct = pc.unique(raw.column(index))
+    if len(distinct) != 1:
+        raise SourceError(
+            f"the rows of one read carry {len(distinct)} binlog snapshot {name}s "
+            f"({distinct.to_pylist()[:3]}): they are not of one read view"
+        )
+    return distinct[0].as_py()
 
 
 def _same_server(info: ServerInfo, server_id: int | None) -> ServerInfo:

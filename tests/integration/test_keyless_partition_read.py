@@ -141,7 +141,7 @@ def test_an_empty_partition_and_an_empty_table_read_whole_get_their_views_positi
     db, cfg, info = fresh_db, source_config(mariadb), epoch_zero(mariadb)
     schema, _ = keyless_table(mariadb, db)
     mariadb.execute(f"CREATE TABLE `{db}`.nothing (c INT NOT NULL, v VARCHAR(4) NOT NULL)")
-    whole_empty = dataclasses.replace(schema, table=TableId(db, "nothing"), key=())
+    whole_empty = dataclasses.replace(schema, table=TableId(db, "nothing"), key=(), keyless=True)
     quiet = server_position(cfg)
 
     beyond = read_in_view(cfg, info, schema, ChunkRange((100,), None), engine=engine)
@@ -229,3 +229,19 @@ def test_every_type_reads_as_the_partition_reader_gives_it(
         read = read_in_view(cfg, info, schema, ChunkRange(None, None), engine=engine)
         assert read.rows.equals(read_arrow_file(out)), table
         assert read.position == quiet
+
+
+def test_every_type_read_empty_goes_through_the_marker_row(
+    mariadb: LocalMariaDB, fresh_db: str, engine: str
+) -> None:
+    """An empty table of every type (the matrix's, emptied): by connectorx the second read,
+    with the marker row, whose NULLs keep each column's type; no row and the position."""
+    db, cfg, info = fresh_db, source_config(mariadb), epoch_zero(mariadb)
+    types = create_types_table(mariadb, db)
+    mariadb.execute(f"DELETE FROM {types.quoted()}")
+    (schema,) = table_schemas(mariadb, types).values()
+    quiet = server_position(cfg)
+    read = read_in_view(cfg, info, schema, ChunkRange(None, None), engine=engine)
+    assert read.rows.num_rows == 0
+    assert read.rows.schema == arrow_schema(schema)
+    assert read.position == quiet
