@@ -17,21 +17,68 @@ change that spans the position its image's count holds changes up to raises
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.sinks.cdc_columns import CDC_PREFIX, DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.model import ChangeEvent, Key, TableSchema
+from airflow_cdc.model.row_images import Image, ImageChange, halves
+from airflow_cdc.sinks.cdc_columns import (
+    CDC_PREFIX,
+    DELETED_COLUMN,
+    POSITION_COLUMN,
+    POSITION_TYPE,
+)
 from airflow_cdc.sinks.count_fold import NegativeCountError, StraddleError
 from airflow_cdc.sinks.last_writer_wins import rows_with_keys
-from airflow_cdc.sinks.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN
+from airflow_cdc.sinks.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN, image_hashes
+from airflow_cdc.source.arrow_types import rows_to_arrow
 
-__all__ = ["DELTA_COLUMN", "FIRST_COLUMN", "FLOOR_COLUMN", "fold_count_rows"]
+__all__ = [
+    "DELTA_COLUMN",
+    "FIRST_COLUMN",
+    "FLOOR_COLUMN",
+    "HalfRows",
+    "fold_count_rows",
+    "half_rows",
+]
 
 DELTA_COLUMN = "_cdc_delta"
 FIRST_COLUMN = "_cdc_first"
 FLOOR_COLUMN = "_cdc_floor"
 _ROW = "_cdc_row"  # row numbers, to take one row of values per image
+
+
+@dataclass(frozen=True)
+class HalfRows:
+    """Row events of a keyless table as halves (``model.row_images.halves``), in order:
+    ``halves`` themselves, ``changes`` one row each as :func:`fold_count_rows` takes them
+    (the image's columns in the sink's types, ``_cdc_row_hash``, ``_cdc_delta``, and
+    ``_cdc_first`` = ``_cdc_position``: one change), and ``chunk_values``, each image's
+    value of the table's chunking column (``()`` for a table read whole)."""
+
+    halves: list[ImageChange[Image]]
+    changes: pa.Table
+    chunk_values: list[Key]
+
+
+def half_rows(schema: TableSchema, events: Iterable[ChangeEvent]) -> HalfRows:
+    """``events`` (of ``schema.table``) as :class:`HalfRows`."""
+    names = [column.name for column in schema.columns]
+    found = [half for event in events for half in halves(event, names)]
+    rows = rows_to_arrow(schema, [dict(zip(names, half.image, strict=True)) for half in found])
+    positions = pa.array([half.position.encode() for half in found], POSITION_TYPE)
+    changes = (
+        rows.append_column(ROW_HASH_COLUMN, image_hashes(rows))
+        .append_column(DELTA_COLUMN, pa.array([half.delta for half in found], pa.int64()))
+        .append_column(FIRST_COLUMN, positions)
+        .append_column(POSITION_COLUMN, positions)
+    )
+    at = [names.index(name) for name in schema.key]
+    return HalfRows(found, changes, [tuple(half.image[i] for i in at) for half in found])
 
 
 def fold_count_rows(held: pa.Table, changes: pa.Table) -> pa.Table:

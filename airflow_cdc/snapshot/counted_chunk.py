@@ -24,21 +24,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, Key, TableSchema
-from airflow_cdc.model.row_images import ImageChange, halves
+from airflow_cdc.model.row_images import ImageChange
 from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, repeated_position
-from airflow_cdc.sinks.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN, image_hashes
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
+from airflow_cdc.sinks.count_rows import half_rows
+from airflow_cdc.sinks.keyless import image_fields
+from airflow_cdc.sinks.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.snapshot.count_correction import counts_at_high_watermark
 from airflow_cdc.snapshot.membership import in_range
 from airflow_cdc.snapshot.reader import PartitionResult
-from airflow_cdc.snapshot.write import Written
-from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
+from airflow_cdc.snapshot.write import Written, with_position
+from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.connection import DbConnection
 
 __all__ = ["CountedPart", "corrected_counts", "write_counts"]
-
-_ROW = "_cdc_row"
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ class CountedPart:
 
 @dataclass(frozen=True)
 class _Halves:
-    """The window's halves: their images as a table in the sink's types, their hashes,
-    and, per half, the partition whose range holds its image (None: outside the chunk)."""
+    """The window's halves (``sinks.count_rows.half_rows``): their images as a table of
+    the source's columns, their hashes, as changes of hashed images, and, per half, the
+    partition whose range holds its image (None: outside the chunk)."""
 
     rows: pa.Table
     hashes: list[bytes]
@@ -103,23 +104,20 @@ def _halves(
     parts: Sequence[CountedPart],
     window: Sequence[ChangeEvent],
 ) -> _Halves:
-    names = [column.name for column in schema.columns]
-    found = [half for event in window for half in halves(event, names)]
-    rows = rows_to_arrow(schema, [dict(zip(names, half.image, strict=True)) for half in found])
-    hashes = [bytes(h) for h in image_hashes(rows).to_pylist()] if found else []
-    at = [names.index(name) for name in schema.key]
-    keys: list[Key] = [tuple(half.image[i] for i in at) for half in found]
+    found = half_rows(schema, window)
+    hashes = [bytes(h) for h in found.changes.column(ROW_HASH_COLUMN).to_pylist()]
     placed: dict[Key, int] = {}
     for i, part in enumerate(parts):
-        unplaced = sorted({k for k in keys if k not in placed}, key=repr)
+        unplaced = sorted({k for k in found.chunk_values if k not in placed}, key=repr)
         for key, inside in in_range(conn, schema, part.range, unplaced).items():
             if inside:
                 placed[key] = i
     changes = [
         ImageChange(digest, half.delta, half.position)
-        for digest, half in zip(hashes, found, strict=True)
+        for digest, half in zip(hashes, found.halves, strict=True)
     ]
-    return _Halves(rows, hashes, changes, [placed.get(k) for k in keys])
+    rows = found.changes.select([column.name for column in schema.columns])
+    return _Halves(rows, hashes, changes, [placed.get(k) for k in found.chunk_values])
 
 
 def _touched_rows(found: _Halves, counts: dict[bytes, int]) -> pa.Table:
@@ -145,11 +143,8 @@ def _concat(schema: TableSchema, tables: Sequence[pa.Table]) -> pa.Table:
 
 
 def _counted_schema(schema: TableSchema) -> pa.Schema:
-    return (
-        arrow_schema(schema)
-        .append(pa.field(ROW_HASH_COLUMN, HASH_TYPE, nullable=False))
-        .append(pa.field(COUNT_COLUMN, pa.int64(), nullable=False))
-    )
+    """The source's columns, then the image's hash and count (``sinks.keyless``)."""
+    return pa.schema([*arrow_schema(schema), *image_fields()])
 
 
 def write_counts(
@@ -163,7 +158,7 @@ def write_counts(
     """The chunk's images with their counts, at ``position`` (the high watermark): new
     files in one commit when the range is empty in the sink, else merged with markers for
     the range's images the sink holds and the chunk does not."""
-    rows = _at_position(images, position, deleted=False)
+    rows = with_position(images, _counted_schema(schema), position, deleted=False)
     live = int(pc.sum(images.column(COUNT_COLUMN)).as_py() or 0)
     writer = sink.range_writer(schema.table)
     files = list(writer.write(rows))
@@ -196,23 +191,14 @@ def _markers(
     inside = in_range(conn, schema, rng, sorted(set(keys), key=repr))
     gone = held.filter(pa.array([inside[k] for k in keys], pa.bool_()))
     target = _counted_schema(schema)
+    zeros = pa.array(np.zeros(gone.num_rows, dtype=np.int64))
     columns = [
-        gone.column(f.name) if f.name in gone.column_names else pa.nulls(gone.num_rows, f.type)
+        zeros
+        if f.name == COUNT_COLUMN
+        else gone.column(f.name)
+        if f.name in gone.column_names
+        else pa.nulls(gone.num_rows, f.type)
         for f in target
-        if f.name != COUNT_COLUMN
     ]
-    names = [f.name for f in target if f.name != COUNT_COLUMN]
-    marker = pa.Table.from_arrays(columns, names=names).append_column(
-        COUNT_COLUMN, pa.array(np.zeros(gone.num_rows, dtype=np.int64))
-    )
-    return _at_position(marker.select(target.names).cast(target), position, deleted=True)
-
-
-def _at_position(images: pa.Table, position: int, *, deleted: bool) -> pa.Table:
-    n = images.num_rows
-    return images.append_column(
-        pa.field(POSITION_COLUMN, repeated_position(position, 0).type, nullable=False),
-        repeated_position(position, n),
-    ).append_column(
-        pa.field(DELETED_COLUMN, pa.bool_(), nullable=False), pa.repeat(pa.scalar(deleted), n)
-    )
+    marker = pa.Table.from_arrays(columns, names=target.names)
+    return with_position(marker, target, position, deleted=True)

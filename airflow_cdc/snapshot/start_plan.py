@@ -87,7 +87,7 @@ def record_start_plan(
     (empty, when missing), and record a plan of one done chunk per table holding no rows
     at the start position of ``startup``; the plan and that position. A table without a
     key gets the chunking column a snapshot's plan would give it (its Delta table's
-    layout): the stream sets it aside as it would join, as after a snapshot."""
+    layout, which later chunks of it write too)."""
     server = store.servers.current(source, may_switch=not store.streams.any_committed())
     info = server_info(conn, server)
     validate_source(conn, info, tables)

@@ -24,13 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, TableSchema, comparable_key
-from airflow_cdc.model.row_images import halves
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.cdc_columns import POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.count_rows import DELTA_COLUMN, FIRST_COLUMN, FLOOR_COLUMN, fold_count_rows
-from airflow_cdc.sinks.row_hash import ROW_HASH_COLUMN, image_hashes
-from airflow_cdc.source.arrow_types import rows_to_arrow
+from airflow_cdc.sinks.cdc_columns import POSITION_TYPE
+from airflow_cdc.sinks.count_rows import FLOOR_COLUMN, fold_count_rows, half_rows
+from airflow_cdc.sinks.row_hash import ROW_HASH_COLUMN
 from airflow_cdc.stream.half_filter import ChunkMarks
 
 __all__ = ["Marks", "apply_counts"]
@@ -56,21 +54,8 @@ def apply_counts(
 
 
 def _changes(schema: TableSchema, events: Sequence[ChangeEvent], floors: ChunkMarks) -> pa.Table:
-    """The halves of ``events`` as the fold takes them: the image's columns, its hash, the
-    delta, its position (first and last: one change) and its floor."""
-    names = [column.name for column in schema.columns]
-    found = [half for event in events for half in halves(event, names)]
-    rows = rows_to_arrow(schema, [dict(zip(names, half.image, strict=True)) for half in found])
-    at = [names.index(name) for name in schema.key]
-    floors_at = [
-        floors.high_watermark_of(comparable_key(tuple(half.image[i] for i in at))).encode()
-        for half in found
-    ]
-    positions = pa.array([half.position.encode() for half in found], POSITION_TYPE)
-    return (
-        rows.append_column(ROW_HASH_COLUMN, image_hashes(rows))
-        .append_column(DELTA_COLUMN, pa.array([half.delta for half in found], pa.int64()))
-        .append_column(FIRST_COLUMN, positions)
-        .append_column(POSITION_COLUMN, positions)
-        .append_column(FLOOR_COLUMN, pa.array(floors_at, POSITION_TYPE))
-    )
+    """The halves of ``events`` as the fold takes them (``sinks.count_rows.half_rows``),
+    each with its floor."""
+    found = half_rows(schema, events)
+    floors_at = [floors.high_watermark_of(comparable_key(v)).encode() for v in found.chunk_values]
+    return found.changes.append_column(FLOOR_COLUMN, pa.array(floors_at, POSITION_TYPE))
