@@ -297,6 +297,16 @@ class Parts:
         return {"seconds": found, "calls": dict(sorted(self.calls.items()))}
 
 
+def delta_files(lake: Path, name: str) -> int:
+    """The data files of ``benchkl.<name>``'s Delta table now (what ``counts_of`` reads)."""
+    from deltalake import DeltaTable
+
+    from airflow_cdc.model import TableId
+    from airflow_cdc.sinks.delta import DeltaSink
+
+    return len(DeltaTable(DeltaSink(str(lake)).table_uri(TableId(DB, name))).file_uris())
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -309,6 +319,7 @@ def stream_table(
     cfg = _source_config(server)
     snapshot = snapshot_table(server, name, workdir)
     lake = snapshot.pop("lake")
+    files_before = delta_files(lake, name)
     meta = f"sqlite:///{workdir / 'meta.db'}"
     made = make_changes(server, name, rows, changes)
     target = _server_position(cfg)
@@ -333,6 +344,7 @@ def stream_table(
         "made": made,
         "snapshot_seconds": snapshot["seconds"],
         "checked": checked,
+        "delta_files": [files_before, delta_files(lake, name)],
     }
 
 
