@@ -152,6 +152,12 @@ def _server_position(cfg: Any) -> Any:
         conn.close()
 
 
+def _position(offset: dict[str, Any]) -> Any:
+    from airflow_cdc.stream.slice_rows import Offset
+
+    return Offset.from_map(offset).position
+
+
 def _stream_spec(cfg: Any, table: str, meta: str, lake: Path, workdir: Path) -> Any:
     """The stream's job spec, ``until_caught_up``, every bound at its default."""
     from airflow_cdc.config import SinkConfig, StreamJobSpec
@@ -297,6 +303,56 @@ class Parts:
         return {"seconds": found, "calls": dict(sorted(self.calls.items()))}
 
 
+def offline_parts(stream: InProcessStream, start: Any, end: Any) -> dict[str, Any]:
+    """The keyless driver path's steps again, one by one, on the binlog range the stream
+    read (after it, untimed by the figure): the re-read as the driver does it (the row
+    decoder, ``read_changes``) and by the slices' fast decoder (``read_changes_in_columns``,
+    what a re-read in columns would cost), the halves, their floors, the rows in Arrow and
+    their hashes, seconds each."""
+    from airflow_cdc.model import ChangeEvent, TableId, comparable_key
+    from airflow_cdc.model.row_images import halves
+    from airflow_cdc.planning.key_order import sort_key_for
+    from airflow_cdc.sinks.row_hash import image_hashes
+    from airflow_cdc.source.arrow_types import rows_to_arrow
+    from airflow_cdc.source.binlog.reader import read_changes, read_changes_in_columns
+    from airflow_cdc.stream.half_filter import ChunkMarks
+
+    table = TableId.parse(stream.spec.tables[0])
+    schema = stream.writer.schemas[table]
+    cfg, names = stream.spec.source, [column.name for column in schema.columns]
+    marks = stream.store.watermarks.of_table(table, sort_key=sort_key_for(schema))
+    clock = time.perf_counter
+    began = clock()
+    events = [
+        i for i in read_changes(cfg, {table: schema}, start, end) if isinstance(i, ChangeEvent)
+    ]
+    read = clock()
+    in_columns = sum(1 for _ in read_changes_in_columns(cfg, {table: schema}, start, end))
+    columns = clock()
+    found = [half for event in events for half in halves(event, names)]
+    halved = clock()
+    floors, at = ChunkMarks(marks, sort_key_for(schema)), [names.index(k) for k in schema.key]
+    for half in found:
+        floors.high_watermark_of(comparable_key(tuple(half.image[i] for i in at))).encode()
+    floored = clock()
+    rows = rows_to_arrow(schema, [dict(zip(names, half.image, strict=True)) for half in found])
+    arrowed = clock()
+    image_hashes(rows)
+    hashed = clock()
+    return {
+        "events": len(events),
+        "halves": len(found),
+        "chunks": len(marks),
+        "read_changes_seconds": round(read - began, 3),
+        "read_changes_in_columns_seconds": round(columns - read, 3),
+        "in_columns_items": in_columns,
+        "halves_seconds": round(halved - columns, 3),
+        "floors_seconds": round(floored - halved, 3),
+        "rows_to_arrow_seconds": round(arrowed - floored, 3),
+        "image_hashes_seconds": round(hashed - arrowed, 3),
+    }
+
+
 def delta_files(lake: Path, name: str) -> int:
     """The data files of ``benchkl.<name>``'s Delta table now (what ``counts_of`` reads)."""
     from deltalake import DeltaTable
@@ -327,10 +383,12 @@ def stream_table(
     stream = InProcessStream(spec, workdir)
     parts = Parts()
     try:
+        start = _position(stream.offset)
         with parts.wrapped(stream):
             started = time.perf_counter()
             stream.run_until(target)
             seconds = time.perf_counter() - started
+        offline = offline_parts(stream, start, target) if name == "keyless" else None
     finally:
         stream.close()
     checked = check_lake(server, name, lake)
@@ -341,6 +399,7 @@ def stream_table(
         "slices_read_seconds": round(stream.read_seconds, 3),
         "batch_function_seconds": round(stream.write_seconds, 3),
         "parts": parts.report(),
+        "offline_parts": offline,
         "made": made,
         "snapshot_seconds": snapshot["seconds"],
         "checked": checked,

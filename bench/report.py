@@ -557,18 +557,44 @@ def keyless_stream_lines(section: dict[str, Any]) -> list[str]:
                 ),
             )
         )
-    return _table(
+    offline = [
         (
-            "rows / changes",
-            "keyed",
-            "keyless",
-            "ratio",
-            "keyed slices / batch function",
-            "keyless slices / batch function",
-            "keyless batch function's parts",
+            f"{figures.get('rows'):,}",
+            f"{_num(parts.get('events'))} / {_num(parts.get('halves'))}",
+            f"{parts.get('read_changes_seconds')} / {parts.get('read_changes_in_columns_seconds')} s",
+            f"{parts.get('halves_seconds')} / {parts.get('floors_seconds')} s",
+            f"{parts.get('rows_to_arrow_seconds')} / {parts.get('image_hashes_seconds')} s",
+        )
+        for figures in section.values()
+        if (parts := (figures.get("keyless") or {}).get("offline_parts"))
+    ]
+    return [
+        *_table(
+            (
+                "rows / changes",
+                "keyed",
+                "keyless",
+                "ratio",
+                "keyed slices / batch function",
+                "keyless slices / batch function",
+                "keyless batch function's parts",
+            ),
+            rows,
         ),
-        rows,
-    )
+        "",
+        "The keyless driver path's steps again, one at a time, on the same binlog range:",
+        "",
+        *_table(
+            (
+                "rows",
+                "events / halves",
+                "re-read: row decoder (as now) / fast decoder in columns",
+                "halves / floors",
+                "to Arrow / hashes",
+            ),
+            offline,
+        ),
+    ]
 
 
 def many_tables_lines(section: dict[str, Any]) -> list[str]:
