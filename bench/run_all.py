@@ -67,6 +67,8 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))  # the bench modules import each other by bare name
+if str(REPO) not in sys.path:
+    sys.path.insert(1, str(REPO))  # this checkout's package, not the one a venv installed
 
 from bench_table import bench_server, create_bench_table, grow_bench_table  # noqa: E402
 from plan import DEFAULT_CHUNK_ROWS, measure_plan  # noqa: E402
