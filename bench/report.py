@@ -76,6 +76,12 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
         "with a primary key, seconds (lower is better)",
         "<=",
     ),
+    (
+        "keyless_stream_vs_keyed",
+        "the same one-row changes streamed into a table without a key ÷ into the same rows "
+        "with a primary key, seconds (lower is better)",
+        "<=",
+    ),
 )
 
 #: Targets not carried by the results (a section may report ``target_<key>`` itself).
@@ -94,6 +100,7 @@ TARGETS: dict[str, float | None] = {
     "online_schema_change_vs_resnapshot": 0.1,
     "verify_vs_cli": 2.0,
     "keyless_snapshot_vs_keyed": 2.0,
+    "keyless_stream_vs_keyed": 2.0,
 }
 
 REPRODUCE = """\
@@ -516,6 +523,80 @@ def keyless_snapshot_lines(section: dict[str, Any]) -> list[str]:
     )
 
 
+#: The keyless stream's parts (``keyless_stream.Parts``) as the report names them.
+KEYLESS_STREAM_PARTS = (
+    ("binlog_reread", "binlog re-read in the driver"),
+    ("changes.halves_and_floors", "halves and floors (Python)"),
+    ("changes.rows_to_arrow", "halves to Arrow"),
+    ("changes.image_hashes", "image hashes"),
+    ("counts_of", "`counts_of` (every file)"),
+    ("fold", "fold"),
+    ("sink_apply", "`Sink.apply`"),
+)
+
+
+def keyless_stream_lines(section: dict[str, Any]) -> list[str]:
+    """The same changes streamed into a keyless and a keyed table, and the keyless
+    stream's parts."""
+    rows = []
+    for figures in section.values():
+        keyed, keyless = figures.get("keyed") or {}, figures.get("keyless") or {}
+        parts = (keyless.get("parts") or {}).get("seconds") or {}
+        rows.append(
+            (
+                f"{figures.get('rows'):,} / {_num((keyless.get('made') or {}).get('rows_changed'))}",
+                f"{keyed.get('seconds')} s ({_num(keyed.get('changes_per_s'))}/s)",
+                f"{keyless.get('seconds')} s ({_num(keyless.get('changes_per_s'))}/s)",
+                figures.get("keyless_stream_vs_keyed"),
+                f"{keyed.get('slices_read_seconds')} / {keyed.get('batch_function_seconds')} s",
+                f"{keyless.get('slices_read_seconds')} / {keyless.get('batch_function_seconds')} s",
+                "; ".join(
+                    f"{label} {parts[name]} s"
+                    for name, label in KEYLESS_STREAM_PARTS
+                    if name in parts
+                ),
+            )
+        )
+    offline = [
+        (
+            f"{figures.get('rows'):,}",
+            f"{_num(parts.get('events'))} / {_num(parts.get('halves'))}",
+            f"{parts.get('read_changes_seconds')} / {parts.get('read_changes_in_columns_seconds')} s",
+            f"{parts.get('halves_seconds')} / {parts.get('floors_seconds')} s",
+            f"{parts.get('rows_to_arrow_seconds')} / {parts.get('image_hashes_seconds')} s",
+        )
+        for figures in section.values()
+        if (parts := (figures.get("keyless") or {}).get("offline_parts"))
+    ]
+    return [
+        *_table(
+            (
+                "rows / changes",
+                "keyed",
+                "keyless",
+                "ratio",
+                "keyed slices / batch function",
+                "keyless slices / batch function",
+                "keyless batch function's parts",
+            ),
+            rows,
+        ),
+        "",
+        "The keyless driver path's steps again, one at a time, on the same binlog range:",
+        "",
+        *_table(
+            (
+                "rows",
+                "events / halves",
+                "re-read: row decoder (as now) / fast decoder in columns",
+                "halves / floors",
+                "to Arrow / hashes",
+            ),
+            offline,
+        ),
+    ]
+
+
 def many_tables_lines(section: dict[str, Any]) -> list[str]:
     """Many tables against one, and the stream's latency over many tables."""
     rows = []
@@ -777,6 +858,22 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "Then the keyless read's parts on one core, the whole table in one view.",
             "",
             *keyless_snapshot_lines(raw["keyless_snapshot"]),
+            "",
+        ]
+    if raw.get("keyless_stream"):
+        parts += [
+            "## A table without a key: the stream",
+            "",
+            "`bench/keyless_stream.py`: the tables of `bench/keyless_snapshot.py`, each in its",
+            "own phase: snapshotted, then the same statements of one row each (inserts,",
+            "`DELETE ... WHERE c = ? LIMIT 1`, `UPDATE ... WHERE c = ? LIMIT 1`, one seed, in",
+            "transactions of 1 to 4), then streamed by the stream job's reader and batch",
+            "function in-process without Spark until caught up, and the lake checked against",
+            "the source (rows, `SUM(id)`, distinct rows). One run each. The slices decode and",
+            "set the keyless table aside; the driver reads its binlog range again and folds",
+            "its changes into counts (`stream.apply_counts`), whose parts are timed.",
+            "",
+            *keyless_stream_lines(raw["keyless_stream"]),
             "",
         ]
     extra = {k: raw[k] for k in ("stream_latency", "stream_big_transaction") if raw.get(k)}

@@ -30,7 +30,9 @@ carried over in place against a full re-snapshot of it (``add_column.py``); and 
 the maintenance DAG on a table the stream wrote for 500 versions, files and a full read
 before and after (``upkeep.py``); and **keyless_snapshot**: a table without a key
 snapshotted against the same rows with a primary key (``--keyless-rows``, 1,000,000 by
-default; ``keyless_snapshot.py``).
+default; ``keyless_snapshot.py``); and **keyless_stream**: the same one-row changes
+(``--keyless-changes``, 100,000 by default) streamed into both tables, and where the
+keyless stream's time goes (``keyless_stream.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -65,6 +67,8 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))  # the bench modules import each other by bare name
+if str(REPO) not in sys.path:
+    sys.path.insert(1, str(REPO))  # this checkout's package, not the one a venv installed
 
 from bench_table import bench_server, create_bench_table, grow_bench_table  # noqa: E402
 from plan import DEFAULT_CHUNK_ROWS, measure_plan  # noqa: E402
@@ -78,6 +82,8 @@ DEFAULT_SIZES = (1_000_000, 5_000_000, 10_000_000)
 ADD_COLUMN_ROWS = 1_000_000
 #: Rows of each table of the keyless_snapshot section (issue 47's figure is for 1,000,000).
 KEYLESS_ROWS = 1_000_000
+#: Changes streamed into each table of the keyless_stream section (issue 47: 100,000).
+KEYLESS_CHANGES = 100_000
 #: Backlog sizes (row changes) of the stream sections: the mixed backlog and each of the three
 #: workloads (the largest is the headline). Not 1M any more: one Python decoder reads
 #: single-row INSERTs at ~6.5k changes/s here (the stream ~15k, mariadb-binlog ~50k), so the
@@ -107,6 +113,7 @@ HEADLINE_KEYS = (
     "online_schema_change_vs_resnapshot",
     "verify_vs_cli",
     "keyless_snapshot_vs_keyed",
+    "keyless_stream_vs_keyed",
 )
 RESULTS = BENCH / "results.json"
 
@@ -377,6 +384,25 @@ def keyless_snapshot_section(run: Run, server: LocalMariaDB, rows: int, workdir:
             shutil.rmtree(workdir)
 
 
+def keyless_stream_section(
+    run: Run, server: LocalMariaDB, rows: int, changes: int, workdir: Path
+) -> None:
+    """``keyless_stream.measure_keyless_stream``: the same changes streamed into a table
+    without a key and into the same rows with a primary key; keyed by the rows."""
+    measure, status = optional("keyless_stream", "measure_keyless_stream")
+    run.sections["keyless_stream"] = status
+    if measure is not None:
+        result = run.attempt(
+            "keyless_stream",
+            f"keyless_stream.{rows}",
+            lambda: measure(server, rows, workdir, changes),
+        )
+        if result is not None:
+            run.raw["keyless_stream"] = {str(rows): result}
+        with contextlib.suppress(OSError):
+            shutil.rmtree(workdir)
+
+
 def upkeep_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``upkeep.measure_upkeep``: the maintenance DAG on a table the stream wrote for 500
     versions, beside the running stream; keyed by the table's rows."""
@@ -553,6 +579,7 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         "keyless_snapshot_vs_keyed": _largest(
             raw.get("keyless_snapshot"), "keyless_snapshot_vs_keyed"
         ),
+        "keyless_stream_vs_keyed": _largest(raw.get("keyless_stream"), "keyless_stream_vs_keyed"),
     }
     plan = raw.get("plan") or {}
     plan_sizes = [int(k) for k in plan.get("sizes", {})]
@@ -662,7 +689,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--keyless-rows",
         type=int,
         default=KEYLESS_ROWS,
-        help="rows of each table of the keyless_snapshot section (default 1,000,000)",
+        help="rows of each table of the keyless sections (default 1,000,000)",
+    )
+    parser.add_argument(
+        "--keyless-changes",
+        type=int,
+        default=KEYLESS_CHANGES,
+        help="changes streamed into each table of the keyless_stream section (default 100,000)",
     )
     parser.add_argument("--skip", default="", help="sections to skip, comma-separated")
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -707,6 +740,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 upkeep_section(run, server, workdir / "upkeep")
             if "keyless_snapshot" not in skip:
                 keyless_snapshot_section(run, server, args.keyless_rows, workdir / "keyless")
+            if "keyless_stream" not in skip:
+                keyless_stream_section(
+                    run,
+                    server,
+                    args.keyless_rows,
+                    args.keyless_changes,
+                    workdir / "keyless_stream",
+                )
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)
