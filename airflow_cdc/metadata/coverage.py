@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key
 
-__all__ = ["PlanChunk", "merge_plans", "subtract"]
+__all__ = ["PlanChunk", "merge_plans", "subtract", "unread_parts"]
 
 #: Scalar types whose Python order is the server's whatever the collation.
 _NATURAL = (int, Decimal, float, dt.date, dt.datetime, dt.timedelta, bytes)
@@ -33,6 +33,8 @@ class PlanChunk:
 
     range: ChunkRange
     high: BinlogPosition | None
+    #: False for a chunk that read nothing (a start without a snapshot).
+    read: bool = True
 
 
 def merge_plans(
@@ -44,19 +46,35 @@ def merge_plans(
     Returns the done chunks (cut where newer done chunks overlap them) with their high
     watermarks; no two returned ranges overlap.
     """
+    return [
+        (piece, chunk.high) for piece, chunk in _claimed(plans, sort_key) if chunk.high is not None
+    ]
+
+
+def unread_parts(
+    plans: Sequence[Sequence[PlanChunk]], sort_key: Callable[[Key], Any] | None = None
+) -> list[ChunkRange]:
+    """The parts of :func:`merge_plans`'s ranges whose chunk read nothing."""
+    return [piece for piece, chunk in _claimed(plans, sort_key) if not chunk.read]
+
+
+def _claimed(
+    plans: Sequence[Sequence[PlanChunk]], sort_key: Callable[[Key], Any] | None
+) -> list[tuple[ChunkRange, PlanChunk]]:
+    """Each done chunk's pieces left by the newer plans' done chunks (``merge_plans``)."""
     compare = _comparator(sort_key)
-    result: list[tuple[ChunkRange, BinlogPosition]] = []
+    result: list[tuple[ChunkRange, PlanChunk]] = []
     claimed: list[ChunkRange] = []
     for chunks in plans:
-        done = [(c.range, c.high) for c in chunks if c.high is not None]
-        for rng, high in done:
-            pieces: list[ChunkRange] = [rng]
+        done = [c for c in chunks if c.high is not None]
+        for chunk in done:
+            pieces: list[ChunkRange] = [chunk.range]
             for taken in claimed:
                 pieces = [part for piece in pieces for part in subtract(piece, taken, compare)]
-            result.extend((piece, high) for piece in pieces)
+            result.extend((piece, chunk) for piece in pieces)
         if _whole(chunks):
             break  # a full plan: nothing older counts
-        claimed.extend(rng for rng, _ in done)
+        claimed.extend(c.range for c in done)
     return result
 
 

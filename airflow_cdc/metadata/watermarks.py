@@ -8,7 +8,7 @@ for any number of tables (:meth:`Watermarks._chunks_since_full_plans`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec
-from airflow_cdc.metadata.coverage import PlanChunk, merge_plans
+from airflow_cdc.metadata.coverage import PlanChunk, merge_plans, unread_parts
 from airflow_cdc.metadata.engine import mask_url, with_retry
 from airflow_cdc.metadata.plans import Plans
 from airflow_cdc.metadata.records import ChunkStatus, FullSnapshot
@@ -26,8 +26,19 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableId
 
 __all__ = ["TableWatermarks", "Watermarks"]
 
-#: ``(range, high watermark)`` of a table's done chunks, never overlapping.
-TableWatermarks = list[tuple[ChunkRange, BinlogPosition]]
+
+class TableWatermarks(list[tuple[ChunkRange, BinlogPosition]]):
+    """``(range, high watermark)`` of a table's done chunks, never overlapping; ``unread``:
+    the parts of those ranges whose chunk read nothing (a start without a snapshot, where
+    a table without a key counts only what changed since: ``sinks.count_fold``)."""
+
+    def __init__(
+        self,
+        marks: Iterable[tuple[ChunkRange, BinlogPosition]] = (),
+        unread: Iterable[ChunkRange] = (),
+    ) -> None:
+        super().__init__(marks)
+        self.unread = tuple(unread)
 
 
 class Watermarks:
@@ -127,6 +138,16 @@ def _select_since_full_plans(connection: Connection, names: list[str]) -> list[R
             chunk.c.hi,
             chunk.c.status,
             chunk.c.high_watermark,
+            t_plan_tables.c.method,
+        )
+        .select_from(
+            chunk.outerjoin(
+                t_plan_tables,
+                sa.and_(
+                    t_plan_tables.c.plan_id == chunk.c.plan_id,
+                    t_plan_tables.c.table_name == chunk.c.table_name,
+                ),
+            )
         )
         .where(
             chunk.c.table_name.in_(names),
@@ -192,8 +213,12 @@ def _watermarks(
         if done and high is None:
             raise MetadataError(f"done chunk of {table} has no high watermark in {url}")
         rng = ChunkRange(codec.decode_key_text(row["lo"]), codec.decode_key_text(row["hi"]))
-        plans.setdefault(int(row["plan_id"]), []).append(PlanChunk(rng, high if done else None))
-    return merge_plans(list(plans.values()), sort_key)
+        read = row["method"] != "unread"
+        plans.setdefault(int(row["plan_id"]), []).append(
+            PlanChunk(rng, high if done else None, read)
+        )
+    ordered = list(plans.values())
+    return TableWatermarks(merge_plans(ordered, sort_key), unread_parts(ordered, sort_key))
 
 
 def _full_plan(rows: Sequence[RowMapping]) -> tuple[int, list[RowMapping]] | None:

@@ -14,8 +14,10 @@ __all__ = ["EVERY_KEY", "SplitMethod", "TablePlan"]
 EVERY_KEY = ChunkRange(None, None)
 
 #: How a table's chunks were planned; ``scattered``: at given key ranges, disjoint, with
-#: gaps between (a verification's repair: ``verify.repair``), never the whole table.
-SplitMethod = Literal["even", "uneven", "single", "scattered"]
+#: gaps between (a verification's repair: ``verify.repair``), never the whole table;
+#: ``unread``: one chunk that reads nothing (a start without a snapshot:
+#: ``snapshot.start_plan``).
+SplitMethod = Literal["even", "uneven", "single", "scattered", "unread"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,12 @@ position or a floor (:class:`StraddleError`) rather than guess how to split it.
 
 A count below 0 is an error that names the image: a change is missing (a gap in what the
 stream read) or was applied twice (a rule above broken), and the table needs a snapshot.
+Except where no chunk read the rows (``unread``: a start without a snapshot, startup modes
+``latest``, ``position``, ``timestamp``): there the sink holds only what changed since the
+start, and a change taking away a row it never held (one older than the start) takes away
+nothing: the count stops at 0, change by change in binlog order, as a keyed table's delete
+of a row the lake lacks leaves a marker. Such a range is exact again once a chunk reads it
+(a backfill).
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ def fold_counts(
     stored: Mapping[ImageT, StoredCount],
     changes: Iterable[Change[ImageT]],
     floor: Callable[[ImageT], BinlogPosition | None] | None = None,
+    unread: Callable[[ImageT], bool] | None = None,
 ) -> dict[ImageT, StoredCount]:
     """The rows that ``changes`` make new or different (see the module docstring).
 
@@ -90,11 +97,14 @@ def fold_counts(
     chunk whose range holds it, kept by the sink with the chunk's rows; None: nowhere
     known); its changes at or before it are skipped as a held row's are. Without it the
     emit filter alone must keep such changes away.
+    ``unread``: whether no chunk read the image's range; its count stops at 0 instead of
+    going below (the module docstring), the changes taken in the order given.
     A net change is skipped whole or applied whole; one that spans the position raises
     :class:`StraddleError`. Raises :class:`NegativeCountError` when an image would count
     less than 0."""
     added: dict[ImageT, int] = {}
     last: dict[ImageT, BinlogPosition] = {}
+    clamped: dict[ImageT, int] = {}  # the running counts of images no chunk read
     for change in changes:
         since = _counted_since(change.image, stored, floor)
         if since is not None and change.last <= since:
@@ -102,6 +112,10 @@ def fold_counts(
         if since is not None and change.first <= since:
             raise StraddleError(_straddle(change, since))
         added[change.image] = added.get(change.image, 0) + change.delta
+        if unread is not None and unread(change.image):
+            held = stored.get(change.image)
+            running = clamped.get(change.image, 0 if held is None else held.count)
+            clamped[change.image] = max(0, running + change.delta)
         seen = last.get(change.image)
         if seen is None or change.last > seen:
             last[change.image] = change.last
@@ -109,9 +123,10 @@ def fold_counts(
     for image, delta in added.items():
         held = stored.get(image)
         before = 0 if held is None else held.count
-        if before + delta < 0:
+        count = clamped.get(image, before + delta)
+        if count < 0:
             raise NegativeCountError(_negative(image, held, delta, last[image]))
-        result[image] = StoredCount(before + delta, last[image])
+        result[image] = StoredCount(count, last[image])
     return result
 
 

@@ -5,7 +5,7 @@ in the form a sink applies it (whole columns at a time, one row per image).
 columns, ``_cdc_row_hash``, ``_cdc_delta`` (int64), ``_cdc_first`` and ``_cdc_position``
 (the positions of its first and last change, encoded as the sink's positions), and
 optionally ``_cdc_floor`` (where an image the sink does not hold counts 0; null: not
-known). ``held``: the sink's rows of (at least) those images, ``_cdc_row_hash``,
+known) and ``_cdc_unread`` (no chunk read the image's range: its count stops at 0). ``held``: the sink's rows of (at least) those images, ``_cdc_row_hash``,
 ``_cdc_count`` and ``_cdc_position`` among their columns.
 
 The result: the rows to write, one per image whose count or position changes: the
@@ -41,6 +41,7 @@ __all__ = [
     "DELTA_COLUMN",
     "FIRST_COLUMN",
     "FLOOR_COLUMN",
+    "UNREAD_COLUMN",
     "HalfRows",
     "fold_count_rows",
     "half_rows",
@@ -49,6 +50,7 @@ __all__ = [
 DELTA_COLUMN = "_cdc_delta"
 FIRST_COLUMN = "_cdc_first"
 FLOOR_COLUMN = "_cdc_floor"
+UNREAD_COLUMN = "_cdc_unread"
 _ROW = "_cdc_row"  # row numbers, to take one row of values per image
 
 
@@ -102,6 +104,10 @@ def fold_count_rows(held: pa.Table, changes: pa.Table) -> pa.Table:
     sums = kept.group_by(key).aggregate([(DELTA_COLUMN, "sum"), (POSITION_COLUMN, "max")])
     before = held.column(COUNT_COLUMN).take(rows_with_keys(sums, held, key))
     counts = pc.add(pc.fill_null(before, 0), sums.column(f"{DELTA_COLUMN}_sum"))
+    if UNREAD_COLUMN in kept.column_names and pc.any(kept.column(UNREAD_COLUMN)).as_py():
+        counts = _stopped_at_zero(
+            kept, sums.column(ROW_HASH_COLUMN), pc.fill_null(before, 0), counts
+        )
     if sums.num_rows and pc.min(counts).as_py() < 0:
         negative = sums.filter(pc.less(counts, 0)).column(ROW_HASH_COLUMN)[0].as_py()
         raise NegativeCountError(
@@ -114,6 +120,26 @@ def fold_count_rows(held: pa.Table, changes: pa.Table) -> pa.Table:
         result.append_column(COUNT_COLUMN, counts.cast(pa.int64()))
         .append_column(POSITION_COLUMN, sums.column(f"{POSITION_COLUMN}_max"))
         .append_column(DELETED_COLUMN, pc.equal(counts, 0))
+    )
+
+
+def _stopped_at_zero(
+    kept: pa.Table, hashes: pa.ChunkedArray, before: pa.Array, counts: pa.Array
+) -> pa.Array:
+    """``counts`` (of the images ``hashes``, held ``before``), where the changes of images
+    no chunk read are summed in order stopping at 0 instead (``sinks.count_fold``)."""
+    unread = kept.filter(pc.fill_null(kept.column(UNREAD_COLUMN), False))
+    running: dict[bytes, int] = {}
+    start = dict(zip(hashes.to_pylist(), before.to_pylist(), strict=True))
+    for image, delta in zip(
+        unread.column(ROW_HASH_COLUMN).to_pylist(),
+        unread.column(DELTA_COLUMN).to_pylist(),
+        strict=True,
+    ):
+        running[image] = max(0, running.get(image, start[image]) + delta)
+    return pa.array(
+        [running.get(image, count) for image, count in zip(start, counts.to_pylist(), strict=True)],
+        pa.int64(),
     )
 
 

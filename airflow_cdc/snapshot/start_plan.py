@@ -98,7 +98,7 @@ def record_start_plan(
         if note:
             log.info("%s", note)
         sink.ensure_table(schema, arrow_schema(schema), bucket_width=bucket_width(conn, schema, 1))
-    plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "single") for s in schemas]
+    plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "unread") for s in schemas]
     record = store.plans.create(label, plans)
     by_table = {schema.table: schema for schema in schemas}
     chunk_ids = [chunk.chunk_id for chunk in record.chunks]

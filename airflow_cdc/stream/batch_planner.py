@@ -193,7 +193,7 @@ class BatchPlanner:
         columns = {t: known.get(t) or self._catalog[t] for t in tables}
         schemas = {table_to_text(t): columns[t] for t in tables}
         marks = store.watermarks.of_tables({t: sort_key_for(columns[t]) for t in tables})
-        watermarks = {table_to_text(t): marks[t] for t in tables}
+        watermarks = {table_to_text(t): list(marks[t]) for t in tables}
         edges = [Cut(start.position, start.position), *cuts]
         ends = [*(Offset(cut.at) for cut in cuts), end]
         return [

@@ -44,10 +44,12 @@ class ChunkMarks:
         self,
         marks: Sequence[tuple[ChunkRange, BinlogPosition]],
         sort_key: Callable[[Key], Any] | None,
+        unread: Sequence[ChunkRange] = (),
     ) -> None:
         if not marks:
             raise UnplacedValueError("a keyless table's chunks must cover every value: none given")
         self._highs = tuple(high for _, high in marks)
+        self._unread = tuple(rng in unread for rng, _ in marks)
         self._lows: tuple[Any, ...] = ()  # the sort keys of every chunk's lo but the first's
         self._sort_key = sort_key
         if len(marks) == 1 and marks[0][0].unbounded:
@@ -66,14 +68,21 @@ class ChunkMarks:
         except (TypeError, ValueError) as exc:  # a bound Python cannot place
             raise UnplacedValueError(f"the chunks' bounds cannot be ordered: {exc}") from exc
         self._highs = tuple(high for _, high in ordered)
+        self._unread = tuple(rng in unread for rng, _ in ordered)
 
     def high_watermark_of(self, value: Key) -> BinlogPosition:
         """The high watermark of the chunk holding ``value`` (a chunking-column value)."""
+        return self._highs[self._chunk_of(value)]
+
+    def unread_at(self, value: Key) -> bool:
+        """Whether the chunk holding ``value`` read nothing (a start without a snapshot)."""
+        return self._unread[self._chunk_of(value)]
+
+    def _chunk_of(self, value: Key) -> int:
         if self._sort_key is None or not self._lows:
-            return self._highs[0]
+            return 0
         try:
-            placed = self._sort_key(value)
-            return self._highs[bisect.bisect_right(self._lows, placed)]
+            return bisect.bisect_right(self._lows, self._sort_key(value))
         except (TypeError, ValueError) as exc:  # NotExactError is a ValueError
             raise UnplacedValueError(f"no chunk can be found for {value!r}: {exc}") from exc
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import StreamTable
 from airflow_cdc.metadata.schema_history import schemas_at
+from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import (
     BinlogPosition,
     ChangeEvent,
-    ChunkRange,
     TableId,
     TableSchema,
 )
@@ -173,7 +173,7 @@ def _joined(
 def _replay(
     context: InOrder,
     schemas: dict[TableId, TableSchema],
-    marks: Mapping[TableId, list[tuple[ChunkRange, BinlogPosition]]],
+    marks: Mapping[TableId, TableWatermarks],
     floor: BinlogPosition,
     until: BinlogPosition,
     server_id: int | None,
@@ -200,7 +200,7 @@ def _replay(
 def _replay_pass(
     context: InOrder,
     schemas: dict[TableId, TableSchema],
-    marks: Mapping[TableId, list[tuple[ChunkRange, BinlogPosition]]],
+    marks: Mapping[TableId, TableWatermarks],
     span: tuple[BinlogPosition, BinlogPosition],
     server_id: int | None,
     slice_size: int,

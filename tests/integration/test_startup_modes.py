@@ -1,7 +1,8 @@
 """Each startup mode end to end through ``airflow dags test mysql_cdc`` (real MariaDB,
 Spark, Delta): ``snapshot_only`` loads and ends without a stream; ``position``,
 ``timestamp`` and ``latest`` snapshot nothing and stream from their start, so the lake
-holds exactly the rows changed after it. (``initial`` is ``test_airflow_e2e.py``.)
+holds exactly the rows changed after it (for a table without a key: the rows inserted
+after it and still there). (``initial`` is ``test_airflow_e2e.py``.)
 
 The expected rows are the test's own record of what it wrote and when: the rows changed
 after a ``SHOW MASTER STATUS`` it read, after a time it waited for, or, under a writer,
@@ -14,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,13 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from devtools.airflow_env import airflow_env, dags_test, migrate
 from devtools.local_mariadb import LocalMariaDB
-from tests.support.compare import assert_replica_equals_source, sink_table, source_table
+from tests.support.compare import (
+    assert_replica_equals_source,
+    lake_multiset,
+    sink_table,
+    source_multiset,
+    source_table,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -112,6 +120,44 @@ def test_position_streams_only_what_changed_after_it(
         start_position=f"{file}:{offset}",
     )
     _lake_holds_the_source_rows_of(mariadb, lake, table, {5, *range(51, 61)})
+
+
+def test_a_table_without_a_key_started_at_a_position_holds_the_rows_inserted_since(
+    mariadb: LocalMariaDB, airflow_db_template: Path, tmp_path: Path
+) -> None:
+    """Deletes and updates of rows older than the start take away rows the lake never
+    held: its counts stop at 0 (the stream does not stop); what was inserted since is
+    exact, duplicates and all."""
+    table = TableId(DB, "log_from_position")
+    mariadb.execute(
+        f"CREATE DATABASE IF NOT EXISTS {DB}",
+        f"DROP TABLE IF EXISTS {table.quoted()}",
+        f"CREATE TABLE {table.quoted()} (c INT NOT NULL, v VARCHAR(20) NOT NULL, KEY (c))",
+        f"INSERT INTO {table.quoted()} VALUES (1, 'old'), (1, 'old'), (2, 'old'), (2, 'old'),"
+        " (2, 'old'), (3, 'old')",
+    )
+    file, offset = _position(mariadb)
+    q = table.quoted()
+    mariadb.execute(
+        f"DELETE FROM {q} WHERE c = 1 LIMIT 1",  # one of two older rows: nothing to take
+        f"UPDATE {q} SET v = 'moved' WHERE c = 2 LIMIT 1",  # an older row: its new image
+        f"INSERT INTO {q} VALUES (4, 'new'), (4, 'new'), (4, 'new')",
+        f"DELETE FROM {q} WHERE c = 4 LIMIT 1",  # one of three rows inserted since
+        f"DELETE FROM {q} WHERE c = 3",  # the older row, and again after it is gone
+        f"INSERT INTO {q} VALUES (3, 'old')",
+    )
+    lake, _ = _run(
+        mariadb,
+        airflow_db_template,
+        tmp_path / "run",
+        str(table),
+        startup_mode="position",
+        start_position=f"{file}:{offset}",
+    )
+    since = Counter({(2, "moved"): 1, (4, "new"): 2, (3, "old"): 1})
+    assert lake_multiset(str(lake), table) == since
+    source = source_multiset(mariadb, table)
+    assert all(source[row] >= count for row, count in since.items())
 
 
 def test_timestamp_starts_at_the_first_transaction_at_or_after_the_time(

@@ -218,7 +218,22 @@ def test_ddl_that_changes_a_unique_keys_table_key_replaces_it(
         assert lake_multiset(str(lake), w) == source_multiset(mariadb, w)
         assert max(source_multiset(mariadb, w).values()) == 2  # a row that is there twice
         assert_replica_equals_source(mariadb, str(lake), u, ["id"])
-        assert _decisions(store, spec.stream_id, w) == [("table_options", "replace")]
+        # A new column of a table without a key changes every row's identity: replaced.
+        mariadb.execute(
+            "ALTER TABLE w ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'x'",
+            "INSERT INTO w VALUES (NULL, 10, 'a second row of code 10', 'x')",
+            database=db,
+        )
+        stream.run_batch()
+        assert run_own_plans(spec, store, local_runner, 1) == [w]
+        stream.run_batch()  # w joins again
+        stream.run_batch()
+        assert lake_multiset(str(lake), w) == source_multiset(mariadb, w)
+        assert max(source_multiset(mariadb, w).values()) == 3
+        decisions = _decisions(store, spec.stream_id, w)
+        assert decisions[0] == ("table_options", "replace")
+        assert decisions[1:]
+        assert all(decision == "replace" for _, decision in decisions[1:])
     finally:
         stream.close()
         store.close()

@@ -21,6 +21,7 @@ from airflow_cdc.metadata import MAX_ERROR_CHARS, MetadataStore, StreamState, en
 from airflow_cdc.metadata.migrate import HEAD_REVISION, head_revision
 from airflow_cdc.metadata.schema import metadata as schema_metadata
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from airflow_cdc.model.plan import EVERY_KEY
 
 ORDERS = TableId("shop", "orders")
 ITEMS = TableId("shop", "order_items")
@@ -419,3 +420,26 @@ def test_lock_held_too_long_gives_metadata_error(
     finally:
         blocker.rollback()
         blocker.close()
+
+
+def test_the_chunks_of_a_start_without_a_snapshot_are_unread_until_a_backfill_reads_them(
+    store: MetadataStore,
+) -> None:
+    """A table without a key counts only what changed since such a start
+    (``sinks.count_fold``): the watermarks say where no chunk read the rows."""
+    start = store.plans.create("latest", [TablePlan(ORDERS, ("id",), (EVERY_KEY,), 0, "unread")])
+    (chunk,) = start.chunks
+    store.chunks.start(chunk.chunk_id)
+    store.chunks.finish(chunk.chunk_id, low=pos(50), high=pos(50), rows=0)
+    assert store.watermarks.of_table(ORDERS).unread == (EVERY_KEY,)
+
+    middle = ChunkRange((3,), (9,))
+    backfill = store.plans.create(
+        "backfill", [TablePlan(ORDERS, ("id",), (middle,), 1, "single", middle)]
+    )
+    (part,) = backfill.chunks
+    store.chunks.start(part.chunk_id)
+    store.chunks.finish(part.chunk_id, low=pos(60), high=pos(61), rows=1)
+    marks = store.watermarks.of_table(ORDERS, sort_key=lambda key: key)
+    assert {rng for rng, _ in marks} - set(marks.unread) == {middle}
+    assert set(marks.unread) == {ChunkRange(None, (3,)), ChunkRange((9,), None)}

@@ -187,3 +187,47 @@ def test_net_changes_sum_per_image_after_the_applied_version() -> None:
     ]
     with pytest.raises(StraddleError):
         net_changes([NetChange(("a",), 0, at(9), at(11))], at(10))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(rows, max_size=8), operations, st.data())
+def test_without_a_snapshot_counts_stay_between_zero_and_the_source(
+    initial: list[tuple[int, str]],
+    ops: list[tuple[str, tuple[int, str], int]],
+    data: st.DataObject,
+) -> None:
+    """A start without a snapshot (no chunk read the rows): the source holds ``initial``,
+    which the sink never saw. Whatever the cut into batches and the replays, no count goes
+    below 0 or above the source's, and an image the source lacked at the start is exact."""
+    found = history(initial, ops)
+    start = position_after(0)  # the binlog from the start on: every event of ``ops``
+    stored: dict[Image, StoredCount] = {}
+    reading = applied = 0
+    while applied < len(found.events):
+        end = data.draw(st.integers(reading, len(found.events)), label="batch end")
+        changes = [half for event in found.events[reading:end] for half in halves(event, COLUMNS)]
+        stored.update(fold_counts(stored, changes, lambda _: start, lambda _: True))
+        applied = max(applied, end)
+        reading = data.draw(st.integers(0, end), label="next read (a replay from there)")
+    source, before = live_images(found.states[-1]), live_images(found.states[0])
+    for image, row in stored.items():
+        assert 0 <= row.count <= source[image]
+    for image, count in source.items():
+        if not before[image]:
+            assert stored[image].count == count
+
+
+def live_images(table: Counter[tuple[int, str]]) -> Counter[Image]:
+    """The table's rows as the images ``halves`` names them."""
+    return Counter(
+        {
+            half.image: count
+            for row, count in table.items()
+            for half in halves(
+                ChangeEvent(
+                    TABLE, ChangeKind.INSERT, at(1), None, dict(zip(COLUMNS, row, strict=True))
+                ),
+                COLUMNS,
+            )
+        }
+    )

@@ -19,7 +19,13 @@ from airflow_cdc.sinks.count_fold import (
     StraddleError,
     fold_counts,
 )
-from airflow_cdc.sinks.count_rows import DELTA_COLUMN, FIRST_COLUMN, FLOOR_COLUMN, fold_count_rows
+from airflow_cdc.sinks.count_rows import (
+    DELTA_COLUMN,
+    FIRST_COLUMN,
+    FLOOR_COLUMN,
+    UNREAD_COLUMN,
+    fold_count_rows,
+)
 from airflow_cdc.sinks.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN, image_hash
 
 SOURCE = pa.schema([("c", pa.int32()), ("v", pa.string())])
@@ -47,7 +53,9 @@ def held_table(stored: dict[Image, StoredCount]) -> pa.Table:
 
 
 def changes_table(
-    changes: list[NetChange[Image]], floors: dict[Image, BinlogPosition] | None
+    changes: list[NetChange[Image]],
+    floors: dict[Image, BinlogPosition] | None,
+    unread: frozenset[Image] = frozenset(),
 ) -> pa.Table:
     rows = []
     for change in changes:
@@ -58,11 +66,15 @@ def changes_table(
         if floors is not None:
             floor = floors.get(change.image)
             row[FLOOR_COLUMN] = None if floor is None else floor.encode()
+        if unread:
+            row[UNREAD_COLUMN] = change.image in unread
         rows.append(row)
     fields = [*SOURCE, pa.field(ROW_HASH_COLUMN, HASH_TYPE), pa.field(DELTA_COLUMN, pa.int64()),
               pa.field(FIRST_COLUMN, POSITION_TYPE), pa.field(POSITION_COLUMN, POSITION_TYPE)]  # fmt: skip
     if floors is not None:
         fields.append(pa.field(FLOOR_COLUMN, POSITION_TYPE))
+    if unread:
+        fields.append(pa.field(UNREAD_COLUMN, pa.bool_()))
     return pa.Table.from_pylist(rows, pa.schema(fields))
 
 
@@ -89,14 +101,22 @@ def outcome(call: Any) -> Any:
     st.dictionaries(images, st.builds(StoredCount, st.integers(0, 3), st.integers(1, 60).map(at))),
     net_changes(),
     st.none() | st.dictionaries(images, st.integers(1, 60).map(at)),
+    st.frozensets(images),
 )
 def test_the_arrow_fold_is_the_pure_fold(
     stored: dict[Image, StoredCount],
     changes: list[NetChange[Image]],
     floors: dict[Image, BinlogPosition] | None,
+    unread: frozenset[Image],
 ) -> None:
-    expected = outcome(lambda: fold_counts(stored, changes, None if floors is None else floors.get))
-    got = outcome(lambda: fold_count_rows(held_table(stored), changes_table(changes, floors)))
+    expected = outcome(
+        lambda: fold_counts(
+            stored, changes, None if floors is None else floors.get, unread.__contains__
+        )
+    )
+    got = outcome(
+        lambda: fold_count_rows(held_table(stored), changes_table(changes, floors, unread))
+    )
     if isinstance(expected, type):
         assert got is expected
         return

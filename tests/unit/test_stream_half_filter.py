@@ -63,6 +63,19 @@ def test_the_two_halves_of_an_update_are_judged_by_their_own_chunks() -> None:
     )
 
 
+def test_a_value_is_unread_where_its_chunk_read_nothing() -> None:
+    """The parts a backfill read after a start without a snapshot are read; the rest not."""
+    left, middle, right = bounded(None, 10), bounded(10, 20), bounded(20, None)
+    marks = ChunkMarks(
+        [(right, at(100)), (middle, at(300)), (left, at(100))], identity, unread=(left, right)
+    )
+    assert [marks.unread_at((v,)) for v in (-5, 9, 10, 19, 20, 99)] == [
+        True, True, False, False, True, True
+    ]  # fmt: skip
+    assert marks.high_watermark_of((15,)) == at(300)
+    assert not ChunkMarks([(left, at(1)), (bounded(10, None), at(1))], identity).unread_at((1,))
+
+
 def test_a_whole_table_needs_no_order() -> None:
     marks = ChunkMarks([(ChunkRange(None, None), at(100))], None)
     assert marks.keeps((None,), at(101))
