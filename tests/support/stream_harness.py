@@ -60,6 +60,19 @@ class InProcessStream:
         end = self.reader.latestOffset(self.offset, None)  # type: ignore[arg-type]
         self._run(end)
 
+    def read_batch(self) -> tuple[dict[str, Any], list[tuple[str, str, bytes]]]:
+        """The next batch planned and read by its slices, not applied yet: its end and
+        rows, for :meth:`apply_read_batch` (a race between the two is the test's)."""
+        end = self.reader.latestOffset(self.offset, None)  # type: ignore[arg-type]
+        return end, self._rows(end)
+
+    def apply_read_batch(self, read: tuple[dict[str, Any], list[tuple[str, str, bytes]]]) -> None:
+        """Apply a batch :meth:`read_batch` read, as the driver does when its slices end."""
+        end, rows = read
+        self.writer(_Frame(rows), self.batch_id)
+        self.batch_id += 1
+        self.previous, self.offset = self.offset, end
+
     def replay_last_batch(self) -> None:
         """The last batch again, as Spark runs it after a crash before its commit."""
         assert self.previous is not None, "no batch ran yet"
@@ -68,14 +81,14 @@ class InProcessStream:
         self._run(end)
 
     def _run(self, end: dict[str, Any]) -> None:
-        rows = [
+        self.apply_read_batch((end, self._rows(end)))
+
+    def _rows(self, end: dict[str, Any]) -> list[tuple[str, str, bytes]]:
+        return [
             row
             for partition in self.reader.partitions(self.offset, end)
             for row in self.reader.read(partition)
         ]
-        self.writer(_Frame(rows), self.batch_id)
-        self.batch_id += 1
-        self.previous, self.offset = self.offset, end
 
     def run_until_caught_up(self, limit: int = 200) -> None:
         """Batches until the offset reaches the server's position when this is called."""
