@@ -22,14 +22,15 @@ phase, so that each stream reads only its own table's changes:
 ``keyless_stream_vs_keyed`` = keyless stream seconds ÷ keyed stream seconds (lower is
 better; target at most 2). One run each (the changes are consumed by it).
 
-Where the time goes: the batches' slice reads and the batch function are timed, and in the
-keyless path (``stream.in_binlog_order`` → ``stream.apply.apply_batch`` →
-``stream.apply_counts``) the parts by wrappers this module sets around the product's
-functions while it streams (no change to them): the driver's re-read of the table's binlog
-range (``read_changes``, time spent in its iterator), the halves turned into rows
-(``rows_to_arrow``), their hashes (``image_hashes``), the rest of ``_changes`` (halves and
-floors in Python), ``Sink.counts_of`` (every file of the table read), the fold
-(``fold_count_rows``) and ``Sink.apply``.
+Where the time goes: the batches' slice reads and the batch function are timed, and the
+keyless path's parts by wrappers this module sets around the product's functions while it
+streams (no change to them): in the slices, the halves built from the row events in
+columns (``stream.slice_halves.ColumnHalves.take``), of which the columns decoded
+(``column_array``) and the images' hashes (``image_hashes``); in the driver, the fold of
+the batch's blocks (``stream.apply_counts.fold_halves_blocks``), of which the blocks read
+(``read_block``), the floors, ``Sink.counts_of`` (every file of the table read), the fold
+(``fold_count_rows``) and ``Sink.apply``; and a table set aside (none in this run), read
+again in the driver (``stream.in_binlog_order``, ``read_changes``).
 
     .venv/bin/python bench/keyless_stream.py --rows 1000000 --changes 100000
 """
@@ -152,12 +153,6 @@ def _server_position(cfg: Any) -> Any:
         conn.close()
 
 
-def _position(offset: dict[str, Any]) -> Any:
-    from airflow_cdc.stream.slice_rows import Offset
-
-    return Offset.from_map(offset).position
-
-
 def _stream_spec(cfg: Any, table: str, meta: str, lake: Path, workdir: Path) -> Any:
     """The stream's job spec, ``until_caught_up``, every bound at its default."""
     from airflow_cdc.config import SinkConfig, StreamJobSpec
@@ -266,18 +261,21 @@ class Parts:
     @contextlib.contextmanager
     def wrapped(self, stream: InProcessStream) -> Iterator[None]:
         """The product's functions of the keyless path wrapped while the block runs."""
-        from airflow_cdc.stream import apply_counts, batch_writer, in_binlog_order
+        from airflow_cdc.stream import apply_counts, batch_writer, in_binlog_order, slice_halves
 
         owners: list[tuple[Any, str, str]] = [
-            (batch_writer, "write_in_binlog_order", "in_binlog_order"),
-            (in_binlog_order, "read_changes", "binlog_reread"),
-            (in_binlog_order, "screen_events", "screen_events"),
-            (apply_counts, "_changes", "changes"),
-            (apply_counts, "rows_to_arrow", "changes.rows_to_arrow"),
-            (apply_counts, "image_hashes", "changes.image_hashes"),
+            (slice_halves.ColumnHalves, "take", "slice.halves"),
+            (slice_halves, "column_array", "slice.halves.column_array"),
+            (slice_halves, "image_hashes", "slice.halves.image_hashes"),
+            (batch_writer, "fold_halves_blocks", "fold_halves_blocks"),
+            (apply_counts, "read_block", "read_blocks"),
+            (apply_counts, "_with_floors", "floors"),
             (apply_counts, "fold_count_rows", "fold"),
             (stream.writer.sink, "counts_of", "counts_of"),
             (stream.writer.sink, "apply", "sink_apply"),
+            # A table set aside (none here): its part of the batch read again in the driver.
+            (batch_writer, "write_in_binlog_order", "in_binlog_order"),
+            (in_binlog_order, "read_changes", "binlog_reread"),
         ]
         saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in owners]
         try:
@@ -294,63 +292,7 @@ class Parts:
 
     def report(self) -> dict[str, Any]:
         found = {part: round(s, 3) for part, s in sorted(self.seconds.items())}
-        changes = self.seconds.get("changes", 0.0)
-        inner = self.seconds.get("changes.rows_to_arrow", 0.0) + self.seconds.get(
-            "changes.image_hashes", 0.0
-        )
-        if changes:
-            found["changes.halves_and_floors"] = round(changes - inner, 3)
         return {"seconds": found, "calls": dict(sorted(self.calls.items()))}
-
-
-def offline_parts(stream: InProcessStream, start: Any, end: Any) -> dict[str, Any]:
-    """The keyless driver path's steps again, one by one, on the binlog range the stream
-    read (after it, untimed by the figure): the re-read as the driver does it (the row
-    decoder, ``read_changes``) and by the slices' fast decoder (``read_changes_in_columns``,
-    what a re-read in columns would cost), the halves, their floors, the rows in Arrow and
-    their hashes, seconds each."""
-    from airflow_cdc.model import ChangeEvent, TableId, comparable_key
-    from airflow_cdc.model.row_images import halves
-    from airflow_cdc.planning.key_order import sort_key_for
-    from airflow_cdc.sinks.row_hash import image_hashes
-    from airflow_cdc.source.arrow_types import rows_to_arrow
-    from airflow_cdc.source.binlog.reader import read_changes, read_changes_in_columns
-    from airflow_cdc.stream.half_filter import ChunkMarks
-
-    table = TableId.parse(stream.spec.tables[0])
-    schema = stream.writer.schemas[table]
-    cfg, names = stream.spec.source, [column.name for column in schema.columns]
-    marks = stream.store.watermarks.of_table(table, sort_key=sort_key_for(schema))
-    clock = time.perf_counter
-    began = clock()
-    events = [
-        i for i in read_changes(cfg, {table: schema}, start, end) if isinstance(i, ChangeEvent)
-    ]
-    read = clock()
-    in_columns = sum(1 for _ in read_changes_in_columns(cfg, {table: schema}, start, end))
-    columns = clock()
-    found = [half for event in events for half in halves(event, names)]
-    halved = clock()
-    floors, at = ChunkMarks(marks, sort_key_for(schema)), [names.index(k) for k in schema.key]
-    for half in found:
-        floors.high_watermark_of(comparable_key(tuple(half.image[i] for i in at))).encode()
-    floored = clock()
-    rows = rows_to_arrow(schema, [dict(zip(names, half.image, strict=True)) for half in found])
-    arrowed = clock()
-    image_hashes(rows)
-    hashed = clock()
-    return {
-        "events": len(events),
-        "halves": len(found),
-        "chunks": len(marks),
-        "read_changes_seconds": round(read - began, 3),
-        "read_changes_in_columns_seconds": round(columns - read, 3),
-        "in_columns_items": in_columns,
-        "halves_seconds": round(halved - columns, 3),
-        "floors_seconds": round(floored - halved, 3),
-        "rows_to_arrow_seconds": round(arrowed - floored, 3),
-        "image_hashes_seconds": round(hashed - arrowed, 3),
-    }
 
 
 def delta_files(lake: Path, name: str) -> int:
@@ -383,12 +325,10 @@ def stream_table(
     stream = InProcessStream(spec, workdir)
     parts = Parts()
     try:
-        start = _position(stream.offset)
         with parts.wrapped(stream):
             started = time.perf_counter()
             stream.run_until(target)
             seconds = time.perf_counter() - started
-        offline = offline_parts(stream, start, target) if name == "keyless" else None
     finally:
         stream.close()
     checked = check_lake(server, name, lake)
@@ -399,7 +339,6 @@ def stream_table(
         "slices_read_seconds": round(stream.read_seconds, 3),
         "batch_function_seconds": round(stream.write_seconds, 3),
         "parts": parts.report(),
-        "offline_parts": offline,
         "made": made,
         "snapshot_seconds": snapshot["seconds"],
         "checked": checked,

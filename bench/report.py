@@ -525,13 +525,16 @@ def keyless_snapshot_lines(section: dict[str, Any]) -> list[str]:
 
 #: The keyless stream's parts (``keyless_stream.Parts``) as the report names them.
 KEYLESS_STREAM_PARTS = (
-    ("binlog_reread", "binlog re-read in the driver"),
-    ("changes.halves_and_floors", "halves and floors (Python)"),
-    ("changes.rows_to_arrow", "halves to Arrow"),
-    ("changes.image_hashes", "image hashes"),
+    ("slice.halves", "slices: halves"),
+    ("slice.halves.column_array", "of which columns decoded"),
+    ("slice.halves.image_hashes", "and hashes"),
+    ("fold_halves_blocks", "driver: fold of the blocks"),
+    ("read_blocks", "of which blocks read"),
+    ("floors", "floors"),
     ("counts_of", "`counts_of` (every file)"),
     ("fold", "fold"),
     ("sink_apply", "`Sink.apply`"),
+    ("binlog_reread", "binlog re-read in the driver (a table set aside)"),
 )
 
 
@@ -557,44 +560,18 @@ def keyless_stream_lines(section: dict[str, Any]) -> list[str]:
                 ),
             )
         )
-    offline = [
+    return _table(
         (
-            f"{figures.get('rows'):,}",
-            f"{_num(parts.get('events'))} / {_num(parts.get('halves'))}",
-            f"{parts.get('read_changes_seconds')} / {parts.get('read_changes_in_columns_seconds')} s",
-            f"{parts.get('halves_seconds')} / {parts.get('floors_seconds')} s",
-            f"{parts.get('rows_to_arrow_seconds')} / {parts.get('image_hashes_seconds')} s",
-        )
-        for figures in section.values()
-        if (parts := (figures.get("keyless") or {}).get("offline_parts"))
-    ]
-    return [
-        *_table(
-            (
-                "rows / changes",
-                "keyed",
-                "keyless",
-                "ratio",
-                "keyed slices / batch function",
-                "keyless slices / batch function",
-                "keyless batch function's parts",
-            ),
-            rows,
+            "rows / changes",
+            "keyed",
+            "keyless",
+            "ratio",
+            "keyed slices / batch function",
+            "keyless slices / batch function",
+            "keyless stream's parts",
         ),
-        "",
-        "The keyless driver path's steps again, one at a time, on the same binlog range:",
-        "",
-        *_table(
-            (
-                "rows",
-                "events / halves",
-                "re-read: row decoder (as now) / fast decoder in columns",
-                "halves / floors",
-                "to Arrow / hashes",
-            ),
-            offline,
-        ),
-    ]
+        rows,
+    )
 
 
 def many_tables_lines(section: dict[str, Any]) -> list[str]:
@@ -869,9 +846,10 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "`DELETE ... WHERE c = ? LIMIT 1`, `UPDATE ... WHERE c = ? LIMIT 1`, one seed, in",
             "transactions of 1 to 4), then streamed by the stream job's reader and batch",
             "function in-process without Spark until caught up, and the lake checked against",
-            "the source (rows, `SUM(id)`, distinct rows). One run each. The slices decode and",
-            "set the keyless table aside; the driver reads its binlog range again and folds",
-            "its changes into counts (`stream.apply_counts`), whose parts are timed.",
+            "the source (rows, `SUM(id)`, distinct rows). One run each. The slices turn the",
+            "keyless table's changes into halves where they decode them",
+            "(`stream.slice_halves`); the driver folds them into counts",
+            "(`stream.apply_counts`); the parts of both are timed.",
             "",
             *keyless_stream_lines(raw["keyless_stream"]),
             "",

@@ -20,21 +20,24 @@ Where the chunk read nothing (a start without a snapshot) the counts stop at 0
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_cdc.config import SinkConfig
 from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import ChangeEvent, TableSchema, comparable_key
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.cdc_columns import POSITION_TYPE
+from airflow_cdc.sinks.change_batches import Block, merge_groups, read_block
 from airflow_cdc.sinks.count_rows import FLOOR_COLUMN, UNREAD_COLUMN, fold_count_rows, half_rows
 from airflow_cdc.sinks.row_hash import ROW_HASH_COLUMN
 from airflow_cdc.stream.half_filter import ChunkMarks
 
-__all__ = ["Marks", "apply_counts"]
+__all__ = ["Marks", "apply_counts", "fold_halves", "fold_halves_blocks"]
 
 #: A table's chunks, their high watermarks and those that read nothing (``of_table``).
 Marks = TableWatermarks
@@ -46,9 +49,40 @@ def apply_counts(
     """Fold ``events`` (of ``schema.table``, in binlog order) into the sink's counts; the
     rows written. ``marks`` must be read before this call reads the sink (module
     docstring)."""
-    changes = _changes(schema, events, ChunkMarks(marks, sort_key_for(schema), marks.unread))
+    return fold_halves(sink, schema, half_rows(schema, events).changes, marks)
+
+
+def fold_halves_blocks(
+    sink: Sink,
+    schema: TableSchema,
+    blocks: Sequence[Block],
+    marks: Marks,
+    *,
+    staging: SinkConfig,
+    max_rows: int,
+) -> int:
+    """Fold a batch's blocks of ``schema.table``'s halves (``stream.slice_halves``, each
+    with the positions of its first and last half as ``low`` and ``high``) into the
+    sink's counts, at most ``max_rows`` halves at a time; the rows written. The blocks
+    are folded in binlog order, so every half of a group lies after every half of the
+    groups folded before it, and the counts a group reads hold those groups' halves
+    (skipping them again is the position rule's job: a replay). ``marks``: as for
+    :func:`apply_counts`, read before this call."""
+    ordered = sorted(blocks, key=_first_position)
+    written = 0
+    for group in merge_groups([block.rows for block in ordered], max_rows):
+        found = [read_block(staging, ordered[i]) for i in group]
+        written += fold_halves(sink, schema, pa.concat_tables(found), marks)
+    return written
+
+
+def fold_halves(sink: Sink, schema: TableSchema, changes: pa.Table, marks: Marks) -> int:
+    """Fold ``changes`` (``schema.table``'s halves as ``sinks.count_rows.half_rows``
+    makes them) into the sink's counts; the rows written. ``marks``: as for
+    :func:`apply_counts`."""
     if not changes.num_rows:
         return 0
+    changes = _with_floors(schema, changes, ChunkMarks(marks, sort_key_for(schema), marks.unread))
     held = sink.counts_of(schema.table, pc.unique(changes.column(ROW_HASH_COLUMN)))
     rows = fold_count_rows(held, changes)
     if rows.num_rows:
@@ -56,13 +90,30 @@ def apply_counts(
     return int(rows.num_rows)
 
 
-def _changes(schema: TableSchema, events: Sequence[ChangeEvent], floors: ChunkMarks) -> pa.Table:
-    """The halves of ``events`` as the fold takes them (``sinks.count_rows.half_rows``),
-    each with its floor and whether its chunk read nothing."""
-    found = half_rows(schema, events)
-    values = [comparable_key(v) for v in found.chunk_values]
-    floors_at = [floors.high_watermark_of(value).encode() for value in values]
-    unread = [floors.unread_at(value) for value in values]
-    return found.changes.append_column(
-        FLOOR_COLUMN, pa.array(floors_at, POSITION_TYPE)
-    ).append_column(UNREAD_COLUMN, pa.array(unread, pa.bool_()))
+def _with_floors(schema: TableSchema, changes: pa.Table, floors: ChunkMarks) -> pa.Table:
+    """``changes`` with each half's floor: the high watermark of the chunk holding its
+    image's value of the chunking column (of the one chunk, for a table read whole), and
+    whether that chunk read nothing."""
+    values: Iterable[tuple[Any, ...]] = (
+        zip(*(changes.column(name).to_pylist() for name in schema.key), strict=True)
+        if schema.key
+        else [()] * changes.num_rows
+    )
+    found: dict[tuple[Any, ...], tuple[int, bool]] = {}
+    floors_at, unread = [], []
+    for value in values:
+        floor = found.get(value)
+        if floor is None:
+            key = comparable_key(value)
+            floor = found[value] = (floors.high_watermark_of(key).encode(), floors.unread_at(key))
+        floors_at.append(floor[0])
+        unread.append(floor[1])
+    return changes.append_column(FLOOR_COLUMN, pa.array(floors_at, POSITION_TYPE)).append_column(
+        UNREAD_COLUMN, pa.array(unread, pa.bool_())
+    )
+
+
+def _first_position(block: Block) -> int:
+    if block.low is None:
+        raise ValueError("a block of halves must carry the position of its first half")
+    return block.low

@@ -3,7 +3,8 @@
 For each batch (Spark's ``foreachBatch``, or the driver's own start batch): tables reading
 for the first time join the stream (``stream.joining``: their changes before the batch are
 replayed), the catalog is checked for changes the row images cannot show, each table's
-blocks are merged (``stream.apply.merge_each``: tables in parallel), and the batch's
+blocks are merged (``stream.apply.merge_each``: tables in parallel), each table without a
+key's halves are folded into its counts (``stream.apply_counts``), and the batch's
 end is recorded as the stream's committed position with its lag and heartbeat.
 
 Each table records the batch's end as its Delta application transaction ("holds every
@@ -28,12 +29,14 @@ from airflow_cdc.model import (
     TableSelection,
     describe_tables,
 )
+from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged
 from airflow_cdc.snapshot.replacement import replaced_for
 from airflow_cdc.stream.apply import merge_each
+from airflow_cdc.stream.apply_counts import fold_halves_blocks
 from airflow_cdc.stream.carry_out import replace_unexplained
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
 from airflow_cdc.stream.health import look_at_source
@@ -114,12 +117,13 @@ class BatchWriter:
 
         batch = slice_batch(rows)
         joining = self._join(batch)
-        needed = sorted(
-            (t for t in batch.blocks if t in self.schemas and t not in batch.aside), key=str
-        )
+        arrived = {*batch.blocks, *batch.halves}
+        needed = sorted((t for t in arrived if t in self.schemas and t not in batch.aside), key=str)
         needed = self._check_catalog(needed, batch.start)
         self.probe.reach("stream_before_apply")
         in_order = self._write_in_binlog_order(batch)
+        counted = self._fold_halves(batch, [t for t in needed if t in batch.halves])
+        needed = [t for t in needed if t in batch.blocks]
         # Each table records the batch's end as its Delta application transaction: "holds
         # every change up to here", so a replay of this batch, or of any batch ending
         # before it, from whatever checkpoint (or none), is skipped.
@@ -128,7 +132,7 @@ class BatchWriter:
             [TableChanges(t, self.schemas[t].key, tuple(batch.blocks[t])) for t in needed],
             version,
         )
-        written = sum(m.rows for m in merged) + in_order
+        written = sum(m.rows for m in merged) + in_order + counted
         merges = sum(m.merges for m in merged)
         self.probe.reach("stream_after_apply")
         if batch.end is not None:
@@ -209,6 +213,29 @@ class BatchWriter:
                 assert merged.error is not None
                 raise merged.error
         return [m for m in outcomes if m.error is None]
+
+    def _fold_halves(self, batch: SliceBatch, tables: list[TableId]) -> int:
+        """The tables without a key: their halves from the batch's slices folded into
+        their counts (``stream.apply_counts``), each table's chunk marks read before its
+        counts; rows written."""
+        written = 0
+        for table in tables:
+            schema = self.schemas[table]
+            if not schema.keyless:
+                raise CdcError(
+                    f"{table} has a key now, but this batch's slices read it without one; "
+                    "the batch is read again"
+                )
+            marks = self.store.watermarks.of_table(table, sort_key=sort_key_for(schema))
+            written += fold_halves_blocks(
+                self.sink,
+                schema,
+                batch.halves[table],
+                marks,
+                staging=self.spec.sink,
+                max_rows=self.spec.bounds.max_merge_rows,
+            )
+        return written
 
     def _write_in_binlog_order(self, batch: SliceBatch) -> int:
         """The tables a slice set aside (a schema change in the batch), each applied in

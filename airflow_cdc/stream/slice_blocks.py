@@ -58,10 +58,16 @@ class SliceBlocks:
         self._folder = folder
         self._left = inline_bytes
 
-    def put(self, rows: pa.Table, first_key: str | None = None) -> Block:
-        """A block of ``rows``, with the bounds of its ``first_key`` column when that is
-        an integer."""
-        low, high = _bounds(rows, first_key)
+    def put(
+        self,
+        rows: pa.Table,
+        first_key: str | None = None,
+        *,
+        bounds: tuple[int, int] | None = None,
+    ) -> Block:
+        """A block of ``rows``, with ``bounds`` as its low and high, or the bounds of its
+        ``first_key`` column when that is an integer."""
+        low, high = _bounds(rows, first_key) if bounds is None else bounds
         if rows.nbytes <= self._left:
             out = pa.BufferOutputStream()
             with pa.ipc.new_stream(out, rows.schema) as writer:

@@ -2,7 +2,9 @@
 (``source.binlog.reader``), screens the row images against the schemas the stream started
 with (``source.schema_check``), keeps only the changes the sink still needs (the emit filter
 against the chunks' high watermarks, ``stream.emit_filter``) and reduces them to the newest
-row per key (``stream.apply.reduce_slice``). The reduced rows go in blocks of
+row per key (``stream.apply.reduce_slice``); a table without a key's changes become
+halves instead (``stream.slice_halves``), folded into counts by the driver. The reduced
+rows (and halves) go in blocks of
 ``block_rows`` keys (``stream.slice_blocks``: inline when small, else staged files); the slice yields them and closes with
 its boundary (``stream.slice_rows``). A table whose schema changes in the slice (a DDL
 statement, or images with other columns) is set aside: the slice yields why instead of its
@@ -19,7 +21,7 @@ import pyarrow as pa
 
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.metadata.codec import table_to_text
-from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId
+from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId, TableSchema
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.reader import ColumnItem, read_changes_in_columns
 from airflow_cdc.source.schema_check import Drift, screen_events
@@ -27,10 +29,12 @@ from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.column_slice import ColumnSlice
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.slice_blocks import SliceBlocks, staging_dir
+from airflow_cdc.stream.slice_halves import SliceHalves
 from airflow_cdc.stream.slice_rows import (
     ASIDE,
     BLOCK,
     BOUNDARY,
+    HALVES,
     Aside,
     Block,
     SlicePlan,
@@ -39,10 +43,7 @@ from airflow_cdc.stream.slice_rows import (
     boundary_payload,
 )
 
-__all__ = ["KEYLESS_ASIDE", "SliceRow", "read_slice"]
-
-#: Why a slice sets every table without a key aside (``stream.apply_counts``).
-KEYLESS_ASIDE = "a table without a key: its changes are folded into counts in binlog order"
+__all__ = ["SliceRow", "read_slice"]
 
 #: ``(kind, ref, payload)``: the row schema of the stream's source (``stream.slice_rows``).
 SliceRow = tuple[str, str, bytes]
@@ -51,40 +52,12 @@ SliceRow = tuple[str, str, bytes]
 def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
     """The slice's block rows, then its boundary row (see the module docstring)."""
     schemas = {TableId.parse(name): s for name, s in plan.schemas.items()}
-    marks = {TableId.parse(name): m for name, m in plan.watermarks.items()}
     start, end = plan.start, plan.end.position
     events = emitted = 0
     began = time.monotonic()
     if schemas and start < end:
-        emit = EmitFilter(marks, schemas)
-        changes = read_changes_in_columns(spec.source, schemas, start, end, plan.dump_from)
-        put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
-        staged: list[tuple[TableId, Block]] = []
-
-        def stage(table: TableId, rows: pa.Table) -> None:
-            staged.append((table, put.put(rows, schemas[table].key[0])))
-
-        # A table without a key is folded as counts by the driver, in binlog order.
-        aside = {t: Aside(start, KEYLESS_ASIDE) for t, schema in schemas.items() if schema.keyless}
-
-        def drifted(event: ChangeEvent, drift: Drift) -> None:
-            aside.setdefault(event.table, Aside(event.position, drift.describe()))
-
-        columns = ColumnSlice(schemas, emit, block_rows=spec.bounds.block_rows, on_block=stage)
-        reduced = reduce_slice(
-            screen_events(_route(changes, aside, columns), schemas, emit.should_emit, drifted),
-            schemas,
-            emit.should_emit,
-            block_rows=spec.bounds.block_rows,
-            on_block=stage,
-        )
-        columns.finish()
-        for table, block in staged:
-            if table not in aside:  # a table set aside is applied in order by the driver
-                yield (BLOCK, table_to_text(table), block_payload(block))
-        for table, reason in aside.items():
-            yield (ASIDE, table_to_text(table), aside_payload(reason))
-        events, emitted = reduced.events + columns.events, reduced.emitted + columns.emitted
+        rows, events, emitted = _read(spec, plan, schemas)
+        yield from rows
         # Executors' Python workers have no logging set up: stderr reaches the job's log.
         print(
             f"airflow_cdc slice ({start}, {end}]: {events} changes decoded and reduced to "
@@ -99,18 +72,79 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
     )
 
 
+def _read(
+    spec: StreamJobSpec, plan: SlicePlan, schemas: dict[TableId, TableSchema]
+) -> tuple[list[SliceRow], int, int]:
+    """The slice's block and aside rows, its changes read and rows (or halves) kept."""
+    marks = {TableId.parse(name): m for name, m in plan.watermarks.items()}
+    emit = EmitFilter(marks, schemas)
+    changes = read_changes_in_columns(
+        spec.source, schemas, plan.start, plan.end.position, plan.dump_from
+    )
+    put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
+    staged: list[tuple[str, TableId, Block]] = []
+
+    def stage(table: TableId, rows: pa.Table) -> None:
+        staged.append((BLOCK, table, put.put(rows, schemas[table].key[0])))
+
+    def stage_halves(table: TableId, rows: pa.Table, span: tuple[int, int]) -> None:
+        staged.append((HALVES, table, put.put(rows, bounds=span)))
+
+    aside: dict[TableId, Aside] = {}
+
+    def drifted(event: ChangeEvent, drift: Drift) -> None:
+        aside.setdefault(event.table, Aside(event.position, drift.describe()))
+
+    block_rows = spec.bounds.block_rows
+    columns = ColumnSlice(schemas, emit, block_rows=block_rows, on_block=stage)
+    keyless = SliceHalves(
+        {t: schema for t, schema in schemas.items() if schema.keyless},
+        block_rows=block_rows,
+        on_block=stage_halves,
+    )
+    screened = screen_events(
+        _route(changes, aside, columns, keyless), schemas, emit.should_emit, drifted
+    )
+    reduced = reduce_slice(
+        _keyed(screened, keyless), schemas, emit.should_emit, block_rows=block_rows, on_block=stage
+    )
+    columns.finish()
+    keyless.finish()
+    rows = [
+        (kind, table_to_text(table), block_payload(block))
+        for kind, table, block in staged
+        if table not in aside  # a table set aside is applied in order by the driver
+    ]
+    rows += [(ASIDE, table_to_text(table), aside_payload(why)) for table, why in aside.items()]
+    events = reduced.events + columns.events + keyless.events
+    return rows, events, reduced.emitted + columns.emitted + keyless.emitted
+
+
 def _route(
-    items: Iterable[ColumnItem], aside: dict[TableId, Aside], columns: ColumnSlice
+    items: Iterable[ColumnItem],
+    aside: dict[TableId, Aside],
+    columns: ColumnSlice,
+    keyless: SliceHalves,
 ) -> Iterator[ChangeEvent]:
-    """The row changes of the tables not set aside, row events in columns to ``columns``:
-    a schema change sets its table aside from there on (so does a drifted image, which
-    ``screen_events`` hands to the caller)."""
+    """The row changes of the tables not set aside, row events in columns to ``keyless``
+    (a table without a key) or ``columns``: a schema change sets its table aside from
+    there on (so does a drifted image, which ``screen_events`` hands to the caller)."""
     for item in items:
         if isinstance(item, SchemaEvent):
             aside.setdefault(item.table, Aside(item.position, item.statement.strip()))
         elif item.table in aside:
             continue
         elif isinstance(item, ColumnRows):
-            columns.add(item)
+            (keyless if item.table in keyless else columns).add(item)
         else:
             yield item
+
+
+def _keyed(events: Iterable[ChangeEvent], keyless: SliceHalves) -> Iterator[ChangeEvent]:
+    """The changes of tables with a key; those of tables without one go to ``keyless``
+    (as they come: in binlog order with the row events in columns)."""
+    for event in events:
+        if event.table in keyless:
+            keyless.add_event(event)
+        else:
+            yield event

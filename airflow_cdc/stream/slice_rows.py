@@ -3,7 +3,8 @@ slice task hands back, and the batch they make (:class:`SliceBatch`).
 
 Each slice task (``spark.binlog_source``'s ``read``, on an executor) yields one ``block`` row
 per block of a table's reduced rows (``ref``: the table; ``payload``: a :class:`Block`, its
-rows inline or in a staged file) and closes with one ``boundary`` row (``ref``: the slice's end; ``payload``: its
+rows inline or in a staged file), one ``halves`` row per block of a keyless table's halves
+(the same payload), and closes with one ``boundary`` row (``ref``: the slice's end; ``payload``: its
 start, the tables read and counts). The driver's batch function (``stream.batch_writer``)
 turns them back into one :class:`SliceBatch`.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "ASIDE",
     "BLOCK",
     "BOUNDARY",
+    "HALVES",
     "Aside",
     "Block",
     "Offset",
@@ -38,6 +40,10 @@ __all__ = [
 BOUNDARY = ""
 #: ``kind`` of a row holding one table's reduced rows of a slice; ``ref`` names the table.
 BLOCK = "rows"
+#: ``kind`` of a row holding one block of a table without a key's halves of a slice
+#: (``stream.slice_halves``; its ``low`` and ``high``: the positions of its first and last
+#: half); ``ref`` names the table.
+HALVES = "halves"
 #: ``kind`` of a row setting a table aside: the slice met a schema change of it (a DDL
 #: statement, or row images with other columns), so the driver applies the table's part of
 #: the batch in binlog order (``stream.in_binlog_order``); ``ref`` names the table.
@@ -104,6 +110,8 @@ class SliceBatch:
     slices: int = 0
     #: Tables a slice set aside (``ASIDE``), with the first reason in binlog order.
     aside: dict[TableId, Aside] = field(default_factory=dict)
+    #: Per table without a key, the blocks of its halves (``HALVES``).
+    halves: dict[TableId, list[Block]] = field(default_factory=dict)
 
 
 def slice_batch(rows: Sequence[Any]) -> SliceBatch:
@@ -116,6 +124,7 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
     tables: tuple[TableId, ...] = ()
     events = emitted = slices = 0
     aside: dict[TableId, Aside] = {}
+    halves: dict[TableId, list[Block]] = {}
     for kind, ref, payload in rows:  # Spark Rows or the start batch's tuples
         if kind == BOUNDARY:
             bounds = decode_payload(payload)
@@ -137,10 +146,11 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
                 aside[table] = reason
             continue
         block = decode_payload(payload)
-        blocks.setdefault(TableId.parse(ref), []).append(
+        held = halves if kind == HALVES else blocks
+        held.setdefault(TableId.parse(ref), []).append(
             Block(block["rows"], block["path"], block["data"], block.get("low"), block.get("high"))
         )
-    return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices, aside)
+    return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices, aside, halves)
 
 
 @dataclass(frozen=True)

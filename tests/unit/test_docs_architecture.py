@@ -401,7 +401,7 @@ def test_a_caller_that_does_not_call_the_rule_is_named() -> None:
         "emit filter",
         "`airflow_cdc/stream/emit_filter.py` (`EmitFilter.should_emit`)",
         "`tests/unit/test_docs_architecture.py::test_a_caller_that_does_not_call_the_rule_is_named`",
-        "`stream.slice_reader.read_slice` (`should_emit`), `stream.start.start_position`, "
+        "`stream.slice_reader._read` (`should_emit`), `stream.start.start_position`, "
         "`stream.gone.f` (`should_emit`), called by `stream.gone.g`",
     )
     assert list(rule_files(rule)) == []

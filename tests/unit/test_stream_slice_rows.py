@@ -47,3 +47,23 @@ def test_offsets_keep_their_epoch_and_the_form_before_epochs() -> None:
     moved = Offset(BinlogPosition("r.000001", 4, 0, epoch=2), 2.0)
     assert moved.to_map()["epoch"] == 2
     assert Offset.from_map(moved.to_map()) == moved
+
+
+def test_halves_of_a_table_without_a_key_are_kept_apart_from_reduced_rows() -> None:
+    """A keyless table's blocks of halves (``stream.slice_halves``) carry the positions of
+    their first and last half, and are not merged as reduced rows."""
+    from airflow_cdc.stream.slice_rows import HALVES
+
+    first, second = (
+        Block(4, data=b"h1", low=10, high=20),
+        Block(2, path="h2.arrow", low=30, high=31),
+    )
+    rows = [
+        (HALVES, str(A), block_payload(second)),
+        (BLOCK, str(B), block_payload(Block(2, data=b"rows"))),
+        (HALVES, str(A), block_payload(first)),
+        (BOUNDARY, pos(500).to_text(), boundary_payload(pos(100), 1.0, [str(A), str(B)])),
+    ]
+    batch = slice_batch(rows)
+    assert batch.halves == {A: [second, first]}
+    assert batch.blocks == {B: [Block(2, data=b"rows")]}
