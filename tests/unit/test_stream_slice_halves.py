@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.config import SinkConfig
+from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import (
     BinlogPosition,
     ChangeEvent,
@@ -185,7 +186,7 @@ def test_the_driver_folds_a_batch_s_blocks_in_binlog_order_in_groups(
         for _, rows, (low, high) in halves_of(events, block_rows, set())
     ]
     shuffled = data.draw(st.permutations(blocks))
-    marks = [(ChunkRange(None, None), BinlogPosition(FILE, 4))]
+    marks = TableWatermarks([(ChunkRange(None, None), BinlogPosition(FILE, 4))])
     staging = SinkConfig(str(lake))
     fold_halves_blocks(sink, SCHEMA, shuffled, marks, staging=staging, max_rows=max_rows)
     assert sink_counts(sink) == +table
@@ -197,7 +198,7 @@ def test_the_driver_folds_a_batch_s_blocks_in_binlog_order_in_groups(
 def test_a_block_of_halves_without_its_first_position_is_refused(tmp_path: Path) -> None:
     sink = DeltaSink(str(tmp_path / "lake"))
     sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), bucket_width=10)
-    marks = [(ChunkRange(None, None), BinlogPosition(FILE, 4))]
+    marks = TableWatermarks([(ChunkRange(None, None), BinlogPosition(FILE, 4))])
     with pytest.raises(ValueError, match="first half"):
         fold_halves_blocks(
             sink, SCHEMA, [Block(1, data=b"")], marks, staging=SinkConfig(str(tmp_path)), max_rows=5
