@@ -88,13 +88,13 @@ def test_narrowing_lists_rows_once_few_are_left_or_no_level_is() -> None:
 
 
 listings = st.dictionaries(st.sampled_from(list("abcdefgh")), st.integers(0, 3), max_size=8).map(
-    lambda rows: {text: (h, (text,)) for text, h in rows.items()}
+    lambda rows: {text: (h, 1, (text,)) for text, h in rows.items()}
 )
 
 
 @given(listings, listings)
 def test_row_differences_are_the_set_differences(
-    source: dict[str, tuple[int, tuple[str]]], lake: dict[str, tuple[int, tuple[str]]]
+    source: dict[str, tuple[int, int, tuple[str]]], lake: dict[str, tuple[int, int, tuple[str]]]
 ) -> None:
     found = row_differences(source, lake)
     assert set(found.missing) == {(t,) for t in set(source) - set(lake)}
