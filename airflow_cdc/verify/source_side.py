@@ -129,18 +129,9 @@ class SourceShare:
         holds newer versions of."""
         sums: dict[str, RangeSum] = {}
         span, span_params = self._range(self.span)
-        by_value = not self.schema.keyless and all(
-            self.schema.column(k).data_type in _LITERAL_TYPES for k in self.schema.key
-        )
         for start in range(0, len(keys), KEYS_PER_QUERY):
-            if by_value:
-                match, params = _in_values(self.schema.key, keys[start : start + KEYS_PER_QUERY])
-            else:  # no index: a scan of the share, but exact whatever the key's type (the
-                # texts compared as bytes: a collation would take 'a' for 'A')
-                batch = texts[start : start + KEYS_PER_QUERY]
-                text = f"CAST({mysql_key_text(self.schema)} AS BINARY)"
-                match = f"{text} IN ({', '.join(['%s'] * len(batch))})"
-                params = list(batch)
+            end = start + KEYS_PER_QUERY
+            match, params = self._match(keys[start:end], texts[start:end])
             sql = (
                 f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
                 f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} "
@@ -169,6 +160,24 @@ class SourceShare:
         return listing(listed)
 
     # -- SQL ---------------------------------------------------------------------------
+
+    def _match(self, keys: Sequence[Key], texts: Sequence[str]) -> tuple[str, list[Any]]:
+        """SQL and parameters selecting the rows of ``keys`` (``texts``: their canonical
+        texts): by the key's values (an index seek each) when the server takes them as
+        literals, else by the texts, compared as bytes (a collation would take 'a' for
+        'A'): a scan of the share, exact whatever the type. A keyless table's images by
+        their texts, within their chunking column's values when it takes literals."""
+        key, keyless = self.schema.key, self.schema.keyless
+        literal = bool(key) and all(self.schema.column(k).data_type in _LITERAL_TYPES for k in key)
+        if literal and not keyless:
+            return _in_values(key, keys)
+        text = f"CAST({mysql_key_text(self.schema)} AS BINARY)"
+        match, params = f"{text} IN ({', '.join(['%s'] * len(texts))})", list(texts)
+        if literal:  # the images' values of the column the table is chunked by
+            at = self.schema.identity_columns.index(key[0])
+            seek, values = _in_values(key, list(dict.fromkeys((image[at],) for image in keys)))
+            return f"{seek} AND {match}", [*values, *params]
+        return match, params
 
     @property
     def _table(self) -> str:
