@@ -13,9 +13,9 @@ A pass (:func:`_pass`) compares the two sides at one point:
    the cut are left out, and each view takes the same keys out of its sums as it sees them;
 4. the prefixes are compared (``verify.digest_prefixes``).
 
-A first pass sums 256 prefixes; while some differ and hold more than ``list_rows`` rows,
-a deeper pass sums only those prefixes' keys; then their rows are listed on both sides and
-compared key by key. The result names the keys (:class:`TableCheck`).
+A first pass sums 256 prefixes; while some differ and hold more than ``list_rows`` rows
+(fewer than a level up), a deeper pass sums only those prefixes' keys; then their rows
+are listed on both sides and compared key by key. The result names the keys (:class:`TableCheck`).
 
 A table without a key goes the same way with its whole row for its identity: the source
 sums its rows as they are (equal rows add up), the lake its images times their counts;
@@ -40,7 +40,13 @@ from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.canonical import notes
-from airflow_cdc.verify.digest_prefixes import Differences, differing, next_step, row_differences
+from airflow_cdc.verify.digest_prefixes import (
+    Differences,
+    differing,
+    held_rows,
+    next_step,
+    row_differences,
+)
 from airflow_cdc.verify.lake_side import LakeVersion
 from airflow_cdc.verify.source_side import RowRate, SourceShare
 from airflow_cdc.verify.sums import RangeSum
@@ -91,7 +97,7 @@ def check_table(
             f"{schema.table} has no Delta table at {lake_sink.table_uri(schema.table)}: snapshot it first"
         )
     run = _Run(source, info, lake_sink, schema, settings, stream_position, shares)
-    level, within, passes = 0, None, 0
+    level, within, passes, held = 0, None, 0, None
     first_rows = None
     while True:
         passes += 1
@@ -99,9 +105,10 @@ def check_table(
         if first_rows is None:
             first_rows = sum(s.rows for s in source_sums.values())
         bad = differing(source_sums, lake_sums)
-        if not bad or next_step(source_sums, lake_sums, bad, level, settings.list_rows) == "rows":
+        step = next_step(source_sums, lake_sums, bad, level, settings.list_rows, held)
+        if not bad or step == "rows":
             break
-        level, within = level + 1, bad
+        level, within, held = level + 1, bad, held_rows(source_sums, lake_sums, bad)
     found = Differences()
     if bad:
         passes += 1

@@ -34,6 +34,7 @@ __all__ = [
     "Differences",
     "Listing",
     "differing",
+    "held_rows",
     "listing",
     "next_step",
     "prefix_width",
@@ -60,17 +61,33 @@ def differing(source: PrefixSums, lake: PrefixSums) -> list[str]:
     return sorted(b for b in set(source) | set(lake) if source.get(b, empty) != lake.get(b, empty))
 
 
-def next_step(
-    source: PrefixSums, lake: PrefixSums, prefixes: Sequence[str], level: int, list_rows: int
-) -> Literal["rows", "deeper"]:
-    """After ``prefixes`` differ at ``level``: list their rows when the larger side holds at
-    most ``list_rows`` of them (or no deeper level is left), else look one level deeper."""
+def held_rows(source: PrefixSums, lake: PrefixSums, prefixes: Sequence[str]) -> int:
+    """The rows ``prefixes`` hold on the side that holds more of them."""
     empty = RangeSum()
-    held = max(
+    return max(
         sum(source.get(b, empty).rows for b in prefixes),
         sum(lake.get(b, empty).rows for b in prefixes),
     )
-    return "rows" if held <= list_rows or level >= MAX_LEVEL else "deeper"
+
+
+def next_step(
+    source: PrefixSums,
+    lake: PrefixSums,
+    prefixes: Sequence[str],
+    level: int,
+    list_rows: int,
+    held_before: int | None = None,
+) -> Literal["rows", "deeper"]:
+    """After ``prefixes`` differ at ``level``: list their rows when the larger side holds at
+    most ``list_rows`` of them (or no deeper level is left), else look one level deeper;
+    but list them too when they hold as many rows as the prefixes that differed a level
+    up (``held_before``): each row there lies in a differing prefix, so a deeper pass (a
+    scan of the table) would not narrow them either: many rows differ, or a table without
+    a key holds one differing row many times over (its rows share every prefix)."""
+    held = held_rows(source, lake, prefixes)
+    if held <= list_rows or level >= MAX_LEVEL:
+        return "rows"
+    return "rows" if held_before is not None and held >= held_before else "deeper"
 
 
 @dataclass(frozen=True)

@@ -148,15 +148,24 @@ class SourceShare:
         rows have it."""
         listed: list[tuple[str, int, int, Key]] = []
         key = ", ".join(sql_identifier(k) for k in self.schema.identity_columns)
+        text, row_hash = mysql_key_text(self.schema), mysql_row_hash(self.schema)
         for rng, rows in self._ranges:
             where, params = self._where(rng, level, within)
             sql = (
-                f"SELECT {mysql_key_text(self.schema)}, {mysql_row_hash(self.schema)}, {key} "  # noqa: S608 - quoted names, values as parameters
+                f"SELECT {text}, {row_hash}, 1, {key} "  # noqa: S608 - quoted names, values as parameters
                 f"FROM {self._table} WHERE {where}"
             )
+            if self.schema.keyless:  # one row per image, counted by the server: grouped by
+                # its digest (a long text would be grouped by its first max_sort_length
+                # bytes, a collation would take 'a' for 'A'), its columns named for
+                # ONLY_FULL_GROUP_BY (equal digests: equal values)
+                sql = (
+                    f"SELECT MIN({text}), MIN({row_hash}), COUNT(*), {key} FROM {self._table} "  # noqa: S608 - quoted names, values as parameters
+                    f"WHERE {where} GROUP BY {mysql_key_digest(self.schema)}, {key}"
+                )
             with self._rate.reading(rows):
                 found = fetch_all(self._conn, sql, params)
-            listed.extend((str(text), int(h), 1, tuple(values)) for text, h, *values in found)
+            listed.extend((str(t), int(h), int(n), tuple(values)) for t, h, n, *values in found)
         return listing(listed)
 
     # -- SQL ---------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """Verify of tables without a key (issue 47) on the real MariaDB and a Delta table made by
 the real snapshot and stream: two tables whose rows exist up to three times over, one
 chunked by ``c``, one read whole; every column type the canonical forms treat apart
-(DECIMAL, VARCHAR with trailing spaces, DATETIME(6), DOUBLE, BLOB, NULLs).
+(DECIMAL, VARCHAR with trailing spaces, DATETIME(6), DOUBLE, BLOB, NULLs), and rows equal
+but for case (one row to the server's collation, two images).
 
 1. Snapshotted under no writer, then changed (an exact duplicate inserted, one of two
    equal rows deleted, one of three updated) and streamed: both verify clean.
 2. Changed again while the check's views are open (the stream applies it before the lake
    is read): the images newer than the cut are left out of the lake's sums and their rows
    taken out of the source's, and the tables still verify clean.
-3. The lake tampered with three ways: a duplicate's count changed, an image dropped, an
-   image the source lacks added. Verify names each image with both counts.
+3. The lake tampered with: a duplicate's count changed, an image dropped, an image the
+   source lacks added, and both images equal but for case changed. Verify names each
+   image with both counts (the source's listed grouped by the server, under
+   ONLY_FULL_GROUP_BY).
 4. The repair's ranges re-snapshot them through the chunk path: clean again, and the lake's
    multiset is the source's.
 """
@@ -52,13 +55,18 @@ ROWS = (
     " IF(a.seq % 9 = 0, NULL, a.seq / 3), IF(a.seq % 11 = 0, NULL, UNHEX(HEX(a.seq % 4)))"
     " FROM seq_1_to_120 a JOIN seq_1_to_3 r ON r.seq <= 1 + a.seq % 3"
 )
+#: Rows equal but for case ('case' once, 'CASE' twice): one row to a case-insensitive
+#: collation, two images.
+CASES = "(7, 'case', 9.99), (7, 'CASE', 9.99), (7, 'CASE', 9.99)"
 #: Changes a multiset makes hard (``{t}``: the table; in round ``r`` the images ``s`` of
 #: amount ``s / 100`` from ``30 r``): a duplicate of a row held twice, one of two equal
-#: rows deleted, one of three equal rows updated.
+#: rows deleted, one of three equal rows updated; one more 'CASE' (its rows, not
+#: 'case''s, are taken out of the source's sums when the stream applied it after the cut).
 CHANGES = (
     "INSERT INTO {t} SELECT * FROM {t} WHERE amount = {s:.2f} + 0.01 LIMIT 1",
     "DELETE FROM {t} WHERE amount = {s:.2f} + 0.04 LIMIT 1",
     "UPDATE {t} SET v = 'moved' WHERE amount = {s:.2f} + 0.05 LIMIT 1",
+    "INSERT INTO {t} (c, v, amount) VALUES (7, 'CASE', 9.99)",  # beside 'case'
 )
 
 
@@ -69,6 +77,7 @@ def tables(mariadb: LocalMariaDB, fresh_db: str) -> list[TableId]:
         f"CREATE TABLE heap ({COLUMNS})",
         f"INSERT INTO log {ROWS}",
         f"INSERT INTO heap {ROWS}",
+        *(f"INSERT INTO {t} (c, v, amount) VALUES {CASES}" for t in ("log", "heap")),
         database=fresh_db,
     )
     return [TableId(fresh_db, "log"), TableId(fresh_db, "heap")]
@@ -137,7 +146,8 @@ def streamed(
 
 def tamper(lake: Path, table: TableId) -> dict[str, Any]:
     """A duplicate's count lowered (3 rows: ``amount`` 0.02), an image dropped (0.07), an
-    image the source lacks added (0.10 with ``v`` 'extra'); the three images' rows."""
+    image the source lacks added (0.10 with ``v`` 'extra'); of the images equal but for
+    case, 'CASE' (4 rows) lowered to 1, 'case' dropped. The lake's images by amount."""
     uri = DeltaSink(str(lake)).table_uri(table)
     rows = DeltaTable(uri).to_pyarrow_table()
     by_amount = {str(r["amount"]): r for r in rows.to_pylist()}
@@ -147,6 +157,8 @@ def tamper(lake: Path, table: TableId) -> dict[str, Any]:
         predicate="amount = CAST(0.02 AS DECIMAL(10, 2))", updates={COUNT_COLUMN: "2"}
     )
     DeltaTable(uri).delete("amount = CAST(0.07 AS DECIMAL(10, 2))")
+    DeltaTable(uri).update(predicate="v = 'CASE'", updates={COUNT_COLUMN: "1"})
+    DeltaTable(uri).delete("v = 'case'")
     extra = rows.filter(pc.equal(rows.column("amount"), pa.scalar(by_amount["0.10"]["amount"])))
     extra = extra.set_column(extra.schema.get_field_index("v"), "v", pa.array(["extra"]))
     hashes = pa.array([os.urandom(16)], extra.schema.field(ROW_HASH_COLUMN).type)
@@ -186,22 +198,34 @@ def test_keyless_tables_verify_clean_and_tampering_is_named_with_both_counts(
     # 3. tampered
     for table in tables:
         held = tamper(verify.lake, table)
-        found = verify(table, list_rows=3)
+        # the images listed grouped by the server, under the strictest GROUP BY mode
+        mode = mariadb.query("SELECT @@GLOBAL.sql_mode")[0][0]
+        mariadb.execute("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',ONLY_FULL_GROUP_BY')")
+        try:
+            found = verify(table, list_rows=3)
+        finally:
+            mariadb.execute(f"SET GLOBAL sql_mode = '{mode}'")
         differences = found.differences
-        assert len(differences.keys) == 3, differences.describe()
-        assert found.passes > 2  # narrowed below the first level before listing
-        ((missing,), (extra,), (changed,)) = (
-            differences.missing,
-            differences.extra,
-            differences.changed,
-        )
-        assert (str(missing[2]), str(extra[2]), str(changed[2])) == ("0.07", "0.10", "0.02")
-        assert extra[1] == "extra"
-        assert differences.counts == ((2, 0), (0, held["0.10"][COUNT_COLUMN]), (3, 2))
+        # narrowed below the first level, listed once no deeper level narrowed the rows
+        assert 2 < found.passes < 6
+        named = [(image[1], str(image[2])) for image in differences.keys]  # v, amount
+        counts = dict(zip(named, differences.counts, strict=True))
+        assert counts == {
+            ("v2", "0.02"): (3, 2),  # a duplicate's count lowered
+            ("v1 ", "0.07"): (2, 0),  # an image dropped
+            ("extra", "0.10"): (0, held["0.10"][COUNT_COLUMN]),  # an image added
+            ("CASE", "9.99"): (4, 1),  # images the server's collation takes for one
+            ("case", "9.99"): (1, 0),
+        }, differences.describe()
+        assert {(i[1], str(i[2])) for i in differences.missing} == {
+            ("v1 ", "0.07"),
+            ("case", "9.99"),
+        }
+        assert [(i[1], str(i[2])) for i in differences.extra] == [("extra", "0.10")]
         text = differences.describe()
-        assert "1 missing in the lake (" in text
+        assert "2 missing in the lake (" in text
         assert "2 in the source, 0 in the lake" in text
-        assert "1 with other counts (" in text
+        assert "2 with other counts (" in text
         assert "3 in the source, 2 in the lake" in text
 
         # 4. repaired through the chunk path
