@@ -96,6 +96,7 @@ class VerifyOperator(SelectedTablesOperator):
         settings: VerifySettings,
         repair: bool,
     ) -> list[TableOutcome]:
+        from airflow_cdc.planning.plan_snapshot import chunked_schemas
         from airflow_cdc.source.catalog import load_table_schemas, resolve_selection
         from airflow_cdc.source.connection import connect
         from airflow_cdc.source.server import server_info
@@ -105,7 +106,8 @@ class VerifyOperator(SelectedTablesOperator):
         try:
             info = server_info(conn, store.servers.current(source, may_switch=False))
             tables = selected_tables(resolve_selection(conn, selection), selection)
-            schemas = load_table_schemas(conn, tables)
+            # a table without a key with its chunking column (its ranges, and a repair's)
+            schemas = chunked_schemas(conn, load_table_schemas(conn, tables))
         finally:
             conn.close()
         self.log.info("Verifying %d table(s) against %s", len(schemas), info)

@@ -3,8 +3,11 @@
 A row is hashed from a canonical text: each column's value as text (or ``N`` for NULL; a
 text column's value prefixed with its length in characters, so no text can pose as NULL
 or as two values; numbers, dates and hex cannot), joined with ``|``;
-the fingerprint is the first 64 bits of the text's MD5. A key is hashed the same way from
-its key columns alone (a prefix of its digest groups it, ``verify.digest_prefixes``). The source computes it in SQL
+the fingerprint is the first 64 bits of the text's MD5. A row's identity is hashed the same
+way from its identity columns alone (a prefix of its digest groups it,
+``verify.digest_prefixes``): a keyed table's key columns, or every column of a table
+without a key, whose identity is its whole row: its identity text is then the row's text,
+and its fingerprint the first 64 bits of its identity digest. The source computes it in SQL
 (:func:`mysql_row_hash`, MariaDB/MySQL functions only, no row leaves the server), the lake
 side in DuckDB over the Delta table's Arrow data (:func:`duckdb_row_hash`). Each column
 type has one canonical text and two spellings of it, side by side in :func:`column_form`:
@@ -203,12 +206,14 @@ def duckdb_row_hash(schema: TableSchema) -> str:
 
 
 def _key_columns(schema: TableSchema) -> list[Column]:
-    return [schema.column(name) for name in schema.key]
+    """The columns that tell a row apart: the key, or every column of a keyless table."""
+    return [schema.column(name) for name in schema.identity_columns]
 
 
 def mysql_key_text(schema: TableSchema) -> str:
-    """The key's canonical text as a MySQL expression: the same on both sides, so rows are
-    matched by it (not by driver values, which differ by side for some types)."""
+    """The row identity's canonical text as a MySQL expression (the key's; a keyless
+    table's whole row): the same on both sides, so rows are matched by it (not by driver
+    values, which differ by side for some types)."""
     return _mysql_text([column_form(c) for c in _key_columns(schema)])
 
 

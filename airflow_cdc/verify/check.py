@@ -13,9 +13,14 @@ A pass (:func:`_pass`) compares the two sides at one point:
    the cut are left out, and each view takes the same keys out of its sums as it sees them;
 4. the prefixes are compared (``verify.digest_prefixes``).
 
-A first pass sums 256 prefixes; while some differ and hold more than ``list_rows`` rows,
-a deeper pass sums only those prefixes' keys; then their rows are listed on both sides and
-compared key by key. The result names the keys (:class:`TableCheck`).
+A first pass sums 256 prefixes; while some differ and hold more than ``list_rows`` rows
+(fewer than a level up), a deeper pass sums only those prefixes' keys; then their rows
+are listed on both sides and compared key by key. The result names the keys (:class:`TableCheck`).
+
+A table without a key goes the same way with its whole row for its identity: the source
+sums its rows as they are (equal rows add up), the lake its images times their counts;
+the images the stream wrote after the cut are left out of the lake's sums and their rows
+taken out of the source's; the listed images are compared by their number of rows.
 """
 
 from __future__ import annotations
@@ -32,11 +37,16 @@ from airflow_cdc.errors import ConfigurationError, StreamBehindError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.formats import open_sink
-from airflow_cdc.source.catalog.table_keys import require_key
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.canonical import notes
-from airflow_cdc.verify.digest_prefixes import Differences, differing, next_step, row_differences
+from airflow_cdc.verify.digest_prefixes import (
+    Differences,
+    differing,
+    held_rows,
+    next_step,
+    row_differences,
+)
 from airflow_cdc.verify.lake_side import LakeVersion
 from airflow_cdc.verify.source_side import RowRate, SourceShare
 from airflow_cdc.verify.sums import RangeSum
@@ -78,9 +88,7 @@ def check_table(
     settings: VerifySettings,
     stream_position: StreamPosition,
 ) -> TableCheck:
-    """Check one table (see the module docstring); a table without a key is refused
-    (``require_key``: its digest would take the chunking column for a row's identity)."""
-    require_key(schema)
+    """Check one table (see the module docstring)."""
     started = time.monotonic()
     shares = _shares(source, info, schema, settings)
     lake_sink = open_sink(sink)
@@ -89,7 +97,7 @@ def check_table(
             f"{schema.table} has no Delta table at {lake_sink.table_uri(schema.table)}: snapshot it first"
         )
     run = _Run(source, info, lake_sink, schema, settings, stream_position, shares)
-    level, within, passes = 0, None, 0
+    level, within, passes, held = 0, None, 0, None
     first_rows = None
     while True:
         passes += 1
@@ -97,9 +105,10 @@ def check_table(
         if first_rows is None:
             first_rows = sum(s.rows for s in source_sums.values())
         bad = differing(source_sums, lake_sums)
-        if not bad or next_step(source_sums, lake_sums, bad, level, settings.list_rows) == "rows":
+        step = next_step(source_sums, lake_sums, bad, level, settings.list_rows, held)
+        if not bad or step == "rows":
             break
-        level, within = level + 1, bad
+        level, within, held = level + 1, bad, held_rows(source_sums, lake_sums, bad)
     found = Differences()
     if bad:
         passes += 1
@@ -177,14 +186,16 @@ class _Run:
         """The rows of the prefixes ``within`` on both sides, compared key by key."""
         with self._views() as views, ThreadPoolExecutor(len(views)) as pool:
             cut = self._wait_for_stream(views)
-            listed: dict[str, tuple[int, Key]] = {}
+            listed: dict[str, tuple[int, int, Key]] = {}
             for part in pool.map(lambda v: v.rows(level, within), views):
-                listed.update(part)
+                listed.update(part)  # an identity lies in one share's ranges
             with contextlib.closing(self._lake()) as lake:
                 lake_rows, newer = lake.rows(level, within, cut)
-        for _, text in newer:  # rows the stream changed after the cut: on neither side
-            listed.pop(text, None)
-        return row_differences(listed, lake_rows), cut, lake.version
+        for _, text in newer:  # rows the stream changed after the cut: on neither side (an
+            listed.pop(text, None)  # older image of the same text too: DOUBLEs to 12 digits)
+            lake_rows.pop(text, None)
+        found = row_differences(listed, lake_rows, counted=self.schema.keyless)
+        return found, cut, lake.version
 
     @contextlib.contextmanager
     def _views(self) -> Iterator[list[SourceShare]]:

@@ -5,6 +5,11 @@ Rows at or before the cut (``_cdc_position`` up to the source views' earliest po
 are summed; delete markers are not rows. Keys whose version in the lake is newer than the
 cut (the stream applied a change after a source view was opened) are returned instead:
 both sides leave them out, the source by subtracting its own rows of them.
+
+A table without a key holds one row per row image with its count (``_cdc_count``): an
+image stands for that many rows, so it adds its count to a sum's rows and its
+fingerprint times its count to the total; an image of count 0 is no row (a marker). The
+images newer than the cut are left out as keys are.
 """
 
 from __future__ import annotations
@@ -16,14 +21,14 @@ import duckdb
 
 from airflow_cdc.model import BinlogPosition, Key, TableSchema
 from airflow_cdc.sinks.base import TableScan
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.verify.canonical import duckdb_key_digest, duckdb_key_text, duckdb_row_hash
-from airflow_cdc.verify.digest_prefixes import prefix_width
+from airflow_cdc.verify.digest_prefixes import listing, prefix_width
 from airflow_cdc.verify.sums import RangeSum
 
 __all__ = ["LakeVersion"]
 
-_POSITION, _DELETED = f'"{POSITION_COLUMN}"', f'"{DELETED_COLUMN}"'
+_POSITION, _DELETED, _COUNT = (f'"{c}"' for c in (POSITION_COLUMN, DELETED_COLUMN, COUNT_COLUMN))
 
 
 class LakeVersion:
@@ -32,6 +37,10 @@ class LakeVersion:
     def __init__(self, scan: TableScan, schema: TableSchema):
         self.version = scan.version
         self.schema = schema
+        #: Rows a sink row stands for, and the filter of live ones: one each but delete
+        #: markers, or an image's count, live above 0.
+        self._rows = _COUNT if schema.keyless else "1"
+        self._live = f"{_COUNT} > 0" if schema.keyless else f"NOT {_DELETED}"
         self._db = duckdb.connect()
         self._db.execute("SET TimeZone = 'UTC'")
         if scan.local_files:
@@ -50,10 +59,11 @@ class LakeVersion:
         ``level - 1`` prefixes ``within``; None: all), and the keys (with their canonical
         text) whose version is newer than ``cut``."""
         where, params = self._where(level - 1, within)
+        # GROUP BY 1: by name, a column ``b`` of the table would win over the alias
         rows = self._db.execute(
             f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
-            f"count(*), sum({duckdb_row_hash(self.schema)}) FROM lake "
-            f"WHERE {where} AND NOT {_DELETED} AND {_POSITION} <= ?::DECIMAL(38, 0) GROUP BY b",
+            f"{self._sums()} FROM lake "
+            f"WHERE {where} AND {self._live} AND {_POSITION} <= ?::DECIMAL(38, 0) GROUP BY 1",
             [*params, str(cut.encode())],
         ).fetchall()
         sums = {str(b): RangeSum(int(count), int(total or 0)) for b, count, total in rows}
@@ -61,13 +71,23 @@ class LakeVersion:
 
     def rows(
         self, level: int, within: Sequence[str], cut: BinlogPosition
-    ) -> tuple[dict[str, tuple[int, Key]], list[tuple[Key, str]]]:
+    ) -> tuple[dict[str, tuple[int, int, Key]], list[tuple[Key, str]]]:
         """The rows at or before ``cut`` in the level-``level`` prefixes ``within``: key
-        text -> (fingerprint, key); and the keys newer than ``cut`` there."""
+        text -> (fingerprint, rows, key; a keyless table's image, its count); and the keys
+        newer than ``cut`` there."""
         where, params = self._where(level, within)
         found = self._keyed_rows(where, params, cut, newer=False)
-        listed = {str(text): (int(h), tuple(values)) for text, h, *values in found}
+        listed = listing((str(t), int(h), int(n), tuple(values)) for t, h, n, *values in found)
         return listed, self._newer(where, params, cut)
+
+    def _sums(self) -> str:
+        """The rows and their fingerprints' total as SQL aggregates: an image's count times
+        its fingerprint as a ``HUGEINT`` (their sum stays below 2**127 while the table
+        holds fewer than 2**63 rows); a keyed table's as they are (no wider type)."""
+        row_hash = duckdb_row_hash(self.schema)
+        if self.schema.keyless:
+            return f"sum({_COUNT}), sum(CAST({_COUNT} AS HUGEINT) * {row_hash})"
+        return f"count(*), sum({row_hash})"
 
     def _newer(self, where: str, params: list[Any], cut: BinlogPosition) -> list[tuple[Key, str]]:
         found = self._keyed_rows(where, params, cut, newer=True)
@@ -76,14 +96,15 @@ class LakeVersion:
     def _keyed_rows(
         self, where: str, params: list[Any], cut: BinlogPosition, *, newer: bool
     ) -> list[Any]:
-        """Per row matching ``where``: its key text, its row hash, then its key's values; the
-        live rows at or before ``cut``, or (``newer``, without the hash) every row after it."""
-        keys = ", ".join(_quoted(k) for k in self.schema.key)
+        """Per row matching ``where``: its key text, its row hash and the rows it stands
+        for, then its key's values (a keyless table's: the whole image); the live rows at
+        or before ``cut``, or (``newer``, without the hash and rows) every row after it."""
+        keys = ", ".join(_quoted(k) for k in self.schema.identity_columns)
         if newer:
             columns, at = keys, f"{_POSITION} > ?::DECIMAL(38, 0)"
         else:
-            columns = f"{duckdb_row_hash(self.schema)}, {keys}"
-            at = f"NOT {_DELETED} AND {_POSITION} <= ?::DECIMAL(38, 0)"
+            columns = f"{duckdb_row_hash(self.schema)}, {self._rows}, {keys}"
+            at = f"{self._live} AND {_POSITION} <= ?::DECIMAL(38, 0)"
         return self._db.execute(
             f"SELECT {duckdb_key_text(self.schema)}, {columns} FROM lake "  # noqa: S608 - quoted names, values as parameters
             f"WHERE {where} AND {at}",

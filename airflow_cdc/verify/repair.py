@@ -8,6 +8,13 @@ source row and a delete marker for the extra key. The bounds are always source k
 the table's ends), so two ranges are either the same or disjoint: no chunk of a repair plan
 overlaps another. The server finds the neighbours in its own key order (collations
 included): one index seek each.
+
+A table without a key is re-snapshotted by ranges of its chunking column: an image (a
+whole row, wherever it is found) lies in the range from the source's last value of that
+column at or below the image's to its first value above it; those bounds are source
+values too (or the table's ends), so the ranges are again the same or disjoint, and the
+chunk re-run writes each of its images' counts, 0 for an image the source lacks. A table
+read whole is one range, the whole table.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from typing import Any
 
 from airflow_cdc.model import ChunkRange, Key, TablePlan, TableSchema, comparable_key
 from airflow_cdc.source.connection import DbConnection, fetch_one
-from airflow_cdc.source.keyset import key_list, order_by, range_condition
+from airflow_cdc.source.keyset import key_list, order_by, range_condition, sql_identifier
 from airflow_cdc.verify.digest_prefixes import Differences
 
 __all__ = ["repair_plan", "repair_ranges"]
@@ -31,6 +38,11 @@ def repair_ranges(conn: DbConnection, schema: TableSchema, found: Differences) -
         rng = ChunkRange(lo, _next(conn, schema, lo))
         ranges[(rng.lo, rng.hi)] = rng
 
+    if schema.keyless:
+        for image in found.keys:
+            rng = _image_range(conn, schema, image)
+            ranges[(rng.lo, rng.hi)] = rng
+        return list(ranges.values())
     # The lake's keys hold TIMESTAMPs as aware datetimes; pymysql would send their
     # wall-clock digits and drop the zone, so they go as naive UTC (the session's zone).
     for key in (*found.missing, *found.changed):
@@ -38,6 +50,19 @@ def repair_ranges(conn: DbConnection, schema: TableSchema, found: Differences) -
     for key in found.extra:
         add(_before(conn, schema, comparable_key(key)))
     return list(ranges.values())
+
+
+def _image_range(conn: DbConnection, schema: TableSchema, image: Key) -> ChunkRange:
+    """The range of a keyless table's chunking column that holds ``image`` (see the module
+    docstring): from the source's last value at or below it to its first above it."""
+    if not schema.key:
+        return ChunkRange(None, None)
+    (column,) = schema.key
+    value = comparable_key((image[schema.identity_columns.index(column)],))
+    above = _first(conn, schema, ChunkRange(value, None), descending=False, past=True)
+    if above is None:
+        return ChunkRange(_first(conn, schema, ChunkRange(None, None), descending=True), None)
+    return ChunkRange(_before(conn, schema, above), above)
 
 
 def repair_plan(schema: TableSchema, ranges: Sequence[ChunkRange]) -> list[TablePlan]:
@@ -61,15 +86,26 @@ def _next(conn: DbConnection, schema: TableSchema, key: Key | None) -> Key | Non
 
 def _before(conn: DbConnection, schema: TableSchema, key: Key) -> Key | None:
     """The source's last key before ``key``, or None when there is none."""
-    return _first(conn, schema, ChunkRange(None, key), descending=True, skip=0)
+    return _first(conn, schema, ChunkRange(None, key), descending=True)
 
 
 def _first(
-    conn: DbConnection, schema: TableSchema, within: ChunkRange, *, descending: bool, skip: int
+    conn: DbConnection,
+    schema: TableSchema,
+    within: ChunkRange,
+    *,
+    descending: bool,
+    skip: int = 0,
+    past: bool = False,
 ) -> Key | None:
     """The source's first key of ``within`` in its key order (last with ``descending``),
-    past ``skip`` keys; None when there is none."""
-    where, params = range_condition(schema.key, within)
+    past ``skip`` keys (``past``: above ``within.lo``, not at it: a keyless table's
+    chunking column repeats values); None when there is none."""
+    where, params = ("1=1", []) if within.unbounded else range_condition(schema.key, within)
+    if past and within.lo is not None:
+        (column,) = schema.key  # a keyless table's one chunking column
+        where += f" AND {sql_identifier(column)} > %s"
+        params = [*params, within.lo[0]]
     row = fetch_one(
         conn,
         f"SELECT {key_list(schema.key)} FROM {_table(schema)} WHERE {where} "  # noqa: S608 - quoted names, values as parameters

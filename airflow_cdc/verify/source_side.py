@@ -7,6 +7,10 @@ index range scan in the server's own key order. It stays open until the lake's s
 been read, because the rows of the keys the stream changed after the lake's cut are taken
 out of its sums as this view sees them (:meth:`SourceShare.keys_sums`). Every query waits
 for the shared :class:`RowRate` first, which bounds the rows the check reads per second.
+
+A table without a key is summed row by row the same way, its equal rows adding up (the
+lake counts them); its ranges are of its chunking column (one, the whole table, when it
+has none), and the rows of images are found by their canonical text (the whole row).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from airflow_cdc.source.keyset import range_condition, sql_identifier
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.watermark import ConsistentReadView
 from airflow_cdc.verify.canonical import mysql_key_digest, mysql_key_text, mysql_row_hash
-from airflow_cdc.verify.digest_prefixes import prefix_width
+from airflow_cdc.verify.digest_prefixes import listing, prefix_width
 from airflow_cdc.verify.sums import RangeSum
 
 __all__ = ["KEYS_PER_QUERY", "RowRate", "SourceShare"]
@@ -104,10 +108,11 @@ class SourceShare:
         sums: dict[str, RangeSum] = {}
         for rng, rows in self._ranges:
             where, params = self._where(rng, level - 1, within)
+            # GROUP BY 1: by name, a column ``b`` of the table would win over the alias
             sql = (
                 f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
                 f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} WHERE {where} "
-                "GROUP BY b"
+                "GROUP BY 1"
             )
             with self._rate.reading(rows):
                 found_rows = fetch_all(self._conn, sql, params)
@@ -123,43 +128,65 @@ class SourceShare:
         share, summed by prefix: what to take out of :meth:`prefix_sums` for keys the lake
         holds newer versions of."""
         sums: dict[str, RangeSum] = {}
-        span, span_params = range_condition(self.schema.key, self.span)
-        by_value = all(self.schema.column(k).data_type in _LITERAL_TYPES for k in self.schema.key)
+        span, span_params = self._range(self.span)
         for start in range(0, len(keys), KEYS_PER_QUERY):
-            if by_value:
-                match, params = _in_values(self.schema.key, keys[start : start + KEYS_PER_QUERY])
-            else:  # no index: a scan of the share, but exact whatever the key's type
-                batch = texts[start : start + KEYS_PER_QUERY]
-                match = f"{mysql_key_text(self.schema)} IN ({', '.join(['%s'] * len(batch))})"
-                params = list(batch)
+            end = start + KEYS_PER_QUERY
+            match, params = self._match(keys[start:end], texts[start:end])
             sql = (
                 f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
                 f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} "
-                f"WHERE ({span}) AND ({match}) GROUP BY b"
+                f"WHERE ({span}) AND ({match}) GROUP BY 1"
             )
             for prefix, count, total in fetch_all(self._conn, sql, [*span_params, *params]):
                 found = RangeSum(int(count), int(Decimal(total or 0)))
                 sums[str(prefix)] = sums.get(str(prefix), RangeSum()).plus(found)
         return sums
 
-    def rows(self, level: int, within: Sequence[str]) -> dict[str, tuple[int, Key]]:
+    def rows(self, level: int, within: Sequence[str]) -> dict[str, tuple[int, int, Key]]:
         """The share's rows in the level-``level`` prefixes ``within``: key text ->
-        (fingerprint, key)."""
-        found: dict[str, tuple[int, Key]] = {}
-        key = ", ".join(sql_identifier(k) for k in self.schema.key)
+        (fingerprint, rows, key): a key's one row, or a keyless table's image and how many
+        rows have it."""
+        listed: list[tuple[str, int, int, Key]] = []
+        key = ", ".join(sql_identifier(k) for k in self.schema.identity_columns)
+        text, row_hash = mysql_key_text(self.schema), mysql_row_hash(self.schema)
         for rng, rows in self._ranges:
             where, params = self._where(rng, level, within)
             sql = (
-                f"SELECT {mysql_key_text(self.schema)}, {mysql_row_hash(self.schema)}, {key} "  # noqa: S608 - quoted names, values as parameters
+                f"SELECT {text}, {row_hash}, 1, {key} "  # noqa: S608 - quoted names, values as parameters
                 f"FROM {self._table} WHERE {where}"
             )
+            if self.schema.keyless:  # one row per image, counted by the server: grouped by
+                # its digest (a long text would be grouped by its first max_sort_length
+                # bytes, a collation would take 'a' for 'A'), its columns named for
+                # ONLY_FULL_GROUP_BY (equal digests: equal values)
+                sql = (
+                    f"SELECT MIN({text}), MIN({row_hash}), COUNT(*), {key} FROM {self._table} "  # noqa: S608 - quoted names, values as parameters
+                    f"WHERE {where} GROUP BY {mysql_key_digest(self.schema)}, {key}"
+                )
             with self._rate.reading(rows):
-                listed = fetch_all(self._conn, sql, params)
-            for text, fingerprint, *values in listed:
-                found[str(text)] = (int(fingerprint), tuple(values))
-        return found
+                found = fetch_all(self._conn, sql, params)
+            listed.extend((str(t), int(h), int(n), tuple(values)) for t, h, n, *values in found)
+        return listing(listed)
 
     # -- SQL ---------------------------------------------------------------------------
+
+    def _match(self, keys: Sequence[Key], texts: Sequence[str]) -> tuple[str, list[Any]]:
+        """SQL and parameters selecting the rows of ``keys`` (``texts``: their canonical
+        texts): by the key's values (an index seek each) when the server takes them as
+        literals, else by the texts, compared as bytes (a collation would take 'a' for
+        'A'): a scan of the share, exact whatever the type. A keyless table's images by
+        their texts, within their chunking column's values when it takes literals."""
+        key, keyless = self.schema.key, self.schema.keyless
+        literal = bool(key) and all(self.schema.column(k).data_type in _LITERAL_TYPES for k in key)
+        if literal and not keyless:
+            return _in_values(key, keys)
+        text = f"CAST({mysql_key_text(self.schema)} AS BINARY)"
+        match, params = f"{text} IN ({', '.join(['%s'] * len(texts))})", list(texts)
+        if literal:  # the images' values of the column the table is chunked by
+            at = self.schema.identity_columns.index(key[0])
+            seek, values = _in_values(key, list(dict.fromkeys((image[at],) for image in keys)))
+            return f"{seek} AND {match}", [*values, *params]
+        return match, params
 
     @property
     def _table(self) -> str:
@@ -171,12 +198,17 @@ class SourceShare:
             return "''"
         return f"LEFT({mysql_key_digest(self.schema)}, {prefix_width(level)})"
 
+    def _range(self, rng: ChunkRange) -> tuple[str, list[Any]]:
+        """The rows of ``rng`` (a keyless table read whole has no column to range over:
+        its one range is unbounded)."""
+        return ("1=1", []) if rng.unbounded else range_condition(self.schema.key, rng)
+
     def _where(
         self, rng: ChunkRange, level: int, within: Sequence[str] | None
     ) -> tuple[str, list[Any]]:
         """The range, narrowed to the level-``level`` prefixes ``within`` (None, or level 0:
         every prefix)."""
-        where, params = range_condition(self.schema.key, rng)
+        where, params = self._range(rng)
         if within is None or level <= 0:
             return where, params
         listed = ", ".join(["%s"] * len(within))

@@ -24,6 +24,7 @@ from airflow_cdc.verify.digest_prefixes import (
     MAX_LEVEL,
     Differences,
     differing,
+    held_rows,
     next_step,
     prefix_width,
     row_differences,
@@ -87,14 +88,47 @@ def test_narrowing_lists_rows_once_few_are_left_or_no_level_is() -> None:
         prefix_width(MAX_LEVEL + 1)
 
 
+level_sums = st.dictionaries(
+    st.sampled_from(["00", "3f", "a0", "ff"]), st.integers(0, 10_000).map(lambda n: RangeSum(n))
+)
+
+
+@given(
+    level_sums,
+    level_sums,
+    st.integers(0, MAX_LEVEL),
+    st.integers(1, 5_000),
+    st.none() | st.integers(0, 40_000),
+)
+def test_narrowing_goes_deeper_only_while_it_narrows(
+    source: dict[str, RangeSum],
+    lake: dict[str, RangeSum],
+    level: int,
+    list_rows: int,
+    before: int | None,
+) -> None:
+    """Deeper while the differing prefixes hold more than ``list_rows`` rows, a level is
+    left, and they hold fewer rows than the prefixes a level up (a deeper pass would not
+    narrow rows that all lie in differing prefixes: many differing rows, or one row of a
+    table without a key held many times)."""
+    bad = differing(source, lake)
+    held = held_rows(source, lake, bad)
+    assert held == max(sum(s.get(b, RangeSum()).rows for b in bad) for s in (source, lake))
+    narrows = before is None or held < before
+    deeper = held > list_rows and level < MAX_LEVEL and narrows
+    assert next_step(source, lake, bad, level, list_rows, before) == (
+        "deeper" if deeper else "rows"
+    )
+
+
 listings = st.dictionaries(st.sampled_from(list("abcdefgh")), st.integers(0, 3), max_size=8).map(
-    lambda rows: {text: (h, (text,)) for text, h in rows.items()}
+    lambda rows: {text: (h, 1, (text,)) for text, h in rows.items()}
 )
 
 
 @given(listings, listings)
 def test_row_differences_are_the_set_differences(
-    source: dict[str, tuple[int, tuple[str]]], lake: dict[str, tuple[int, tuple[str]]]
+    source: dict[str, tuple[int, int, tuple[str]]], lake: dict[str, tuple[int, int, tuple[str]]]
 ) -> None:
     found = row_differences(source, lake)
     assert set(found.missing) == {(t,) for t in set(source) - set(lake)}

@@ -6,9 +6,7 @@ index whose columns are all NOT NULL and of types ranges can split (``KEY_TYPES`
 preferring one InnoDB can make its clustered index (whole columns in a B-tree: the index
 it does cluster on when there is no primary key) to one with a column prefix or a hash;
 else none: the table has no key, and is replicated as a multiset of rows (the catalog
-gives it ``TableSchema.keyless``, the plan its chunking column). What would take its
-chunking column for a row's identity and is not built for it yet refuses it
-(:func:`require_key`: verify).
+gives it ``TableSchema.keyless``, the plan its chunking column).
 
 "First" is the server's order of the table's indexes, which ``information_schema.
 STATISTICS`` lists them in (MariaDB keeps them sorted: the primary key, then the unique
@@ -20,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableSchema
 
-__all__ = ["KEY_TYPES", "PRIMARY", "Index", "choose_key", "require_key", "unique_key_note"]
+__all__ = ["KEY_TYPES", "PRIMARY", "Index", "choose_key", "unique_key_note"]
 
 #: Column types a key may have (information_schema DATA_TYPE): a range predicate on them
 #: selects what ORDER BY puts between its bounds. ENUM and SET (compared as text, sorted by
@@ -83,15 +80,3 @@ def unique_key_note(schema: TableSchema) -> str | None:
         f"({', '.join(schema.key)}), whose columns are all NOT NULL; a change of that index "
         "or of its columns' nullability makes the stream snapshot the table again"
     )
-
-
-def require_key(schema: TableSchema) -> TableSchema:
-    """``schema``, of a table with a key; a table without one is refused (``TableError``)
-    where a phase takes ``key`` for a row's identity, which a keyless table's chunking
-    column is not, and has no way for a multiset of rows yet: verify (issue 47)."""
-    if schema.keyless:
-        raise TableError(
-            f"{schema.table} has no key: it is replicated as a multiset of rows, which "
-            "verify does not check yet (issue 47); the other tables are checked"
-        )
-    return schema

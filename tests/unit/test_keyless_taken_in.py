@@ -1,8 +1,7 @@
 """A table without a key where a phase takes a table in: a start without a snapshot and the
-stream's catalog reads give it the chunking column a plan gives it; verify, not built for
-it yet (issue 47), refuses it with one error (``source.catalog.table_keys.require_key``)
-before it touches the sink or the table's rows. The source is a fake catalog; what must
-stay untouched fails the test when used."""
+stream's catalog reads give it the chunking column a plan gives it. (Verify checks it as
+a multiset of rows: ``tests/integration/test_verify_keyless.py``.) The source is a fake
+catalog."""
 
 from __future__ import annotations
 
@@ -11,30 +10,19 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.config import SinkConfig, SourceConfig
+from airflow_cdc.config import SourceConfig
 from airflow_cdc.config.startup import StartupConfig
-from airflow_cdc.errors import TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
 from airflow_cdc.snapshot import start_plan
-from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.catalog.table_keys import Index
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.stream.read_schemas import followable_schemas
-from airflow_cdc.verify.check import check_table
 from tests.support.fake_catalog import Catalog
 
 TABLE = TableId("shop", "log")
-REFUSED = r"shop\.log has no key: it is replicated as a multiset of rows, which verify does not check yet \(issue 47\)"
 SOURCE = SourceConfig("db.example")
 INFO = ServerInfo("mariadb", (10, 11, 6))
-
-
-class Untouched:
-    """A sink, store or connection that must not be used."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"{name} used")
 
 
 def keyless() -> Catalog:
@@ -85,9 +73,3 @@ def test_the_stream_reads_it_with_the_chunking_column_a_plan_gives_it() -> None:
     assert (schema.keyless, schema.key) == (True, ("at",))
     (schema,) = followable_schemas(keyed(), [TABLE])
     assert (schema.keyless, schema.key) == (False, ("at",))
-
-
-def test_verify_refuses_it() -> None:
-    schema = load_table_schema(keyless(), TABLE, ("at",))
-    with pytest.raises(TableError, match=REFUSED):
-        check_table(SOURCE, INFO, SinkConfig("/nowhere"), schema, Untouched(), lambda: None)
