@@ -3,7 +3,9 @@ checkout, providers' plugins loaded, the simple auth manager requiring a login: 
 of the ``viewer`` role): the plugin is listed with its navigation entry; the
 page and its JSON API refuse a request without a login (401) and with a forged token
 (403); with Airflow's JWT, as a header or as the UI's session cookie, they show what this
-test recorded in the metadata DB, and no credential of it."""
+test recorded in the metadata DB, and no credential of it; so does a real headless
+browser (Debian's chromium over its DevTools protocol) given the session cookie, and one
+without it is refused."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from devtools.airflow_deployment import AirflowDeployment, deployment_env
 from devtools.airflow_env import base_env, migrate
+from devtools.headless_chromium import HeadlessChromium
 
 pytestmark = pytest.mark.integration
 
@@ -124,6 +127,27 @@ def test_the_page_and_its_api_behind_airflow_login(tmp_path: Path) -> None:
         assert secret not in html
         assert secret not in body
 
+        _in_the_browser(af.url + PAGE, token, tmp_path / "cdc-page.png")
+
         plugins = af.api("GET", "/plugins")["plugins"]
         (ours,) = [p for p in plugins if p["name"] == "airflow_cdc"]
         assert [v["href"] for v in ours["external_views"]] == [PAGE]
+
+
+def _in_the_browser(url: str, token: str, shot: Path) -> None:
+    if not HeadlessChromium.available():
+        pytest.fail("chromium not found: apt-get install chromium")
+    with HeadlessChromium() as browser:
+        browser.open(url)
+        assert "Not authenticated" in browser.text()
+        browser.open(url, cookies={"_token": token})
+        rows = browser.evaluate(
+            "Array.from(document.querySelectorAll('tr[data-table]'))"
+            ".map(r => [r.dataset.table, r.querySelector('.phase').textContent])"
+        )
+        assert sorted(map(tuple, rows)) == [
+            ("shop.fresh", "snapshotting"),
+            ("shop.orders", "streaming"),
+        ]
+        assert "2,048 bytes / 3.0 s" in browser.text()
+        assert browser.screenshot(shot).read_bytes().startswith(b"\x89PNG")
