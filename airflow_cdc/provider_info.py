@@ -38,6 +38,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": _modules("operators.plan", "operators.snapshot"),
         "sensors": _modules("sensors.chunks"),
         "triggers": _modules("triggers.chunks"),
+        # The CDC page (Airflow loads providers' plugins with [core] lazy_discover_providers
+        # = False): a FastAPI app mounted at /cdc and an entry in the navigation.
+        "plugins": [
+            {"name": "airflow_cdc", "plugin-class": "airflow_cdc.plugins.cdc_page.CdcPagePlugin"}
+        ],
         # Own connection types, so the UI offers a form even where the MySQL provider is not
         # installed. The hooks also accept the common types (mysql, sqlite, postgres, ...).
         "connection-types": [

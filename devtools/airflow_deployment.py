@@ -86,6 +86,8 @@ class AirflowDeployment:
     log_dir: Path
     port: int = field(default_factory=free_port)
     migrated: bool = False
+    #: Which servers :meth:`start` starts (a page or API test needs only the api-server).
+    servers: tuple[str, ...] = SERVERS
     _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     _token: str | None = field(default=None, repr=False)
 
@@ -113,7 +115,7 @@ class AirflowDeployment:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if not self.migrated:
             self.migrate()
-        for name in SERVERS:
+        for name in self.servers:
             with open(self.log_dir / f"{name}.log", "ab") as log:
                 self._processes[name] = subprocess.Popen(
                     [_bin("airflow"), name],
@@ -212,6 +214,15 @@ class AirflowDeployment:
             self._token = str(body["access_token"])
         return self._token
 
+    def login(self, username: str, password: str) -> str:
+        """A JWT for a user of the simple auth manager (``POST /auth/token``); later calls
+        of the REST API use it."""
+        body = self._request(
+            "POST", "/auth/token", {"username": username, "password": password}, auth=False
+        )
+        self._token = str(body["access_token"])
+        return self._token
+
     def _request(
         self, method: str, path: str, body: Any | None = None, *, auth: bool = True
     ) -> Any:
@@ -230,6 +241,16 @@ class AirflowDeployment:
             detail = error.read().decode(errors="replace")
             raise ApiError(f"{method} {path}: HTTP {error.code}: {detail}") from None
         return json.loads(text) if text else None
+
+    def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, str]:
+        """``GET path`` with exactly ``headers`` (no token added): the status and the body,
+        an error status included."""
+        request = urllib.request.Request(self.url + path, headers=dict(headers or {}))
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), error.read().decode(errors="replace")
 
     def api(self, method: str, path: str, body: Any | None = None) -> Any:
         """A call of the public REST API (``/api/v2`` + ``path``)."""

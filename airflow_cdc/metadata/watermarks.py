@@ -101,12 +101,48 @@ class Watermarks:
     def full_snapshot(self, table: TableId) -> FullSnapshot | None:
         """The table's most recent full plan: its id, label and chunks' statuses (``None``:
         the table was never planned whole)."""
-        plan = _full_plan(self._chunks_since_full_plans([table])[table])
-        if plan is None:
-            return None
-        plan_id, rows = plan
-        statuses = tuple(cast(ChunkStatus, str(row["status"])) for row in rows)
-        return FullSnapshot(plan_id, Plans(self._engine).label(plan_id), statuses)
+        return self.full_snapshots([table])[table]
+
+    def full_snapshots(self, tables: Sequence[TableId]) -> dict[TableId, FullSnapshot | None]:
+        """:meth:`full_snapshot` of each of ``tables``, in one query for the chunks and one
+        per plan for its label (a status page of 300 tables)."""
+        labels: dict[int, str] = {}
+        found: dict[TableId, FullSnapshot | None] = {}
+        for table, rows in self._chunks_since_full_plans(tables).items():
+            plan = _full_plan(rows)
+            if plan is None:
+                found[table] = None
+                continue
+            plan_id, full = plan
+            if plan_id not in labels:
+                labels[plan_id] = Plans(self._engine).label(plan_id)
+            statuses = tuple(cast(ChunkStatus, str(row["status"])) for row in full)
+            found[table] = FullSnapshot(plan_id, labels[plan_id], statuses)
+        return found
+
+    def snapshotted_before(self, tables: Sequence[TableId]) -> set[TableId]:
+        """Those of ``tables`` with a done chunk in a plan older than their most recent full
+        plan: their Delta table holds rows of an earlier snapshot, which readers see while
+        that plan replaces them."""
+        names = {codec.table_to_text(table): table for table in tables}
+        if not names:
+            return set()
+        chunk = t_chunks
+        query = (
+            sa.select(chunk.c.table_name)
+            .distinct()
+            .where(
+                chunk.c.table_name.in_(list(names)),
+                chunk.c.status == "done",
+                chunk.c.plan_id < sa.func.coalesce(_latest_full_plan(chunk), 0),
+            )
+        )
+
+        def read(connection: Connection) -> list[str]:
+            return [str(name) for (name,) in connection.execute(query)]
+
+        rows = with_retry(self._engine, read, write=False, what="reading earlier snapshots from")
+        return {names[name] for name in rows}
 
     def _chunks_since_full_plans(
         self, tables: Sequence[TableId]

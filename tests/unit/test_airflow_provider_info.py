@@ -78,3 +78,19 @@ def test_airflow_providers_list_shows_airflow_cdc(tmp_path: Path) -> None:
     providers = {p["package_name"]: p for p in json.loads(result.stdout[start:])}
     assert "airflow-cdc" in providers, sorted(providers)
     assert providers["airflow-cdc"]["version"] == "0.1.0"
+
+
+def test_the_provider_plugin_is_a_valid_airflow_plugin_with_the_page() -> None:
+    from airflow.plugins_manager import AirflowPlugin, is_valid_plugin
+
+    (entry,) = get_provider_info()["plugins"]
+    module, _, name = entry["plugin-class"].rpartition(".")
+    plugin = getattr(importlib.import_module(module), name)
+    assert issubclass(plugin, AirflowPlugin)
+    assert is_valid_plugin(plugin)
+    assert plugin.name == entry["name"]
+    (app,) = plugin.fastapi_apps
+    routes = {getattr(route, "path", None) for route in app["app"].routes}
+    assert {"/", "/api/pipelines"} <= routes
+    (view,) = plugin.external_views
+    assert view["href"] == f"{app['url_prefix']}/"

@@ -38,17 +38,19 @@ ORDER = (
     "snapshot",
     "stream",
     "verify",
+    "status",
     "spark",
     "hooks",
     "triggers",
     "sensors",
     "operators",
+    "plugins",
     "provider_info",
     "cli",
 )
 #: The repository's tools and tests: outside the wheel, so the product never imports them.
 OUTSIDE_THE_WHEEL = {"devtools", "tests"}
-AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers"}
+AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers", "plugins"}
 #: Packages whose modules only their own package imports; others import the facade.
 FACADES = ("sinks.delta",)
 

@@ -1,0 +1,1 @@
+"""The provider's Airflow plugin: the CDC page (``cdc_page``)."""
