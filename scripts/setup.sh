@@ -34,8 +34,9 @@ command -v "$PYTHON" >/dev/null || die "$PYTHON not found: this project needs Py
 
 missing=()
 # libmariadb-java: MariaDB Connector/J for the Spark JDBC yardstick of `make bench`;
-# percona-toolkit: pt-online-schema-change, which the online schema change tests run.
-for package in mariadb-server mariadb-client libmariadb-java percona-toolkit; do
+# percona-toolkit: pt-online-schema-change, which the online schema change tests run;
+# chromium: the headless browser the CDC page's test opens the page in.
+for package in mariadb-server mariadb-client libmariadb-java percona-toolkit chromium; do
     have_package "$package" || missing+=("$package")
 done
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
