@@ -37,7 +37,7 @@ opens a view: the session status ``BINLOG_SNAPSHOT_FILE`` / ``BINLOG_SNAPSHOT_PO
 
 **MySQL** has no such status variable: refused with an error naming it (the design for
 MySQL, a ``LOCK TABLES ... READ`` in a second session around reading the binlog's end, is
-not built: ``KEYLESS_STATUS.md``). No MySQL server runs here: a unit test with a fake
+not built: docs/architecture.md, "Tables without a key"). No MySQL server runs here: a unit test with a fake
 connection checks the refusal only.
 """
 
