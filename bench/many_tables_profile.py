@@ -11,7 +11,7 @@ For each:
 
 1. snapshot the tables (``plan_snapshot``, its chunks by ``run_chunk``, in this process);
 2. the stream job's reader and batch function in this process without Spark
-   (``keyless_stream.InProcessStream``), run until caught up: the tables join;
+   (``keyless_stream.InProcessStream``); the tables join at its first batch (``settle``);
 3. rounds (:data:`ROUNDS`), each: ``changes`` one-row statements (half inserts of new ids,
    half updates of existing rows) in transactions of ``TRANSACTION_ROWS``, each on a random
    table (:func:`write_changes`, the same seeds for both workloads); then the range they
@@ -19,15 +19,19 @@ For each:
    slice), read (``stream.slice_reader.read_slice``) and its rows applied by the batch
    function with the production's merge path (``BatchWriter.merge_on``:
    ``Sink.merge_on_executors`` with 2 cores, the tasks run one after the other in this
-   process). ``settle``: the first batch after the tables joined, small; ``timed``: by the
-   wall clock, per phase (wrappers set around the product's functions while it runs: no
-   change to them); ``profiled``: under cProfile, decode and merge apart (the top entries
+   process). Both workloads' streams stand side by side: a round writes and plans each
+   workload's changes in turn (each stream moved first to where its changes start), then
+   reads their slices in turn (``DECODE_RUNS`` times in the timed round, the fastest
+   read counting, so that a busy spell of a shared machine does not fall on one workload
+   only), then applies them. ``settle``: the first batch after the tables joined, small;
+   ``timed``: by the wall clock, per phase (wrappers set around the product's functions
+   while it runs: no change to them); ``profiled``: under cProfile, decode and merge apart (the top entries
    by cumulative and by own time here, the whole profiles in ``bench/out/*.prof``);
    ``few`` (many-table workload only): the changes on :data:`FEW` of the tables, timed
    (what a batch costs that grows with the tables followed rather than changed).
 
 ``many_tables_decode_vs_one_table`` = the many-table slice's decoded changes/s ÷ the
-one-table slice's (round 1; higher is better; target at least 0.7). The merge's seconds
+one-table slice's (the timed round; higher is better; target at least 0.7). The merge's seconds
 per table are the batch function's seconds ÷ the tables it merged.
 
     .venv/bin/python bench/many_tables_profile.py --tables 300 --rows 50 --changes 30000
@@ -77,6 +81,8 @@ FEW = 10
 #: Changes of the ``settle`` round.
 SETTLE_CHANGES = 400
 PROFILE_SORTS = ("cumulative", "tottime")
+#: Reads of each workload's slice in the timed round, in turn (the fastest counts).
+DECODE_RUNS = 3
 OUT = Path(__file__).resolve().parent / "out"
 #: Profile entries kept, by cumulative and by own time.
 TOP = 30
@@ -255,57 +261,138 @@ def _profile_text(profile: cProfile.Profile, sort: str) -> str:
     return text[text.find("   ncalls") :]  # the table only
 
 
-def run_round(
-    stream: InProcessStream,
-    server: LocalMariaDB,
-    names: list[str],
-    rows: int,
-    changes: int,
-    round_: str,
-) -> dict[str, Any]:
-    """One round of the module docstring: changes written, read as one slice, applied."""
-    from airflow_cdc.stream.slice_reader import read_slice
+@dataclasses.dataclass
+class Workload:
+    """One workload's tables and its stream, set up (snapshotted, joined)."""
+
+    name: str
+    names: list[str]
+    rows: int
+    stream: InProcessStream
+    snapshot_seconds: float
+
+
+@dataclasses.dataclass
+class Batch:
+    """A round's changes of one workload, written and planned, then read."""
+
+    changes: int
+    changed: int
+    target: Any
+    plan: Any
+    write_seconds: float
+    plan_seconds: float
+    rows: list[Any] = dataclasses.field(default_factory=list)
+    decode_seconds: float = float("inf")
+    decode: Parts = dataclasses.field(default_factory=Parts)
+    profile: cProfile.Profile | None = None
+
+
+def open_workload(server: LocalMariaDB, workload: str, args: Any, workdir: Path) -> Workload:
+    """Steps 1-2 of the module docstring for one workload."""
+    from airflow_cdc.runner import local_runner
+
+    cfg = _source_config(server)
+    names = table_names(workload, args.tables)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
+    snapshot_seconds = snapshot(cfg, names, meta, lake)
+    stream = InProcessStream(_stream_spec(cfg, names, meta, lake, workdir), workdir)
+    stream.writer.merge_on(local_runner, MERGE_CORES)
+    stream.run_until(_server_position(cfg))  # nothing to read yet: they join in round 1
+    rows = args.rows if workload == MANY else args.rows * args.tables
+    return Workload(workload, names, rows, stream, snapshot_seconds)
+
+
+def prepare(server: LocalMariaDB, work: Workload, changes: int, round_: str) -> Batch:
+    """The round's changes of ``work`` written and planned as one slice. The stream is moved
+    to where they start first: what lies between is the other workload's (no change of
+    this one's tables), so that each slice reads its own workload's changes only."""
     from airflow_cdc.stream.slice_rows import Offset
 
-    write_seconds = write_changes(server, names, rows, changes, ROUNDS.index(round_))
+    stream = work.stream
+    stream.offset = Offset(_server_position(stream.spec.source), time.time()).to_map()
+    names = work.names[:FEW] if round_ == "few" else work.names
+    written = write_changes(server, names, work.rows, changes, ROUNDS.index(round_))
     target = _server_position(stream.spec.source)
-    clock = time.perf_counter
-    began = clock()
+    began = time.perf_counter()
     plan = one_slice(stream, target)
-    planned = clock() - began
-    profiled = round_ == "profiled"
-    decode, merge = Parts(), Parts()
-    with _profiled(profiled) as decode_profile, _Wrapped(decode, decode_parts(), not profiled):
-        began = clock()
-        slice_rows = list(read_slice(stream.spec, plan))
-        decoded = clock() - began
-    with _profiled(profiled) as merge_profile, _Wrapped(merge, merge_parts(stream), not profiled):
-        began = clock()
-        stream.writer.apply(slice_rows, stream.batch_id, started=time.monotonic(), read_seconds=0)
-        merged = clock() - began
+    planned = time.perf_counter() - began
+    return Batch(changes, len(names), target, plan, written, planned)
+
+
+def decode(work: Workload, batch: Batch, *, profiled: bool) -> None:
+    """Read the batch's slice; kept when faster than a read before."""
+    from airflow_cdc.stream.slice_reader import read_slice
+
+    parts = Parts()
+    with _profiled(profiled) as profile, _Wrapped(parts, decode_parts(), not profiled):
+        began = time.perf_counter()
+        rows = list(read_slice(work.stream.spec, batch.plan))
+        seconds = time.perf_counter() - began
+    if seconds < batch.decode_seconds:
+        batch.rows, batch.decode_seconds, batch.decode, batch.profile = (
+            rows,
+            seconds,
+            parts,
+            profile,
+        )
+
+
+def apply(work: Workload, batch: Batch, round_: str) -> dict[str, Any]:
+    """Apply the batch's rows by the batch function; the round's figures."""
+    from airflow_cdc.stream.slice_rows import Offset
+
+    stream, profiled = work.stream, round_ == "profiled"
+    merge = Parts()
+    with _profiled(profiled) as profile, _Wrapped(merge, merge_parts(stream), not profiled):
+        began = time.perf_counter()
+        stream.writer.apply(batch.rows, stream.batch_id, started=time.monotonic(), read_seconds=0)
+        merged = time.perf_counter() - began
     stream.batch_id += 1
-    stream.offset = Offset(target, time.time()).to_map()
-    tables = len({row[1] for row in slice_rows if row[0] == "rows"})
+    stream.offset = Offset(batch.target, time.time()).to_map()
+    tables = len({row[1] for row in batch.rows if row[0] == "rows"})
     found: dict[str, Any] = {
-        "changes": changes,
-        "tables_changed": len(names),
-        "write_seconds": round(write_seconds, 2),
-        "plan_seconds": round(planned, 3),
-        "plan_bytes": len(pickle.dumps(plan)),
-        "decode_seconds": round(decoded, 3),
-        "decode_changes_per_s": round(changes / decoded),
+        "changes": batch.changes,
+        "tables_changed": batch.changed,
+        "write_seconds": round(batch.write_seconds, 2),
+        "plan_seconds": round(batch.plan_seconds, 3),
+        "plan_bytes": len(pickle.dumps(batch.plan)),
+        "decode_seconds": round(batch.decode_seconds, 3),
+        "decode_changes_per_s": round(batch.changes / batch.decode_seconds),
         "merge_seconds": round(merged, 3),
         "tables_merged": tables,
         "merge_ms_per_table": round(1000 * merged / tables, 2) if tables else None,
     }
     if profiled:
-        for name, profile in (("decode", decode_profile), ("merge", merge_profile)):
-            assert profile is not None
-            profile.dump_stats(str(OUT / f"many_tables_profile.{round_}.{name}.{len(names)}.prof"))
-            found[f"{name}_profile"] = {s: _profile_text(profile, s) for s in PROFILE_SORTS}
+        for name, taken in (("decode", batch.profile), ("merge", profile)):
+            assert taken is not None
+            taken.dump_stats(str(OUT / f"many_tables_profile.{name}.{len(work.names)}.prof"))
+            found[f"{name}_profile"] = {s: _profile_text(taken, s) for s in PROFILE_SORTS}
     else:
-        found["decode_phases"] = _phases(decode, decoded)
+        found["decode_phases"] = _phases(batch.decode, batch.decode_seconds)
         found["merge_phases"] = _phases(merge, merged)
+    return found
+
+
+def run_rounds(
+    server: LocalMariaDB, workloads: list[Workload], changes: int, rounds: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """Step 3 of the module docstring: per workload, per round, its figures. Within a round
+    the workloads' slices are read in turn, :data:`DECODE_RUNS` times each in the timed
+    round (the fastest read counts), so that a busy spell of the machine does not fall on
+    one workload only."""
+    found: dict[str, dict[str, Any]] = {w.name: {} for w in workloads}
+    for round_ in rounds:
+        taking = [w for w in workloads if round_ != "few" or w.name == MANY]
+        count = SETTLE_CHANGES if round_ == "settle" else changes
+        batches = [prepare(server, w, count, round_) for w in taking]
+        for _ in range(DECODE_RUNS if round_ == "timed" else 1):
+            for work, batch in zip(taking, batches, strict=True):
+                decode(work, batch, profiled=round_ == "profiled")
+        for work, batch in zip(taking, batches, strict=True):
+            found[work.name][round_] = apply(work, batch, round_)
     return found
 
 
@@ -334,56 +421,52 @@ def _phases(parts: Parts, total: float) -> dict[str, Any]:
     }
 
 
-def run_workload(server: LocalMariaDB, workload: str, args: Any, workdir: Path) -> dict[str, Any]:
-    """Steps 1-3 of the module docstring for one workload."""
-    cfg = _source_config(server)
-    names = table_names(workload, args.tables)
-    rows = args.rows if workload == MANY else args.rows * args.tables
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    meta, lake = f"sqlite:///{workdir / 'meta.db'}", workdir / "lake"
-    snapshot_seconds = snapshot(cfg, names, meta, lake)
-    from airflow_cdc.runner import local_runner
-
-    stream = InProcessStream(_stream_spec(cfg, names, meta, lake, workdir), workdir)
-    stream.writer.merge_on(local_runner, MERGE_CORES)
-    try:
-        stream.run_until(_server_position(cfg))  # the tables join
-        rounds = {}
-        for name in ROUNDS:
-            if name == "few" and workload != MANY:
-                continue
-            changed = names[:FEW] if name == "few" else names
-            changes = SETTLE_CHANGES if name == "settle" else args.changes
-            rounds[name] = run_round(stream, server, changed, rows, changes, name)
-    finally:
-        stream.close()
-    return {"tables": len(names), "snapshot_seconds": round(snapshot_seconds, 2), **rounds}
-
-
 def measure_many_tables_profile(
-    server: LocalMariaDB, workdir: Path, tables: int = 300, rows: int = 50, changes: int = 30_000
+    server: LocalMariaDB,
+    workdir: Path,
+    tables: int = 300,
+    rows: int = 50,
+    changes: int = 30_000,
+    rounds: tuple[str, ...] = ROUNDS,
 ) -> dict[str, Any]:
-    """The figures of the module docstring (the tables created here, dropped at the end)."""
+    """The figures of the module docstring (the tables created here, dropped at the end);
+    ``rounds``: which of :data:`ROUNDS` (the ratio needs ``timed``)."""
     args = argparse.Namespace(tables=tables, rows=rows, changes=changes)
     OUT.mkdir(exist_ok=True)
     create_tables(server, tables, rows)
+    workloads: list[Workload] = []
     try:
-        runs = {w: run_workload(server, w, args, workdir / w) for w in (ONE, MANY)}
+        for name in (ONE, MANY):
+            workloads.append(open_workload(server, name, args, workdir / name))
+        found = run_rounds(server, workloads, changes, rounds)
     finally:
+        for work in workloads:
+            work.stream.close()
         server.execute(f"DROP DATABASE IF EXISTS {MANY}", f"DROP DATABASE IF EXISTS {ONE}")
         shutil.rmtree(workdir, ignore_errors=True)
-    many, one = runs[MANY]["timed"], runs[ONE]["timed"]
+    runs = {
+        w.name: {"tables": len(w.names), "snapshot_seconds": round(w.snapshot_seconds, 2)}
+        | found[w.name]
+        for w in workloads
+    }
+    many, one = runs[MANY].get("timed"), runs[ONE].get("timed")
+    found_ratios = {}
+    if many and one:
+        found_ratios = {
+            "many_tables_decode_vs_one_table": round(
+                many["decode_changes_per_s"] / one["decode_changes_per_s"], 3
+            ),
+            "many_tables_merge_vs_one_table": round(
+                many["merge_seconds"] / one["merge_seconds"], 3
+            ),
+        }
     return {
         "tables": tables,
         "rows_per_table": rows,
         "changes": changes,
         "many": runs[MANY],
         "one": runs[ONE],
-        "many_tables_decode_vs_one_table": round(
-            many["decode_changes_per_s"] / one["decode_changes_per_s"], 3
-        ),
-        "many_tables_merge_vs_one_table": round(many["merge_seconds"] / one["merge_seconds"], 3),
+        **found_ratios,
         "target_many_tables_decode_vs_one_table": TARGET,
     }
 
@@ -395,6 +478,9 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=300)
     parser.add_argument("--rows", type=int, default=50)
     parser.add_argument("--changes", type=int, default=30_000)
+    parser.add_argument(
+        "--rounds", default=",".join(ROUNDS), help="the rounds to run, comma-separated, in order"
+    )
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cdc-bench-many-profile-") as tmp:
@@ -402,7 +488,12 @@ def main() -> None:
         server.start()
         try:
             result = measure_many_tables_profile(
-                server, Path(tmp) / "work", args.tables, args.rows, args.changes
+                server,
+                Path(tmp) / "work",
+                args.tables,
+                args.rows,
+                args.changes,
+                tuple(r for r in args.rounds.split(",") if r),
             )
         finally:
             server.stop()
