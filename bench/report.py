@@ -56,6 +56,12 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
         "<=",
     ),
     (
+        "many_tables_decode_vs_one_table",
+        "one slice's decoded changes/s over 300 tables ÷ over one table, same one-row changes "
+        "(in-process, `bench/many_tables_profile.py`)",
+        ">=",
+    ),
+    (
         "add_column_vs_resnapshot",
         "ADD COLUMN ... NOT NULL DEFAULT on 1M rows, in place ÷ a full re-snapshot",
         "<=",
@@ -96,6 +102,7 @@ TARGETS: dict[str, float | None] = {
     "handoff_gap_s": 30.0,
     "many_tables_vs_one_table": 2.0,
     "many_tables_stream_p99_s": 5.0,
+    "many_tables_decode_vs_one_table": 0.7,
     "add_column_vs_resnapshot": 0.1,
     "online_schema_change_vs_resnapshot": 0.1,
     "verify_vs_cli": 2.0,
@@ -610,6 +617,37 @@ def many_tables_lines(section: dict[str, Any]) -> list[str]:
     )
 
 
+def many_tables_profile_lines(section: dict[str, Any]) -> list[str]:
+    """One batch's slice and merge over many tables against one table (timed round)."""
+    rows = []
+    for figures in section.values():
+        for name in ("one", "many"):
+            timed = (figures.get(name) or {}).get("timed") or {}
+            rows.append(
+                (
+                    f"{name} ({(figures.get(name) or {}).get('tables')} table(s))",
+                    f"{_num(timed.get('changes'))}",
+                    f"{timed.get('plan_seconds')} s",
+                    f"{timed.get('decode_seconds')} s ({_num(timed.get('decode_changes_per_s'))}/s)",
+                    f"{timed.get('merge_seconds')} s ({timed.get('merge_ms_per_table')} ms a table)",
+                )
+            )
+        few = (figures.get("many") or {}).get("few") or {}
+        if few:
+            rows.append(
+                (
+                    f"many, changes on {few.get('tables_changed')} tables",
+                    f"{_num(few.get('changes'))}",
+                    f"{few.get('plan_seconds')} s",
+                    f"{few.get('decode_seconds')} s ({_num(few.get('decode_changes_per_s'))}/s)",
+                    f"{few.get('merge_seconds')} s ({few.get('merge_ms_per_table')} ms a table)",
+                )
+            )
+    return _table(
+        ("workload", "changes", "plan", "one slice's decode", "merge (batch function)"), rows
+    )
+
+
 def machine_lines(results: dict[str, Any]) -> list[str]:
     machine = results.get("machine") or {}
     return [f"- {key}: {value}" for key, value in machine.items()]
@@ -776,6 +814,19 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "spread over all of them (40 tables a transaction).",
             "",
             *many_tables_lines(raw["many_tables"]),
+            "",
+        ]
+    if raw.get("many_tables_profile"):
+        parts += [
+            "## Many tables: one batch in process",
+            "",
+            "`bench/many_tables_profile.py`: the same one-row changes (half inserts, half",
+            "updates, 40 a transaction) over 300 small tables and over one table, each range",
+            "planned by the driver, read as one slice (`stream.slice_reader.read_slice`) and",
+            "applied by the batch function (merges as 2 executor tasks, run in process);",
+            "the phases and a cProfile of each are in `bench/out/many_tables_profile.json`.",
+            "",
+            *many_tables_profile_lines(raw["many_tables_profile"]),
             "",
         ]
     if raw.get("add_column"):

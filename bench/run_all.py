@@ -23,6 +23,8 @@ streamed on one core and on two, three pairs in a running stream and one as a fr
 first batch (``stream_big.py``); and
 **many_tables**: 300 tables of 2,000 rows against one table of 600,000 through Airflow end
 to end, and the stream's latency over the 300 tables (``many_tables.py``); and
+**many_tables_profile**: one batch's slice and merge over 300 small tables against one
+table, the same changes, in process, per phase and profiled (``many_tables_profile.py``); and
 **add_column**: an instant ``ADD COLUMN ... NOT NULL DEFAULT`` on a 1,000,000-row table
 carried over in place against a full re-snapshot of it (``add_column.py``); and **verify**:
 ``bench.t`` at the largest size verified against one ``mariadb --quick`` read of it
@@ -109,6 +111,7 @@ HEADLINE_KEYS = (
     "plan_ms_per_chunk",
     "many_tables_vs_one_table",
     "many_tables_stream_p99_s",
+    "many_tables_decode_vs_one_table",
     "add_column_vs_resnapshot",
     "online_schema_change_vs_resnapshot",
     "verify_vs_cli",
@@ -426,6 +429,19 @@ def many_tables_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
             run.raw["many_tables"] = {str(total): result}
 
 
+def many_tables_profile_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``many_tables_profile.measure_many_tables_profile``: one batch over 300 small tables
+    against one table, in process; keyed by the changes."""
+    measure, status = optional("many_tables_profile", "measure_many_tables_profile")
+    run.sections["many_tables_profile"] = status
+    if measure is not None:
+        result = run.attempt(
+            "many_tables_profile", "many_tables_profile", lambda: measure(server, workdir)
+        )
+        if result is not None:
+            run.raw["many_tables_profile"] = {str(result["changes"]): result}
+
+
 def _snapshot_ratios(figures: dict[str, Any]) -> None:
     """The snapshot's ratios at one size, from the figures measured side by side."""
     cli = figures.get("cli") or {}
@@ -571,6 +587,9 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         "handoff_gap_s": _largest(e2e, "handoff_gap_s", "handoff_gap_seconds"),
         "many_tables_vs_one_table": _largest(raw.get("many_tables"), "many_tables_vs_one_table"),
         "many_tables_stream_p99_s": _largest(raw.get("many_tables"), "many_tables_stream_p99_s"),
+        "many_tables_decode_vs_one_table": _largest(
+            raw.get("many_tables_profile"), "many_tables_decode_vs_one_table"
+        ),
         "add_column_vs_resnapshot": _largest(raw.get("add_column"), "add_column_vs_resnapshot"),
         "online_schema_change_vs_resnapshot": _largest(
             raw.get("online_schema_change"), "online_schema_change_vs_resnapshot"
@@ -732,6 +751,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 memory_section(run, server, workdir)
             if "many_tables" not in skip:
                 many_tables_section(run, server, workdir / "many_tables")
+            if "many_tables_profile" not in skip:
+                many_tables_profile_section(run, server, workdir / "many_tables_profile")
             if "add_column" not in skip:
                 add_column_section(run, server, workdir)
             if "online_schema_change" not in skip:

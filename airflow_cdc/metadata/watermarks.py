@@ -98,6 +98,13 @@ class Watermarks:
         rows = self._chunks_since_full_plans(tables)
         return {table for table in tables if _full_plan_done(rows.get(table, []))}
 
+    def full_plan_ids(self, tables: Sequence[TableId]) -> dict[TableId, int]:
+        """The id of each table's most recent full plan (:meth:`full_snapshot`'s), in one
+        query for all; a table without a plan is left out."""
+        rows = self._chunks_since_full_plans(tables)
+        plans = {table: _full_plan(found) for table, found in rows.items()}
+        return {table: plan[0] for table, plan in plans.items() if plan is not None}
+
     def full_snapshot(self, table: TableId) -> FullSnapshot | None:
         """The table's most recent full plan: its id, label and chunks' statuses (``None``:
         the table was never planned whole)."""

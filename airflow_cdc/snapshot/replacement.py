@@ -63,9 +63,9 @@ def take_new_generations(
         if not entry.dropped
     }
     promoted = []
-    for table in sorted(done - followed):
-        latest = store.watermarks.full_snapshot(table)
-        if latest is not None and sink.promote(table, replaced_for(latest.plan_id)):
+    plans = store.watermarks.full_plan_ids(sorted(done - followed))
+    for table in sorted(plans):
+        if sink.promote(table, replaced_for(plans[table])):
             log.warning("%s: its new generation takes the live table's place", table)
             promoted.append(table)
     return promoted

@@ -333,20 +333,22 @@ class BatchWriter:
             return []
         replays = replay_tables(self._in_order(), [self.schemas[t] for t in fresh], batch.start)
         readable = self._readable()
+        # One query for every table joining (hundreds when a stream starts), not one each.
+        plans = self.store.watermarks.full_plan_ids([r.table for r in replays])
         for replay in replays:
             if replay.table not in readable:  # dropped or replaced in its replay
                 self.schemas.forget(replay.table)
                 continue
             if replay.schema is not None:  # its columns changed in the replay
                 self.schemas.keep(replay.table, replay.schema)
-            self._take_new_generation(replay.table)
+            self._take_new_generation(replay.table, plans.get(replay.table))
         return [replay for replay in replays if replay.table in readable]
 
-    def _take_new_generation(self, table: TableId) -> None:
+    def _take_new_generation(self, table: TableId, plan_id: int | None) -> None:
         """A table replaced while the stream left it (``snapshot.replacement``), caught up
-        now: its new generation takes the live table's place, in one commit."""
-        latest = self.store.watermarks.full_snapshot(table)
-        if latest is not None and self.sink.promote(table, replaced_for(latest.plan_id)):
+        now: its new generation (for its most recent full plan, ``plan_id``) takes the live
+        table's place, in one commit."""
+        if plan_id is not None and self.sink.promote(table, replaced_for(plan_id)):
             log.warning("%s: its new generation takes the live table's place", table)
 
 

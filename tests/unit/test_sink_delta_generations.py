@@ -12,10 +12,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import ChunkRange, Column, TableSchema
 from airflow_cdc.sinks import DeltaSink
 from airflow_cdc.sinks.delta.generations import CONFIG_NEXT, delete_retired, retired_folders
+from airflow_cdc.sinks.delta.places import TablePlaces
 from airflow_cdc.sinks.delta.retry import RetryPolicy
 from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
 from tests.unit.test_sink_delta_evolve import ARROW, SCHEMA, T, rows
@@ -86,6 +88,32 @@ def test_readers_see_the_old_rows_until_the_new_generation_takes_their_place(
     assert live_ids(sink) == {1, 5, 7, 21}
     assert {r["id"]: r["n"] for r in sink.read_live(T).to_pylist()}[5] == 51
     assert sink.candidates(T, rng, below=10**37).num_rows == 1
+
+
+def test_a_table_kept_open_is_looked_at_up_to_date_for_a_promotion(
+    sink: DeltaSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream's sink keeps its tables open (it read their layout when they joined):
+    ``promote`` looks at the kept table, brought up to date, instead of opening it again,
+    so a generation another process started since is still found and promoted."""
+    stream = DeltaSink.streaming(SinkConfig(sink.root))
+    stream.layout(T)  # kept open from here
+    opened: list[object] = []
+    real_open = TablePlaces.open_live
+
+    def counted(places: TablePlaces, table: object) -> DeltaTable:
+        opened.append(table)
+        return real_open(places, table)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TablePlaces, "open_live", counted)
+    assert not stream.promote(T, "plan 7")  # no generation: nothing opened to say so
+    assert opened == []
+    # Another process starts a generation and fills it; the kept table learns of it.
+    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    sink.apply(T, keyed_rows([(1, 11, "x", 300)]))
+    assert not stream.promote(T, "plan 8")  # another plan's: left
+    assert stream.promote(T, "plan 7")
+    assert live_ids(sink) == {1}
 
 
 def test_a_later_replacement_starts_a_new_folder_and_retires_the_old(sink: DeltaSink) -> None:

@@ -107,6 +107,30 @@ def test_a_table_is_ready_when_its_latest_full_snapshot_is_done(store: MetadataS
     assert not ready(store, ITEMS)
 
 
+def test_the_full_plans_of_many_tables_are_read_at_once(store: MetadataStore) -> None:
+    """``full_plan_ids`` (a join's lookup for every table joining) answers what
+    ``full_snapshot`` answers table by table: the most recent full plan, not a range
+    plan after it; a table without a plan is left out."""
+    unknown = TableId("shop", "unknown")
+
+    def both() -> dict[TableId, int]:
+        found = store.watermarks.full_plan_ids([ORDERS, ITEMS, unknown])
+        for table in (ORDERS, ITEMS, unknown):
+            alone = store.watermarks.full_snapshot(table)
+            assert found.get(table) == (None if alone is None else alone.plan_id)
+        return found
+
+    assert both() == {}
+    full = store.plans.create("full", [plan_of(ORDERS)])
+    finish(store, [c.chunk_id for c in full.chunks], 10)
+    store.plans.create("range", [plan_of(ORDERS, 100, 200)])
+    ranged = store.plans.create("range only", [plan_of(ITEMS, 0, 300)])
+    assert both() == {ORDERS: full.plan_id, ITEMS: ranged.plan_id}  # as full_snapshot
+    again = store.plans.create("full again", [plan_of(ORDERS), plan_of(ITEMS)])
+    assert both() == {ORDERS: again.plan_id, ITEMS: again.plan_id}
+    assert store.watermarks.full_plan_ids([]) == {}
+
+
 def test_a_batch_reads_joined_tables_and_ready_ones(store: MetadataStore) -> None:
     store.stream_tables.request("s", [ORDERS, ITEMS])
     assert tables_to_read(store, "s") == []

@@ -49,6 +49,10 @@ class OpenTables:
             kept.update_incremental()
         return kept
 
+    def is_kept(self, table: TableId) -> bool:
+        """Whether ``table`` is kept open (:meth:`take` then opens nothing)."""
+        return self._tables is not None and table in self._tables
+
     def keep(self, table: TableId, dt: DeltaTable) -> None:
         if self._tables is not None:
             self._tables[table] = dt

@@ -91,6 +91,15 @@ class TablePlaces:
     def forget(self, table: TableId) -> None:
         self.open_tables.forget(table)
 
+    def kept_without_generation(self, table: TableId) -> bool:
+        """Whether the live table is kept open and, brought up to date, names no next
+        generation; False when it is not kept open (nothing is opened to find out)."""
+        if not self.open_tables.is_kept(table):
+            return False
+        live = self.open_tables.take(table)
+        self.open_tables.keep(table, live)
+        return next_generation(live) is None
+
     def attempts(
         self,
         table: TableId,

@@ -315,8 +315,8 @@ class DeltaSink:
 
     def promote(self, table: TableId, replaced_for: str) -> bool:
         """Put the table's next generation for ``replaced_for`` in its place in one commit
-        (False: none)."""
-        if not self.exists(table):
+        (False: none); a table kept open is looked at up to date, not opened again."""
+        if self._places.kept_without_generation(table) or not self.exists(table):
             return False
         opened = functools.partial(self._places.open_live, table)
         location = self._places.live_location(table)
