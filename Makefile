@@ -8,7 +8,7 @@ LINT_PATHS := $(wildcard airflow_cdc devtools tests dags spark_jobs bench docker
 # on a CI machine must not narrow it silently. So its flags are fixed (`override` wins over
 # the environment, `make -e` and command-line assignments), and pytest's own environment
 # variable is dropped. To narrow the run, name the tests: `make test-some TESTS="..."`.
-override PYTEST_FLAGS := -q -p no:cacheprovider --durations=10
+override PYTEST_FLAGS := -q -p no:cacheprovider --durations=30
 unexport PYTEST_ADDOPTS
 BENCH_ARGS ?=
 SOAK_ARGS ?=

@@ -560,3 +560,13 @@ def test_a_gtid_dump_that_does_not_tell_its_start_is_given_up(
     scripted_dump(monkeypatch, *transactions)
     with pytest.raises(SourceError, match=r"did not say where GTID 0-1-16 ends"):
         position_after(SourceConfig("db"), MariaGtidPos.parse("0-1-16"), server_id=9, epoch=0)
+
+
+def test_a_file_s_end_is_a_start_position_though_no_event_starts_there() -> None:
+    """The end of a rotated file (after its Rotate event): the server refuses ``SHOW
+    BINLOG EVENTS ... FROM`` there, and no transaction spans two files."""
+    forms = [("ddl", 0)] * 3 + [("dml", 330), ("dml", 732), ("ddl", 0), ("dml", 0), ("dml", 146)]
+    rows, boundaries = binlog_file(forms, rotated=True)
+    end = BinlogPosition(FILE, rows[-1].end, 0, 2)
+    assert rows[-1].end in boundaries
+    assert check_start_position(scripted(rows), MARIADB, end) == end
