@@ -78,20 +78,24 @@ WARM_UP = 10.0
 POLL_SECONDS = 0.2
 
 
-def create_tables(server: LocalMariaDB, tables: int, rows: int) -> None:
-    """``many.t000..`` of ``rows`` rows each and ``one.t`` of ``tables x rows`` rows, the
-    same row shape (an id, a name, a number and the row's commit time)."""
+def create_tables(
+    server: LocalMariaDB, tables: int, rows: int, *, many: str = MANY, one: str = ONE
+) -> None:
+    """``<many>.t000..`` of ``rows`` rows each and ``<one>.t`` of ``tables x rows`` rows
+    (databases made anew), the same row shape (an id, a name, a number and the row's
+    commit time)."""
     shape = "(id BIGINT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(12,2), created DATETIME(6))"
     fill = "SELECT seq, CONCAT('name', seq), seq * 1.5, NOW(6) FROM {db}.seq_1_to_{n}"
-    statements = [f"CREATE DATABASE {MANY}", f"CREATE DATABASE {ONE}"]
+    statements = [f"DROP DATABASE IF EXISTS {db}" for db in (many, one)]
+    statements += [f"CREATE DATABASE {many}", f"CREATE DATABASE {one}"]
     for i in range(tables):
         statements += [
-            f"CREATE TABLE {MANY}.t{i:03d} {shape}",
-            f"INSERT INTO {MANY}.t{i:03d} " + fill.format(db=MANY, n=rows),
+            f"CREATE TABLE {many}.t{i:03d} {shape}",
+            f"INSERT INTO {many}.t{i:03d} " + fill.format(db=many, n=rows),
         ]
     statements += [
-        f"CREATE TABLE {ONE}.t {shape}",
-        f"INSERT INTO {ONE}.t " + fill.format(db=ONE, n=tables * rows),
+        f"CREATE TABLE {one}.t {shape}",
+        f"INSERT INTO {one}.t " + fill.format(db=one, n=tables * rows),
     ]
     server.execute(*statements)
 

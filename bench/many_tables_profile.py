@@ -64,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_table import bench_server  # noqa: E402
 from keyless_snapshot import _source_config  # noqa: E402
 from keyless_stream import InProcessStream, Parts, _server_position  # noqa: E402
+from many_tables import create_tables  # noqa: E402
 
 from devtools.local_mariadb import LocalMariaDB  # noqa: E402
 
@@ -88,24 +89,6 @@ OUT = Path(__file__).resolve().parent / "out"
 TOP = 30
 #: The cores the merge tasks are planned for (the issue's deployment: local[2]).
 MERGE_CORES = 2
-
-
-def create_tables(server: LocalMariaDB, tables: int, rows: int) -> None:
-    """``mtp.t000..`` of ``rows`` rows each and ``mto.t`` of ``tables x rows`` rows."""
-    shape = "(id BIGINT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(12,2), created DATETIME(6))"
-    fill = "SELECT seq, CONCAT('name', seq), seq * 1.5, NOW(6) FROM {db}.seq_1_to_{n}"
-    statements = [f"DROP DATABASE IF EXISTS {db}" for db in (MANY, ONE)]
-    statements += [f"CREATE DATABASE {MANY}", f"CREATE DATABASE {ONE}"]
-    for i in range(tables):
-        statements += [
-            f"CREATE TABLE {MANY}.t{i:03d} {shape}",
-            f"INSERT INTO {MANY}.t{i:03d} " + fill.format(db=MANY, n=rows),
-        ]
-    statements += [
-        f"CREATE TABLE {ONE}.t {shape}",
-        f"INSERT INTO {ONE}.t " + fill.format(db=ONE, n=tables * rows),
-    ]
-    server.execute(*statements)
 
 
 def table_names(workload: str, tables: int) -> list[str]:
@@ -433,7 +416,7 @@ def measure_many_tables_profile(
     ``rounds``: which of :data:`ROUNDS` (the ratio needs ``timed``)."""
     args = argparse.Namespace(tables=tables, rows=rows, changes=changes)
     OUT.mkdir(exist_ok=True)
-    create_tables(server, tables, rows)
+    create_tables(server, tables, rows, many=MANY, one=ONE)
     workloads: list[Workload] = []
     try:
         for name in (ONE, MANY):
