@@ -216,26 +216,26 @@ class BatchWriter:
 
     def _fold_halves(self, batch: SliceBatch, tables: list[TableId]) -> int:
         """The tables without a key: their halves from the batch's slices folded into
-        their counts (``stream.apply_counts``), each table's chunk marks read before its
-        counts; rows written."""
-        written = 0
+        their counts (``stream.apply_counts``), every table's chunk marks read (in one
+        query) before any counts; rows written."""
         for table in tables:
-            schema = self.schemas[table]
-            if not schema.keyless:
+            if not self.schemas[table].keyless:
                 raise CdcError(
                     f"{table} has a key now, but this batch's slices read it without one; "
                     "the batch is read again"
                 )
-            marks = self.store.watermarks.of_table(table, sort_key=sort_key_for(schema))
-            written += fold_halves_blocks(
+        marks = self.store.watermarks.of_tables({t: sort_key_for(self.schemas[t]) for t in tables})
+        return sum(
+            fold_halves_blocks(
                 self.sink,
-                schema,
+                self.schemas[table],
                 batch.halves[table],
-                marks,
+                marks[table],
                 staging=self.spec.sink,
                 max_rows=self.spec.bounds.max_merge_rows,
             )
-        return written
+            for table in tables
+        )
 
     def _write_in_binlog_order(self, batch: SliceBatch) -> int:
         """The tables a slice set aside (a schema change in the batch), each applied in
