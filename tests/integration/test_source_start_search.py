@@ -316,6 +316,18 @@ def test_boundaries_are_taken_as_start_positions(
     assert check(BinlogPosition(binlog.written[0].file, 4))
 
 
+def test_the_end_of_a_rotated_file_is_a_start_position(
+    mariadb: LocalMariaDB, binlog: Binlog, cfg: SourceConfig
+) -> None:
+    """After its Rotate event: no event starts there, and no transaction spans files.
+    (MariaDB answers no rows for events from there; the unit test's scripted server
+    refuses, as a server may.)"""
+    file = binlog.written[0].file
+    size = dict(mariadb.query("SHOW BINARY LOGS"))[file]
+    assert file != binlog_names(cfg)[-1]  # rotated: a later file exists
+    assert checked(cfg)(BinlogPosition(file, int(size))) == BinlogPosition(file, int(size))
+
+
 def test_a_place_inside_a_transaction_is_refused_naming_the_nearest_boundaries(
     mariadb: LocalMariaDB, binlog: Binlog, cfg: SourceConfig
 ) -> None:

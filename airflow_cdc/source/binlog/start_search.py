@@ -122,8 +122,8 @@ def check_start_position(
             f"{where} is not in the file: its events lie from offset {FIRST_EVENT} to its "
             f"size, {size} bytes (SHOW BINARY LOGS). Fix: give an offset within it"
         )
-    if position.offset == size:
-        return position  # a file's end: no transaction spans two files, and no event starts there
+    if position.offset == size:  # a file's end: no transaction spans two files
+        return position  # (and no event starts there to read events from)
     events = events_query(conn)
     near = events_near(events, position.file, FIRST_EVENT, position.offset, bounded=False)
     before, after = boundaries_around(near, position.offset, size)
