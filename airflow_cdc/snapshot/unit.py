@@ -30,7 +30,9 @@ from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_are
 from airflow_cdc.snapshot.chunk_task import ChunkFailure, ChunkOutcome, ChunkTask, failure_reason
 from airflow_cdc.snapshot.driver_share import with_driver_share
 from airflow_cdc.snapshot.job import snapshot_chunk, snapshot_chunks_quietly
+from airflow_cdc.snapshot.membership import range_membership
 from airflow_cdc.snapshot.replacement import take_new_generations
+from airflow_cdc.snapshot.sweep import sweep_range
 
 __all__ = ["UnitOutcome", "run_chunk", "run_unit"]
 
@@ -76,6 +78,7 @@ def run_unit(
             _record(store, [ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))])
             raise
         _record(store, [outcome])
+        _sweep(spec, tasks, [outcome])
         _settle_replacements(store, spec, tasks)
         return UnitOutcome((outcome,), (), time.monotonic() - started)
     large = [
@@ -84,7 +87,7 @@ def run_unit(
         if partition_count(t.estimated_rows, spec.read.partition_rows, readers, driver_share) > 1
     ]
     small = [t for t in tasks if t not in large]
-    results = _record(store, _run_small(small, runner, readers, driver_share))
+    results = _sweep(spec, tasks, _record(store, _run_small(small, runner, readers, driver_share)))
     for task in large:
         try:
             result: ChunkOutcome | ChunkFailure = snapshot_chunk(
@@ -93,7 +96,7 @@ def run_unit(
         except Exception as exc:
             log.exception("%s failed", task.label())
             result = ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
-        results += _record(store, [result])
+        results += _sweep(spec, tasks, _record(store, [result]))
     unit = UnitOutcome(
         tuple(r for r in results if isinstance(r, ChunkOutcome)),
         tuple(r for r in results if isinstance(r, ChunkFailure)),
@@ -223,6 +226,39 @@ def _record(
         except Exception:  # the chunk's own error matters more than the bookkeeping
             log.exception("could not record the failure of chunk %s", failure.chunk_id)
     return list(results)
+
+
+def _sweep(
+    spec: ChunkJobSpec,
+    tasks: Sequence[ChunkTask],
+    results: list[ChunkOutcome | ChunkFailure],
+) -> list[ChunkOutcome | ChunkFailure]:
+    """After their record, the recorded chunks that may have been written under a running
+    stream (merged, or a re-run) sweep their ranges (``snapshot.sweep``): a stream batch
+    that read the marks before the record may have merged after the chunk's commit. A
+    first attempt written as new files went into a range the sink held nothing of."""
+    ranges = {task.chunk_id: task.chunk.range for task in tasks}
+    sink = None
+    for outcome in results:
+        if not isinstance(outcome, ChunkOutcome) or outcome.schema is None:
+            continue
+        schema = outcome.schema
+        if schema.keyless or (outcome.as_files and outcome.attempt == 1):
+            continue
+        sink = sink or open_sink(spec.sink)
+        rng = ranges[outcome.chunk_id]
+        membership = range_membership(spec.source, schema, rng)
+        swept = sweep_range(sink, schema, rng, outcome.high, membership)
+        if swept:
+            log.info(
+                "chunk %d: %d row(s) of %s %s older than its high watermark marked deleted "
+                "(merged by a stream batch filtered with the chunk's earlier mark)",
+                outcome.chunk_id,
+                swept,
+                schema.table,
+                rng.label(),
+            )
+    return results
 
 
 def _remove_earlier_attempts(spec: ChunkJobSpec, chunk_id: int, attempt: int) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "PartitionFiles",
     "Written",
     "commit_files",
+    "delete_markers",
     "key_table",
     "merge_rows",
     "with_position",
@@ -62,6 +63,15 @@ def with_position(table: pa.Table, target: pa.Schema, position: int, deleted: bo
         pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)
     )
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def delete_markers(schema: TableSchema, keys: Sequence[Key], position: int) -> pa.Table:
+    """Delete markers of ``keys`` at ``position`` (the sink's change layout)."""
+    target = arrow_schema(schema)
+    rows = pa.Table.from_pylist(
+        [dict(zip(schema.key, key, strict=True)) for key in keys], schema=target
+    )
+    return with_position(rows, target, position, True)
 
 
 def key_table(schema: TableSchema, keys: Sequence[Key]) -> pa.Table:
@@ -144,11 +154,7 @@ class ChunkRows:
 
     def markers(self, keys: Sequence[Key]) -> pa.Table:
         """Delete markers of ``keys`` at the chunk's position."""
-        target = arrow_schema(self.schema)
-        rows = pa.Table.from_pylist(
-            [dict(zip(self.schema.key, key, strict=True)) for key in keys], schema=target
-        )
-        return with_position(rows, target, self.position, True)
+        return delete_markers(self.schema, keys, self.position)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 For each batch (Spark's ``foreachBatch``, or the driver's own start batch): tables reading
 for the first time join the stream (``stream.joining``: their changes before the batch are
 replayed), the catalog is checked for changes the row images cannot show, each table's
-blocks are merged (``stream.apply.merge_each``: tables in parallel), each table without a
+blocks are merged (``stream.apply.merge_each``: tables in parallel; filtered again first
+when a chunk re-run moved the table's marks since the batch was planned, and the ranges of
+chunks recorded during the merge swept after it: ``stream.stale_marks``), each table without a
 key's halves are folded into its counts (``stream.apply_counts``), and the batch's
 end is recorded as the stream's committed position with its lag and heartbeat.
 
@@ -16,28 +18,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.errors import CdcError, SchemaChangedError, SinkColumnsChangedError
 from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import (
     BinlogPosition,
     TableId,
     TableSelection,
     describe_tables,
 )
-from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged
 from airflow_cdc.snapshot.replacement import replaced_for
 from airflow_cdc.stream.apply import merge_each
-from airflow_cdc.stream.apply_counts import fold_halves_blocks
+from airflow_cdc.stream.apply_counts import Marks, fold_halves_blocks
 from airflow_cdc.stream.carry_out import replace_unexplained
+from airflow_cdc.stream.chunk_reruns import ChunkReruns
 from airflow_cdc.stream.gtid_recorder import GtidRecorder
 from airflow_cdc.stream.health import look_at_source
 from airflow_cdc.stream.in_binlog_order import write_in_binlog_order
@@ -50,7 +53,7 @@ from airflow_cdc.stream.joining import (
 )
 from airflow_cdc.stream.read_schemas import ReadSchemas
 from airflow_cdc.stream.schema_statements import InOrder
-from airflow_cdc.stream.slice_blocks import staging_dir
+from airflow_cdc.stream.slice_blocks import SliceBlocks, staging_dir
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 
 __all__ = ["LEASE_SECONDS", "START_BATCH_ID", "BatchWriter"]
@@ -97,6 +100,8 @@ class BatchWriter:
             if spec.bounds.apply_parallelism > 1
             else None
         )
+        #: Chunk re-runs that finish under a batch (``stream.stale_marks``).
+        self.reruns = ChunkReruns(self.store, self.sink, spec.sink, spec.source)
         #: Where merges run as tasks, and on how many cores (``merge_on``); None: here.
         self._executors: tuple[Runner, int] | None = None
 
@@ -120,18 +125,13 @@ class BatchWriter:
         arrived = {*batch.blocks, *batch.halves}
         needed = sorted((t for t in arrived if t in self.schemas and t not in batch.aside), key=str)
         needed = self._check_catalog(needed, batch.start)
+        # Read before any counts (a keyless table's floors) and before the merge (a keyed
+        # table's rows filtered again if a chunk re-run moved them: stream.stale_marks).
+        marks = self.reruns.marks({t: self.schemas[t] for t in needed})
         self.probe.reach("stream_before_apply")
         in_order = self._write_in_binlog_order(batch)
-        counted = self._fold_halves(batch, [t for t in needed if t in batch.halves])
-        needed = [t for t in needed if t in batch.blocks]
-        # Each table records the batch's end as its Delta application transaction: "holds
-        # every change up to here", so a replay of this batch, or of any batch ending
-        # before it, from whatever checkpoint (or none), is skipped.
-        version = batch.end.boundary_number() if batch.end is not None else None
-        merged, tasks = self._merge_all(
-            [TableChanges(t, self.schemas[t].key, tuple(batch.blocks[t])) for t in needed],
-            version,
-        )
+        counted = self._fold_halves(batch, [t for t in needed if t in batch.halves], marks)
+        merged, tasks = self._merge_keyed(batch, [t for t in needed if t in batch.blocks], marks)
         written = sum(m.rows for m in merged) + in_order + counted
         merges = sum(m.merges for m in merged)
         self.probe.reach("stream_after_apply")
@@ -169,6 +169,27 @@ class BatchWriter:
             f" in {tasks} tasks on the executors" if tasks else "",
             batch.end,
         )
+
+    def _merge_keyed(
+        self, batch: SliceBatch, tables: list[TableId], marks: Mapping[TableId, Marks]
+    ) -> tuple[list[Merged], int]:
+        """Merge the reduced rows of ``tables``, those whose chunk marks moved since the
+        batch was planned filtered again with ``marks`` (read before the merge), then sweep
+        the ranges of chunks recorded while it merged (``stream.stale_marks``)."""
+        schemas = {t: self.schemas[t] for t in tables}
+        blocks = {t: batch.blocks[t] for t in tables}
+        put = SliceBlocks(self.staging, self.spec.bounds.inline_slice_bytes)
+        blocks.update(self.reruns.filter_again(blocks, batch.marks, marks, schemas, put))
+        # Each table records the batch's end as its Delta application transaction: "holds
+        # every change up to here", so a replay of this batch, or of any batch ending
+        # before it, from whatever checkpoint (or none), is skipped.
+        version = batch.end.boundary_number() if batch.end is not None else None
+        merged = self._merge_all(
+            [TableChanges(t, schemas[t].key, tuple(blocks[t])) for t in tables if blocks[t]],
+            version,
+        )
+        self.reruns.sweep_new(marks, schemas)
+        return merged
 
     def _merge_all(
         self, tables: list[TableChanges], version: int | None
@@ -214,23 +235,24 @@ class BatchWriter:
                 raise merged.error
         return [m for m in outcomes if m.error is None]
 
-    def _fold_halves(self, batch: SliceBatch, tables: list[TableId]) -> int:
+    def _fold_halves(
+        self, batch: SliceBatch, tables: list[TableId], marks: Mapping[TableId, Marks]
+    ) -> int:
         """The tables without a key: their halves from the batch's slices folded into
-        their counts (``stream.apply_counts``), every table's chunk marks read (in one
-        query) before any counts; rows written."""
+        their counts (``stream.apply_counts``), with their chunk marks read before any
+        counts (``marks``); rows written."""
         for table in tables:
             if not self.schemas[table].keyless:
                 raise CdcError(
                     f"{table} has a key now, but this batch's slices read it without one; "
                     "the batch is read again"
                 )
-        marks = self.store.watermarks.of_tables({t: sort_key_for(self.schemas[t]) for t in tables})
         return sum(
             fold_halves_blocks(
                 self.sink,
                 self.schemas[table],
                 batch.halves[table],
-                marks[table],
+                marks.get(table, TableWatermarks()),
                 staging=self.spec.sink,
                 max_rows=self.spec.bounds.max_merge_rows,
             )

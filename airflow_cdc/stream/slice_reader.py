@@ -42,6 +42,7 @@ from airflow_cdc.stream.slice_rows import (
     block_payload,
     boundary_payload,
 )
+from airflow_cdc.stream.stale_marks import marks_digest
 
 __all__ = ["SliceRow", "read_slice"]
 
@@ -68,7 +69,14 @@ def read_slice(spec: StreamJobSpec, plan: SlicePlan) -> Iterator[SliceRow]:
     yield (
         BOUNDARY,
         end.to_text(),
-        boundary_payload(start, plan.end.seen_at, plan.tables, events, emitted),
+        boundary_payload(
+            start,
+            plan.end.seen_at,
+            plan.tables,
+            events,
+            emitted,
+            {name: marks_digest(marks) for name, marks in plan.watermarks.items()},
+        ),
     )
 
 

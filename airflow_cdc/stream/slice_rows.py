@@ -55,10 +55,16 @@ def decode_payload(payload: bytes) -> Any:
 
 
 def boundary_payload(
-    start: BinlogPosition, seen_at: float, tables: list[str], events: int = 0, emitted: int = 0
+    start: BinlogPosition,
+    seen_at: float,
+    tables: list[str],
+    events: int = 0,
+    emitted: int = 0,
+    marks: Mapping[str, str] | None = None,
 ) -> bytes:
     """The closing row's payload: where the slice started, when the batch's end was the
-    server's newest position, the tables it read, its changes read and kept."""
+    server's newest position, the tables it read, its changes read and kept, and the
+    digest of each table's marks it filtered with (``stream.stale_marks``)."""
     return pickle.dumps(
         {
             "start": start.to_text(),
@@ -66,6 +72,7 @@ def boundary_payload(
             "tables": tables,
             "events": events,
             "emitted": emitted,
+            "marks": dict(marks or {}),
         }
     )
 
@@ -112,6 +119,9 @@ class SliceBatch:
     aside: dict[TableId, Aside] = field(default_factory=dict)
     #: Per table without a key, the blocks of its halves (``HALVES``).
     halves: dict[TableId, list[Block]] = field(default_factory=dict)
+    #: Per table, the digest of the marks its slices filtered with (``""``: they did not
+    #: all use the same, ``stream.stale_marks``).
+    marks: dict[TableId, str] = field(default_factory=dict)
 
 
 def slice_batch(rows: Sequence[Any]) -> SliceBatch:
@@ -125,6 +135,7 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
     events = emitted = slices = 0
     aside: dict[TableId, Aside] = {}
     halves: dict[TableId, list[Block]] = {}
+    marks: dict[TableId, str] = {}
     for kind, ref, payload in rows:  # Spark Rows or the start batch's tuples
         if kind == BOUNDARY:
             bounds = decode_payload(payload)
@@ -137,6 +148,9 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
             events += int(bounds.get("events", 0))
             emitted += int(bounds.get("emitted", 0))
             slices += 1
+            for name, digest in bounds.get("marks", {}).items():
+                table = TableId.parse(name)
+                marks[table] = digest if marks.get(table, digest) == digest else ""
             continue
         if kind == ASIDE:
             found = decode_payload(payload)
@@ -150,7 +164,9 @@ def slice_batch(rows: Sequence[Any]) -> SliceBatch:
         held.setdefault(TableId.parse(ref), []).append(
             Block(block["rows"], block["path"], block["data"], block.get("low"), block.get("high"))
         )
-    return SliceBatch(blocks, start, end, seen_at, tables, events, emitted, slices, aside, halves)
+    return SliceBatch(
+        blocks, start, end, seen_at, tables, events, emitted, slices, aside, halves, marks
+    )
 
 
 @dataclass(frozen=True)

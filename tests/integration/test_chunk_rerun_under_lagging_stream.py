@@ -1,36 +1,68 @@
 """A chunk re-run (a backfill) that finishes while a batch the stream planned before it is
-still being read: the batch's slices filtered with the chunk's old high watermark, so they
-keep a version of a key that the re-run's new watermark covers. Here a key inserted and
-deleted before the re-run read its range: the batch holds the insert, not the delete; the
-next batch's delete lies before the new watermark. The replica must still end equal to
-the source (the key absent). The stream job's reader and batch function run in-process
-(``tests/support/stream_harness.py``), so the interleaving is exact."""
+still being read or merged: the batch's slices filtered with the chunk's old high
+watermark, so they keep a version of a key that the re-run's new watermark covers. Here a
+key inserted and deleted before the re-run read its range: the batch holds the insert,
+not the delete; the next batch's delete lies before the new watermark. The replica must
+still end equal to the source (the key absent), whichever way the re-run's commit and
+record fall around the batch's reading of the marks and its merge
+(``stream.stale_marks``). The stream job's reader and batch function run in-process
+(``tests/support/stream_harness.py``) and the chunk in a thread, paused at the jobs' probe
+points, so each interleaving is exact."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from airflow_cdc.metadata.records import ChunkRecord
 from airflow_cdc.model import TableId
 from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
-from tests.support.pipeline import job_spec, plan, snapshot_all, stream_spec
+from tests.support.pipeline import arm, job_spec, plan, snapshot_all, stream_spec, wait_for
 from tests.support.stream_harness import InProcessStream
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known race, not fixed yet: a batch's slices filter with the marks read when it "
-    "was planned, and the driver applies their rows after a chunk re-run finished (the key "
-    "stays in the replica); docs/architecture.md, 'Known gaps'",
-)
-def test_a_batch_read_before_a_chunk_rerun_and_applied_after_it_leaves_no_deleted_key(
-    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
-) -> None:
+@dataclass
+class Setup:
+    mariadb: LocalMariaDB
+    table: TableId
+    chunk: ChunkRecord
+    meta: str
+    lake: Path
+    stream: InProcessStream
+    pause: Path
+
+    def rerun(self) -> None:
+        outcome = run_chunk(
+            job_spec(self.mariadb, self.chunk.chunk_id, self.meta, self.lake, self.pause)
+        )
+        assert outcome.attempt == 2
+
+    def lagging_batch(self) -> tuple[dict[str, Any], list[tuple[str, str, bytes]]]:
+        """A key inserted (and a row updated) in a batch read now, deleted after it."""
+        quoted = self.table.quoted()
+        self.mariadb.execute(
+            f"INSERT INTO {quoted} VALUES (999, 1)", f"UPDATE {quoted} SET v = -v WHERE id = 5"
+        )
+        lagging = self.stream.read_batch()  # planned with the chunk's first high watermark
+        self.mariadb.execute(f"DELETE FROM {quoted} WHERE id = 999")
+        return lagging
+
+    def check(self) -> None:
+        self.stream.run_batch()  # the delete: before the re-run's high watermark
+        assert_replica_equals_source(self.mariadb, str(self.lake), self.table, ["id"])
+
+
+@pytest.fixture
+def setup(mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path) -> Iterator[Setup]:
     table = TableId(fresh_db, "t")
     mariadb.execute(
         f"CREATE TABLE {table.quoted()} (id INT PRIMARY KEY, v INT NOT NULL)",
@@ -40,21 +72,81 @@ def test_a_batch_read_before_a_chunk_rerun_and_applied_after_it_leaves_no_delete
     record = plan(mariadb, [str(table)], chunk_rows=1_000, metadata_url=meta)
     (chunk,) = record.chunks
     snapshot_all(mariadb, record, meta, lake)
-    stream = InProcessStream(
-        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"), tmp_path
-    )
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", pause_dir=pause)
+    stream = InProcessStream(spec, tmp_path)
     try:
         stream.run_batch()
-        mariadb.execute(
-            f"INSERT INTO {table.quoted()} VALUES (999, 1)",
-            f"UPDATE {table.quoted()} SET v = -v WHERE id = 5",
-        )
-        lagging = stream.read_batch()  # planned with the chunk's first high watermark
-        mariadb.execute(f"DELETE FROM {table.quoted()} WHERE id = 999")
-        rerun = run_chunk(job_spec(mariadb, chunk.chunk_id, meta, lake))
-        assert rerun.attempt == 2
-        stream.apply_read_batch(lagging)
-        stream.run_batch()  # the delete: before the re-run's high watermark
-        assert_replica_equals_source(mariadb, str(lake), table, ["id"])
+        yield Setup(mariadb, table, chunk, meta, lake, stream, pause)
     finally:
+        for armed in pause.glob("*.pause"):
+            (pause / armed.name.replace(".pause", ".release")).touch()
         stream.close()
+
+
+def paused_at(point: str, pause: Path, action: Callable[[], None]) -> threading.Thread:
+    """``action`` in a thread, once it reached ``point`` (armed): release it with
+    ``<point>.release``; its error is raised by :func:`joined`."""
+    arm(pause, point)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name=point)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    wait_for(pause / f"{point}.reached", timeout=120)
+    (pause / f"{point}.pause").unlink()
+    return thread
+
+
+def joined(thread: threading.Thread, pause: Path) -> None:
+    (pause / f"{thread.name}.release").touch()
+    thread.join(120)
+    assert not thread.is_alive(), f"{thread.name} did not end"
+    errors: list[BaseException] = thread.errors  # type: ignore[attr-defined]
+    if errors:
+        raise errors[0]
+
+
+def test_a_batch_read_before_a_chunk_rerun_and_applied_after_it_leaves_no_deleted_key(
+    setup: Setup,
+) -> None:
+    """The re-run ends (committed and recorded) before the batch's merge: the driver sees
+    the moved marks and filters the batch's rows again."""
+    lagging = setup.lagging_batch()
+    setup.rerun()
+    setup.stream.apply_read_batch(lagging)
+    setup.check()
+
+
+def test_a_chunk_rerun_recorded_after_a_batch_read_the_marks_is_swept_by_the_stream(
+    setup: Setup,
+) -> None:
+    """The batch read the marks before the re-run (committed and recorded, its own sweep
+    finding nothing) and merges after it: the driver, reading the marks again after the
+    merge, sweeps the chunk's range."""
+    lagging = setup.lagging_batch()
+    merging = paused_at(
+        "stream_before_apply", setup.pause, lambda: setup.stream.apply_read_batch(lagging)
+    )
+    setup.rerun()
+    joined(merging, setup.pause)
+    setup.check()
+
+
+def test_a_batch_merged_between_a_chunk_reruns_commit_and_record_is_swept_by_the_chunk(
+    setup: Setup,
+) -> None:
+    """The re-run committed to the sink; the batch merges and reads the marks again before
+    the re-run records its mark: the chunk, after recording it, sweeps its range."""
+    lagging = setup.lagging_batch()
+    rerun = paused_at("after_commit", setup.pause, setup.rerun)
+    setup.stream.apply_read_batch(lagging)
+    joined(rerun, setup.pause)
+    setup.check()

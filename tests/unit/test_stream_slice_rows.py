@@ -67,3 +67,19 @@ def test_halves_of_a_table_without_a_key_are_kept_apart_from_reduced_rows() -> N
     batch = slice_batch(rows)
     assert batch.halves == {A: [second, first]}
     assert batch.blocks == {B: [Block(2, data=b"rows")]}
+
+
+def test_the_digest_of_each_tables_marks_comes_back_and_a_disagreement_is_unknown() -> None:
+    """The slices return the digest of each table's marks they filtered with
+    (``stream.stale_marks``); slices of a batch that disagree leave it unknown (``""``), so
+    the driver filters that table's rows again."""
+    rows = [
+        (BOUNDARY, pos(500).to_text(), boundary_payload(pos(100), 1.0, [], marks={str(A): "x"})),
+        (
+            BOUNDARY,
+            pos(900).to_text(),
+            boundary_payload(pos(500), 1.0, [], marks={str(A): "y", str(B): "z"}),
+        ),
+        (BOUNDARY, pos(990).to_text(), boundary_payload(pos(900), 1.0, [], marks={str(B): "z"})),
+    ]
+    assert slice_batch(rows).marks == {A: "", B: "z"}

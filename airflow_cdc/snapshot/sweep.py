@@ -1,0 +1,50 @@
+"""Sweeping a chunk's range after it was written: delete markers for the sink's rows of
+the range older than the chunk's high watermark.
+
+A chunk writes its range as the source stood at its high watermark ``H``: every key it
+read carries ``H``, every change the stream merges after it a later position. A live row of
+the range at a position before ``H`` is therefore one the chunk did not read, and that
+the source no longer had at ``H``: a stream batch that filtered its changes with the
+chunk's earlier mark and merged after the chunk's commit brought it back
+(``stream.stale_marks``). Its marker at ``H`` removes it (the sink keeps the last writer
+per key), and no later batch can bring it back: every batch planned after the chunk's
+record filters with ``H``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pyarrow.compute as pc
+
+from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
+from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
+from airflow_cdc.snapshot.write import delete_markers
+
+__all__ = ["sweep_range"]
+
+
+def sweep_range(
+    sink: Sink,
+    schema: TableSchema,
+    rng: ChunkRange,
+    high: BinlogPosition,
+    in_range: Callable[[Sequence[Key]], dict[Key, bool]],
+) -> int:
+    """Mark deleted at ``high`` the live rows of ``schema``'s table in ``rng`` whose
+    position is before ``high`` (``in_range``: which of some keys lie in ``rng``, the
+    sink's candidates being a superset); how many."""
+    position = high.encode()
+    candidates = sink.candidates(schema.table, rng, below=position)
+    if DELETED_COLUMN in candidates.column_names:
+        candidates = candidates.filter(pc.invert(candidates.column(DELETED_COLUMN)))
+    if not candidates.num_rows:
+        return 0
+    names = list(schema.key)
+    keys = [tuple(row[name] for name in names) for row in candidates.select(names).to_pylist()]
+    member = in_range(keys)
+    stale = [key for key in keys if member[key]]
+    if stale:
+        sink.apply(schema.table, delete_markers(schema, stale, position), keys_unique=True)
+    return len(stale)
