@@ -80,7 +80,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
         trap - EXIT
     fi
 else
-    say "system packages present (MariaDB, PostgreSQL, Java, Connector/J, Percona Toolkit)"
+    say "system packages present (MariaDB, PostgreSQL, Java, Connector/J, Percona Toolkit, Chromium)"
 fi
 
 # -- uv ------------------------------------------------------------------------------------

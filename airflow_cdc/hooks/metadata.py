@@ -8,6 +8,7 @@ rejects. The URL is therefore rebuilt here from the parts, per dialect.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlencode
@@ -112,7 +113,8 @@ class CdcMetadataHook(CdcHook):
 
     def _default_url(self) -> str:
         url = default_metadata_url()
-        self.log.info(
+        _log_once(
+            self,
             "Airflow connection %r is not defined: using the embedded metadata DB %s "
             "(set AIRFLOW_CONN_%s to a SQLAlchemy URL to use another)",
             self.conn_id,
@@ -142,8 +144,20 @@ class CdcMetadataHook(CdcHook):
                 schema=conn.schema,
                 query=extra,
             )
-        self.log.info("CDC metadata DB from connection %r: %s", self.conn_id, safe_url(url))
+        _log_once(self, "CDC metadata DB from connection %r: %s", self.conn_id, safe_url(url))
         return url
+
+
+#: The lines :func:`_log_once` wrote in this process: the CDC page reads the URL at every
+#: refresh, and a task's log needs it once.
+_LOGGED: set[tuple[object, ...]] = set()
+
+
+def _log_once(hook: CdcMetadataHook, message: str, *args: object) -> None:
+    """``message`` at INFO the first time this process writes it, at DEBUG after."""
+    line = (message, *args)
+    hook.log.log(logging.DEBUG if line in _LOGGED else logging.INFO, message, *args)
+    _LOGGED.add(line)
 
 
 def safe_url(url: str) -> str:

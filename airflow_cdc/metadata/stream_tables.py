@@ -105,6 +105,23 @@ class StreamTables:
         what = "reading the stream's tables from"
         return [_record(row) for row in with_retry(self._engine, read, write=False, what=what)]
 
+    def joined_by_any(self, tables: Sequence[TableId]) -> set[TableId]:
+        """Those of ``tables`` some stream has joined (and not dropped since): streamed."""
+        names = {codec.table_to_text(table): table for table in tables}
+        if not names:
+            return set()
+
+        def read(connection: Connection) -> list[str]:
+            query = sa.select(t_tables.c.table_name).where(
+                t_tables.c.table_name.in_(list(names)),
+                t_tables.c.joined_at.is_not(None),
+                t_tables.c.dropped_position.is_(None),
+            )
+            return [str(name) for name in connection.execute(query).scalars()]
+
+        found = with_retry(self._engine, read, write=False, what="reading streamed tables from")
+        return {names[name] for name in found}
+
     def mark_joined(
         self,
         stream_id: str,

@@ -78,7 +78,7 @@ def run_unit(
             _record(store, [ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))])
             raise
         _record(store, [outcome])
-        _sweep(spec, tasks, [outcome])
+        _sweep(store, spec, tasks, [outcome])
         _settle_replacements(store, spec, tasks)
         return UnitOutcome((outcome,), (), time.monotonic() - started)
     large = [
@@ -87,7 +87,9 @@ def run_unit(
         if partition_count(t.estimated_rows, spec.read.partition_rows, readers, driver_share) > 1
     ]
     small = [t for t in tasks if t not in large]
-    results = _sweep(spec, tasks, _record(store, _run_small(small, runner, readers, driver_share)))
+    results = _sweep(
+        store, spec, tasks, _record(store, _run_small(small, runner, readers, driver_share))
+    )
     for task in large:
         try:
             result: ChunkOutcome | ChunkFailure = snapshot_chunk(
@@ -96,7 +98,7 @@ def run_unit(
         except Exception as exc:
             log.exception("%s failed", task.label())
             result = ChunkFailure(task.chunk_id, task.attempt, failure_reason(exc))
-        results += _sweep(spec, tasks, _record(store, [result]))
+        results += _sweep(store, spec, tasks, _record(store, [result]))
     unit = UnitOutcome(
         tuple(r for r in results if isinstance(r, ChunkOutcome)),
         tuple(r for r in results if isinstance(r, ChunkFailure)),
@@ -229,21 +231,34 @@ def _record(
 
 
 def _sweep(
+    store: MetadataStore,
     spec: ChunkJobSpec,
     tasks: Sequence[ChunkTask],
     results: list[ChunkOutcome | ChunkFailure],
 ) -> list[ChunkOutcome | ChunkFailure]:
-    """After their record, the recorded chunks that may have been written under a running
-    stream (merged, or a re-run) sweep their ranges (``snapshot.sweep``): a stream batch
-    that read the marks before the record may have merged after the chunk's commit. A
-    first attempt written as new files went into a range the sink held nothing of."""
+    """After their record, the recorded chunks of a table with a key sweep their ranges
+    (``snapshot.sweep``): a stream batch that read the marks before the record may have
+    merged after the chunk's commit. A first attempt written as new files (into a range
+    the sink held nothing of) needs it only when a stream follows the table: the sweep
+    reads the range's keys from the sink, every file of a table keyed by text."""
     ranges = {task.chunk_id: task.chunk.range for task in tasks}
+    done = [
+        outcome
+        for outcome in results
+        if isinstance(outcome, ChunkOutcome)
+        and outcome.schema is not None
+        and not outcome.schema.keyless
+    ]
+    first_files = [o for o in done if o.as_files and o.attempt == 1]
+    streamed = store.stream_tables.joined_by_any(
+        list({o.schema.table for o in first_files if o.schema is not None})
+    )
+    first_ids = {o.chunk_id for o in first_files}
     sink = None
-    for outcome in results:
-        if not isinstance(outcome, ChunkOutcome) or outcome.schema is None:
-            continue
+    for outcome in done:
         schema = outcome.schema
-        if schema.keyless or (outcome.as_files and outcome.attempt == 1):
+        assert schema is not None
+        if outcome.chunk_id in first_ids and schema.table not in streamed:
             continue
         sink = sink or open_sink(spec.sink)
         rng = ranges[outcome.chunk_id]

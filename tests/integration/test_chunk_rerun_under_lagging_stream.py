@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from airflow_cdc.config import ChunkingConfig
 from airflow_cdc.metadata.records import ChunkRecord
 from airflow_cdc.model import TableId
 from airflow_cdc.snapshot.unit import run_chunk
@@ -147,6 +148,43 @@ def test_a_batch_merged_between_a_chunk_reruns_commit_and_record_is_swept_by_the
     the re-run records its mark: the chunk, after recording it, sweeps its range."""
     lagging = setup.lagging_batch()
     rerun = paused_at("after_commit", setup.pause, setup.rerun)
+    setup.stream.apply_read_batch(lagging)
+    joined(rerun, setup.pause)
+    setup.check()
+
+
+def test_a_range_first_written_as_new_files_under_a_stream_is_swept_by_the_chunk(
+    setup: Setup,
+) -> None:
+    """A backfill of a key range the sink holds nothing of (a range plan's first attempt,
+    written as new files) on a table the stream follows, committed before the batch's
+    merge and recorded after it read the marks again: the chunk sweeps its range."""
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.model import ChunkRange
+    from airflow_cdc.planning.planner import plan_tables
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+    from airflow_cdc.source.server import server_info
+    from tests.support.pipeline import source_config
+
+    lagging = setup.lagging_batch()
+    conn = connect(source_config(setup.mariadb))
+    try:
+        schema = load_table_schema(conn, setup.table)
+        ranges = {setup.table: ChunkRange((900,), (1_100,))}
+        plans = plan_tables(conn, server_info(conn), [schema], ChunkingConfig(), ranges)
+    finally:
+        conn.close()
+    record = MetadataStore.connect(setup.meta).plans.create("backfill", plans)
+    (chunk,) = record.chunks
+
+    def backfill() -> None:
+        outcome = run_chunk(
+            job_spec(setup.mariadb, chunk.chunk_id, setup.meta, setup.lake, setup.pause)
+        )
+        assert (outcome.attempt, outcome.as_files) == (1, True)
+
+    rerun = paused_at("after_commit", setup.pause, backfill)
     setup.stream.apply_read_batch(lagging)
     joined(rerun, setup.pause)
     setup.check()

@@ -93,6 +93,21 @@ def test_metadata_default_is_sqlite_in_airflow_home(
     assert url == f"sqlite:///{tmp_path}/cdc_metadata.db"
 
 
+def test_the_metadata_url_is_logged_at_info_once_a_process(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The CDC page reads it at every refresh: the log says it once."""
+    conn_id = "meta_logged_once"
+    _set_conn(monkeypatch, conn_id, "sqlite:///tmp/logged-once.db")
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            CdcMetadataHook(conn_id).metadata_url()
+    out = capsys.readouterr()
+    assert (caplog.text + out.out + out.err).count("logged-once.db") == 1
+
+
 def test_metadata_type_without_url_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     _set_conn(monkeypatch, "meta_bare", '{"conn_type": "cdc_metadata", "host": "h"}')
     with pytest.raises(ConfigurationError, match="url"):
