@@ -13,7 +13,7 @@ sink (``sink``), the stream (``stream``) and a binlog position it may start from
 from __future__ import annotations
 
 from airflow_cdc.config.fields import JobFile, check_positive, from_fields, setting_types
-from airflow_cdc.config.jobs import ChunkJobSpec, StreamJobSpec
+from airflow_cdc.config.jobs import AirflowTask, ChunkJobSpec, StreamJobSpec
 from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS, ChunkingConfig, ReadConfig
 from airflow_cdc.config.source import SourceConfig
@@ -38,6 +38,7 @@ __all__ = [
     "STARTUP_MODES",
     "START_POSITION_FORMS",
     "STREAM_MODES",
+    "AirflowTask",
     "ChunkJobSpec",
     "ChunkingConfig",
     "DiscoveryConfig",

@@ -18,7 +18,21 @@ from airflow_cdc.config.stream import (
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.probe import ProbeConfig
 
-__all__ = ["ChunkJobSpec", "StreamJobSpec"]
+__all__ = ["AirflowTask", "ChunkJobSpec", "StreamJobSpec"]
+
+
+@dataclass(frozen=True)
+class AirflowTask:
+    """The Airflow task instance a job runs for (``map_index`` -1: not mapped); empty
+    (``dag_id`` ""): a job run without Airflow."""
+
+    dag_id: str = ""
+    run_id: str = ""
+    task_id: str = ""
+    map_index: int = -1
+
+    def __bool__(self) -> bool:
+        return bool(self.dag_id)
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,8 @@ class ChunkJobSpec(JobFile):
     read: ReadConfig = field(default_factory=ReadConfig)
     #: An observer of the job's phases (tests pause there); none by default.
     probe: ProbeConfig = field(default_factory=ProbeConfig)
+    #: The task instance that submitted the job (recorded with each chunk's attempt).
+    airflow_task: AirflowTask = field(default_factory=AirflowTask)
 
     def __post_init__(self) -> None:
         if not self.chunk_ids:

@@ -16,17 +16,28 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
+from airflow_cdc.config import AirflowTask
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.engine import missing_row, with_retry
-from airflow_cdc.metadata.records import ChunkRecord, ChunkStatus, FinishedChunk
+from airflow_cdc.metadata.records import ChunkRecord, ChunkRun, ChunkStatus, FinishedChunk
 from airflow_cdc.metadata.schema import chunks as t_chunks
 from airflow_cdc.metadata.schema import plan_tables as t_plan_tables
 from airflow_cdc.metadata.schema import plans as t_plans
 from airflow_cdc.metadata.schema_history import write_schema
-from airflow_cdc.model import BinlogPosition, ChunkRange
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableId
 
-__all__ = ["MAX_ERROR_CHARS", "Chunks", "one_chunk", "select_chunks", "truncate_error"]
+__all__ = [
+    "AIRFLOW_TASK_COLUMNS",
+    "MAX_ERROR_CHARS",
+    "Chunks",
+    "one_chunk",
+    "select_chunks",
+    "truncate_error",
+]
+
+#: The columns of a chunk's Airflow task instance (:class:`AirflowTask`'s fields, in order).
+AIRFLOW_TASK_COLUMNS = ("airflow_dag_id", "airflow_run_id", "airflow_task_id", "airflow_map_index")
 
 #: Longest error text kept per chunk. Tracebacks put the cause last, so the tail is kept.
 MAX_ERROR_CHARS = 4000
@@ -76,16 +87,48 @@ class Chunks:
         """
         return self.start_many([chunk_id])[0]
 
-    def start_many(self, chunk_ids: Sequence[int]) -> list[int]:
-        """:meth:`start` of each chunk, in one transaction (a work unit's chunks); their
-        attempt numbers in the same order."""
+    def start_many(self, chunk_ids: Sequence[int], task: AirflowTask | None = None) -> list[int]:
+        """:meth:`start` of each chunk, in one transaction (a work unit's chunks), run by
+        the Airflow ``task`` (recorded; none: not from Airflow); their attempt numbers in
+        the same order."""
         now = codec.to_db_time(codec.utc_now())
+        ran_by = _task_columns(task or AirflowTask())
 
         def write(connection: Connection) -> list[int]:
-            return [_start_one(connection, chunk_id, now) for chunk_id in chunk_ids]
+            return [_start_one(connection, chunk_id, now, ran_by) for chunk_id in chunk_ids]
 
         what = "starting a chunk in" if len(chunk_ids) == 1 else "starting chunks in"
         return with_retry(self._engine, write, write=True, what=what)
+
+    def runs(self, plan_ids: Sequence[int]) -> dict[tuple[int, TableId], list[ChunkRun]]:
+        """Per plan and table, its chunks' statuses and Airflow task instances, by chunk
+        number, in one query (the CDC page's links)."""
+        if not plan_ids:
+            return {}
+
+        def read(connection: Connection) -> list[RowMapping]:
+            columns = [t_chunks.c[name] for name in AIRFLOW_TASK_COLUMNS]
+            query = (
+                sa.select(
+                    t_chunks.c.plan_id,
+                    t_chunks.c.table_name,
+                    t_chunks.c.chunk_no,
+                    t_chunks.c.status,
+                    *columns,
+                )
+                .where(t_chunks.c.plan_id.in_(list(plan_ids)))
+                .order_by(t_chunks.c.plan_id, t_chunks.c.table_name, t_chunks.c.chunk_no)
+            )
+            return list(connection.execute(query).mappings())
+
+        found: dict[tuple[int, TableId], list[ChunkRun]] = {}
+        for row in with_retry(self._engine, read, write=False, what="reading chunk runs from"):
+            dag, run, task, index = (row[name] for name in AIRFLOW_TASK_COLUMNS)
+            ran_by = AirflowTask(dag, run, task, index) if dag else AirflowTask()
+            key = (int(row["plan_id"]), codec.table_from_text(str(row["table_name"])))
+            status = cast(ChunkStatus, str(row["status"]))
+            found.setdefault(key, []).append(ChunkRun(int(row["chunk_no"]), status, ran_by))
+        return found
 
     def finish(
         self,
@@ -174,13 +217,21 @@ def one_chunk(connection: Connection, chunk_id: int) -> ChunkRecord:
     return found[0]
 
 
-def _start_one(connection: Connection, chunk_id: int, now: Any) -> int:
+def _task_columns(task: AirflowTask) -> dict[str, Any]:
+    if not task:
+        return dict.fromkeys(AIRFLOW_TASK_COLUMNS)
+    values = (task.dag_id, task.run_id, task.task_id, task.map_index)
+    return dict(zip(AIRFLOW_TASK_COLUMNS, values, strict=True))
+
+
+def _start_one(connection: Connection, chunk_id: int, now: Any, ran_by: dict[str, Any]) -> int:
     _lock_plan_of(connection, chunk_id)
     current = one_chunk(connection, chunk_id)
     connection.execute(
         sa.update(t_chunks)
         .where(t_chunks.c.chunk_id == chunk_id)
         .values(
+            **ran_by,
             status="running",
             attempts=t_chunks.c.attempts + 1,
             started_at=now,

@@ -10,12 +10,14 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
+from airflow_cdc.config import AirflowTask
 from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId, TableSchema
 
 __all__ = [
     "BatchProgress",
     "ChunkCounts",
     "ChunkRecord",
+    "ChunkRun",
     "ChunkStatus",
     "FinishedChunk",
     "FullSnapshot",
@@ -30,6 +32,18 @@ __all__ = [
 ]
 
 ChunkStatus = Literal["pending", "running", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    """A chunk's status and the Airflow task instance of its latest attempt (empty: none
+    recorded, e.g. a job run without Airflow)."""
+
+    chunk_no: int
+    status: ChunkStatus
+    task: AirflowTask
+
+
 PlanStatus = Literal["planned", "running", "done"]
 
 

@@ -92,6 +92,11 @@ chunks = sa.Table(
     sa.Column("correct_seconds", sa.Float, nullable=True),
     sa.Column("write_seconds", sa.Float, nullable=True),
     sa.Column("error", sa.Text, nullable=True),
+    # The Airflow task instance of the latest attempt (none for a job run without Airflow).
+    sa.Column("airflow_dag_id", sa.String(250), nullable=True),
+    sa.Column("airflow_run_id", sa.String(250), nullable=True),
+    sa.Column("airflow_task_id", sa.String(250), nullable=True),
+    sa.Column("airflow_map_index", sa.Integer, nullable=True),
     sa.UniqueConstraint("plan_id", "table_name", "chunk_no"),
     sa.ForeignKeyConstraint(
         ["plan_id", "table_name"], ["cdc_plan_tables.plan_id", "cdc_plan_tables.table_name"]

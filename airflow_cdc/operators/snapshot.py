@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_cdc.config import ChunkJobSpec, ReadConfig
+from airflow_cdc.config import AirflowTask, ChunkJobSpec, ReadConfig
 from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
@@ -101,11 +101,19 @@ class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
         self.unit = unit
         self.partition_rows = partition_rows
         self.read_engine = read_engine
+        #: The task instance running (recorded with the chunks' attempts), once executing.
+        self._airflow_task = AirflowTask()
 
     def execute(self, context: Context) -> None:
         if isinstance(self.unit, dict) and self.unit.get("chunk_ids") == []:
             self.log.info("%s: nothing to snapshot", self.unit.get("label", "this unit"))
             return
+        ti = context.get("ti")
+        if ti is not None:
+            map_index = getattr(ti, "map_index", None)
+            self._airflow_task = AirflowTask(
+                ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else int(map_index)
+            )
         super().execute(context)
 
     # -- the job file ----------------------------------------------------------------
@@ -137,6 +145,7 @@ class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
             sink=self.lake(),
             read=ReadConfig(**read_kwargs),
             probe=configured_probe(),
+            airflow_task=self._airflow_task,
         )
 
     def prepare_submit(self) -> Path:

@@ -151,7 +151,7 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
     records, siblings = _records(store, spec.chunk_ids)
     # Chunks follow the stream's server; before any stream committed they may move first.
     server = store.servers.current(spec.source, may_switch=not store.streams.any_committed())
-    attempts = store.chunks.start_many(spec.chunk_ids)
+    attempts = store.chunks.start_many(spec.chunk_ids, spec.airflow_task)
     tasks = []
     for record, attempt in zip(records, attempts, strict=True):
         log.info("snapshot of %s, attempt %d", record.label(), attempt)

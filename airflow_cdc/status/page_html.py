@@ -17,7 +17,18 @@ _STYLE = (
     "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
     ".phase{font-weight:bold}"
 )
-_COLUMNS = ("table", "phase", "chunks", "snapshot rows", "since", "schema changes", "last verify")
+_COLUMNS = (
+    "table",
+    "phase",
+    "chunks",
+    "snapshot rows",
+    "since",
+    "schema changes",
+    "last verify",
+    "Airflow",
+)
+#: The page is ``<UI root>/cdc/``: a UI path (``status.pipelines.run_path``) from there.
+_UI_ROOT = "../"
 
 
 def render_page(pipelines: Sequence[PipelineView], api_path: str) -> str:
@@ -69,6 +80,12 @@ def _row(t: TableView) -> str:
             f"{t.verify.differences} differences"
         )
     )
+    links = [f"<a class='dag-run' href='{escape(_UI_ROOT + p)}'>DAG run</a>" for p in t.dag_runs]
+    links += [
+        f"<a class='chunk-task' data-status='{escape(c.status)}' "
+        f"href='{escape(_UI_ROOT + c.path)}'>{escape(c.status)} ({c.chunks} chunk(s))</a>"
+        for c in t.chunk_tasks
+    ]
     cells = (
         escape(t.table),
         f"<span class='phase'>{escape(t.phase)}</span>",
@@ -77,6 +94,7 @@ def _row(t: TableView) -> str:
         escape(since),
         changes or "-",
         escape(verify),
+        "<br>".join(links) or "-",
     )
     return (
         f"<tr data-table='{escape(t.table)}'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"

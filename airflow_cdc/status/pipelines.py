@@ -19,9 +19,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import quote
 
+from airflow_cdc.config import AirflowTask
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import (
+    ChunkRun,
     FullSnapshot,
     SchemaChangeRecord,
     StreamState,
@@ -34,6 +37,7 @@ from airflow_cdc.stream.table_warnings import SET_ASIDE
 
 __all__ = [
     "PHASES",
+    "ChunkTaskView",
     "Phase",
     "PipelineInputs",
     "PipelineView",
@@ -41,8 +45,11 @@ __all__ = [
     "TableView",
     "VerifyView",
     "build_pipeline",
+    "chunk_tasks",
+    "run_path",
     "stream_group",
     "table_phase",
+    "task_path",
 ]
 
 Phase = Literal["planned", "snapshotting", "streaming", "set aside", "being replaced", "dropped"]
@@ -102,6 +109,50 @@ class VerifyView:
 
 
 @dataclass(frozen=True)
+class ChunkTaskView:
+    """An Airflow task instance that ran chunks of a table's latest full plan: its path in
+    the UI (:func:`task_path`), the least finished status of its chunks, and how many."""
+
+    path: str
+    status: str
+    chunks: int
+
+
+#: A task instance's chunks show the first of these that one of them has.
+_STATUS_ORDER = ("failed", "running", "pending", "done")
+
+
+def run_path(task: AirflowTask) -> str:
+    """The DAG run's page, relative to Airflow's UI root (``dags/<dag>/runs/<run>``)."""
+    return f"dags/{quote(task.dag_id, safe='')}/runs/{quote(task.run_id, safe='')}"
+
+
+def task_path(task: AirflowTask) -> str:
+    """The task instance's page (a mapped one's by its index), relative to the UI root."""
+    path = f"{run_path(task)}/tasks/{quote(task.task_id, safe='')}"
+    return f"{path}/mapped/{task.map_index}" if task.map_index >= 0 else path
+
+
+def chunk_tasks(runs: Sequence[ChunkRun]) -> tuple[tuple[str, ...], tuple[ChunkTaskView, ...]]:
+    """The DAG runs (paths) and task instances that ran a table's chunks (their latest
+    attempts), in chunk order; chunks without a recorded task are left out."""
+    tasks: dict[AirflowTask, list[str]] = {}
+    for run in runs:
+        if run.task:
+            tasks.setdefault(run.task, []).append(run.status)
+    dag_runs = tuple(dict.fromkeys(run_path(task) for task in tasks))
+    views = tuple(
+        ChunkTaskView(
+            task_path(task),
+            next(s for s in _STATUS_ORDER if s in statuses),
+            len(statuses),
+        )
+        for task, statuses in tasks.items()
+    )
+    return dag_runs, views
+
+
+@dataclass(frozen=True)
 class TableView:
     """One followed table: its phase, its latest full snapshot's chunks and rows, where it
     joined or was dropped (and why), its schema changes (oldest first) and last verify."""
@@ -117,6 +168,10 @@ class TableView:
     reason: str | None
     schema_changes: tuple[SchemaChangeView, ...]
     verify: VerifyView | None
+    #: The Airflow DAG runs and task instances of its latest full plan's chunks
+    #: (:func:`chunk_tasks`; paths relative to the UI root).
+    dag_runs: tuple[str, ...] = ()
+    chunk_tasks: tuple[ChunkTaskView, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,6 +204,8 @@ class PipelineInputs:
     snapshotted_before: frozenset[TableId]
     changes: Sequence[SchemaChangeRecord]
     verifications: Mapping[TableId, Verification]
+    #: Per (plan id, table), its chunks' runs (``Chunks.runs``).
+    runs: Mapping[tuple[int, TableId], Sequence[ChunkRun]] = field(default_factory=dict)
 
 
 def build_pipeline(inputs: PipelineInputs, now: dt.datetime) -> PipelineView:
@@ -179,6 +236,8 @@ def _table_view(inputs: PipelineInputs, entry: StreamTable) -> TableView:
     snapshot = inputs.snapshots.get(table)
     progress = inputs.progress.get(table)
     verification = inputs.verifications.get(table)
+    runs = () if snapshot is None else inputs.runs.get((snapshot.plan_id, table), ())
+    dag_runs, tasks = chunk_tasks(runs)
     return TableView(
         table=str(table),
         phase=table_phase(entry, snapshot, table in inputs.snapshotted_before),
@@ -209,6 +268,8 @@ def _table_view(inputs: PipelineInputs, entry: StreamTable) -> TableView:
             verification.differences,
             _text(verification.cut),
         ),
+        dag_runs=dag_runs,
+        chunk_tasks=tasks,
     )
 
 

@@ -33,6 +33,7 @@ def _inputs(
     tables = [entry.table for entry in entries]
     snapshots = store.watermarks.full_snapshots(tables)
     waiting = [entry.table for entry in entries if stream_group(entry) == "waiting"]
+    plan_ids = sorted({s.plan_id for s in snapshots.values() if s is not None})
     return PipelineInputs(
         state=state,
         entries=entries,
@@ -41,6 +42,7 @@ def _inputs(
         snapshotted_before=frozenset(store.watermarks.snapshotted_before(waiting)),
         changes=store.schema_changes.read(state.stream_id),
         verifications={t: verifications[t] for t in tables if t in verifications},
+        runs=store.chunks.runs(plan_ids),
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_cdc.config import AirflowTask
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from devtools.airflow_deployment import AirflowDeployment, deployment_env
@@ -25,6 +26,9 @@ pytestmark = pytest.mark.integration
 ORDERS, FRESH = TableId("shop", "orders"), TableId("shop", "fresh")
 SPLIT = (ChunkRange(None, (100,)), ChunkRange((100,), None))
 API, PAGE = "/cdc/api/pipelines", "/cdc/"
+#: The DAG run and mapped task whose instances ran the chunks (``AirflowTask``).
+RUN = ("mysql_cdc", "manual__2026-11-27T06:00:00+00:00", "snapshot_chunk")
+RUN_PATH = "/dags/mysql_cdc/runs/manual__2026-11-27T06%3A00%3A00%2B00%3A00"
 
 
 def _record(url: str) -> None:
@@ -34,9 +38,9 @@ def _record(url: str) -> None:
         high = BinlogPosition("b.000001", 900)
         for table, rows in ((ORDERS, (120, 30)), (FRESH, (40, None))):
             record = store.plans.create(str(table), [TablePlan(table, ("id",), SPLIT, 10, "even")])
-            for chunk, count in zip(record.chunks, rows, strict=True):
+            for index, (chunk, count) in enumerate(zip(record.chunks, rows, strict=True)):
                 if count is not None:
-                    store.chunks.start(chunk.chunk_id)
+                    store.chunks.start_many([chunk.chunk_id], AirflowTask(*RUN, index))
                     store.chunks.finish(
                         chunk.chunk_id, low=BinlogPosition("b.000001", 4), high=high, rows=count
                     )
@@ -118,6 +122,10 @@ def test_the_page_and_its_api_behind_airflow_login(tmp_path: Path) -> None:
             2,
         )
         assert [c["position"] for c in orders["schema_changes"]] == ["b.000001:1100"]
+        assert orders["dag_runs"] == [RUN_PATH[1:]]
+        assert [(c["path"], c["status"]) for c in orders["chunk_tasks"]] == [
+            (f"{RUN_PATH[1:]}/tasks/snapshot_chunk/mapped/{i}", "done") for i in (0, 1)
+        ]
         assert pipeline["summary"] == {"snapshotting": 1, "streaming": 1}
 
         status, html = af.get(PAGE, {"Cookie": f"_token={token}"})
@@ -150,4 +158,13 @@ def _in_the_browser(url: str, token: str, shot: Path) -> None:
             ("shop.orders", "streaming"),
         ]
         assert "2,048 bytes / 3.0 s" in browser.text()
+        links = browser.evaluate(
+            "Array.from(document.querySelectorAll(\"tr[data-table='shop.orders'] a\"))"
+            ".map(a => a.href)"
+        )
+        root = url.removesuffix(PAGE)
+        assert links == [
+            root + RUN_PATH,
+            *(f"{root}{RUN_PATH}/tasks/snapshot_chunk/mapped/{i}" for i in (0, 1)),
+        ]
         assert browser.screenshot(shot).read_bytes().startswith(b"\x89PNG")

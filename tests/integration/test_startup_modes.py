@@ -40,15 +40,16 @@ DB = "startup"
 
 
 def _run(
-    mariadb: LocalMariaDB, template: Path, folder: Path, table: str, **conf: Any
+    mariadb: LocalMariaDB, template: Path, folder: Path, table: str | list[str], **conf: Any
 ) -> tuple[Path, str]:
-    """One ``dags test`` run with its own Airflow home, metadata DB and lake; its lake and
-    metadata URL. Fails with the run's log when the run fails."""
+    """One ``dags test`` run of ``table`` (or tables) with its own Airflow home, metadata
+    DB and lake; its lake and metadata URL. Fails with the run's log when the run fails."""
     folder.mkdir()
     lake, meta = folder / "lake", f"sqlite:///{folder / 'meta.db'}"
     env = airflow_env(folder / "airflow", mariadb, meta)
     migrate(env, template=template)
-    conf = {"tables": [table], "sink_path": str(lake), "stream_mode": "until_caught_up", **conf}
+    tables = [table] if isinstance(table, str) else table
+    conf = {"tables": tables, "sink_path": str(lake), "stream_mode": "until_caught_up", **conf}
     result = dags_test(env, conf, log=folder / "dag.log", timeout=600)
     log = (folder / "dag.log").read_text()
     assert result.returncode == 0, log[-8000:]
@@ -94,15 +95,34 @@ def test_snapshot_only_loads_and_ends_without_a_stream(
     assert assert_replica_equals_source(mariadb, str(lake), table, ["id"]) == 300
     with MetadataStore.connect(meta) as store:
         assert store.streams.states() == []  # the stream task was skipped
+        # Each chunk's attempt names the mapped task instance that ran it (the CDC page's
+        # links).
+        snapshot = store.watermarks.full_snapshot(table)
+        assert snapshot is not None
+        runs = store.chunks.runs([snapshot.plan_id])[(snapshot.plan_id, table)]
+        assert {(r.task.dag_id, r.task.task_id) for r in runs} == {("mysql_cdc", "snapshot_chunk")}
+        assert all(r.task.run_id and r.task.map_index >= 0 for r in runs)
     log = (tmp_path / "run" / "dag.log").read_text()
     assert "snapshot_only" in log
 
 
-def test_position_streams_only_what_changed_after_it(
+def test_position_streams_only_what_changed_after_it_with_and_without_a_key(
     mariadb: LocalMariaDB, airflow_db_template: Path, tmp_path: Path
 ) -> None:
+    """One run, two tables from one position. A table with a key holds exactly the rows
+    changed since. A table without one: deletes and updates of rows older than the start
+    take away rows the lake never held, so its counts stop at 0 (the stream does not
+    stop); what was inserted since is exact, duplicates and all."""
     table = _table(mariadb, "from_position", 50)
+    keyless = TableId(DB, "log_from_position")
+    mariadb.execute(
+        f"DROP TABLE IF EXISTS {keyless.quoted()}",
+        f"CREATE TABLE {keyless.quoted()} (c INT NOT NULL, v VARCHAR(20) NOT NULL, KEY (c))",
+        f"INSERT INTO {keyless.quoted()} VALUES (1, 'old'), (1, 'old'), (2, 'old'), (2, 'old'),"
+        " (2, 'old'), (3, 'old')",
+    )
     file, offset = _position(mariadb)
+    q = keyless.quoted()
     mariadb.execute(
         f"INSERT INTO {table.quoted()} VALUES " + ", ".join(f"({i}, 'new')" for i in range(51, 61)),
         f"UPDATE {table.quoted()} SET v = 'updated' WHERE id = 5",
@@ -110,35 +130,6 @@ def test_position_streams_only_what_changed_after_it(
         f"UPDATE {table.quoted()} SET v = 'again' WHERE id = 55",
         f"INSERT INTO {table.quoted()} VALUES (61, 'gone')",
         f"DELETE FROM {table.quoted()} WHERE id = 61",
-    )
-    lake, _ = _run(
-        mariadb,
-        airflow_db_template,
-        tmp_path / "run",
-        str(table),
-        startup_mode="position",
-        start_position=f"{file}:{offset}",
-    )
-    _lake_holds_the_source_rows_of(mariadb, lake, table, {5, *range(51, 61)})
-
-
-def test_a_table_without_a_key_started_at_a_position_holds_the_rows_inserted_since(
-    mariadb: LocalMariaDB, airflow_db_template: Path, tmp_path: Path
-) -> None:
-    """Deletes and updates of rows older than the start take away rows the lake never
-    held: its counts stop at 0 (the stream does not stop); what was inserted since is
-    exact, duplicates and all."""
-    table = TableId(DB, "log_from_position")
-    mariadb.execute(
-        f"CREATE DATABASE IF NOT EXISTS {DB}",
-        f"DROP TABLE IF EXISTS {table.quoted()}",
-        f"CREATE TABLE {table.quoted()} (c INT NOT NULL, v VARCHAR(20) NOT NULL, KEY (c))",
-        f"INSERT INTO {table.quoted()} VALUES (1, 'old'), (1, 'old'), (2, 'old'), (2, 'old'),"
-        " (2, 'old'), (3, 'old')",
-    )
-    file, offset = _position(mariadb)
-    q = table.quoted()
-    mariadb.execute(
         f"DELETE FROM {q} WHERE c = 1 LIMIT 1",  # one of two older rows: nothing to take
         f"UPDATE {q} SET v = 'moved' WHERE c = 2 LIMIT 1",  # an older row: its new image
         f"INSERT INTO {q} VALUES (4, 'new'), (4, 'new'), (4, 'new')",
@@ -150,13 +141,14 @@ def test_a_table_without_a_key_started_at_a_position_holds_the_rows_inserted_sin
         mariadb,
         airflow_db_template,
         tmp_path / "run",
-        str(table),
+        [str(table), str(keyless)],
         startup_mode="position",
         start_position=f"{file}:{offset}",
     )
+    _lake_holds_the_source_rows_of(mariadb, lake, table, {5, *range(51, 61)})
     since = Counter({(2, "moved"): 1, (4, "new"): 2, (3, "old"): 1})
-    assert lake_multiset(str(lake), table) == since
-    source = source_multiset(mariadb, table)
+    assert lake_multiset(str(lake), keyless) == since
+    source = source_multiset(mariadb, keyless)
     assert all(source[row] >= count for row, count in since.items())
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from airflow_cdc.config import AirflowTask, ChunkJobSpec
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators.snapshot import (
     SNAPSHOT_CHUNK_APPLICATION,
@@ -96,6 +97,7 @@ def test_submit_passes_only_the_job_file(fake_spark: Path, tmp_path: Path) -> No
     assert spec["metadata_url"] == f"postgresql://meta:{META_PASSWORD}@pg.example/cdc"
     assert spec["sink"]["root"] == "/data/lake"
     assert spec["read"]["partition_rows"] == 5000
+    assert spec["airflow_task"]["dag_id"] == ""  # run without a task instance
     # ... and gone afterwards
     assert not Path(job_path).exists()
     assert not Path(job_path).parent.exists()
@@ -103,6 +105,26 @@ def test_submit_passes_only_the_job_file(fake_spark: Path, tmp_path: Path) -> No
     assert env["EXTRA"] == "1"
     assert env["PYSPARK_PYTHON"]
     assert env["SPARK_HOME"]
+
+
+def test_the_job_names_the_task_instance_it_runs_for(fake_spark: Path, tmp_path: Path) -> None:
+    """The chunks' attempts record it (the CDC page links to it)."""
+    from types import SimpleNamespace
+
+    ti = SimpleNamespace(
+        dag_id="mysql_cdc", run_id="manual__1", task_id="snapshot_chunk", map_index=4
+    )
+    _operator(fake_spark).execute({"ti": ti})  # type: ignore[typeddict-item]
+    spec = json.loads((tmp_path / "out" / "job.json").read_text())
+    assert spec["airflow_task"] == {
+        "dag_id": "mysql_cdc",
+        "run_id": "manual__1",
+        "task_id": "snapshot_chunk",
+        "map_index": 4,
+    }
+    assert ChunkJobSpec.from_json(spec).airflow_task == AirflowTask(
+        "mysql_cdc", "manual__1", "snapshot_chunk", 4
+    )
 
 
 def test_a_unit_without_chunks_submits_nothing(fake_spark: Path, tmp_path: Path) -> None:

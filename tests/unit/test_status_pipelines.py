@@ -10,12 +10,13 @@ import datetime as dt
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_cdc.config import AirflowTask
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FullSnapshot, StreamTable
 from airflow_cdc.metadata.verifications import Verification
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from airflow_cdc.status.page_html import render_page
-from airflow_cdc.status.pipelines import PHASES, table_phase
+from airflow_cdc.status.pipelines import PHASES, ChunkTaskView, table_phase
 from airflow_cdc.status.reading import read_pipelines
 from airflow_cdc.stream.table_warnings import SET_ASIDE
 
@@ -45,7 +46,7 @@ def _record_state(store: MetadataStore) -> None:
         _finish(store, chunk_id, rows)
     fresh = _plan(store, FRESH, "fresh")
     _finish(store, fresh[0], 33)
-    store.chunks.start(fresh[1])
+    store.chunks.start_many([fresh[1]], AirflowTask("cdc", "manual__2026-11-27T04:00", "chunk", 3))
     _plan(store, LATER, "later")
     for chunk_id in _plan(store, ITEMS, "items first"):
         _finish(store, chunk_id, 5)
@@ -120,6 +121,34 @@ def test_each_table_phase_and_figure_is_what_was_recorded(store: MetadataStore) 
     assert orders.verify.checked_at.startswith("2026-11-27T04:00:00")
     assert tables["shop.fresh"].verify is None
     assert not tables["shop.fresh"].schema_changes
+    # The Airflow task instance of each chunk's latest attempt, where one was recorded.
+    assert fresh.dag_runs == ("dags/cdc/runs/manual__2026-11-27T04%3A00",)
+    assert fresh.chunk_tasks == (
+        ChunkTaskView(
+            "dags/cdc/runs/manual__2026-11-27T04%3A00/tasks/chunk/mapped/3", "running", 1
+        ),
+    )
+    assert (orders.dag_runs, orders.chunk_tasks) == ((), ())
+
+
+def test_a_task_instance_shows_the_least_finished_status_of_its_chunks() -> None:
+    from airflow_cdc.metadata.records import ChunkRun
+    from airflow_cdc.status.pipelines import chunk_tasks
+
+    first, again = AirflowTask("d", "r1", "t", 0), AirflowTask("d", "r2", "t", -1)
+    runs, tasks = chunk_tasks(
+        [
+            ChunkRun(0, "done", first),
+            ChunkRun(1, "failed", first),
+            ChunkRun(2, "done", again),
+            ChunkRun(3, "pending", AirflowTask()),
+        ]
+    )
+    assert runs == ("dags/d/runs/r1", "dags/d/runs/r2")
+    assert tasks == (
+        ChunkTaskView("dags/d/runs/r1/tasks/t/mapped/0", "failed", 2),
+        ChunkTaskView("dags/d/runs/r2/tasks/t", "done", 1),
+    )
 
 
 def test_a_released_lease_is_a_stopped_stream(store: MetadataStore) -> None:
@@ -177,3 +206,6 @@ def test_the_page_shows_the_tables_and_escapes_names(store: MetadataStore) -> No
     assert "<meta http-equiv='refresh'" in html
     for name in ("shop.orders", "shop.items", "being replaced", "4,096 bytes", "b.000001:980"):
         assert name in html
+    # Links into Airflow's UI, relative to the page (<UI root>/cdc/).
+    assert "href='../dags/cdc/runs/manual__2026-11-27T04%3A00/tasks/chunk/mapped/3'" in html
+    assert "href='../dags/cdc/runs/manual__2026-11-27T04%3A00'" in html
