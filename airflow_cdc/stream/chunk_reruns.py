@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from airflow_cdc.config import SinkConfig, SourceConfig
 from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.sinks.base import Sink
@@ -88,7 +89,8 @@ class ChunkReruns:
         after = self.marks(keyed)
         swept = 0
         for table, schema in keyed.items():
-            for rng, high in new_marks(before[table], after.get(table, ())):
+            now = after.get(table, TableWatermarks())
+            for rng, high in new_marks(before[table], now, now.unread):
                 membership = range_membership(self._source, schema, rng)
                 found = sweep_range(self._sink, schema, rng, high, membership)
                 if found:

@@ -16,7 +16,8 @@ delete as older than the new watermark. The driver closes that gap in two steps
    DB after its commit, so the driver reads the marks once more after merging: each chunk
    whose mark appeared meanwhile (:func:`new_marks`) has its range swept
    (``snapshot.sweep``: a row of the range older than its high watermark is one the
-   chunk did not read, so the source no longer has it). The chunk sweeps its range itself
+   chunk did not read, so the source no longer has it; never a part no chunk read, whose
+   mark is only where a start without a snapshot began). The chunk sweeps its range itself
    after recording its mark, for a batch that merged after its commit and read the marks
    before its record.
 """
@@ -56,11 +57,21 @@ def stale_tables(used: Mapping[TableId, str], fresh: Mapping[TableId, _Marks]) -
     return [table for table, digest in used.items() if marks_digest(fresh.get(table, ())) != digest]
 
 
-def new_marks(before: _Marks, after: _Marks) -> list[tuple[ChunkRange, BinlogPosition]]:
+def new_marks(
+    before: _Marks, after: _Marks, unread: Sequence[ChunkRange] = ()
+) -> list[tuple[ChunkRange, BinlogPosition]]:
     """The marks of ``after`` that ``before`` does not hold (same range and high
-    watermark): chunks recorded in between."""
+    watermark): chunks recorded in between. A mark of a part no chunk read (``unread``,
+    ``metadata.watermarks.TableWatermarks.unread``: a start without a snapshot, whose mark
+    is where the stream started, not what the sink holds) is never one: the sink's rows
+    there older than it are the table's, not stale."""
     known = {_mark_text(mark) for mark in before}
-    return [mark for mark in after if _mark_text(mark) not in known]
+    skipped = {repr(rng.to_json()) for rng in unread}
+    return [
+        mark
+        for mark in after
+        if _mark_text(mark) not in known and repr(mark[0].to_json()) not in skipped
+    ]
 
 
 def refiltered(rows: pa.Table, table: TableId, schema: TableSchema, emit: EmitFilter) -> pa.Table:
