@@ -92,7 +92,7 @@ class Chunks:
         the Airflow ``task`` (recorded; none: not from Airflow); their attempt numbers in
         the same order."""
         now = codec.to_db_time(codec.utc_now())
-        ran_by = _task_columns(task or AirflowTask())
+        ran_by = _task_columns(task)
 
         def write(connection: Connection) -> list[int]:
             return [_start_one(connection, chunk_id, now, ran_by) for chunk_id in chunk_ids]
@@ -217,7 +217,7 @@ def one_chunk(connection: Connection, chunk_id: int) -> ChunkRecord:
     return found[0]
 
 
-def _task_columns(task: AirflowTask) -> dict[str, Any]:
+def _task_columns(task: AirflowTask | None) -> dict[str, Any]:
     if not task:
         return dict.fromkeys(AIRFLOW_TASK_COLUMNS)
     values = (task.dag_id, task.run_id, task.task_id, task.map_index)

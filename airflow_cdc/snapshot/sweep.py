@@ -13,13 +13,13 @@ record filters with ``H``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import pyarrow.compute as pc
 
-from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
+from airflow_cdc.config import SourceConfig
+from airflow_cdc.model import BinlogPosition, ChunkRange, TableSchema
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
+from airflow_cdc.snapshot.membership import range_membership
 from airflow_cdc.snapshot.write import delete_markers
 
 __all__ = ["sweep_range"]
@@ -27,14 +27,15 @@ __all__ = ["sweep_range"]
 
 def sweep_range(
     sink: Sink,
+    source: SourceConfig,
     schema: TableSchema,
     rng: ChunkRange,
     high: BinlogPosition,
-    in_range: Callable[[Sequence[Key]], dict[Key, bool]],
 ) -> int:
     """Mark deleted at ``high`` the live rows of ``schema``'s table in ``rng`` whose
-    position is before ``high`` (``in_range``: which of some keys lie in ``rng``, the
-    sink's candidates being a superset); how many."""
+    position is before ``high``; how many. The sink's candidates are a superset of the
+    range: each key is placed in Python, or by ``source`` where Python cannot order it
+    (``snapshot.membership``)."""
     position = high.encode()
     candidates = sink.candidates(schema.table, rng, below=position)
     if DELETED_COLUMN in candidates.column_names:
@@ -43,7 +44,7 @@ def sweep_range(
         return 0
     names = list(schema.key)
     keys = [tuple(row[name] for name in names) for row in candidates.select(names).to_pylist()]
-    member = in_range(keys)
+    member = range_membership(source, schema, rng)(keys)
     stale = [key for key in keys if member[key]]
     if stale:
         sink.apply(schema.table, delete_markers(schema, stale, position), keys_unique=True)

@@ -30,7 +30,6 @@ from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_are
 from airflow_cdc.snapshot.chunk_task import ChunkFailure, ChunkOutcome, ChunkTask, failure_reason
 from airflow_cdc.snapshot.driver_share import with_driver_share
 from airflow_cdc.snapshot.job import snapshot_chunk, snapshot_chunks_quietly
-from airflow_cdc.snapshot.membership import range_membership
 from airflow_cdc.snapshot.replacement import take_new_generations
 from airflow_cdc.snapshot.sweep import sweep_range
 
@@ -243,27 +242,21 @@ def _sweep(
     reads the range's keys from the sink, every file of a table keyed by text."""
     ranges = {task.chunk_id: task.chunk.range for task in tasks}
     done = [
-        outcome
+        (outcome, outcome.schema)
         for outcome in results
         if isinstance(outcome, ChunkOutcome)
         and outcome.schema is not None
         and not outcome.schema.keyless
     ]
-    first_files = [o for o in done if o.as_files and o.attempt == 1]
-    streamed = store.stream_tables.joined_by_any(
-        list({o.schema.table for o in first_files if o.schema is not None})
-    )
-    first_ids = {o.chunk_id for o in first_files}
+    first_files = {o.chunk_id: schema.table for o, schema in done if o.as_files and o.attempt == 1}
+    streamed = store.stream_tables.joined_by_any(list(set(first_files.values())))
     sink = None
-    for outcome in done:
-        schema = outcome.schema
-        assert schema is not None
-        if outcome.chunk_id in first_ids and schema.table not in streamed:
+    for outcome, schema in done:
+        if outcome.chunk_id in first_files and schema.table not in streamed:
             continue
         sink = sink or open_sink(spec.sink)
         rng = ranges[outcome.chunk_id]
-        membership = range_membership(spec.source, schema, rng)
-        swept = sweep_range(sink, schema, rng, outcome.high, membership)
+        swept = sweep_range(sink, spec.source, schema, rng, outcome.high)
         if swept:
             log.info(
                 "chunk %d: %d row(s) of %s %s older than its high watermark marked deleted "

@@ -41,6 +41,7 @@ __all__ = [
     "apply_batch",
     "changes_table",
     "columns_table",
+    "emitted_rows",
     "merge_each",
     "reduce_slice",
 ]
@@ -148,10 +149,22 @@ def columns_table(
     if should_emit is None:
         return table
     basename = latest.first.file.rsplit(".", 1)[0]
-    keys = zip(*(table.column(name).to_pylist() for name in schema.key), strict=True)
+    return emitted_rows(table, schema.key, latest.positions, should_emit, basename)
+
+
+def emitted_rows(
+    table: pa.Table,
+    key: Sequence[str],
+    positions: Sequence[int],
+    should_emit: Callable[[Key, BinlogPosition], bool],
+    basename: str,
+) -> pa.Table:
+    """The rows of ``table`` (the sink's change layout; ``positions``: its encoded
+    positions, in a binlog of ``basename``) that ``should_emit`` keeps."""
+    keys = zip(*(table.column(name).to_pylist() for name in key), strict=True)
     kept = [
-        should_emit(key, BinlogPosition.decode(position, basename))
-        for key, position in zip(keys, latest.positions, strict=True)
+        should_emit(k, BinlogPosition.decode(position, basename))
+        for k, position in zip(keys, positions, strict=True)
     ]
     return table.filter(pa.array(kept, pa.bool_()))
 

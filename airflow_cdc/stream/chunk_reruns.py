@@ -14,7 +14,6 @@ from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.change_batches import Block, read_block
-from airflow_cdc.snapshot.membership import range_membership
 from airflow_cdc.snapshot.sweep import sweep_range
 from airflow_cdc.stream.apply_counts import Marks
 from airflow_cdc.stream.emit_filter import EmitFilter
@@ -91,8 +90,7 @@ class ChunkReruns:
         for table, schema in keyed.items():
             now = after.get(table, TableWatermarks())
             for rng, high in new_marks(before[table], now, now.unread):
-                membership = range_membership(self._source, schema, rng)
-                found = sweep_range(self._sink, schema, rng, high, membership)
+                found = sweep_range(self._sink, self._source, schema, rng, high)
                 if found:
                     log.info(
                         "%s %s: %d row(s) older than the chunk's new high watermark %s "

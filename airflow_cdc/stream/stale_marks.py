@@ -24,6 +24,7 @@ delete as older than the new watermark. The driver closes that gap in two steps
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 
@@ -31,6 +32,7 @@ import pyarrow as pa
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.sinks.cdc_columns import POSITION_COLUMN
+from airflow_cdc.stream.apply import emitted_rows
 from airflow_cdc.stream.emit_filter import EmitFilter
 
 __all__ = ["marks_digest", "new_marks", "refiltered", "stale_tables"]
@@ -39,9 +41,13 @@ __all__ = ["marks_digest", "new_marks", "refiltered", "stale_tables"]
 _Marks = Sequence[tuple[ChunkRange, BinlogPosition]]
 
 
+def _range_text(rng: ChunkRange) -> str:
+    return repr(rng.to_json())
+
+
 def _mark_text(mark: tuple[ChunkRange, BinlogPosition]) -> str:
     rng, high = mark
-    return f"{rng.to_json()!r} {high.encode()}"
+    return f"{_range_text(rng)} {high.encode()}"
 
 
 def marks_digest(marks: _Marks) -> str:
@@ -66,22 +72,17 @@ def new_marks(
     is where the stream started, not what the sink holds) is never one: the sink's rows
     there older than it are the table's, not stale."""
     known = {_mark_text(mark) for mark in before}
-    skipped = {repr(rng.to_json()) for rng in unread}
+    skipped = {_range_text(rng) for rng in unread}
     return [
         mark
         for mark in after
-        if _mark_text(mark) not in known and repr(mark[0].to_json()) not in skipped
+        if _mark_text(mark) not in known and _range_text(mark[0]) not in skipped
     ]
 
 
 def refiltered(rows: pa.Table, table: TableId, schema: TableSchema, emit: EmitFilter) -> pa.Table:
-    """The rows of ``table`` (the sink's change layout) that ``emit`` keeps."""
-    if not rows.num_rows:
-        return rows
-    keys = zip(*(rows.column(name).to_pylist() for name in schema.key), strict=True)
+    """The rows of ``table`` (the sink's change layout) that ``emit`` keeps (positions
+    compare by their numbers: any binlog base name does)."""
     positions = rows.column(POSITION_COLUMN).to_pylist()
-    kept = [
-        emit.should_emit(table, key, BinlogPosition.decode(position, "binlog"))
-        for key, position in zip(keys, positions, strict=True)
-    ]
-    return rows if all(kept) else rows.filter(pa.array(kept, pa.bool_()))
+    keep = functools.partial(emit.should_emit, table)
+    return emitted_rows(rows, schema.key, positions, keep, "binlog")
