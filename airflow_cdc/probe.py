@@ -9,7 +9,9 @@ race or to kill a job mid-commit; an operator could use one to trace.
 
 Points of a chunk, in order: ``chunk_start``, ``after_low_watermark``, ``after_read``,
 ``before_commit``, ``files_written``, ``after_commit``. Of a stream batch:
-``stream_before_apply``, ``stream_after_apply``.
+``stream_before_apply``, ``stream_after_apply``; within it, before each merge of a table
+applied in binlog order or of a joining table's replay: ``stream_in_order_merge``,
+``stream_replay_merge``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import (
     BinlogPosition,
     TableId,
+    TableSchema,
     TableSelection,
     describe_tables,
 )
@@ -266,15 +267,22 @@ class BatchWriter:
         if not tables or batch.start is None or batch.end is None:
             return 0
         context = self._in_order()
+        # Each run reads the marks it filters with; a chunk re-run recorded meanwhile is
+        # swept after, as after a merge (stream.stale_marks).
+        before = self.reruns.marks({t: self.schemas[t] for t in tables})
         written = 0
+        after: dict[TableId, TableSchema] = {}
         for table in tables:
             log.info("%s is applied in binlog order: %s", table, batch.aside[table].reason)
             result = write_in_binlog_order(context, self.schemas[table], batch.start, batch.end)
             written += result.rows_written
             if result.schema is None:
                 self.schemas.forget(table)
-            elif result.schema != self.schemas[table]:
+                continue
+            if result.schema != self.schemas[table]:
                 self.schemas.keep(table, result.schema)
+            after[table] = result.schema
+        self.reruns.sweep_new(before, after)
         return written
 
     def _in_order(self) -> InOrder:
@@ -287,6 +295,7 @@ class BatchWriter:
             self.spec.schema_changes,
             self.spec.discovery.chunk_rows,
             self._follows,
+            self.probe,
         )
 
     def _follows(self, table: TableId) -> bool:
@@ -353,6 +362,9 @@ class BatchWriter:
             for table in fresh:
                 self.schemas.forget(table)
             return []
+        # The replay reads the marks it filters with; a chunk re-run recorded meanwhile is
+        # swept after, as after a merge (stream.stale_marks).
+        before = self.reruns.marks({t: self.schemas[t] for t in fresh})
         replays = replay_tables(self._in_order(), [self.schemas[t] for t in fresh], batch.start)
         readable = self._readable()
         # One query for every table joining (hundreds when a stream starts), not one each.
@@ -364,7 +376,9 @@ class BatchWriter:
             if replay.schema is not None:  # its columns changed in the replay
                 self.schemas.keep(replay.table, replay.schema)
             self._take_new_generation(replay.table, plans.get(replay.table))
-        return [replay for replay in replays if replay.table in readable]
+        replayed = [r for r in replays if r.table in readable]
+        self.reruns.sweep_new(before, {r.table: self.schemas[r.table] for r in replayed})
+        return replayed
 
     def _take_new_generation(self, table: TableId, plan_id: int | None) -> None:
         """A table replaced while the stream left it (``snapshot.replacement``), caught up

@@ -127,6 +127,7 @@ class _Run:
         """Apply what is pending; False when a change had other columns than the schema
         and no statement explained it: the table is then replaced from there on."""
         if self.pending:
+            self.context.probe.reach("stream_in_order_merge")
             schemas = {self.schema.table: self.schema}
             drifts: list[tuple[ChangeEvent, Drift]] = []
             events = screen_events(

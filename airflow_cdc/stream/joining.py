@@ -214,6 +214,7 @@ def _replay_pass(
 
     def flush() -> None:
         if pending:
+            context.probe.reach("stream_replay_merge")
             drifts: dict[TableId, tuple[ChangeEvent, Drift]] = {}
 
             def drifted(event: ChangeEvent, drift: Drift) -> None:

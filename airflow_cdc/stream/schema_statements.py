@@ -17,6 +17,7 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
+from airflow_cdc.probe import NO_PROBE, Probe
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.source.binlog.reader import BinlogItem
 from airflow_cdc.stream.schema_decisions import Decision
@@ -40,6 +41,8 @@ class InOrder:
     #: Whether the stream follows a table (its tables and patterns): a table renamed to
     #: such a name carries on under it.
     follows: Callable[[TableId], bool] = lambda _: False
+    #: Looks in before each merge (``stream_in_order_merge``, ``stream_replay_merge``).
+    probe: Probe = NO_PROBE
 
 
 @dataclass(frozen=True)

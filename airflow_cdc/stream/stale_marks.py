@@ -20,6 +20,9 @@ delete as older than the new watermark. The driver closes that gap in two steps
    mark is only where a start without a snapshot began). The chunk sweeps its range itself
    after recording its mark, for a batch that merged after its commit and read the marks
    before its record.
+
+A table applied in binlog order (a DDL in the batch) and a joining table's replay read
+their marks when they run; the driver reads them before and sweeps after those too.
 """
 
 from __future__ import annotations

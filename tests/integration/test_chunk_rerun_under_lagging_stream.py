@@ -5,7 +5,8 @@ key inserted and deleted before the re-run read its range: the batch holds the i
 not the delete; the next batch's delete lies before the new watermark. The replica must
 still end equal to the source (the key absent), whichever way the re-run's commit and
 record fall around the batch's reading of the marks and its merge
-(``stream.stale_marks``). The stream job's reader and batch function run in-process
+(``stream.stale_marks``), and also when the batch applies the table in binlog order or
+replays it as it joins. The stream job's reader and batch function run in-process
 (``tests/support/stream_harness.py``) and the chunk in a thread, paused at the jobs' probe
 points, so each interleaving is exact."""
 
@@ -188,3 +189,75 @@ def test_a_range_first_written_as_new_files_under_a_stream_is_swept_by_the_chunk
     setup.stream.apply_read_batch(lagging)
     joined(rerun, setup.pause)
     setup.check()
+
+
+def test_a_chunk_rerun_recorded_while_a_table_is_applied_in_binlog_order_is_swept(
+    setup: Setup,
+) -> None:
+    """The batch holds a DDL of the table, so the driver applies it in binlog order, with
+    the marks that run read; the re-run ends (its own sweep finding nothing) before that
+    run merges the insert: the driver, reading the marks again after it, sweeps the
+    chunk's range."""
+    quoted = setup.table.quoted()
+    setup.mariadb.execute(
+        f"INSERT INTO {quoted} VALUES (999, 1)", f"ALTER TABLE {quoted} COMMENT 'in order'"
+    )
+    lagging = setup.stream.read_batch()
+    setup.mariadb.execute(f"DELETE FROM {quoted} WHERE id = 999")
+    applying = paused_at(
+        "stream_in_order_merge", setup.pause, lambda: setup.stream.apply_read_batch(lagging)
+    )
+    setup.rerun()
+    joined(applying, setup.pause)
+    setup.check()
+
+
+def test_a_chunk_rerun_recorded_while_a_joining_table_replays_is_swept(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """A table joins the stream after its snapshot: its changes between its high watermark
+    and the joining batch's start (an insert) are replayed with the marks the replay read;
+    the batch itself holds the key's delete. A re-run of its chunk ends while the replay
+    merges: the batch's delete, filtered again with the re-run's later watermark, is
+    dropped, so the driver, reading the marks again after the replay, sweeps the range."""
+    joined_first, joining = TableId(fresh_db, "t"), TableId(fresh_db, "u")
+    for table in (joined_first, joining):
+        mariadb.execute(
+            f"CREATE TABLE {table.quoted()} (id INT PRIMARY KEY, v INT NOT NULL)",
+            f"INSERT INTO {table.quoted()} VALUES "
+            + ", ".join(f"({i}, {i})" for i in range(1, 51)),
+        )
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    record = plan(mariadb, [str(joined_first), str(joining)], chunk_rows=1_000, metadata_url=meta)
+    chunks = {c.table: c for c in record.chunks}
+
+    def chunk_of(table: TableId) -> Callable[[], None]:
+        def run() -> None:
+            run_chunk(job_spec(mariadb, chunks[table].chunk_id, meta, lake, pause))
+
+        return run
+
+    chunk_of(joined_first)()
+    spec = stream_spec(mariadb, [str(joined_first)], meta, lake, tmp_path / "c", pause_dir=pause)
+    stream = InProcessStream(spec, tmp_path)
+    try:
+        stream.run_batch()
+        stream.store.stream_tables.request(spec.stream_id, [joining], requested_by="test")
+        snapshotting = paused_at("after_commit", pause, chunk_of(joining))
+        mariadb.execute(f"INSERT INTO {joining.quoted()} VALUES (999, 1)")  # after u's watermark
+        stream.run_batch()  # u is not read yet: the insert lies before the next batch's start
+        joined(snapshotting, pause)
+        mariadb.execute(f"DELETE FROM {joining.quoted()} WHERE id = 999")
+        lagging = stream.read_batch()
+        applying = paused_at("stream_replay_merge", pause, lambda: stream.apply_read_batch(lagging))
+        chunk_of(joining)()  # the re-run: its watermark lies after the delete
+        joined(applying, pause)
+        stream.run_batch()
+        for table in (joined_first, joining):
+            assert_replica_equals_source(mariadb, str(lake), table, ["id"])
+    finally:
+        for armed in pause.glob("*.pause"):
+            (pause / armed.name.replace(".pause", ".release")).touch()
+        stream.close()
