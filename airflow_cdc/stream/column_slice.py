@@ -18,9 +18,9 @@ import pyarrow as pa
 
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.source.binlog.events import ColumnRows
-from airflow_cdc.stream.apply import columns_table
+from airflow_cdc.stream.apply import EmitCheck, columns_table, columns_tables
 from airflow_cdc.stream.emit_filter import EmitFilter
-from airflow_cdc.stream.reduce import ColumnLatest
+from airflow_cdc.stream.reduce import ColumnLatest, LatestColumns
 
 __all__ = ["ColumnSlice"]
 
@@ -62,20 +62,28 @@ class ColumnSlice:
             self._flush(rows.table, latest)
 
     def finish(self) -> None:
-        """Hand out what every table still holds."""
-        for table, latest in self._tables.items():
-            self._flush(table, latest)
+        """Hand out what every table still holds, the tables of one layout built together
+        (``stream.apply.columns_tables``)."""
+        taken = [(table, rows) for table, latest in self._tables.items() if (rows := latest.take())]
+        blocks = columns_tables(
+            [(self._schemas[table], rows, self._check(table, rows)) for table, rows in taken]
+        )
+        for (table, _), block in zip(taken, blocks, strict=True):
+            self._hand_out(table, block)
 
     def _flush(self, table: TableId, latest: ColumnLatest) -> None:
         taken = latest.take()
-        if taken is None:
-            return
-        check = (
-            None
-            if self._emit.emits_all(table, taken.first)
-            else functools.partial(self._emit.should_emit, table)
-        )
-        block = columns_table(self._schemas[table], taken, check)
+        if taken is not None:
+            block = columns_table(self._schemas[table], taken, self._check(table, taken))
+            self._hand_out(table, block)
+
+    def _check(self, table: TableId, taken: LatestColumns) -> EmitCheck | None:
+        """The emit filter's check of ``table``'s rows; None when it keeps them all."""
+        if self._emit.emits_all(table, taken.first):
+            return None
+        return functools.partial(self._emit.should_emit, table)
+
+    def _hand_out(self, table: TableId, block: pa.Table) -> None:
         if block.num_rows:
             self._on_block(table, block)
             self.emitted += block.num_rows

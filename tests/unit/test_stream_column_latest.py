@@ -15,7 +15,7 @@ from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Column, T
 from airflow_cdc.source.binlog import row_decoder as rd
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.row_scan import scan_rows
-from airflow_cdc.stream.apply import changes_table, columns_table
+from airflow_cdc.stream.apply import changes_table, columns_table, columns_tables
 from airflow_cdc.stream.reduce import ColumnLatest, LatestReducer
 
 T = TableId("db", "t")
@@ -149,3 +149,74 @@ def test_rows_read_before_a_reconnect_are_left_out() -> None:
     assert rows.from_row(3).count == 0
     assert rows.from_row(0) is rows
     assert rest.rows() == [({"v": None, "id": 3}, {"v": 13, "id": 3})]
+
+
+#: Two more layouts: the key first (``id BIGINT NOT NULL, v INT NULL``), and the same
+#: names as ``PLAN`` with a wider value (``v BIGINT NULL``).
+OTHER_PLAN = rd.RowPlan(("id", "v"), LAYOUTS[::-1], [rd._decoder(c) for c in LAYOUTS[::-1]])
+WIDE = [rd.ColumnLayout(8, 8), rd.ColumnLayout(8, 8)]
+WIDE_PLAN = rd.RowPlan(("v", "id"), WIDE, [rd._decoder(c) for c in WIDE])
+WIDE_V = Column("v", "bigint", "bigint(20)", True)
+
+
+def some_image(layout: str, key: int, value: int | None) -> bytes:
+    """A row image of ``layout`` (``plain``, ``other`` or ``wide``)."""
+    if layout == "plain":
+        return image(key, value)
+    id_ = key.to_bytes(8, "little", signed=True)
+    if value is None:
+        return (b"\x02" if layout == "other" else b"\x01") + id_
+    if layout == "other":
+        return b"\x00" + id_ + value.to_bytes(4, "little", signed=True)
+    return b"\x00" + value.to_bytes(8, "little", signed=True) + id_
+
+
+def layout_of(name: str, table: TableId) -> tuple[rd.RowPlan, TableSchema]:
+    columns = {
+        "plain": SCHEMA.columns,
+        "other": SCHEMA.columns[::-1],
+        "wide": (WIDE_V, SCHEMA.columns[1]),
+    }[name]
+    plan = {"plain": PLAN, "other": OTHER_PLAN, "wide": WIDE_PLAN}[name]
+    return plan, TableSchema(table, columns, KEY)
+
+
+@st.composite
+def tables_of_three_layouts(draw: st.DrawFn) -> list[tuple[TableSchema, Any, Any]]:
+    """Up to six tables' rows as ColumnLatest takes them (inserts and deletes), each table
+    of one of three layouts, each with or without an emit check."""
+    parts = []
+    for n in range(draw(st.integers(1, 6))):
+        layout = draw(st.sampled_from(["plain", "other", "wide"]))
+        plan, schema = layout_of(layout, TableId("db", f"t{n}"))
+        reducer = ColumnLatest(plan, KEY)
+        offset = 100
+        for _ in range(draw(st.integers(1, 5))):
+            offset += draw(st.integers(1, 50))
+            keys = draw(st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True))
+            data = b"".join(
+                some_image(layout, k, draw(st.none() | st.integers(-9, 9))) for k in keys
+            )
+            end = BinlogPosition("mysql-bin.000001", offset)
+            kind = draw(st.sampled_from([ChangeKind.INSERT, ChangeKind.DELETE]))
+            reducer.add(scan_rows(schema.table, kind, end, plan, KEY, data))
+        odd = draw(st.none() | st.integers(2, 4))
+
+        def should_emit(key: Any, position: BinlogPosition, odd: int | None = odd) -> bool:
+            return odd is None or (key[0] + position.offset) % odd != 0
+
+        parts.append((schema, reducer.take(), None if odd is None else should_emit))
+    return parts
+
+
+@settings(deadline=None)
+@given(tables_of_three_layouts())
+def test_tables_built_together_equal_each_built_alone(parts: list[Any]) -> None:
+    """``columns_tables`` (one build a layout, then a slice a table) against
+    ``columns_table`` called for each table alone."""
+    alone = [columns_table(schema, taken, check) for schema, taken, check in parts]
+    together = columns_tables(parts)
+    assert len(together) == len(alone)
+    for built, expected in zip(together, alone, strict=True):
+        assert built.schema == expected.schema
+        assert built.equals(expected)
