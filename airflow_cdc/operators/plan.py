@@ -19,6 +19,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.model import TableId, TablePlan, TableSelection
 from airflow_cdc.operators._base import SelectedTablesOperator
+from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import (
     check_known_params,
     chunk_key_map,
@@ -46,7 +47,7 @@ __all__ = ["PLAN_ID_XCOM_KEY", "PlanSnapshotOperator"]
 PLAN_ID_XCOM_KEY = "plan_id"
 
 
-class PlanSnapshotOperator(SelectedTablesOperator):
+class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
     """Validate the source, plan the chunks of ``tables`` and store the plan.
 
     ``tables``, ``exclude_tables``, ``sink_path``, ``staging_path`` and the connection ids
@@ -91,6 +92,9 @@ class PlanSnapshotOperator(SelectedTablesOperator):
     apart, small tables together, about ``chunking.chunk_rows`` rows each): ``plan_id``,
     ``chunk_ids``, ``tables`` (how many), ``estimated_rows`` and ``label``; the plan id is
     also pushed under the key ``plan_id``.
+
+    Lineage (OpenLineage, when its provider is installed): the planned tables as inputs,
+    with the schemas the plan read, and their Delta tables as outputs (``operators._lineage``).
     """
 
     template_fields: Sequence[str] = (
@@ -206,6 +210,7 @@ class PlanSnapshotOperator(SelectedTablesOperator):
             source, metadata_url, selection, keys, chunking, context, ranged, startup, sink
         )
         record, plans = planned.record, planned.plans
+        self.note_lineage(source, sink, planned.schemas or record.tables, metadata_url=metadata_url)
         if not startup.snapshots:
             context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
             return [start_handle(record, startup.mode)]

@@ -21,11 +21,14 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.operators._base import LakeOperator
 from airflow_cdc.operators._job_file import JobFileSparkOperator
+from airflow_cdc.operators._lineage import LineageMixin, LineageScope, with_recorded_schemas
 from airflow_cdc.rendered import as_positive_int
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_cdc.model import TableId, TableSchema
 
 __all__ = [
     "DEFAULT_SPARK_CONF",
@@ -54,7 +57,7 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 UNIT_MAP_INDEX_TEMPLATE = "{{ task.unit['label'] }}"
 
 
-class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
+class SnapshotChunkOperator(LineageMixin, LakeOperator, JobFileSparkOperator):
     """``spark-submit`` of one work unit of a snapshot plan: its chunks, each with its own
     watermarks and record (``snapshot.unit``). Clearing the task re-runs exactly them.
 
@@ -76,6 +79,9 @@ class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
 
     Every other argument goes to :class:`SparkSubmitOperator` (``conn_id`` is the Spark
     connection, default ``spark_default``). ``application_args`` is set by the operator.
+
+    Lineage (OpenLineage, when its provider is installed): the unit's tables as inputs and
+    their Delta tables as outputs, with the schemas the chunks recorded.
     """
 
     template_fields: Sequence[str] = (
@@ -152,6 +158,7 @@ class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
         """Write the job file and point the submission at it (separate from :meth:`execute`
         so a test can inspect the command the hook builds)."""
         spec = self.build_spec()
+        self.note_lineage(spec.source, spec.sink, metadata_url=spec.metadata_url)
         path = self._submit_job_file(
             spec, prefix="airflow-cdc-job-", filename=f"chunks-{spec.chunk_ids[0]}.json"
         )
@@ -166,6 +173,21 @@ class SnapshotChunkOperator(LakeOperator, JobFileSparkOperator):
             path,
         )
         return path
+
+    def lineage_tables(self, scope: LineageScope) -> list[TableId | TableSchema]:
+        """The unit's tables, which only the plan in the metadata DB names."""
+        # Imported when the lineage is asked for, not at every DAG parse.
+        from airflow_cdc.metadata import MetadataStore
+
+        ids = set(self.chunk_ids())
+        with MetadataStore.connect(scope.metadata_url, migrate=False) as store:
+            plan_id = self.unit.get("plan_id")
+            if isinstance(plan_id, int):
+                chunks = [c for c in store.plans.get(plan_id).chunks if c.chunk_id in ids]
+            else:
+                chunks = [store.chunks.get(chunk_id) for chunk_id in sorted(ids)]
+        tables = list(dict.fromkeys(chunk.table for chunk in chunks))
+        return with_recorded_schemas(tables, scope.metadata_url)
 
     def on_kill(self) -> None:
         try:

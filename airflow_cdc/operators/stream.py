@@ -47,6 +47,7 @@ from airflow_cdc.model import TableId
 from airflow_cdc.operators._base import SelectedTablesOperator
 from airflow_cdc.operators._graceful_stop import kill_all, stop_gracefully, submit_process
 from airflow_cdc.operators._job_file import JobFileSparkOperator
+from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import check_sink, resolved_tables, table_selection
 from airflow_cdc.rendered import as_config, as_str_list
 from airflow_cdc.sinks.naming import escape_segment
@@ -123,7 +124,7 @@ def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
     return os.path.join(tempfile.gettempdir(), "airflow-cdc", "checkpoints", segment)
 
 
-class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
+class StreamOperator(LineageMixin, SelectedTablesOperator, JobFileSparkOperator):
     """``spark-submit`` of the binlog stream of ``tables`` into the Delta tables.
 
     ``tables``, ``exclude_tables``, ``sink_path``, ``staging_path`` and the connection ids
@@ -170,6 +171,10 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
     Every other argument goes to :class:`SparkSubmitOperator` (``conn_id`` is the Spark
     connection, default ``spark_default``; ``durable``, ``retries``...).
     ``application_args`` is set by the operator.
+
+    Lineage (OpenLineage, when its provider is installed), reported when the stream ends:
+    the tables it started with as inputs and their Delta tables as outputs, with the
+    schemas the schema history holds (tables a pattern finds later are not in it).
     """
 
     template_fields: Sequence[str] = (
@@ -326,6 +331,12 @@ class StreamOperator(SelectedTablesOperator, JobFileSparkOperator):
         spec = self.build_spec()
         # A wrong bucket or key fails here, in seconds, not in the executors.
         check_sink(spec.sink, lake_conn_id=self.lake_conn_id)
+        self.note_lineage(
+            spec.source,
+            spec.sink,
+            [TableId.parse(t) for t in spec.tables],
+            metadata_url=spec.metadata_url,
+        )
         path = self._submit_job_file(spec, prefix="airflow-cdc-stream-", filename="stream.json")
         if self._auto_name:
             self.name = f"airflow-cdc stream {spec.stream_id}"

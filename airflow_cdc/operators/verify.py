@@ -14,6 +14,7 @@ from airflow_cdc.config import DEFAULT_CHUNK_ROWS, ChunkingConfig, VerifySetting
 from airflow_cdc.errors import ReplicaDiffersError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.operators._base import SelectedTablesOperator
+from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import selected_tables
 from airflow_cdc.rendered import as_bool, as_config
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["VerifyOperator"]
 
 
-class VerifyOperator(SelectedTablesOperator):
+class VerifyOperator(LineageMixin, SelectedTablesOperator):
     """Check ``tables``' replicas against the source; optionally plan their repair.
 
     ``tables``, ``exclude_tables``, ``sink_path``, ``staging_path`` (where the repair's
@@ -45,6 +46,10 @@ class VerifyOperator(SelectedTablesOperator):
 
     Returns (XCom) the repair plan's work units (``PlanSnapshotOperator``'s form; empty
     when nothing is to repair); pushes each table's figures under the key ``summary``.
+
+    Lineage (OpenLineage, when its provider is installed): the checked tables as inputs,
+    with the schemas the check read, and their Delta tables (checked, and repaired through
+    the chunks of the repair plan) as outputs.
     """
 
     template_fields: Sequence[str] = (
@@ -110,6 +115,7 @@ class VerifyOperator(SelectedTablesOperator):
             schemas = chunked_schemas(conn, load_table_schemas(conn, tables))
         finally:
             conn.close()
+        self.note_lineage(source, sink, schemas)
         self.log.info("Verifying %d table(s) against %s", len(schemas), info)
         stream_id = str(self.stream_id or "").strip()
 

@@ -38,10 +38,12 @@ log = logging.getLogger("airflow_cdc.planning")
 
 @dataclass(frozen=True)
 class SnapshotPlan:
-    """A recorded plan and its tables' plans (what each was split into, and how)."""
+    """A recorded plan and its tables' plans (what each was split into, and how), and the
+    tables' schemas as the plan read them (none for a start without a snapshot)."""
 
     record: PlanRecord
     plans: tuple[TablePlan, ...]
+    schemas: tuple[TableSchema, ...] = ()
 
 
 def plan_snapshot(
@@ -77,7 +79,7 @@ def plan_snapshot(
         plans = [plan_range(conn, info, schema, rng, chunking)]
     else:
         plans = plan_tables(conn, info, schemas, chunking)
-    return SnapshotPlan(store.plans.create(label, plans), tuple(plans))
+    return SnapshotPlan(store.plans.create(label, plans), tuple(plans), tuple(schemas))
 
 
 def chunked_schemas(conn: DbConnection, schemas: Sequence[TableSchema]) -> list[TableSchema]:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["escape_segment", "quote_column", "unescape_segment"]
+from airflow_cdc.model import TableId
+
+__all__ = ["escape_segment", "quote_column", "table_path", "unescape_segment"]
 
 _SAFE = re.compile(r"[A-Za-z0-9_-]")
 _ESCAPE = re.compile(r"~([0-9A-F]{2})")
@@ -32,6 +34,12 @@ def escape_segment(name: str) -> str:
         else:
             out.extend(f"~{byte:02X}" for byte in ch.encode("utf-8"))
     return "".join(out)
+
+
+def table_path(root: str, table: TableId) -> str:
+    """Where ``table``'s Delta table lives under the sink ``root``:
+    ``<root>/<escaped database>/<escaped table>``."""
+    return f"{root.rstrip('/')}/{escape_segment(table.database)}/{escape_segment(table.table)}"
 
 
 def unescape_segment(segment: str) -> str:

@@ -5,7 +5,10 @@ Structured Streaming over the binlog, ``until_caught_up``), into real Delta tabl
 string key in a case-insensitive collation); every row of the sink equals the source (the
 snapshot phase's acceptance). Meanwhile every process's command line is sampled, and
 afterwards Airflow's logs and DB (XCom), Spark's event logs and every file of the run are
-searched for the CDC user's password: no hit.
+searched for the CDC user's password: no hit. The run also reports OpenLineage lineage
+through the provider's file transport (set by environment variables): each task's events
+name the MySQL tables (``mysql://host:port``, ``db.table``) as inputs, with their schemas,
+and the Delta tables' folders as outputs.
 
 The same pipeline under a random writer running from before the plan through the snapshot,
 the hand-off and a continuous stream, with a catch-up afterwards (the stream's acceptance),
@@ -15,8 +18,10 @@ killed mid-batch under binlog rotation, in ``test_stream_pipeline.py``.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +56,11 @@ def test_dag_snapshots_and_streams_every_table_exactly(
         tmp_path / "airflow",
         mariadb,
         meta,
-        extra={"SPARK_CONF_DIR": str(spark_conf), "TMPDIR": str(tmp_path / "tmp")},
+        extra={
+            "SPARK_CONF_DIR": str(spark_conf),
+            "TMPDIR": str(tmp_path / "tmp"),
+            **lineage_env(tmp_path / "lineage.jsonl"),
+        },
     )
     migrate(env, template=airflow_db_template)
     conf = {
@@ -90,6 +99,7 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     with MetadataStore.connect(meta) as store:  # the stream joined both tables
         joined = {entry.table for entry in store.stream_tables.read("mysql_cdc") if entry.joined}
     assert joined == {TableId.parse(t) for t in tables}
+    assert_lineage(tmp_path / "lineage.jsonl", mariadb, lake, tables)
 
     # The CDC user's password: in no command line while it ran (spark-submit, Spark's Python
     # workers, Airflow's task processes), and afterwards in no file: Airflow's logs and DB
@@ -103,3 +113,38 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     )
     assert xcom_rows.fetchone()[0] > 0
     assert files_containing(tmp_path, mariadb.cdc_password) == []
+
+
+def lineage_env(path: Path) -> dict[str, str]:
+    """The OpenLineage provider's file transport, one event a line, as a user turns it on."""
+    transport = {"type": "file", "log_file_path": str(path), "append": True}
+    return {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "cdc-e2e",
+    }
+
+
+def assert_lineage(path: Path, mariadb: LocalMariaDB, lake: Path, tables: list[str]) -> None:
+    """The plan's, each chunk's and the stream's COMPLETE events name the tables read and
+    the Delta tables written, as OpenLineage's naming spec says."""
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    complete: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        if event.get("eventType") == "COMPLETE":
+            complete.setdefault(event["job"]["name"], []).append(event)
+    source = f"mysql://127.0.0.1:{mariadb.port}"
+    for task in ("plan", "snapshot_chunk", "stream"):
+        runs = complete.get(f"mysql_cdc.{task}")
+        assert runs, f"no COMPLETE event of {task}: {sorted(complete)}"
+        inputs = {(d["namespace"], d["name"]) for run in runs for d in run["inputs"]}
+        outputs = {(d["namespace"], d["name"]) for run in runs for d in run["outputs"]}
+        assert inputs == {(source, t) for t in tables}, task
+        assert outputs == {("file", str(lake / t.replace(".", "/"))) for t in tables}, task
+    (plan,) = complete["mysql_cdc.plan"]
+    orders = next(d for d in plan["inputs"] if d["name"] == "e2e.orders")
+    fields = {f["name"]: f["type"] for f in orders["facets"]["schema"]["fields"]}
+    assert fields["amount"] == "decimal(12,2)", fields  # the source's column type
+    assert list(fields)[:2] == ["id", "customer_email"]
+    written = next(d for d in plan["outputs"] if d["name"].endswith("/e2e/orders"))
+    stored = {f["name"]: f["type"] for f in written["facets"]["schema"]["fields"]}
+    assert stored["amount"] == "decimal128(12, 2)", stored  # as Delta holds it

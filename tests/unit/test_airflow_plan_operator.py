@@ -242,3 +242,19 @@ def test_unknown_params_in_the_conf_are_refused_before_anything_runs() -> None:
     check_known_params({**context, "dag_run": SimpleNamespace(conf={"chunk_rows": 3})})
     check_known_params({**context, "dag_run": SimpleNamespace(conf={})})
     check_known_params({"run_id": "r"})
+
+
+def test_the_plan_reports_its_tables_for_lineage(fake_source: dict[str, Any]) -> None:
+    """Its OpenLineage facets: the planned tables read, their Delta tables written."""
+    op = _op(tables=["shop.orders", "shop.items"])
+    op.execute({"run_id": "manual__3", "ti": FakeTI()})  # type: ignore[arg-type]
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [
+        ("mysql://db.example:3306", "shop.orders"),
+        ("mysql://db.example:3306", "shop.items"),
+    ]
+    assert [(d.namespace, d.name) for d in lineage.outputs] == [
+        ("file", "/lake/shop/orders"),
+        ("file", "/lake/shop/items"),
+    ]
+    assert PASSWORD not in repr(lineage)

@@ -33,6 +33,7 @@ ORDER = (
     "runner",
     "source",
     "sinks",
+    "lineage",
     "metadata",
     "planning",
     "snapshot",

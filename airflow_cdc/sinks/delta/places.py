@@ -21,7 +21,7 @@ from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta.generations import is_promoted, next_generation
 from airflow_cdc.sinks.delta.open_tables import OpenTables
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
-from airflow_cdc.sinks.naming import escape_segment
+from airflow_cdc.sinks.naming import table_path
 from airflow_cdc.sinks.storage import Location
 
 __all__ = ["TablePlaces"]
@@ -41,7 +41,7 @@ class TablePlaces:
 
     def uri(self, table: TableId) -> str:
         """The live table: ``<root>/<escaped database>/<escaped table>``."""
-        return f"{self.root}/{escape_segment(table.database)}/{escape_segment(table.table)}"
+        return table_path(self.root, table)
 
     def live_location(self, table: TableId) -> Location:
         return Location(self.uri(table), self.storage_options or {})
