@@ -184,6 +184,7 @@ def decode_parts() -> Iterator[tuple[Any, str, str]]:
     yield slice_reader, "EmitFilter", "emit filter set-up"
     yield ColumnSlice, "add", "column reducer (ColumnLatest.add)"
     yield column_slice, "columns_table", "Arrow per table + emit checks"
+    yield column_slice, "columns_tables", "Arrow, tables of a layout together + emit checks"
     yield SliceBlocks, "put", "block staging (IPC)"
     yield slice_reader, "block_payload", "block payloads"
 

@@ -102,4 +102,7 @@ def _row(t: TableView) -> str:
 
 
 def _n(value: float | int | None) -> str:
-    return "-" if value is None else f"{value:,}"
+    """A count with its thousands marked; seconds to a tenth (as measured, not as stored)."""
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"

@@ -14,8 +14,14 @@ metadata), with a random writer changing both tables throughout:
    replaces ``items``' Delta table (``replace``: the stream leaves it and joins it anew),
    and refuses a name carrying SQL, a table the server does not have and a misspelled
    param;
-3. after the writer stops and the stream catches up, both Delta tables equal the source;
-   the snapshots emitted Asset events; marking the stream task success stops the Spark
+3. after the writer stops, an ``ADD COLUMN`` of ``accounts`` (and a row using it); once
+   the stream caught up, both Delta tables equal the source, and ``mysql_cdc_verify``
+   finds ``accounts`` clean;
+4. the provider's CDC page, opened in a real headless browser (Debian's chromium), shows
+   what the metadata DB holds: both tables streaming, the DDL and what the stream did, the
+   verify's result, and links to the DAG run that snapshotted ``accounts`` (its screenshot
+   is written where ``CDC_PAGE_SCREENSHOT`` says, if set: docs/images/cdc-page.png);
+5. the snapshots emitted Asset events; marking the stream task success stops the Spark
    job through ``on_kill`` and gives the stream's lease back.
 """
 
@@ -23,9 +29,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from deltalake import DeltaTable
@@ -34,6 +43,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
 from devtools.airflow_deployment import AirflowDeployment
 from devtools.airflow_env import airflow_env
+from devtools.headless_chromium import HeadlessChromium
 from devtools.local_mariadb import LocalMariaDB
 from devtools.local_postgres import LocalPostgres
 from devtools.pause_points import probe_environment
@@ -42,7 +52,7 @@ from tests.support.writer import RandomWriter, create_tables
 
 pytestmark = pytest.mark.integration
 
-MAIN, BACKFILL = "mysql_cdc", "mysql_cdc_backfill"
+MAIN, BACKFILL, VERIFY = "mysql_cdc", "mysql_cdc_backfill", "mysql_cdc_verify"
 STREAM = "mysql_cdc"  # the DAGs' stream id (CDC_STREAM_ID unset)
 
 
@@ -83,6 +93,8 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
             "CDC_TABLES": json.dumps(configured),
             **probe_environment(pause_dir),
             "CDC_CHUNK_RETRIES": "0",  # the failed chunk waits for an operator to clear it
+            # Providers discovered at start-up, so the api-server loads the CDC page.
+            "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": "False",
         },
     )
     deployment = AirflowDeployment.create(
@@ -95,7 +107,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
     writer = RandomWriter(mariadb, db, seed=5, max_pause=0.05).start()
     with deployment as af:
         try:
-            for dag_id in (MAIN, BACKFILL):
+            for dag_id in (MAIN, BACKFILL, VERIFY):
                 af.wait_until(lambda d=dag_id: af.dag_parsed(d), 90, f"{dag_id} to be parsed")
             main = af.trigger(
                 MAIN,
@@ -191,6 +203,10 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
             raise
         writer.stop()
         assert writer.transactions > 100
+        mariadb.execute(
+            f"ALTER TABLE {accounts.quoted()} ADD COLUMN remark VARCHAR(20) NULL",
+            f"UPDATE {accounts.quoted()} SET remark = 'after ddl' ORDER BY id LIMIT 1",
+        )
         try:
             target = _server_position(mariadb)
 
@@ -203,8 +219,16 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
             assert _state(af, MAIN, main) == "running"
             assert_replica_equals_source(mariadb, str(lake), accounts, ["id"])
             assert_replica_equals_source(mariadb, str(lake), items, ["grp", "n"])
+            checked = af.trigger(VERIFY, {"tables": [str(accounts)], "sink_path": str(lake)})
+            af.wait_until(
+                lambda: _state(af, VERIFY, checked) in ("success", "failed"), 300, "the verify"
+            )
+            assert _state(af, VERIFY, checked) == "success"
 
-            # 3. Stop the stream like a user: mark its task success; on_kill stops Spark.
+            # 4. The CDC page, in a browser, against the metadata DB.
+            _the_page_shows_the_metadata(af, store, accounts, main, tmp_path / "cdc-page.png")
+
+            # 5. Stop the stream like a user: mark its task success; on_kill stops Spark.
             af.set_task_state(MAIN, main, "stream", "success")
 
             def released() -> bool:
@@ -263,3 +287,44 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
     assert mariadb.cdc_password not in "".join(
         path.read_text(errors="replace") for path in (tmp_path / "airflow" / "logs").rglob("*.log")
     )
+
+
+def _the_page_shows_the_metadata(
+    af: AirflowDeployment, store: MetadataStore, accounts: TableId, main_run: str, shot: Path
+) -> None:
+    """The page's row of each table the stream follows against the metadata DB's records."""
+    if not HeadlessChromium.available():
+        pytest.fail("chromium not found: apt-get install chromium")
+    with HeadlessChromium() as browser:
+        browser.open(f"{af.url}/cdc/", cookies={"_token": af.token()})
+        cells = browser.evaluate(
+            f"Array.from(document.querySelectorAll(\"section[data-stream='{STREAM}'] "
+            'tr[data-table]")).map(r => Array.from(r.cells).map(c => c.innerText))'
+        )
+        links = browser.evaluate(
+            f"Array.from(document.querySelectorAll(\"tr[data-table='{accounts}'] a.dag-run\"))"
+            ".map(a => a.getAttribute('href'))"
+        )
+        browser.screenshot(shot)
+    if os.environ.get("CDC_PAGE_SCREENSHOT"):
+        shutil.copyfile(shot, os.environ["CDC_PAGE_SCREENSHOT"])
+    rows = {row[0]: row for row in cells}
+    followed = {str(e.table): e for e in store.stream_tables.read(STREAM)}
+    assert set(rows) == set(followed), (rows, followed)
+    assert all(e.joined for e in followed.values()), followed
+    assert {row[1] for row in rows.values()} == {"streaming"}, rows
+    for row in rows.values():  # every chunk of its latest full plan done
+        done, _, total = row[2].partition("/")
+        assert done == total, row
+        assert int(total) > 0, row
+    (change,) = store.schema_changes.read(STREAM, accounts)
+    assert change.kind == "add_column", change
+    shown = rows[str(accounts)][5]
+    assert str(change.position) in shown, (shown, change)
+    assert change.decision in shown, (shown, change)
+    (verified,) = store.verifications.latest([accounts])
+    assert (verified.status, verified.differences) == ("clean", 0), verified
+    shown = rows[str(accounts)][6]
+    assert shown.startswith(verified.status), shown
+    assert f"{verified.rows} rows" in shown, shown
+    assert f"runs/{quote(main_run, safe='')}" in " ".join(links), links

@@ -53,7 +53,7 @@ def _record_state(store: MetadataStore) -> None:
     _plan(store, ITEMS, "items again")  # a replacement: the earlier rows stay readable
     store.streams.acquire_lease("s1", [str(ORDERS)], "host:1:x", 600)
     store.streams.record_progress(
-        "s1", committed=_pos(1000), lag_seconds=2.5, lag_bytes=4096, batch_id=7, rows=12
+        "s1", committed=_pos(1000), lag_seconds=2.4862, lag_bytes=4096, batch_id=7, rows=12
     )
     store.stream_tables.request("s1", [ORDERS, GONE, ODD, FRESH, LATER, ITEMS])
     store.stream_tables.mark_joined("s1", [(ORDERS, None), (GONE, None), (ODD, None)], _pos(950))
@@ -74,7 +74,7 @@ def test_each_table_phase_and_figure_is_what_was_recorded(store: MetadataStore) 
     assert (pipeline.stream_id, pipeline.running, pipeline.owner) == ("s1", True, "host:1:x")
     assert (pipeline.committed_position, pipeline.lag_seconds, pipeline.lag_bytes) == (
         "b.000001:1000",
-        2.5,
+        2.4862,
         4096,
     )
     assert (pipeline.last_batch_rows, pipeline.rows_total) == (12, 12)
@@ -204,7 +204,13 @@ def test_the_page_shows_the_tables_and_escapes_names(store: MetadataStore) -> No
     assert "&lt;b&gt;x&lt;/b&gt;" in html
     assert "<b>x</b>" not in html
     assert "<meta http-equiv='refresh'" in html
-    for name in ("shop.orders", "shop.items", "being replaced", "4,096 bytes", "b.000001:980"):
+    for name in (
+        "shop.orders",
+        "shop.items",
+        "being replaced",
+        "4,096 bytes / 2.5 s",
+        "b.000001:980",
+    ):
         assert name in html
     # Links into Airflow's UI, relative to the page (<UI root>/cdc/).
     assert "href='../dags/cdc/runs/manual__2026-11-27T04%3A00/tasks/chunk/mapped/3'" in html
