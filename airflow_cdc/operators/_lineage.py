@@ -23,8 +23,15 @@ if TYPE_CHECKING:
 
     from airflow_cdc.config import SinkConfig, SourceConfig
     from airflow_cdc.lineage import LineageDataset
+    from airflow_cdc.metadata import MetadataStore
 
-__all__ = ["LineageMixin", "LineageScope", "as_operator_lineage"]
+__all__ = [
+    "LineageMixin",
+    "LineageScope",
+    "as_operator_lineage",
+    "recorded_schemas",
+    "with_recorded_schemas",
+]
 
 
 @dataclass(frozen=True)
@@ -81,14 +88,21 @@ def with_recorded_schemas(
 ) -> list[TableId | TableSchema]:
     """``tables``, each bare name replaced by its newest schema in the schema history
     (recorded by the chunks and the stream); a table it has none of stays a name."""
-    bare = [t for t in tables if isinstance(t, TableId)]
-    if not bare or not metadata_url:
+    if not metadata_url or all(isinstance(t, TableSchema) for t in tables):
         return list(tables)
     # Imported when the lineage is asked for, not at every DAG parse.
     from airflow_cdc.metadata import MetadataStore
 
     with MetadataStore.connect(metadata_url, migrate=False) as store:
-        history = store.schema_history.read(bare)
+        return recorded_schemas(store, tables)
+
+
+def recorded_schemas(
+    store: MetadataStore, tables: Sequence[TableId | TableSchema]
+) -> list[TableId | TableSchema]:
+    """:func:`with_recorded_schemas` on an open metadata store."""
+    bare = [t for t in tables if isinstance(t, TableId)]
+    history = store.schema_history.read(bare) if bare else {}
     newest = {table: entries[-1][1] for table, entries in history.items() if entries}
     return [newest.get(t, t) if isinstance(t, TableId) else t for t in tables]
 

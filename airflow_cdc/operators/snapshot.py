@@ -21,7 +21,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.operators._base import LakeOperator
 from airflow_cdc.operators._job_file import JobFileSparkOperator
-from airflow_cdc.operators._lineage import LineageMixin, LineageScope, with_recorded_schemas
+from airflow_cdc.operators._lineage import LineageMixin, LineageScope, recorded_schemas
 from airflow_cdc.rendered import as_positive_int
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
@@ -186,8 +186,7 @@ class SnapshotChunkOperator(LineageMixin, LakeOperator, JobFileSparkOperator):
                 chunks = [c for c in store.plans.get(plan_id).chunks if c.chunk_id in ids]
             else:
                 chunks = [store.chunks.get(chunk_id) for chunk_id in sorted(ids)]
-        tables = list(dict.fromkeys(chunk.table for chunk in chunks))
-        return with_recorded_schemas(tables, scope.metadata_url)
+            return recorded_schemas(store, list(dict.fromkeys(chunk.table for chunk in chunks)))
 
     def on_kill(self) -> None:
         try:

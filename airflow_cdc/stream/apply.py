@@ -151,6 +151,14 @@ def columns_table(
         for field in target
     ]
     table = _sink_layout(target, arrays, latest.positions, latest.deleted)
+    return _kept(table, schema, latest, should_emit)
+
+
+def _kept(
+    table: pa.Table, schema: TableSchema, latest: LatestColumns, should_emit: EmitCheck | None
+) -> pa.Table:
+    """The rows of ``table`` (built from ``latest``) that ``should_emit`` keeps; all
+    without it."""
     if should_emit is None:
         return table
     basename = latest.first.file.rsplit(".", 1)[0]
@@ -178,12 +186,8 @@ def columns_tables(
         offset = 0
         for i in members:
             schema, latest, check = parts[i]
-            rows = whole.slice(offset, len(latest))
+            built[i] = _kept(whole.slice(offset, len(latest)), schema, latest, check)
             offset += len(latest)
-            if check is not None:
-                basename = latest.first.file.rsplit(".", 1)[0]
-                rows = emitted_rows(rows, schema.key, latest.positions, check, basename)
-            built[i] = rows
     return [built[i] for i in range(len(parts))]
 
 
@@ -210,7 +214,7 @@ def emitted_rows(
     table: pa.Table,
     key: Sequence[str],
     positions: Sequence[int],
-    should_emit: Callable[[Key, BinlogPosition], bool],
+    should_emit: EmitCheck,
     basename: str,
 ) -> pa.Table:
     """The rows of ``table`` (the sink's change layout; ``positions``: its encoded

@@ -48,15 +48,27 @@ class Setup:
         )
         assert outcome.attempt == 2
 
-    def lagging_batch(self) -> tuple[dict[str, Any], list[tuple[str, str, bytes]]]:
-        """A key inserted (and a row updated) in a batch read now, deleted after it."""
+    def lagging_batch(self, *also: str) -> tuple[dict[str, Any], list[tuple[str, str, bytes]]]:
+        """A key inserted (and a row updated, and the statements ``also`` run) in a batch
+        read now, deleted after it."""
         quoted = self.table.quoted()
         self.mariadb.execute(
-            f"INSERT INTO {quoted} VALUES (999, 1)", f"UPDATE {quoted} SET v = -v WHERE id = 5"
+            f"INSERT INTO {quoted} VALUES (999, 1)",
+            f"UPDATE {quoted} SET v = -v WHERE id = 5",
+            *also,
         )
         lagging = self.stream.read_batch()  # planned with the chunk's first high watermark
         self.mariadb.execute(f"DELETE FROM {quoted} WHERE id = 999")
         return lagging
+
+    def rerun_while_applying(
+        self, lagging: tuple[dict[str, Any], list[tuple[str, str, bytes]]], point: str
+    ) -> None:
+        """The re-run, whole, while the batch ``lagging`` waits at the stream's ``point``;
+        then the batch goes on."""
+        applying = paused_at(point, self.pause, lambda: self.stream.apply_read_batch(lagging))
+        self.rerun()
+        joined(applying, self.pause)
 
     def check(self) -> None:
         self.stream.run_batch()  # the delete: before the re-run's high watermark
@@ -133,12 +145,7 @@ def test_a_chunk_rerun_recorded_after_a_batch_read_the_marks_is_swept_by_the_str
     """The batch read the marks before the re-run (committed and recorded, its own sweep
     finding nothing) and merges after it: the driver, reading the marks again after the
     merge, sweeps the chunk's range."""
-    lagging = setup.lagging_batch()
-    merging = paused_at(
-        "stream_before_apply", setup.pause, lambda: setup.stream.apply_read_batch(lagging)
-    )
-    setup.rerun()
-    joined(merging, setup.pause)
+    setup.rerun_while_applying(setup.lagging_batch(), "stream_before_apply")
     setup.check()
 
 
@@ -198,17 +205,8 @@ def test_a_chunk_rerun_recorded_while_a_table_is_applied_in_binlog_order_is_swep
     the marks that run read; the re-run ends (its own sweep finding nothing) before that
     run merges the insert: the driver, reading the marks again after it, sweeps the
     chunk's range."""
-    quoted = setup.table.quoted()
-    setup.mariadb.execute(
-        f"INSERT INTO {quoted} VALUES (999, 1)", f"ALTER TABLE {quoted} COMMENT 'in order'"
-    )
-    lagging = setup.stream.read_batch()
-    setup.mariadb.execute(f"DELETE FROM {quoted} WHERE id = 999")
-    applying = paused_at(
-        "stream_in_order_merge", setup.pause, lambda: setup.stream.apply_read_batch(lagging)
-    )
-    setup.rerun()
-    joined(applying, setup.pause)
+    ddl = f"ALTER TABLE {setup.table.quoted()} COMMENT 'in order'"
+    setup.rerun_while_applying(setup.lagging_batch(ddl), "stream_in_order_merge")
     setup.check()
 
 
