@@ -1,0 +1,86 @@
+"""Masks applied to a table's rows before they leave the reader that read them (a chunk's
+partition read, a stream slice), so a masked or left-out value is never staged, logged or
+written (the rules: ``model.lake_columns``).
+
+``hash`` is HMAC-SHA256 of the value's UTF-8 text under the mask key (the password of the
+``cdc_mask`` connection), as lowercase hex: the same value gives the same text in the
+snapshot, the stream, backfills and repairs, so masked columns still join, and without
+the key nobody can test a guess of a value against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_cdc.model.lake_columns import Mask, MaskKind, TableLakeColumns
+
+__all__ = ["MaskKey", "hash_text", "lake_rows", "masked_array"]
+
+_BLOCK = 64  # SHA-256's block size, which HMAC pads its key to
+
+
+@dataclass(frozen=True)
+class MaskKey:
+    """The key of ``hash`` masks (never shown: hidden from ``repr``)."""
+
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.secret:
+            raise ValueError(
+                "the mask key is empty: set a password on the mask connection (cdc_mask)"
+            )
+
+
+def hash_text(key: MaskKey, values: list[str | None]) -> list[str | None]:
+    """HMAC-SHA256 (hex) of each value's UTF-8 text under ``key``; None stays None. The
+    inner and outer pads are hashed once for all values (HMAC as RFC 2104 defines it)."""
+    secret = key.secret
+    if len(secret) > _BLOCK:
+        secret = hashlib.sha256(secret).digest()
+    secret = secret.ljust(_BLOCK, b"\x00")
+    inner = hashlib.sha256(bytes(b ^ 0x36 for b in secret))
+    outer = hashlib.sha256(bytes(b ^ 0x5C for b in secret))
+    hashed: list[str | None] = []
+    for value in values:
+        if value is None:
+            hashed.append(None)
+            continue
+        step = inner.copy()
+        step.update(value.encode("utf-8"))
+        last = outer.copy()
+        last.update(step.digest())
+        hashed.append(last.hexdigest())
+    return hashed
+
+
+def masked_array(
+    array: pa.Array | pa.ChunkedArray, mask: Mask, key: MaskKey | None
+) -> pa.Array | pa.ChunkedArray:
+    """``array`` with ``mask`` applied, of the same type (a text type for ``truncate`` and
+    ``hash``: the rules refuse them on other columns)."""
+    if mask.kind is MaskKind.NULL:
+        return pa.nulls(len(array), array.type)
+    if mask.kind is MaskKind.TRUNCATE:
+        return pc.utf8_slice_codeunits(array, 0, mask.length)
+    if key is None:
+        raise ValueError("a 'hash' mask needs the mask key (the cdc_mask connection's password)")
+    return pa.array(hash_text(key, array.to_pylist()), array.type)
+
+
+def lake_rows(table: pa.Table, columns: TableLakeColumns, key: MaskKey | None) -> pa.Table:
+    """``table`` (rows in the source's columns, with or without the sink's bookkeeping
+    columns) as the lake holds them: the columns left out dropped, the masks applied."""
+    if columns.is_plain:
+        return table
+    table = table.drop_columns([n for n in columns.left_out if n in table.column_names])
+    for name, mask in columns.masks:
+        if name in table.column_names:
+            index = table.column_names.index(name)
+            array = masked_array(table.column(index), mask, key)
+            table = table.set_column(index, table.field(index), array)
+    return table
