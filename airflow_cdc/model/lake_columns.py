@@ -30,6 +30,7 @@ from airflow_cdc.model.selection import TablePattern
 from airflow_cdc.model.table import TableSchema, _split_dotted, quote_identifier
 
 __all__ = [
+    "ALL_COLUMNS",
     "ColumnChoice",
     "LakeColumnRules",
     "Mask",
@@ -39,7 +40,7 @@ __all__ = [
 
 #: Column types whose values are text (``information_schema`` DATA_TYPE): what ``truncate``
 #: and ``hash`` take.
-TEXT_TYPES = frozenset(
+_TEXT_TYPES = frozenset(
     {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
 )
 _TRUNCATE = "truncate:"
@@ -265,7 +266,7 @@ def _check_mask(schema: TableSchema, kept: tuple[str, ...], name: str, mask: Mas
     if name not in kept:
         raise ValueError(f"{where}: 'columns' leaves the column out; drop one of the two")
     column = schema.column(name)
-    if mask.kind is not MaskKind.NULL and column.data_type not in TEXT_TYPES:
+    if mask.kind is not MaskKind.NULL and column.data_type not in _TEXT_TYPES:
         raise ValueError(
             f"{where}: the column is {column.column_type!r}; {mask.kind.value!r} takes text "
             "columns only ('null' takes any)"
