@@ -9,6 +9,9 @@ workers, which parse the file again):
   ``mysql_cdc_backfill`` accepts.
 * ``CDC_EXCLUDE_TABLES``: a JSON list of names and patterns left out of ``CDC_TABLES``'
   matches (default: none).
+* ``CDC_COLUMNS`` and ``CDC_MASKS``: JSON objects, the ``columns`` and ``masks`` defaults
+  of the DAGs that write or check the lake (``model.lake_columns``; default: none, every
+  column as it is).
 * ``CDC_SINK_PATH``: the default root of the Delta tables (a folder, or an object-store
   URI such as ``s3://bucket/lake`` whose credentials are the ``cdc_lake`` connection's).
 * ``CDC_STAGING_PATH``: where the Spark jobs stage files between executors and driver
@@ -33,7 +36,9 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from typing import Any
 
+from airflow_cdc.config import parse_lake_rules
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TablePattern
 from airflow_cdc.probe import ProbeConfig
@@ -44,7 +49,9 @@ __all__ = [
     "DEFAULT_STREAM_ID",
     "DEFAULT_TABLES",
     "configured_chunk_retries",
+    "configured_columns",
     "configured_exclude_tables",
+    "configured_masks",
     "configured_max_lag_seconds",
     "configured_probe",
     "configured_staging_path",
@@ -69,6 +76,34 @@ def configured_exclude_tables(environ: Mapping[str, str] | None = None) -> list[
     """``CDC_EXCLUDE_TABLES`` (a JSON list of names and patterns), checked, or none."""
     env = os.environ if environ is None else environ
     return _pattern_list(env, "CDC_EXCLUDE_TABLES", required=False)
+
+
+def configured_columns(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``CDC_COLUMNS`` (a JSON object, ``{"<table pattern>": {"exclude": [...]}}``),
+    checked, or none."""
+    return _lake_rules(os.environ if environ is None else environ)[0]
+
+
+def configured_masks(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``CDC_MASKS`` (a JSON object, ``{"<table pattern>.<column>": "hash"}``), checked,
+    or none."""
+    return _lake_rules(os.environ if environ is None else environ)[1]
+
+
+def _lake_rules(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    found: list[dict[str, Any]] = []
+    for name in ("CDC_COLUMNS", "CDC_MASKS"):
+        text = env.get(name, "").strip()
+        try:
+            value = json.loads(text) if text else {}
+        except ValueError as exc:
+            raise ConfigurationError(f"{name} must be a JSON object, got {text!r}") from exc
+        if not isinstance(value, dict):
+            raise ConfigurationError(f"{name} must be a JSON object, got {text!r}")
+        found.append(value)
+    columns, masks = found
+    parse_lake_rules(columns, masks)
+    return columns, masks
 
 
 def _pattern_list(env: Mapping[str, str], name: str, *, required: bool) -> list[str]:

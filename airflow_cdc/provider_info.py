@@ -34,7 +34,7 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["service"],
             }
         ],
-        "hooks": _modules("hooks.source", "hooks.metadata", "hooks.lake"),
+        "hooks": _modules("hooks.source", "hooks.metadata", "hooks.lake", "hooks.mask"),
         "operators": _modules("operators.plan", "operators.snapshot"),
         "sensors": _modules("sensors.chunks"),
         "triggers": _modules("triggers.chunks"),

@@ -51,7 +51,7 @@ def _create(server: LocalMariaDB, rows: int) -> None:
 def _resnapshot(server: LocalMariaDB, meta: str, lake: Path, work: Path, run: int) -> float:
     """The table replaced and snapshotted again by the chunk job (one spark-submit): the
     wall time from the plan to the job's end."""
-    from airflow_cdc.config import SinkConfig
+    from airflow_cdc.config import LakeColumnsConfig, SinkConfig
     from airflow_cdc.snapshot.replacement import replace_tables
     from tests.support.pipeline import job_spec, plan, run_spark_submit, source_config
 
@@ -64,6 +64,7 @@ def _resnapshot(server: LocalMariaDB, meta: str, lake: Path, work: Path, run: in
         record.plan_id,
         stream_id="bench",
         reason="bench: re-snapshot",
+        lake_columns=LakeColumnsConfig(),
     )
     (chunk,) = record.chunks
     job_file = job_spec(server, chunk.chunk_id, meta, lake).write(work / f"resnapshot-{run}.json")

@@ -34,7 +34,9 @@ before and after (``upkeep.py``); and **keyless_snapshot**: a table without a ke
 snapshotted against the same rows with a primary key (``--keyless-rows``, 1,000,000 by
 default; ``keyless_snapshot.py``); and **keyless_stream**: the same one-row changes
 (``--keyless-changes``, 100,000 by default) streamed into both tables, and where the
-keyless stream's time goes (``keyless_stream.py``).
+keyless stream's time goes (``keyless_stream.py``); and **masks_stream**: the same one-row
+changes streamed into a table whose ``ssn`` is left out, ``email`` hashed and ``notes``
+truncated, and into the same rows without rules (``masks_stream.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -86,6 +88,8 @@ ADD_COLUMN_ROWS = 1_000_000
 KEYLESS_ROWS = 1_000_000
 #: Changes streamed into each table of the keyless_stream section (issue 47: 100,000).
 KEYLESS_CHANGES = 100_000
+#: Rows of each table of the masks_stream section, and changes streamed into each.
+MASKS_ROWS, MASKS_CHANGES = 200_000, 50_000
 #: Backlog sizes (row changes) of the stream sections: the mixed backlog and each of the three
 #: workloads (the largest is the headline). Not 1M any more: one Python decoder reads
 #: single-row INSERTs at ~6.5k changes/s here (the stream ~15k, mariadb-binlog ~50k), so the
@@ -117,6 +121,7 @@ HEADLINE_KEYS = (
     "verify_vs_cli",
     "keyless_snapshot_vs_keyed",
     "keyless_stream_vs_keyed",
+    "masks_stream_vs_plain",
 )
 RESULTS = BENCH / "results.json"
 
@@ -406,6 +411,23 @@ def keyless_stream_section(
             shutil.rmtree(workdir)
 
 
+def masks_stream_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``masks_stream.measure_masks_stream``: the same changes streamed with and without
+    columns left out and masked; keyed by the rows."""
+    measure, status = optional("masks_stream", "measure_masks_stream")
+    run.sections["masks_stream"] = status
+    if measure is not None:
+        result = run.attempt(
+            "masks_stream",
+            "masks_stream",
+            lambda: measure(server, workdir, MASKS_ROWS, MASKS_CHANGES),
+        )
+        if result is not None:
+            run.raw["masks_stream"] = {str(MASKS_ROWS): result}
+        with contextlib.suppress(OSError):
+            shutil.rmtree(workdir)
+
+
 def upkeep_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``upkeep.measure_upkeep``: the maintenance DAG on a table the stream wrote for 500
     versions, beside the running stream; keyed by the table's rows."""
@@ -601,6 +623,7 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
             raw.get("keyless_snapshot"), "keyless_snapshot_vs_keyed"
         ),
         "keyless_stream_vs_keyed": _largest(raw.get("keyless_stream"), "keyless_stream_vs_keyed"),
+        "masks_stream_vs_plain": _largest(raw.get("masks_stream"), "masks_stream_vs_plain"),
     }
     plan = raw.get("plan") or {}
     plan_sizes = [int(k) for k in plan.get("sizes", {})]
@@ -771,6 +794,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.keyless_changes,
                     workdir / "keyless_stream",
                 )
+            if "masks_stream" not in skip:
+                masks_stream_section(run, server, workdir / "masks_stream")
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)

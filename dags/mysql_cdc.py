@@ -43,7 +43,7 @@ from airflow_cdc.configured import (
     configured_stream_id,
     configured_tables,
 )
-from airflow_cdc.operators.dag_params import sink_path_param
+from airflow_cdc.operators.dag_params import lake_columns_params, sink_path_param
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.stream import StreamOperator
@@ -74,6 +74,7 @@ with DAG(
             description="Tables and patterns left out of the tables' matches",
         ),
         "sink_path": sink_path_param(),
+        **lake_columns_params(),
         "chunk_rows": Param(
             DEFAULT_CHUNK_ROWS,
             type="integer",
@@ -146,6 +147,8 @@ with DAG(
         tables="{{ params.tables }}",
         exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
+        columns="{{ params.columns }}",
+        masks="{{ params.masks }}",
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         chunk_keys="{{ params.chunk_keys }}",
@@ -156,13 +159,19 @@ with DAG(
         },
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
-        plan.output, sink_path="{{ params.sink_path }}", staging_path=configured_staging_path()
+        plan.output,
+        sink_path="{{ params.sink_path }}",
+        staging_path=configured_staging_path(),
+        columns="{{ params.columns }}",
+        masks="{{ params.masks }}",
     )
     stream = StreamOperator(
         task_id="stream",
         tables="{{ params.tables }}",
         exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
+        columns="{{ params.columns }}",
+        masks="{{ params.masks }}",
         staging_path=configured_staging_path(),
         stream_mode="{{ params.stream_mode }}",
         startup_mode="{{ params.startup_mode }}",  # 'snapshot_only' skips the stream

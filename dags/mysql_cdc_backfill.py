@@ -36,7 +36,7 @@ from airflow_cdc.configured import (
     configured_stream_id,
     configured_tables,
 )
-from airflow_cdc.operators.dag_params import sink_path_param
+from airflow_cdc.operators.dag_params import lake_columns_params, sink_path_param
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 
@@ -89,6 +89,7 @@ with DAG(
             description="Rows per chunk (small tables share one Spark application)",
         ),
         "sink_path": sink_path_param(),
+        **lake_columns_params(),
         "replace": Param(
             False,
             type="boolean",
@@ -110,6 +111,8 @@ with DAG(
         allowed_tables=TABLES,
         key_range={"lo": "{{ params.lo }}", "hi": "{{ params.hi }}"},
         sink_path="{{ params.sink_path }}",
+        columns="{{ params.columns }}",
+        masks="{{ params.masks }}",
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         # A table the stream does not follow yet joins it once this snapshot is done.
@@ -117,7 +120,11 @@ with DAG(
         replace="{{ params.replace }}",
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
-        plan.output, sink_path="{{ params.sink_path }}", staging_path=configured_staging_path()
+        plan.output,
+        sink_path="{{ params.sink_path }}",
+        staging_path=configured_staging_path(),
+        columns="{{ params.columns }}",
+        masks="{{ params.masks }}",
     )
 
     plan >> snapshot_chunk >> wait_for_chunks

@@ -27,7 +27,7 @@ from airflow_cdc.configured import (
     configured_stream_id,
     configured_tables,
 )
-from airflow_cdc.operators.dag_params import sink_path_param
+from airflow_cdc.operators.dag_params import lake_columns_params, sink_path_param
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.verify import VerifyOperator
 
@@ -51,6 +51,7 @@ with DAG(
             description="Tables to verify: database.table names and patterns (shop.*)",
         ),
         "sink_path": sink_path_param(),
+        **lake_columns_params(),
         "repair": Param(
             False,
             type="boolean",
@@ -75,6 +76,8 @@ with DAG(
         tables="{{ params.tables }}",
         exclude_tables=configured_exclude_tables(),
         sink_path="{{ params.sink_path }}",
+        columns="{{ params.columns }}",
+        masks="{{ params.masks }}",
         staging_path=configured_staging_path(),
         repair="{{ params.repair }}",
         settings={
@@ -85,7 +88,11 @@ with DAG(
         stream_id=configured_stream_id(),
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
-        verify.output, sink_path="{{ params.sink_path }}", staging_path=configured_staging_path()
+        verify.output,
+        sink_path="{{ params.sink_path }}",
+        staging_path=configured_staging_path(),
+        columns="{{ params.columns }}",
+        masks="{{ params.masks }}",
     )
 
     verify >> snapshot_chunk >> wait_for_chunks

@@ -1,12 +1,14 @@
 """Configuration objects, one per concern, validated when built.
 
 They are passed whole through the layers (operator -> job file -> Spark job) instead of
-long argument lists. Secrets live only in :class:`SourceConfig`, the metadata URL and the
-sink's storage options, all hidden from ``repr`` so they never reach a log line.
+long argument lists. Secrets live only in :class:`SourceConfig`, the metadata URL, the
+sink's storage options and the mask key, all hidden from ``repr`` so they never reach a
+log line.
 
 Each concern in its module: the source (``source``), the chunks (``snapshot``), the
 sink (``sink``), the stream (``stream``) and a binlog position it may start from
-(``start_position``), where the replication starts (``startup``), verify (``verify``), the job files (``jobs``) and their JSON form
+(``start_position``), where the replication starts (``startup``), verify (``verify``), what of the
+columns reaches the lake (``lake``), the job files (``jobs``) and their JSON form
 (``fields``); every name is also here.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from airflow_cdc.config.fields import JobFile, check_positive, from_fields, setting_types
 from airflow_cdc.config.jobs import AirflowTask, ChunkJobSpec, StreamJobSpec
+from airflow_cdc.config.lake import DEFAULT_MASK_CONN_ID, LakeColumnsConfig, parse_lake_rules
 from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS, ChunkingConfig, ReadConfig
 from airflow_cdc.config.source import SourceConfig
@@ -32,6 +35,7 @@ from airflow_cdc.config.verify import VerifySettings
 
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
+    "DEFAULT_MASK_CONN_ID",
     "DROPPED_COLUMN_MODES",
     "NOT_IN_PLACE_MODES",
     "ON_PURGED_MODES",
@@ -43,6 +47,7 @@ __all__ = [
     "ChunkingConfig",
     "DiscoveryConfig",
     "JobFile",
+    "LakeColumnsConfig",
     "ReadConfig",
     "SchemaChangeConfig",
     "SinkConfig",
@@ -53,6 +58,7 @@ __all__ = [
     "VerifySettings",
     "check_positive",
     "from_fields",
+    "parse_lake_rules",
     "parse_start_position",
     "setting_types",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from airflow_cdc.config.fields import JobFile
+from airflow_cdc.config.lake import LakeColumnsConfig
 from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import ReadConfig
 from airflow_cdc.config.source import SourceConfig
@@ -46,6 +47,8 @@ class ChunkJobSpec(JobFile):
     metadata_url: str = field(repr=False)
     sink: SinkConfig
     read: ReadConfig = field(default_factory=ReadConfig)
+    #: What of the tables' columns reaches the lake (and the mask key: secret).
+    lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
     #: An observer of the job's phases (tests pause there); none by default.
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     #: The task instance that submitted the job (recorded with each chunk's attempt).
@@ -77,6 +80,8 @@ class StreamJobSpec(JobFile):
     schema_changes: SchemaChangeConfig = field(default_factory=SchemaChangeConfig)
     #: When the binlog the stream needs is gone: ``fail`` or ``resnapshot`` (``ON_PURGED_MODES``).
     on_purged: str = ON_PURGED_MODES[0]
+    #: What of the tables' columns reaches the lake (and the mask key: secret).
+    lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
     #: An observer of each batch's apply (tests pause there); none by default.
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 

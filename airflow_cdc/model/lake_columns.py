@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from airflow_cdc.model.selection import TablePattern
 from airflow_cdc.model.table import TableSchema, _split_dotted, quote_identifier
@@ -34,6 +34,7 @@ __all__ = [
     "ColumnChoice",
     "LakeColumnRules",
     "Mask",
+    "MaskKey",
     "MaskKind",
     "TableLakeColumns",
 ]
@@ -80,6 +81,20 @@ class Mask:
         if self.kind is MaskKind.TRUNCATE:
             return f"{_TRUNCATE}{self.length}"
         return str(self.kind.value)
+
+
+@dataclass(frozen=True)
+class MaskKey:
+    """The key of ``hash`` masks: the mask connection's password (never shown: hidden
+    from ``repr``)."""
+
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.secret:
+            raise ValueError(
+                "the mask key is empty: set a password on the mask connection (cdc_mask)"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,9 +193,9 @@ class LakeColumnRules:
         """``schema``'s columns as the lake holds them; ``ValueError`` when an entry would
         leave out or mask a key column, masks a table without a key, masks a column left
         out or one of a type the mask does not take, or when two masks of a column differ."""
-        choices = [choice for pattern, choice in self.columns if pattern.matches(schema.table)]
+        matching = [(p, choice) for p, choice in self.columns if p.matches(schema.table)]
         names = [c.name for c in schema.columns]
-        kept = tuple(n for n in names if all(choice.keeps(n) for choice in choices))
+        kept = tuple(n for n in names if all(choice.keeps(n) for _, choice in matching))
         left_out = tuple(n for n in names if n not in kept)
         masks = _masks_of(schema, self.masks)
         if not masks and not left_out:
@@ -190,10 +205,15 @@ class LakeColumnRules:
                 f"{schema.table} has no key: its columns cannot be left out or masked yet "
                 "(its rows are told apart by every value); drop it from 'columns' and 'masks'"
             )
-        _check_kept(schema, kept, choices)
+        _check_kept(schema, kept, matching)
         for name, mask in masks:
             _check_mask(schema, kept, name, mask)
         return TableLakeColumns(kept, left_out, masks)
+
+    @property
+    def hashes(self) -> bool:
+        """Whether a mask is ``hash`` (the rules then need the mask key)."""
+        return any(mask.kind is MaskKind.HASH for _, _, mask in self.masks)
 
 
 ALL_COLUMNS = LakeColumnRules()
@@ -228,24 +248,29 @@ def _masks_of(
     schema: TableSchema, entries: Sequence[tuple[TablePattern, str, Mask]]
 ) -> tuple[tuple[str, Mask], ...]:
     """The masks of ``schema``'s columns, in the table's column order."""
+    names = [c.name for c in schema.columns]
     found: dict[str, Mask] = {}
     for pattern, name, mask in entries:
         if not pattern.matches(schema.table):
             continue
+        if name not in names and pattern.exact_table is not None:
+            raise ValueError(f"a mask names a column {schema.table} does not have: {name!r}")
         if name in found and found[name] != mask:
             raise ValueError(
                 f"{schema.table}.{name} has two masks ({found[name].text!r} and "
                 f"{mask.text!r}): keep one of the entries that match it"
             )
         found[name] = mask
-    names = [c.name for c in schema.columns]
-    missing = sorted(set(found) - set(names))
-    if missing:
-        raise ValueError(f"masks name columns {schema.table} does not have: {missing}")
     return tuple((name, found[name]) for name in names if name in found)
 
 
-def _check_kept(schema: TableSchema, kept: tuple[str, ...], choices: list[ColumnChoice]) -> None:
+def _check_kept(
+    schema: TableSchema,
+    kept: tuple[str, ...],
+    matching: list[tuple[TablePattern, ColumnChoice]],
+) -> None:
+    """The key kept; an entry naming one table includes only columns it has (an entry of
+    a pattern names the columns of several tables, each may lack some)."""
     left_out = [name for name in schema.key if name not in kept]
     if left_out:
         raise ValueError(
@@ -253,7 +278,9 @@ def _check_kept(schema: TableSchema, kept: tuple[str, ...], choices: list[Column
             f"'columns' leaves out {left_out}: keep them (a row is found by its key)"
         )
     names = {c.name for c in schema.columns}
-    for choice in choices:
+    for pattern, choice in matching:
+        if pattern.exact_table is None:
+            continue
         unknown = sorted(set(choice.include or ()) - names)
         if unknown:
             raise ValueError(f"'columns' includes columns {schema.table} does not have: {unknown}")

@@ -1,5 +1,6 @@
 """The params the operators share, each declared once, keyword-only (as the Airflow providers'
-base operators declare their connection ids): the connections, the lake, the tables.
+base operators declare their connection ids): the connections, the lake, what of the
+source's columns it holds, the tables.
 
 Each layer is a ``BaseOperator`` whose ``__init__`` passes the rest on with ``super()``, so
 an operator on ``SparkSubmitOperator`` takes them too (``class StreamOperator(
@@ -14,12 +15,12 @@ from typing import Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from airflow_cdc.config import SinkConfig
-from airflow_cdc.hooks import CdcLakeHook, CdcMetadataHook, CdcSourceHook
+from airflow_cdc.config import LakeColumnsConfig, SinkConfig
+from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook, CdcMetadataHook, CdcSourceHook
 from airflow_cdc.model import TableSelection
-from airflow_cdc.operators._params import lake_sink, table_selection
+from airflow_cdc.operators._params import lake_columns, lake_sink, table_selection
 
-__all__ = ["CdcBaseOperator", "LakeOperator", "SelectedTablesOperator"]
+__all__ = ["CdcBaseOperator", "LakeOperator", "LakeRowsOperator", "SelectedTablesOperator"]
 
 
 class CdcBaseOperator(BaseOperator):
@@ -74,7 +75,43 @@ class LakeOperator(CdcBaseOperator):
         )
 
 
-class SelectedTablesOperator(LakeOperator):
+class LakeRowsOperator(LakeOperator):
+    """An operator that writes the source's rows into the lake or compares them: what of
+    the source's columns reaches the lake, and how (every such task of a pipeline must be
+    given the same; the shipped DAGs take them from the DAG params ``columns`` and
+    ``masks``, by default env ``CDC_COLUMNS`` and ``CDC_MASKS``).
+
+    :param columns: ``{"<table pattern>": {"include": [...]}}`` or ``{"exclude": [...]}``:
+        the columns that reach the lake (``model.lake_columns``; never a key column).
+        Templated; a rendered JSON/dict string is accepted.
+    :param masks: ``{"<table pattern>.<column>": "null" | "truncate:<n>" | "hash"}``: how a
+        column reaches the lake. Templated, like ``columns``.
+    :param mask_conn_id: the connection whose password is the key of ``hash`` masks (read
+        only when one is set; it reaches a Spark job only in the job file).
+    """
+
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, "columns", "masks")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"columns": "json", "masks": "json"}
+
+    def __init__(
+        self,
+        *,
+        columns: dict[str, Any] | str | None = None,
+        masks: dict[str, str] | str | None = None,
+        mask_conn_id: str = CdcMaskHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.columns = columns
+        self.masks = masks
+        self.mask_conn_id = mask_conn_id
+
+    def lake_columns(self) -> LakeColumnsConfig:
+        """The rendered ``columns`` and ``masks``, with the mask key when a mask hashes."""
+        return lake_columns(self.columns, self.masks, mask_conn_id=self.mask_conn_id)
+
+
+class SelectedTablesOperator(LakeRowsOperator):
     """An operator on a selection of the source's tables, and their Delta tables.
 
     :param tables: tables and patterns (``model.selection``): ``shop.orders``, globs such as
@@ -84,8 +121,13 @@ class SelectedTablesOperator(LakeOperator):
     :param exclude_tables: tables and patterns left out of ``tables``' matches. Templated.
     """
 
-    template_fields: Sequence[str] = ("tables", "exclude_tables", *LakeOperator.template_fields)
+    template_fields: Sequence[str] = (
+        "tables",
+        "exclude_tables",
+        *LakeRowsOperator.template_fields,
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {
+        **LakeRowsOperator.template_fields_renderers,
         "tables": "json",
         "exclude_tables": "json",
     }

@@ -1,13 +1,13 @@
 """What the operators make of their rendered params: the table selection and the lake
-(``rendered`` coerces the values themselves)."""
+(``rendered`` coerces the values themselves), what of the columns reaches it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow_cdc.config import SinkConfig, SourceConfig
+from airflow_cdc.config import LakeColumnsConfig, SinkConfig, SourceConfig, parse_lake_rules
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.hooks import CdcLakeHook
+from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import TableId, TableSelection
 from airflow_cdc.rendered import as_mapping, as_str_list, parse_literal
@@ -18,6 +18,7 @@ __all__ = [
     "chunk_key_map",
     "key_range_data",
     "key_range_given",
+    "lake_columns",
     "lake_sink",
     "resolved_tables",
     "selected_tables",
@@ -105,6 +106,16 @@ def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:
             conn_id=lake_conn_id,
             what="staging_path",
         )
+
+
+def lake_columns(columns: Any, masks: Any, *, mask_conn_id: str) -> LakeColumnsConfig:
+    """The rendered ``columns`` and ``masks``, checked; the mask key read from
+    ``mask_conn_id`` only when a mask hashes."""
+    given_columns = as_mapping("columns", columns)
+    given_masks = {name: str(mask) for name, mask in as_mapping("masks", masks).items()}
+    hashes = parse_lake_rules(given_columns, given_masks).hashes
+    key = CdcMaskHook(mask_conn_id).mask_key() if hashes else ""
+    return LakeColumnsConfig(given_columns, given_masks, key)
 
 
 def check_known_params(context: Any) -> None:

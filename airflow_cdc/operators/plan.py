@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import conf as airflow_conf
 
-from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig
+from airflow_cdc.config import ChunkingConfig, LakeColumnsConfig, SinkConfig, SourceConfig
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
@@ -203,6 +203,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
                 "replace) snapshots its tables: leave startup_mode 'initial'"
             )
         sink = self.lake(check=True)
+        lake_columns = self.lake_columns()
 
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
@@ -210,12 +211,14 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
             source, metadata_url, selection, keys, chunking, context, ranged, startup, sink
         )
         record, plans = planned.record, planned.plans
+        for schema in planned.schemas or ():
+            lake_columns.for_table(schema)  # the rules apply to every table, or say why not
         self.note_lineage(source, sink, planned.schemas or record.tables, metadata_url=metadata_url)
         if not startup.snapshots:
             context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
             return [start_handle(record, startup.mode)]
         if replace:
-            self._replace(source, metadata_url, sink, record, context)
+            self._replace(source, metadata_url, sink, lake_columns, record, context)
 
         self._log_plans(plans, chunking.chunk_rows)
         handles = unit_handles(record, chunking)
@@ -300,6 +303,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
             startup,
             str(context["run_id"]),
             chunk_keys=keys,
+            lake_columns=self.lake_columns(),
         )
         self.log.info(
             "No snapshot (startup_mode %s): plan %d starts %d table(s) at binlog position %s; "
@@ -330,6 +334,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         source: SourceConfig,
         metadata_url: str,
         sink: SinkConfig,
+        lake_columns: LakeColumnsConfig,
         record: PlanRecord,
         context: Context,
     ) -> None:
@@ -340,7 +345,13 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         stream_id = str(self.join_stream or "").strip() or None
         reason = f"{self.dag_id}/{context['run_id']}: replaced"
         for table in replace_tables(
-            source, metadata_url, sink, record.plan_id, stream_id=stream_id, reason=reason
+            source,
+            metadata_url,
+            sink,
+            record.plan_id,
+            stream_id=stream_id,
+            reason=reason,
+            lake_columns=lake_columns,
         ):
             self.log.info(
                 "%s: this plan snapshots it into a new generation of its Delta table, which "

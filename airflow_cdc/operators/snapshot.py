@@ -19,7 +19,7 @@ from airflow_cdc.config import AirflowTask, ChunkJobSpec, ReadConfig
 from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
-from airflow_cdc.operators._base import LakeOperator
+from airflow_cdc.operators._base import LakeRowsOperator
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._lineage import LineageMixin, LineageScope, recorded_schemas
 from airflow_cdc.rendered import as_positive_int
@@ -57,7 +57,7 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 UNIT_MAP_INDEX_TEMPLATE = "{{ task.unit['label'] }}"
 
 
-class SnapshotChunkOperator(LineageMixin, LakeOperator, JobFileSparkOperator):
+class SnapshotChunkOperator(LineageMixin, LakeRowsOperator, JobFileSparkOperator):
     """``spark-submit`` of one work unit of a snapshot plan: its chunks, each with its own
     watermarks and record (``snapshot.unit``). Clearing the task re-runs exactly them.
 
@@ -66,8 +66,8 @@ class SnapshotChunkOperator(LineageMixin, LakeOperator, JobFileSparkOperator):
 
     :param unit: one item of :class:`PlanSnapshotOperator`'s XCom (``chunk_ids``,
         ``label``...); a unit without chunks (a start without a snapshot) submits nothing.
-    ``sink_path``, ``staging_path`` and the connection ids are
-    :class:`~airflow_cdc.operators._base.LakeOperator`'s.
+    ``sink_path``, ``staging_path``, ``columns``, ``masks`` and the connection ids are
+    :class:`~airflow_cdc.operators._base.LakeRowsOperator`'s.
     :param partition_rows: a chunk larger than this is read as several partitions in
         parallel (default: ``ReadConfig``'s). Templated.
     :param read_engine: ``"connectorx"`` (default) or ``"pymysql"``.
@@ -86,7 +86,7 @@ class SnapshotChunkOperator(LineageMixin, LakeOperator, JobFileSparkOperator):
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
-        *LakeOperator.template_fields,
+        *LakeRowsOperator.template_fields,
         "partition_rows",
     )
     ui_color = "#fde8d7"
@@ -150,6 +150,7 @@ class SnapshotChunkOperator(LineageMixin, LakeOperator, JobFileSparkOperator):
             metadata_url=CdcMetadataHook(self.metadata_conn_id).metadata_url(),
             sink=self.lake(),
             read=ReadConfig(**read_kwargs),
+            lake_columns=self.lake_columns(),
             probe=configured_probe(),
             airflow_task=self._airflow_task,
         )

@@ -22,7 +22,12 @@ SNAPSHOT_ASSET_ALIAS = "airflow_cdc_snapshot"
 
 
 def snapshot_tasks(
-    plan_output: Any, *, sink_path: str, staging_path: str | None = None
+    plan_output: Any,
+    *,
+    sink_path: str,
+    staging_path: str | None = None,
+    columns: str | None = None,
+    masks: str | None = None,
 ) -> tuple[Any, ChunksCompleteSensor]:
     """``snapshot_chunk`` mapped over ``plan_output`` (the plan task's XCom) and
     ``wait_for_chunks`` (``publish_snapshot`` is wired after it); the caller wires
@@ -31,6 +36,8 @@ def snapshot_tasks(
         task_id="snapshot_chunk",
         sink_path=sink_path,
         staging_path=staging_path,
+        columns=columns,
+        masks=masks,
         map_index_template=UNIT_MAP_INDEX_TEMPLATE,
         # A retry re-reads only its unit's chunks, from new low watermarks (CDC_CHUNK_RETRIES).
         retries=configured_chunk_retries(),

@@ -298,6 +298,7 @@ class StreamOperator(LineageMixin, SelectedTablesOperator, JobFileSparkOperator)
             schema_changes=as_config("schema_changes", SchemaChangeConfig, self.schema_changes),
             on_purged=str(self.on_purged or StreamJobSpec.on_purged).strip(),
             probe=configured_probe(),
+            lake_columns=self.lake_columns(),
         )
 
     def _snapshotted(self, metadata_url: str, tables: Sequence[str]) -> tuple[str, ...]:

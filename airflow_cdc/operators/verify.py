@@ -132,6 +132,7 @@ class VerifyOperator(LineageMixin, SelectedTablesOperator):
             stream_position,
             repair=repair,
             on_table=lambda outcome: self.log.info("%s", outcome.summary()),
+            lake_columns=self.lake_columns(),
         )
 
     def _plan_repair(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airflow_cdc.config import ReadConfig, SinkConfig, SourceConfig
+from airflow_cdc.config import LakeColumnsConfig, ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.errors import wrapped_error
 from airflow_cdc.model import BinlogPosition, Chunk, ServerEpoch, TableSchema
 from airflow_cdc.model.gtid import MariaGtidPos
@@ -77,6 +77,7 @@ class ChunkTask:
     sink: SinkConfig
     read: ReadConfig
     probe: ProbeConfig = field(default_factory=ProbeConfig)
+    lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
 
     def label(self) -> str:
         return self.chunk.label()

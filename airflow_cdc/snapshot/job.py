@@ -20,6 +20,7 @@ are ``snapshot.unit``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -55,6 +56,7 @@ from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.gtid import end_and_gtid
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
+from airflow_cdc.source.masking import lake_rows
 from airflow_cdc.source.server import ServerInfo, server_info
 from airflow_cdc.source.watermark import ConsistentReadView
 
@@ -148,10 +150,11 @@ def _snapshot_on(
     probe = task.probe.load()
     info = server_info(conn, task.server)
     schema = load_table_schema(conn, task.chunk.table, task.key)
+    lake = task.lake_columns.for_table(schema)
     sink = open_sink(task.sink)
     sink.ensure_table(
-        schema,
-        arrow_schema(schema),
+        lake.project(schema),
+        arrow_schema(lake.project(schema)),
         bucket_width=bucket_width(conn, schema, task.chunks_of_table),
     )
     probe.reach("chunk_start")
@@ -167,7 +170,7 @@ def _snapshot_on(
     if schema.keyless:
         written = write_counts(conn, sink, schema, task.chunk.range, images, read.high.encode())
     else:
-        written = _write(conn, sink, task, schema, corrected, read.results, runner, probe)
+        written = _write(conn, sink, task, corrected, read.results, runner, probe)
     write_seconds = time.monotonic() - started
     probe.reach("after_commit")
     return ChunkOutcome(
@@ -222,12 +225,7 @@ def _read(
         max(1, parallelism),
         driver_share,
     )
-    reads = [
-        PartitionRead(
-            task.source, schema, part, staging.child(f"part-{i:05d}.arrow"), task.read.engine
-        )
-        for i, part in enumerate(ranges)
-    ]
+    reads = _partition_reads(task, schema, ranges, staging)
     dispatched = time.monotonic()
     results: list[PartitionResult] = (
         runner(read_counted, [CountedRead(read, info) for read in reads])
@@ -246,22 +244,47 @@ def _read(
     return _Read(low, high, results, time.monotonic() - started, high_gtid, ranges)
 
 
+def _partition_reads(
+    task: ChunkTask, schema: TableSchema, ranges: list[ChunkRange], staging: Location
+) -> list[PartitionRead]:
+    """The reads of ``ranges``, of the columns that reach the lake (those left out are
+    never read), masked before they are staged."""
+    lake = task.lake_columns.for_table(schema)
+    return [
+        PartitionRead(
+            task.source,
+            lake.project(schema),
+            part,
+            staging.child(f"part-{i:05d}.arrow"),
+            task.read.engine,
+            None if lake.is_plain else lake,
+            task.lake_columns.key,
+        )
+        for i, part in enumerate(ranges)
+    ]
+
+
 def _correct(
     conn: DbConnection, task: ChunkTask, schema: TableSchema, read: _Read
 ) -> tuple[ChunkRows, int]:
     """Step 4: the table's binlog changes between the watermarks folded onto the chunk's
-    rows (``correction.fold``, for the keys the chunk holds); the rows and the changes read."""
+    rows (``correction.fold``, for the keys the chunk holds); the rows and the changes read.
+    The rows are the lake's: without the columns left out, masked."""
     events = list(read_window(task.source, schema, read.low, read.high))
     touched = {schema.key_of(i) for e in events for i in (e.before, e.after) if i is not None}
     member = in_range(conn, schema, task.chunk.range, list(touched))
+    lake = task.lake_columns.for_table(schema)
     corrected = ChunkRows.corrected(
-        schema,
+        lake.project(schema),
         task.chunk.range,
         [r.out for r in read.results],
         events,
         member.__getitem__,
         read.high.encode(),
     )
+    if not lake.is_plain:
+        masked = lake_rows(corrected.upserts, lake, task.lake_columns.key)
+        corrected = dataclasses.replace(corrected, upserts=masked)
     return corrected, len(events)
 
 
@@ -281,7 +304,6 @@ def _write(
     conn: DbConnection,
     sink: Sink,
     task: ChunkTask,
-    schema: TableSchema,
     corrected: ChunkRows,
     results: list[PartitionResult],
     runner: Runner,
@@ -296,7 +318,7 @@ def _write(
         written = merge_rows(
             sink,
             corrected,
-            read_staged(results, arrow_schema(schema)),
-            lambda keys: in_range(conn, schema, task.chunk.range, keys),
+            read_staged(results, arrow_schema(corrected.schema)),
+            lambda keys: in_range(conn, corrected.schema, task.chunk.range, keys),
         )
     return written

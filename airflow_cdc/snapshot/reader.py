@@ -14,10 +14,12 @@ import pyarrow as pa
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableSchema
+from airflow_cdc.model.lake_columns import MaskKey, TableLakeColumns
 from airflow_cdc.sinks.staging import read_arrow_file, write_arrow_file
 from airflow_cdc.sinks.storage import Location
 from airflow_cdc.source.arrow_types import conform
 from airflow_cdc.source.connection import connect
+from airflow_cdc.source.masking import lake_rows
 from airflow_cdc.source.range_read import read_connectorx, read_pymysql, select_sql
 
 __all__ = [
@@ -38,6 +40,9 @@ class PartitionRead:
     range: ChunkRange
     out: Location
     engine: str = "connectorx"
+    #: The masks of ``schema``'s columns (``schema``: the lake's, without those left out).
+    masks: TableLakeColumns | None = None
+    mask_key: MaskKey | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,8 @@ def read_partition(task: PartitionRead) -> PartitionResult:
         finally:
             conn.close()
     table = conform(raw, schema)
+    if task.masks is not None:  # before the rows are staged: no raw value leaves the read
+        table = lake_rows(table, task.masks, task.mask_key)
     write_arrow_file(task.out, table)
     return PartitionResult(task.out, table.num_rows, time.monotonic() - started)
 

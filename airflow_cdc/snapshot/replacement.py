@@ -26,7 +26,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from airflow_cdc.config import SinkConfig, SourceConfig
+from airflow_cdc.config import LakeColumnsConfig, SinkConfig, SourceConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import PlanRecord
 from airflow_cdc.model import TableId, TableSchema
@@ -80,16 +80,18 @@ def replace_planned(
     *,
     stream_id: str | None,
     reason: str,
+    lake_columns: LakeColumnsConfig,
 ) -> None:
     """Start a new generation of the Delta table of each of ``schemas`` (planned whole in
     ``record``), empty, with its columns and key, which the plan's chunks fill while
     readers keep the old rows; ``stream_id``: the stream that follows them, which stops
     reading them until the plan is done. Idempotent (a table replaced for the plan already
-    is left as it is)."""
+    is left as it is). The new generation has the lake's columns (``lake_columns``)."""
     chunks = Counter(chunk.table for chunk in record.chunks)
     if stream_id:
         store.stream_tables.unjoin(stream_id, list(schemas), reason)
-    for table, schema in schemas.items():
+    for table, source_schema in schemas.items():
+        schema = lake_columns.lake_schema(source_schema)
         replaced = sink.replace_table(
             schema,
             arrow_schema(schema),
@@ -115,6 +117,7 @@ def replace_tables(
     *,
     stream_id: str | None,
     reason: str,
+    lake_columns: LakeColumnsConfig,
 ) -> list[TableId]:
     """:func:`replace_planned` for every table of a recorded full plan (a backfill in
     ``replace`` mode), with the columns the catalog has now; the tables."""
@@ -133,6 +136,7 @@ def replace_tables(
                 by_table,
                 stream_id=stream_id,
                 reason=reason,
+                lake_columns=lake_columns,
             )
 
         on_server(source, replace, what="replacing Delta tables")

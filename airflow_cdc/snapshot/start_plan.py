@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from airflow_cdc.config import SourceConfig, parse_start_position
+from airflow_cdc.config import LakeColumnsConfig, SourceConfig, parse_start_position
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.metadata import MetadataStore
@@ -82,6 +82,7 @@ def record_start_plan(
     label: str,
     *,
     chunk_keys: Mapping[TableId, tuple[str, ...]] | None = None,
+    lake_columns: LakeColumnsConfig,
 ) -> tuple[SnapshotPlan, BinlogPosition]:
     """Check the server and ``tables`` as a snapshot's plan does, make their Delta tables
     (empty, when missing), and record a plan of one done chunk per table holding no rows
@@ -97,7 +98,8 @@ def record_start_plan(
         note = unique_key_note(schema) or keyless_note(schema)
         if note:
             log.info("%s", note)
-        sink.ensure_table(schema, arrow_schema(schema), bucket_width=bucket_width(conn, schema, 1))
+        stored = lake_columns.lake_schema(schema)
+        sink.ensure_table(stored, arrow_schema(stored), bucket_width=bucket_width(conn, schema, 1))
     plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "unread") for s in schemas]
     record = store.plans.create(label, plans)
     by_table = {schema.table: schema for schema in schemas}

@@ -168,6 +168,7 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
                 sink=spec.sink,
                 read=spec.read,
                 probe=spec.probe,
+                lake_columns=spec.lake_columns,
             )
         )
     return tasks

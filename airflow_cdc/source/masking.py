@@ -11,40 +11,35 @@ the key nobody can test a guess of a value against it.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.model.lake_columns import Mask, MaskKind, TableLakeColumns
+from airflow_cdc.config import LakeColumnsConfig
+from airflow_cdc.model import TableSchema
+from airflow_cdc.model.lake_columns import Mask, MaskKey, MaskKind, TableLakeColumns
 
-__all__ = ["MaskKey", "hash_text", "lake_rows", "masked_array"]
+__all__ = ["LakeRows", "hash_text", "hmac_pads", "lake_rows", "masked_array"]
 
 _BLOCK = 64  # SHA-256's block size, which HMAC pads its key to
 
 
-@dataclass(frozen=True)
-class MaskKey:
-    """The key of ``hash`` masks (never shown: hidden from ``repr``)."""
-
-    secret: bytes = field(repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.secret:
-            raise ValueError(
-                "the mask key is empty: set a password on the mask connection (cdc_mask)"
-            )
+def hmac_pads(key: MaskKey) -> tuple[bytes, bytes]:
+    """HMAC-SHA256's inner and outer key blocks of ``key`` (RFC 2104): the hash of a value
+    is ``SHA256(outer + SHA256(inner + value))``, which verify has the source server compute
+    (``verify.canonical``)."""
+    secret = key.secret
+    if len(secret) > _BLOCK:
+        secret = hashlib.sha256(secret).digest()
+    secret = secret.ljust(_BLOCK, b"\x00")
+    return bytes(b ^ 0x36 for b in secret), bytes(b ^ 0x5C for b in secret)
 
 
 def hash_text(key: MaskKey, values: list[str | None]) -> list[str | None]:
     """HMAC-SHA256 (hex) of each value's UTF-8 text under ``key``; None stays None. The
     inner and outer pads are hashed once for all values (HMAC as RFC 2104 defines it)."""
-    secret = key.secret
-    if len(secret) > _BLOCK:
-        secret = hashlib.sha256(secret).digest()
-    secret = secret.ljust(_BLOCK, b"\x00")
-    inner = hashlib.sha256(bytes(b ^ 0x36 for b in secret))
-    outer = hashlib.sha256(bytes(b ^ 0x5C for b in secret))
+    inner_pad, outer_pad = hmac_pads(key)
+    inner, outer = hashlib.sha256(inner_pad), hashlib.sha256(outer_pad)
     hashed: list[str | None] = []
     for value in values:
         if value is None:
@@ -84,3 +79,23 @@ def lake_rows(table: pa.Table, columns: TableLakeColumns, key: MaskKey | None) -
             array = masked_array(table.column(index), mask, key)
             table = table.set_column(index, table.field(index), array)
     return table
+
+
+class LakeRows:
+    """:func:`lake_rows` by a job's :class:`~airflow_cdc.config.LakeColumnsConfig`, each
+    table's columns resolved once (a stream batch hands out blocks of hundreds of tables)."""
+
+    def __init__(self, config: LakeColumnsConfig) -> None:
+        self._config = config
+        self._key = config.key
+        self._columns: dict[TableSchema, TableLakeColumns] = {}
+
+    def __call__(self, schema: TableSchema, rows: pa.Table) -> pa.Table:
+        """``rows`` of ``schema``'s table (the source's columns, with or without the sink's
+        bookkeeping ones) as the lake holds them."""
+        if self._config.is_plain:
+            return rows
+        columns = self._columns.get(schema)
+        if columns is None:
+            columns = self._columns[schema] = self._config.for_table(schema)
+        return lake_rows(rows, columns, self._key)

@@ -298,11 +298,13 @@ def apply_batch(
     app_id: str | None = None,
     batch_id: int | None = None,
     floors: Mapping[TableId, Marks] | None = None,
+    to_lake: Callable[[TableSchema, pa.Table], pa.Table] | None = None,
 ) -> BatchResult:
     """Reduce, filter and merge one batch; events must be in binlog order. ``app_id`` and
     ``batch_id`` (together) make each table's merge skip a batch it has already applied.
     A table without a key is folded as counts instead (``stream.apply_counts``), its
-    chunks' marks in ``floors`` read before this call."""
+    chunks' marks in ``floors`` read before this call. ``to_lake``: a table's rows as the
+    lake holds them (``source.masking.LakeRows``; none: as they are)."""
     keyless = {table for table, schema in schemas.items() if schema.keyless}
     counted: dict[TableId, list[ChangeEvent]] = defaultdict(list)
     if keyless:
@@ -311,6 +313,8 @@ def apply_batch(
     written: dict[TableId, int] = {}
     for table, blocks in reduced.tables.items():
         rows = newest_per_key(blocks, schemas[table].key)
+        if to_lake is not None:
+            rows = to_lake(schemas[table], rows)
         sink.apply(table, rows, app_id=app_id, app_version=batch_id, keys_unique=True)
         written[table] = rows.num_rows
     for table, changes in counted.items():

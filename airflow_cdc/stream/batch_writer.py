@@ -87,7 +87,7 @@ class BatchWriter:
         self.store = MetadataStore.connect(spec.metadata_url)
         self.sink = open_sink(spec.sink, streaming=True)
         #: The columns each table is read with, and how each differs from its sink table.
-        self.schemas = ReadSchemas(self.sink, spec.source)
+        self.schemas = ReadSchemas(self.sink, spec.source, spec.lake_columns)
         #: The GTID state at the committed position, now and then (``stream.failover``).
         self.gtid = GtidRecorder(
             spec.source, self.store, f"stream:{spec.stream_id}", spec.bounds.gtid_record_seconds
@@ -296,6 +296,7 @@ class BatchWriter:
             self.spec.discovery.chunk_rows,
             self._follows,
             self.probe,
+            self.spec.lake_columns,
         )
 
     def _follows(self, table: TableId) -> bool:

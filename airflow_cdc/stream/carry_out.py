@@ -32,6 +32,7 @@ from airflow_cdc.source.catalog.shadow_tables import concerning, is_shadow_of
 from airflow_cdc.source.connection import on_server
 from airflow_cdc.source.ddl import schema_changes
 from airflow_cdc.source.schema_check import way_on
+from airflow_cdc.stream.lake_steps import lake_evolution
 from airflow_cdc.stream.own_plans import (
     adopt_renamed,
     columns_from,
@@ -105,7 +106,7 @@ def carry_out(
             columns_from(context.store, position, _snapshot_columns(context, table, highs)),
         )
     elif decided.evolution is not None:
-        return Carried(decision, _evolve(context, table, position, decided.evolution))
+        return Carried(decision, _evolve(context, schema, position, decided.evolution))
     elif decision is Decision.STOP:
         raise SchemaChangedError(
             f"{table} changed under the stream: {statement.text!r} at {position} {detail}. "
@@ -319,10 +320,15 @@ def _follow_rename(context: InOrder, schema: TableSchema, statement: Statement) 
 
 
 def _evolve(
-    context: InOrder, table: TableId, position: BinlogPosition, evolution: Evolution
+    context: InOrder, schema: TableSchema, position: BinlogPosition, evolution: Evolution
 ) -> TableSchema:
-    """The replica's columns changed at ``position``; the table read again when the change
-    asks for it (a column whose value in the existing rows the server computed)."""
+    """The replica's columns changed at ``position`` (``schema``: before it), as far as they
+    reach the lake (``stream.lake_steps``); the table read again when the change asks for it
+    (a column whose value in the existing rows the server computed)."""
+    table, lake = schema.table, context.lake_columns
+    evolution = lake_evolution(
+        evolution, lake.for_table(schema), lake.for_table(evolution.schema), lake.key
+    )
     keep = context.schema_changes.dropped_columns == "keep"
     change = evolution.sink_change(position, keep_dropped=keep)
     if change is not None:

@@ -173,7 +173,16 @@ class Discovery:
             if again:
                 sink = open_sink(self.spec.sink)
                 reason = "created again after it was dropped"
-                replace_planned(conn, store, sink, record, again, stream_id=None, reason=reason)
+                replace_planned(
+                    conn,
+                    store,
+                    sink,
+                    record,
+                    again,
+                    stream_id=None,
+                    reason=reason,
+                    lake_columns=self.spec.lake_columns,
+                )
             return record
 
         # The plan first: a dropped table asked for again joins once its latest full plan

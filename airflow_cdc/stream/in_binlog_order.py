@@ -137,7 +137,12 @@ class _Run:
                 lambda event, drift: drifts.append((event, drift)),
             )
             result = apply_batch(
-                self.context.sink, schemas, events, self.emit.should_emit, floors=self.marks
+                self.context.sink,
+                schemas,
+                events,
+                self.emit.should_emit,
+                floors=self.marks,
+                to_lake=self.context.to_lake,
             )
             self.written += result.rows_written
             self.pending.clear()

@@ -213,22 +213,7 @@ def _replay_pass(
     pending: list[ChangeEvent] = []
 
     def flush() -> None:
-        if pending:
-            context.probe.reach("stream_replay_merge")
-            drifts: dict[TableId, tuple[ChangeEvent, Drift]] = {}
-
-            def drifted(event: ChangeEvent, drift: Drift) -> None:
-                drifts.setdefault(event.table, (event, drift))
-
-            events = screen_events(pending, schemas, emit.should_emit, drifted)
-            result = apply_batch(context.sink, schemas, events, emit.should_emit, floors=marks)
-            for table, rows in result.rows_per_table.items():
-                written[table] = written.get(table, 0) + rows
-            pending.clear()
-            for table, (event, drift) in drifts.items():  # no statement explains them
-                what = f"the change at {event.position} has {drift.describe()}"
-                replace_unexplained(context, table, event.position, what)
-                del schemas[table]
+        _apply_pending(context, schemas, marks, emit, pending, written)
 
     items = read_changes(context.source, dict(schemas), *span, server_id=server_id)
     for event in statements(items):
@@ -252,6 +237,37 @@ def _replay_pass(
             log.info("replayed %d changes up to %s", sum(changes.values()), event.position)
     flush()
     return None
+
+
+def _apply_pending(
+    context: InOrder,
+    schemas: dict[TableId, TableSchema],
+    marks: Mapping[TableId, TableWatermarks],
+    emit: EmitFilter,
+    pending: list[ChangeEvent],
+    written: dict[TableId, int],
+) -> None:
+    """Merge the changes read so far (``pending``, then emptied) as the lake holds them; a
+    table with a change no statement explains is replaced from there on."""
+    if not pending:
+        return
+    context.probe.reach("stream_replay_merge")
+    drifts: dict[TableId, tuple[ChangeEvent, Drift]] = {}
+
+    def drifted(event: ChangeEvent, drift: Drift) -> None:
+        drifts.setdefault(event.table, (event, drift))
+
+    events = screen_events(pending, schemas, emit.should_emit, drifted)
+    result = apply_batch(
+        context.sink, schemas, events, emit.should_emit, floors=marks, to_lake=context.to_lake
+    )
+    for table, rows in result.rows_per_table.items():
+        written[table] = written.get(table, 0) + rows
+    pending.clear()
+    for table, (event, drift) in drifts.items():  # no statement explains them
+        what = f"the change at {event.position} has {drift.describe()}"
+        replace_unexplained(context, table, event.position, what)
+        del schemas[table]
 
 
 def new_tables(read: Sequence[TableId], joined: Sequence[TableId]) -> list[TableId]:

@@ -112,7 +112,8 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
             return None
     width = DEFAULT_BUCKET_WIDTH if schema.key and schema.key_columns[0].is_integer else None
     # A new generation, empty, put in the table's place at once: one commit readers see.
-    context.sink.replace_table(schema, arrow_schema(schema), bucket_width=width, replaced_for=label)
+    stored = context.lake_columns.lake_schema(schema)
+    context.sink.replace_table(stored, arrow_schema(stored), bucket_width=width, replaced_for=label)
     context.sink.promote(table, label)
     _done_at(context.store, schema, position, label)
     return columns_from(context.store, position, schema)
@@ -158,6 +159,7 @@ def plan_again(
                 {table: schema},
                 stream_id=context.stream_id,
                 reason=reason,
+                lake_columns=context.lake_columns,
             )
 
     on_server(context.source, plan, what=f"planning {table} again")
@@ -184,6 +186,7 @@ def snapshot_plan(
             source=spec.source,
             metadata_url=spec.metadata_url,
             sink=spec.sink,
+            lake_columns=spec.lake_columns,
         )
         try:
             run_unit(job, runner=runner, parallelism=parallelism, driver_share=True)

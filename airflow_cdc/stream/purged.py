@@ -148,7 +148,14 @@ def _snapshot_again(
     keys = {chunk.table: chunk.key for chunk in record.chunks}
     schemas = {s.table: s for s in load_table_schemas(conn, tables, keys)}
     replace_planned(
-        conn, store, open_sink(spec.sink), record, schemas, stream_id=spec.stream_id, reason=reason
+        conn,
+        store,
+        open_sink(spec.sink),
+        record,
+        schemas,
+        stream_id=spec.stream_id,
+        reason=reason,
+        lake_columns=spec.lake_columns,
     )
 
 

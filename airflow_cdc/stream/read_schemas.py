@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from airflow_cdc.config import SourceConfig
+from airflow_cdc.config import LakeColumnsConfig, SourceConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.planning.plan_snapshot import chunked_schemas
@@ -45,9 +45,12 @@ def followable_schemas(
 class ReadSchemas:
     """The schemas of the tables the stream reads, kept between batches."""
 
-    def __init__(self, sink: Sink, source: SourceConfig) -> None:
+    def __init__(
+        self, sink: Sink, source: SourceConfig, lake_columns: LakeColumnsConfig | None = None
+    ) -> None:
         self._sink = sink
         self._source = source
+        self._lake = lake_columns or LakeColumnsConfig()
         self._schemas: dict[TableId, TableSchema] = {}
         self._drift: dict[TableId, Drift] = {}
         self._known = KnownColumns()
@@ -73,7 +76,8 @@ class ReadSchemas:
             # The sink merges a keyless table by its chunking column and row hash: the
             # same key as the schema's when its stored key is what the schema asks for.
             key = schema.key if shape.key == stored_key(schema) else shape.key
-            self._drift[table] = sink_drift(shape.columns, key, schema)
+            # Against the lake's columns: those left out are not the sink's to hold.
+            self._drift[table] = sink_drift(shape.columns, key, self._lake.lake_schema(schema))
         else:
             self._drift[table] = Drift()
 

@@ -4,10 +4,16 @@ needs (:class:`InOrder`) and what it left (:class:`Carried`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from airflow_cdc.config import DEFAULT_CHUNK_ROWS, SchemaChangeConfig, SourceConfig
+from airflow_cdc.config import (
+    DEFAULT_CHUNK_ROWS,
+    LakeColumnsConfig,
+    SchemaChangeConfig,
+    SourceConfig,
+)
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import (
     BinlogPosition,
@@ -20,6 +26,7 @@ from airflow_cdc.model import (
 from airflow_cdc.probe import NO_PROBE, Probe
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.source.binlog.reader import BinlogItem
+from airflow_cdc.source.masking import LakeRows
 from airflow_cdc.stream.schema_decisions import Decision
 
 __all__ = ["Carried", "InOrder", "Statement", "statements"]
@@ -43,6 +50,13 @@ class InOrder:
     follows: Callable[[TableId], bool] = lambda _: False
     #: Looks in before each merge (``stream_in_order_merge``, ``stream_replay_merge``).
     probe: Probe = NO_PROBE
+    #: What of the tables' columns reaches the lake.
+    lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
+
+    @functools.cached_property
+    def to_lake(self) -> LakeRows:
+        """A table's rows as the lake holds them (``lake_columns``)."""
+        return LakeRows(self.lake_columns)
 
 
 @dataclass(frozen=True)

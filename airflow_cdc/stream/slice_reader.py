@@ -24,6 +24,7 @@ from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId, TableSchema
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.reader import ColumnItem, read_changes_in_columns
+from airflow_cdc.source.masking import LakeRows
 from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.column_slice import ColumnSlice
@@ -92,8 +93,12 @@ def _read(
     )
     put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
     staged: list[tuple[str, TableId, Block]] = []
+    to_lake = LakeRows(spec.lake_columns)
 
     def stage(table: TableId, rows: pa.Table) -> None:
+        # As the lake holds them before they leave the slice: nothing left out or masked
+        # is staged or sent to the driver.
+        rows = to_lake(schemas[table], rows)
         staged.append((BLOCK, table, put.put(rows, schemas[table].key[0])))
 
     def stage_halves(table: TableId, rows: pa.Table, span: tuple[int, int]) -> None:

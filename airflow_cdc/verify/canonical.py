@@ -37,21 +37,26 @@ of the mapping to the same fingerprint on both sides, value by value.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_cdc.model import Column, TableSchema
+from airflow_cdc.model.lake_columns import Mask, MaskKind
 from airflow_cdc.source.keyset import sql_identifier
 
 __all__ = [
     "HASH_MODULUS",
+    "MASK_INNER",
+    "MASK_OUTER",
     "ColumnForm",
     "column_form",
     "duckdb_key_digest",
     "duckdb_key_text",
     "duckdb_row_hash",
+    "masked_form",
     "mysql_key_digest",
     "mysql_key_text",
     "mysql_row_hash",
@@ -174,6 +179,30 @@ def _bit_width(column_type: str) -> int:
     return int(found.group(1)) if found else 1
 
 
+#: Session variables holding the mask key's HMAC blocks (``source.masking.hmac_pads``), set
+#: on a verify connection when a column is hashed: the key is never part of a query's text.
+MASK_INNER, MASK_OUTER = "@cdc_mask_inner", "@cdc_mask_outer"
+
+
+def masked_form(form: ColumnForm, mask: Mask) -> ColumnForm:
+    """``form`` with its source side masked as the lake holds it (``model.lake_columns``):
+    NULL; the first ``n`` characters (MariaDB's ``LEFT``, as Python slices); the HMAC-SHA256
+    hex of the UTF-8 text, from the key blocks in :data:`MASK_INNER` and :data:`MASK_OUTER`.
+    The lake side reads the stored value as it is."""
+    if mask.kind is MaskKind.NULL:
+        return dataclasses.replace(form, mysql="NULL", nullable=True, note="")
+    if mask.kind is MaskKind.TRUNCATE:
+        return dataclasses.replace(form, mysql=f"LEFT({form.mysql}, {mask.length})")
+    inner = f"UNHEX(SHA2(CONCAT({MASK_INNER}, {form.mysql}), 256))"
+    return dataclasses.replace(form, mysql=f"SHA2(CONCAT({MASK_OUTER}, {inner}), 256)")
+
+
+def _forms(schema: TableSchema, masks: Sequence[tuple[str, Mask]]) -> list[ColumnForm]:
+    masked = dict(masks)
+    forms = [column_form(c) for c in schema.columns]
+    return [masked_form(f, masked[f.name]) if f.name in masked else f for f in forms]
+
+
 def _mysql_text(forms: Sequence[ColumnForm]) -> str:
     return f"CONCAT_WS('|', {', '.join(_mysql_part(f) for f in forms)})"
 
@@ -193,9 +222,10 @@ def _duckdb_text(forms: Sequence[ColumnForm]) -> str:
     return " || '|' || ".join(parts)
 
 
-def mysql_row_hash(schema: TableSchema) -> str:
-    """The row's fingerprint as a MySQL expression (an unsigned 64-bit integer)."""
-    text = _mysql_text([column_form(c) for c in schema.columns])
+def mysql_row_hash(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> str:
+    """The row's fingerprint as a MySQL expression (an unsigned 64-bit integer); with
+    ``masks``, of the row as the lake holds it (:func:`masked_form`)."""
+    text = _mysql_text(_forms(schema, masks))
     return f"CAST(CONV(LEFT(MD5({text}), 16), 16, 10) AS UNSIGNED)"
 
 

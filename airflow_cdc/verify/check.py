@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig, VerifySettings
 from airflow_cdc.errors import ConfigurationError, StreamBehindError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
+from airflow_cdc.model.lake_columns import Mask, MaskKey
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.connection import connect
@@ -87,8 +88,12 @@ def check_table(
     schema: TableSchema,
     settings: VerifySettings,
     stream_position: StreamPosition,
+    *,
+    masks: Sequence[tuple[str, Mask]] = (),
+    mask_key: MaskKey | None = None,
 ) -> TableCheck:
-    """Check one table (see the module docstring)."""
+    """Check one table (see the module docstring); ``schema``: the lake's columns,
+    ``masks``: those the lake holds masked, which the source's side masks alike."""
     started = time.monotonic()
     shares = _shares(source, info, schema, settings)
     lake_sink = open_sink(sink)
@@ -96,7 +101,7 @@ def check_table(
         raise ConfigurationError(
             f"{schema.table} has no Delta table at {lake_sink.table_uri(schema.table)}: snapshot it first"
         )
-    run = _Run(source, info, lake_sink, schema, settings, stream_position, shares)
+    run = _Run(source, info, lake_sink, schema, settings, stream_position, shares, masks, mask_key)
     level, within, passes, held = 0, None, 0, None
     first_rows = None
     while True:
@@ -154,6 +159,8 @@ class _Run:
     settings: VerifySettings
     stream_position: StreamPosition
     shares: list[list[tuple[ChunkRange, int]]]
+    masks: Sequence[tuple[str, Mask]] = ()
+    mask_key: MaskKey | None = None
 
     def __post_init__(self) -> None:
         self.rate = RowRate(self.settings.rows_per_second)
@@ -202,7 +209,17 @@ class _Run:
         views: list[SourceShare] = []
         try:
             for share in self.shares:
-                views.append(SourceShare(self.source, self.info, self.schema, share, self.rate))
+                views.append(
+                    SourceShare(
+                        self.source,
+                        self.info,
+                        self.schema,
+                        share,
+                        self.rate,
+                        masks=self.masks,
+                        mask_key=self.mask_key,
+                    )
+                )
             yield views
         finally:
             for view in views:

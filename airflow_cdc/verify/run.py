@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from airflow_cdc.config import SinkConfig, SourceConfig, VerifySettings
+from airflow_cdc.config import LakeColumnsConfig, SinkConfig, SourceConfig, VerifySettings
 from airflow_cdc.errors import CdcError, first_line
 from airflow_cdc.metadata.verifications import Verification
 from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema
@@ -96,13 +96,28 @@ def verify_tables(
     *,
     repair: bool,
     on_table: Callable[[TableOutcome], None] = lambda outcome: None,
+    lake_columns: LakeColumnsConfig | None = None,
 ) -> list[TableOutcome]:
-    """Check each table; with ``repair``, find the ranges that re-snapshot the keys that
-    differ. ``on_table`` sees each outcome as it is known (the task logs it)."""
+    """Check each table as the lake holds it (``lake_columns``: the columns left out and
+    masked); with ``repair``, find the ranges that re-snapshot the keys that differ.
+    ``on_table`` sees each outcome as it is known (the task logs it)."""
+    rules = lake_columns or LakeColumnsConfig()
     outcomes = []
-    for schema in schemas:
+    for source_schema in schemas:
+        schema = source_schema
         try:
-            found = check_table(source, info, sink, schema, settings, stream_position)
+            lake = rules.for_table(source_schema)
+            schema = lake.project(source_schema)
+            found = check_table(
+                source,
+                info,
+                sink,
+                schema,
+                settings,
+                stream_position,
+                masks=lake.masks,
+                mask_key=rules.key,
+            )
         except (CdcError, ValueError) as exc:
             outcome = TableOutcome(schema, error=first_line(str(exc), type(exc).__name__))
         else:

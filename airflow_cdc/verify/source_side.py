@@ -24,11 +24,19 @@ from typing import Any
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import ChunkRange, Key, TableSchema
+from airflow_cdc.model.lake_columns import Mask, MaskKey, MaskKind
 from airflow_cdc.source.connection import connect, fetch_all
 from airflow_cdc.source.keyset import range_condition, sql_identifier
+from airflow_cdc.source.masking import hmac_pads
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.watermark import ConsistentReadView
-from airflow_cdc.verify.canonical import mysql_key_digest, mysql_key_text, mysql_row_hash
+from airflow_cdc.verify.canonical import (
+    MASK_INNER,
+    MASK_OUTER,
+    mysql_key_digest,
+    mysql_key_text,
+    mysql_row_hash,
+)
 from airflow_cdc.verify.digest_prefixes import listing, prefix_width
 from airflow_cdc.verify.sums import RangeSum
 
@@ -81,13 +89,24 @@ class SourceShare:
         schema: TableSchema,
         ranges: Sequence[tuple[ChunkRange, int]],
         rate: RowRate,
+        *,
+        masks: Sequence[tuple[str, Mask]] = (),
+        mask_key: MaskKey | None = None,
     ) -> None:
+        """``masks``: the columns the lake holds masked (``schema``: the lake's columns),
+        hashed with ``mask_key``'s blocks set as session variables."""
         if not ranges:
             raise ValueError("a share holds at least one range")
         self.schema = schema
         self._ranges = list(ranges)  # each with its estimated rows
         self._rate = rate
+        self._row_hash = mysql_row_hash(schema, masks)
         self._conn = connect(cfg)
+        if any(mask.kind is MaskKind.HASH for _, mask in masks):
+            if mask_key is None:
+                raise ValueError("a 'hash' mask needs the mask key (the cdc_mask connection)")
+            inner, outer = hmac_pads(mask_key)
+            fetch_all(self._conn, f"SET {MASK_INNER} = %s, {MASK_OUTER} = %s", [inner, outer])
         self._view = ConsistentReadView(self._conn, info)
         self._view.__enter__()
         #: Where the view stands in the binlog.
@@ -111,7 +130,7 @@ class SourceShare:
             # GROUP BY 1: by name, a column ``b`` of the table would win over the alias
             sql = (
                 f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
-                f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} WHERE {where} "
+                f"COUNT(*), SUM({self._row_hash}) FROM {self._table} WHERE {where} "
                 "GROUP BY 1"
             )
             with self._rate.reading(rows):
@@ -134,7 +153,7 @@ class SourceShare:
             match, params = self._match(keys[start:end], texts[start:end])
             sql = (
                 f"SELECT {self._prefix(level)} AS b, "  # noqa: S608 - quoted names, values as parameters
-                f"COUNT(*), SUM({mysql_row_hash(self.schema)}) FROM {self._table} "
+                f"COUNT(*), SUM({self._row_hash}) FROM {self._table} "
                 f"WHERE ({span}) AND ({match}) GROUP BY 1"
             )
             for prefix, count, total in fetch_all(self._conn, sql, [*span_params, *params]):
@@ -148,7 +167,7 @@ class SourceShare:
         rows have it."""
         listed: list[tuple[str, int, int, Key]] = []
         key = ", ".join(sql_identifier(k) for k in self.schema.identity_columns)
-        text, row_hash = mysql_key_text(self.schema), mysql_row_hash(self.schema)
+        text, row_hash = mysql_key_text(self.schema), self._row_hash
         for rng, rows in self._ranges:
             where, params = self._where(rng, level, within)
             sql = (

@@ -8,7 +8,11 @@ afterwards Airflow's logs and DB (XCom), Spark's event logs and every file of th
 searched for the CDC user's password: no hit. The run also reports OpenLineage lineage
 through the provider's file transport (set by environment variables): each task's events
 name the MySQL tables (``mysql://host:port``, ``db.table``) as inputs, with their schemas,
-and the Delta tables' folders as outputs.
+and the Delta tables' folders as outputs. A third table, ``e2e.people``, goes through the
+DAG params ``columns`` and ``masks`` (its ``ssn`` left out, ``email`` hashed with the key in
+the ``cdc_mask`` connection, ``notes`` truncated): its Delta table holds exactly the masked
+rows, and neither the raw ``ssn`` and ``email`` values nor the mask key are in any file of
+the run (the lake's values read, Airflow's logs and DB, Spark's event logs).
 
 The same pipeline under a random writer running from before the plan through the snapshot,
 the hand-off and a continuous stream, with a catch-up afterwards (the stream's acceptance),
@@ -18,6 +22,8 @@ killed mid-batch under binlog rotation, in ``test_stream_pipeline.py``.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import sqlite3
 from pathlib import Path
@@ -27,11 +33,12 @@ import pytest
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
+from airflow_cdc.sinks.delta import DeltaSink
 from devtools.airflow_env import airflow_env, dags_test, migrate
 from devtools.local_mariadb import LocalMariaDB
 from devtools.sample_data import create_sample_schema
 from tests.support.compare import assert_replica_equals_source
-from tests.support.secrets import CommandLineWatch, files_containing
+from tests.support.secrets import CommandLineWatch, files_containing, values_in_files
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +47,8 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     mariadb: LocalMariaDB, airflow_db_template: Path, tmp_path: Path
 ) -> None:
     create_sample_schema(mariadb, "e2e", orders=200_000, customers=100_000)
-    tables = ["e2e.orders", "e2e.customers"]
+    people = _people(mariadb)
+    tables = ["e2e.orders", "e2e.customers", str(people)]
     lake, meta_file = tmp_path / "lake", tmp_path / "meta.db"
     meta = f"sqlite:///{meta_file}"
     # Secrets: Spark writes event logs, job files go to a temp folder inside tmp_path, and
@@ -59,6 +67,7 @@ def test_dag_snapshots_and_streams_every_table_exactly(
         extra={
             "SPARK_CONF_DIR": str(spark_conf),
             "TMPDIR": str(tmp_path / "tmp"),
+            "AIRFLOW_CONN_CDC_MASK": json.dumps({"conn_type": "generic", "password": MASK_KEY}),
             **lineage_env(tmp_path / "lineage.jsonl"),
         },
     )
@@ -68,6 +77,8 @@ def test_dag_snapshots_and_streams_every_table_exactly(
         "sink_path": str(lake),
         "chunk_rows": 100_000,
         "stream_mode": "until_caught_up",
+        "columns": {str(people): {"exclude": ["ssn"]}},
+        "masks": {f"{people}.email": "hash", f"{people}.notes": "truncate:10"},
     }
 
     with CommandLineWatch(mariadb.cdc_password) as ps:
@@ -113,6 +124,43 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     )
     assert xcom_rows.fetchone()[0] > 0
     assert files_containing(tmp_path, mariadb.cdc_password) == []
+
+    # The people table as the rules shape it, and its raw values and the key nowhere.
+    lake_people = {r["id"]: r for r in DeltaSink(str(lake)).read_live(people).to_pylist()}
+    assert lake_people == {
+        n: {
+            "id": n,
+            "email": hmac.new(MASK_KEY.encode(), _email(n).encode(), hashlib.sha256).hexdigest(),
+            "notes": f"notes of {n}"[:10],
+        }
+        for n in range(1, PEOPLE + 1)
+    }
+    raw = [_email(n) for n in range(1, PEOPLE + 1)] + [_ssn(n) for n in range(1, PEOPLE + 1)]
+    assert values_in_files(tmp_path, raw) == []
+    assert files_containing(tmp_path, MASK_KEY) == []
+
+
+#: The people table's rows and the key of its hashed column.
+PEOPLE, MASK_KEY = 50, "e2e-mask-key-0d5c1f"
+
+
+def _email(n: int) -> str:
+    return f"person{n:03d}@people.example"
+
+
+def _ssn(n: int) -> str:
+    return f"SSN-e2e-{n:05d}"
+
+
+def _people(mariadb: LocalMariaDB) -> TableId:
+    mariadb.execute(
+        "CREATE TABLE e2e.people (id INT PRIMARY KEY, email VARCHAR(60), ssn CHAR(13), notes TEXT)",
+        "INSERT INTO e2e.people VALUES "
+        + ", ".join(
+            f"({n}, '{_email(n)}', '{_ssn(n)}', 'notes of {n}')" for n in range(1, PEOPLE + 1)
+        ),
+    )
+    return TableId("e2e", "people")
 
 
 def lineage_env(path: Path) -> dict[str, str]:

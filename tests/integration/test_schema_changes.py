@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.config import SinkConfig
+from airflow_cdc.config import LakeColumnsConfig, SinkConfig
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.delta import DeltaSink
@@ -46,7 +46,13 @@ def _backfill_with_replace(
     why = "test: backfill with replace"
     before = DeltaSink(str(lake)).read_all(table)
     replace_tables(
-        source_config(mariadb), meta, sink, backfill.plan_id, stream_id=stream_id, reason=why
+        source_config(mariadb),
+        meta,
+        sink,
+        backfill.plan_id,
+        stream_id=stream_id,
+        reason=why,
+        lake_columns=LakeColumnsConfig(),
     )
     assert DeltaSink(str(lake)).read_all(table).equals(before)
     snapshot_all(mariadb, backfill, meta, lake)

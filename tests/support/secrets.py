@@ -60,3 +60,27 @@ def files_containing(root: Path, secret: str, *, skip: tuple[str, ...] = ()) -> 
         except OSError:
             continue
     return found
+
+
+def values_in_files(root: Path, values: list[str]) -> list[str]:
+    """Every file under ``root`` holding one of ``values``: the values of Parquet and Arrow
+    IPC files read (compression cannot hide one), the bytes of any other file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if path.suffix in {".parquet", ".arrow"}:
+            if path.suffix == ".parquet":
+                table = pq.read_table(path)
+            else:
+                with pa.memory_map(str(path)) as source:
+                    table = pa.ipc.open_file(source).read_all()
+            text = " ".join(str(v) for column in table.columns for v in column.to_pylist())
+        else:
+            try:
+                text = path.read_bytes().decode("utf-8", "replace")
+            except OSError:
+                continue
+        found += [f"{path.relative_to(root)}: {v}" for v in values if v in text]
+    return found

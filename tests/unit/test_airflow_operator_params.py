@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 
 from airflow_cdc.hooks import CdcLakeHook, CdcMetadataHook, CdcSourceHook
-from airflow_cdc.operators._base import CdcBaseOperator, LakeOperator, SelectedTablesOperator
+from airflow_cdc.operators._base import (
+    CdcBaseOperator,
+    LakeOperator,
+    LakeRowsOperator,
+    SelectedTablesOperator,
+)
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot import SnapshotChunkOperator
 from airflow_cdc.operators.stream import StreamOperator
@@ -27,13 +32,14 @@ SHARED: dict[type, type] = {
     PlanSnapshotOperator: SelectedTablesOperator,
     StreamOperator: SelectedTablesOperator,
     VerifyOperator: SelectedTablesOperator,
-    SnapshotChunkOperator: LakeOperator,
+    SnapshotChunkOperator: LakeRowsOperator,
     TableUpkeepOperator: LakeOperator,
     StreamWatchdogOperator: CdcBaseOperator,
 }
 SHARED_PARAMS = {
     CdcBaseOperator: {"source_conn_id", "metadata_conn_id", "lake_conn_id"},
     LakeOperator: {"sink_path", "staging_path"},
+    LakeRowsOperator: {"columns", "masks", "mask_conn_id"},
     SelectedTablesOperator: {"tables", "exclude_tables"},
 }
 
@@ -66,6 +72,9 @@ def test_every_operator_takes_the_shared_params_from_its_base(operator: type) ->
         "staging_path": "/staging",
         "tables": ["shop.orders"],
         "exclude_tables": ["shop.tmp"],
+        "columns": {"shop.orders": {"exclude": ["note"]}},
+        "masks": {"shop.orders.email": "hash"},
+        "mask_conn_id": "mask",
         "stream_id": "s",
         "chunk_rows": 10,
         "unit": {"chunk_ids": [1]},

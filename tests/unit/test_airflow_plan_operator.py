@@ -205,6 +205,8 @@ def test_template_fields() -> None:
         "exclude_tables",
         "sink_path",
         "staging_path",
+        "columns",
+        "masks",
         "chunking",
         "chunk_keys",
         "key_range",

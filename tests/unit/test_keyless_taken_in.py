@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.config import SourceConfig
+from airflow_cdc.config import LakeColumnsConfig, SourceConfig
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
@@ -59,7 +59,14 @@ def test_a_start_without_a_snapshot_takes_it_with_its_chunking_column(
         current = lambda servers, source, may_switch: ServerEpoch(1, 0)  # noqa: E731
         monkeypatch.setattr(type(store.servers), "current", current)
         plan, position = start_plan.record_start_plan(
-            keyless(), SOURCE, store, sink, [TABLE], StartupConfig("latest"), "start"
+            keyless(),
+            SOURCE,
+            store,
+            sink,
+            [TABLE],
+            StartupConfig("latest"),
+            "start",
+            lake_columns=LakeColumnsConfig(),
         )
         (chunk,) = store.chunks.of_plan(plan.record.plan_id)
     assert position == at

@@ -19,9 +19,10 @@ from airflow_cdc.model.lake_columns import (
     ColumnChoice,
     LakeColumnRules,
     Mask,
+    MaskKey,
     MaskKind,
 )
-from airflow_cdc.source.masking import MaskKey, hash_text, lake_rows, masked_array
+from airflow_cdc.source.masking import hash_text, lake_rows, masked_array
 
 PEOPLE = TableId("shop", "people")
 NAMES = ("id", "email", "ssn", "notes", "age", "a.b")
@@ -112,7 +113,7 @@ def test_masks_resolve_per_column_in_the_tables_order():
             "leaves the column out",
         ),
         ({}, {"shop.people.email": "hash", "shop.*.email": "null"}, "has two masks"),
-        ({}, {"shop.people.mail": "hash"}, "does not have: \\['mail'\\]"),
+        ({}, {"shop.people.mail": "hash"}, "does not have: 'mail'"),
         ({"shop.people": {"include": ["id", "mail"]}}, {}, "does not have: \\['mail'\\]"),
         ({"shop.people": {"include": ["email"]}}, {}, r"key of shop\.people"),
     ],

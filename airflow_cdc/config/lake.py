@@ -1,0 +1,74 @@
+"""What of the followed tables' columns reaches the lake: ``columns`` and ``masks`` (the
+rules: ``model.lake_columns``) and the key of ``hash`` masks."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.model import TableSchema
+from airflow_cdc.model.lake_columns import LakeColumnRules, MaskKey, TableLakeColumns
+
+__all__ = ["DEFAULT_MASK_CONN_ID", "LakeColumnsConfig", "parse_lake_rules"]
+
+#: The Airflow connection whose password is the key of ``hash`` masks.
+DEFAULT_MASK_CONN_ID = "cdc_mask"
+
+
+def parse_lake_rules(
+    columns: Mapping[str, Mapping[str, Sequence[str]]], masks: Mapping[str, str]
+) -> LakeColumnRules:
+    """``LakeColumnRules.parse``, a wrong entry as a :class:`ConfigurationError`."""
+    try:
+        return LakeColumnRules.parse(columns, masks)
+    except ValueError as exc:
+        raise ConfigurationError(f"{exc} (the 'columns' and 'masks' settings)") from None
+
+
+@dataclass(frozen=True)
+class LakeColumnsConfig:
+    """``columns`` (per table pattern, ``{"include": [...]}`` or ``{"exclude": [...]}``),
+    ``masks`` (per ``<table pattern>.<column>``: ``null``, ``truncate:<n>``, ``hash``) and
+    the mask key (secret: hidden from ``repr``, carried by job files only)."""
+
+    columns: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
+    masks: Mapping[str, str] = field(default_factory=dict)
+    mask_key: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", {k: dict(v) for k, v in self.columns.items()})
+        object.__setattr__(self, "masks", dict(self.masks))
+        if self.rules.hashes and not self.mask_key:
+            raise ConfigurationError(
+                "a 'hash' mask needs a key: set a password on the mask connection "
+                f"({DEFAULT_MASK_CONN_ID} by default)"
+            )
+
+    @functools.cached_property
+    def rules(self) -> LakeColumnRules:
+        return parse_lake_rules(self.columns, self.masks)
+
+    @property
+    def key(self) -> MaskKey | None:
+        return MaskKey(self.mask_key.encode("utf-8")) if self.mask_key else None
+
+    @property
+    def is_plain(self) -> bool:
+        """No rule: every column of every table reaches the lake as it is."""
+        return not self.columns and not self.masks
+
+    def for_table(self, schema: TableSchema) -> TableLakeColumns:
+        """``schema``'s columns as the lake holds them; :class:`ConfigurationError` naming
+        the entry to change when the rules cannot apply to it."""
+        if self.is_plain:
+            return TableLakeColumns(tuple(c.name for c in schema.columns))
+        try:
+            return self.rules.for_table(schema)
+        except ValueError as exc:
+            raise ConfigurationError(f"{exc} (the 'columns' and 'masks' settings)") from None
+
+    def lake_schema(self, schema: TableSchema) -> TableSchema:
+        """``schema`` without the columns left out: the lake table's columns."""
+        return self.for_table(schema).project(schema)
