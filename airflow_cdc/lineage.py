@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -122,12 +122,18 @@ def lake_dataset(sink_root: str, table: TableId | TableSchema) -> LineageDataset
 
 
 def task_lineage(
-    host: str, port: int, sink_root: str, tables: Sequence[TableId | TableSchema]
+    host: str,
+    port: int,
+    sink_root: str,
+    tables: Sequence[TableId | TableSchema],
+    lake_schema: Callable[[TableSchema], TableSchema] | None = None,
 ) -> TaskLineage:
     """A task over ``tables`` of the source at ``host:port`` and their Delta tables under
-    ``sink_root``: each table once, in the order given."""
+    ``sink_root``: each table once, in the order given; ``lake_schema``: a source table's
+    schema as its Delta table holds it (the columns left out are not there)."""
     unique = list({(t.table if isinstance(t, TableSchema) else t): t for t in tables}.values())
+    stored = [lake_schema(t) if lake_schema and isinstance(t, TableSchema) else t for t in unique]
     return TaskLineage(
         inputs=tuple(source_dataset(host, port, t) for t in unique),
-        outputs=tuple(lake_dataset(sink_root, t) for t in unique),
+        outputs=tuple(lake_dataset(sink_root, t) for t in stored),
     )

@@ -18,7 +18,8 @@ from airflow.sdk import BaseOperator
 from airflow_cdc.config import LakeColumnsConfig, SinkConfig
 from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook, CdcMetadataHook, CdcSourceHook
 from airflow_cdc.model import TableSelection
-from airflow_cdc.operators._params import lake_columns, lake_sink, table_selection
+from airflow_cdc.model.lake_columns import LakeColumnRules
+from airflow_cdc.operators._params import lake_columns, lake_rules, lake_sink, table_selection
 
 __all__ = ["CdcBaseOperator", "LakeOperator", "LakeRowsOperator", "SelectedTablesOperator"]
 
@@ -109,6 +110,10 @@ class LakeRowsOperator(LakeOperator):
     def lake_columns(self) -> LakeColumnsConfig:
         """The rendered ``columns`` and ``masks``, with the mask key when a mask hashes."""
         return lake_columns(self.columns, self.masks, mask_conn_id=self.mask_conn_id)
+
+    def lake_rules(self) -> LakeColumnRules:
+        """The rendered ``columns`` and ``masks``, parsed (without the key)."""
+        return lake_rules(self.columns, self.masks)
 
 
 class SelectedTablesOperator(LakeRowsOperator):

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.lineage import TaskLineage, task_lineage
 from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.model.lake_columns import LakeColumnRules
+from airflow_cdc.operators._base import LakeRowsOperator
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -45,6 +47,17 @@ class LineageScope:
     tables: tuple[TableId | TableSchema, ...] = ()
     #: Where to read the schemas the task did not load (the schema history); secret.
     metadata_url: str = field(default="", repr=False)
+    #: What of the tables' columns their Delta tables hold (None: every column).
+    lake_rules: LakeColumnRules | None = None
+
+
+def _lake_schema(rules: LakeColumnRules, schema: TableSchema) -> TableSchema:
+    """``schema`` as its Delta table holds it; as it is where the rules do not apply (the
+    task itself refused it then)."""
+    try:
+        return rules.for_table(schema).project(schema)
+    except ValueError:
+        return schema
 
 
 class LineageMixin:
@@ -61,8 +74,9 @@ class LineageMixin:
         metadata_url: str = "",
     ) -> None:
         """Note what this task runs on, for the lineage reported when it ends."""
+        rules = self.lake_rules() if isinstance(self, LakeRowsOperator) else None
         self._lineage_scope = LineageScope(
-            source.host, source.port, sink.root, tuple(tables), metadata_url
+            source.host, source.port, sink.root, tuple(tables), metadata_url, rules
         )
 
     def lineage_tables(self, scope: LineageScope) -> Sequence[TableId | TableSchema]:
@@ -76,7 +90,9 @@ class LineageMixin:
         scope = self._lineage_scope
         if scope is None:
             return TaskLineage()
-        return task_lineage(scope.host, scope.port, scope.sink_root, self.lineage_tables(scope))
+        tables, rules = self.lineage_tables(scope), scope.lake_rules
+        lake = None if rules is None else (lambda schema: _lake_schema(rules, schema))
+        return task_lineage(scope.host, scope.port, scope.sink_root, tables, lake)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any]:
         """Called by the OpenLineage provider (when installed) after the task ran."""

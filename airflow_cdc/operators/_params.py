@@ -10,6 +10,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import TableId, TableSelection
+from airflow_cdc.model.lake_columns import LakeColumnRules
 from airflow_cdc.rendered import as_mapping, as_str_list, parse_literal
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "key_range_data",
     "key_range_given",
     "lake_columns",
+    "lake_rules",
     "lake_sink",
     "resolved_tables",
     "selected_tables",
@@ -111,11 +113,21 @@ def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:
 def lake_columns(columns: Any, masks: Any, *, mask_conn_id: str) -> LakeColumnsConfig:
     """The rendered ``columns`` and ``masks``, checked; the mask key read from
     ``mask_conn_id`` only when a mask hashes."""
-    given_columns = as_mapping("columns", columns)
-    given_masks = {name: str(mask) for name, mask in as_mapping("masks", masks).items()}
+    given_columns, given_masks = _lake_params(columns, masks)
     hashes = parse_lake_rules(given_columns, given_masks).hashes
     key = CdcMaskHook(mask_conn_id).mask_key() if hashes else ""
     return LakeColumnsConfig(given_columns, given_masks, key)
+
+
+def lake_rules(columns: Any, masks: Any) -> LakeColumnRules:
+    """The rendered ``columns`` and ``masks``, parsed (no key: what a table's Delta table
+    holds, for lineage)."""
+    return parse_lake_rules(*_lake_params(columns, masks))
+
+
+def _lake_params(columns: Any, masks: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    given_masks = {name: str(mask) for name, mask in as_mapping("masks", masks).items()}
+    return as_mapping("columns", columns), given_masks
 
 
 def check_known_params(context: Any) -> None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_cdc.config import ChunkingConfig, StreamJobSpec
-from airflow_cdc.errors import TableError
+from airflow_cdc.errors import ConfigurationError, TableError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FullSnapshot, PlanRecord
 from airflow_cdc.model import TableId, TableSelection
@@ -159,8 +159,11 @@ class Discovery:
             schemas = []
             for table in tables:
                 try:
-                    schemas.extend(followable_schemas(conn, [table]))
-                except TableError as exc:
+                    found = followable_schemas(conn, [table])
+                    for schema in found:  # its columns and masks apply, or it is left out
+                        self.spec.lake_columns.for_table(schema)
+                    schemas.extend(found)
+                except (TableError, ConfigurationError) as exc:
                     self.refused.add(table)
                     log.warning("%s matches the stream's pattern but is left out: %s", table, exc)
             if not schemas:

@@ -107,7 +107,10 @@ def test_a_stream_reports_its_tables(connections: str, tmp_path: Path) -> None:
     assert PASSWORD not in repr(lineage)
 
 
-def test_verify_reports_the_schemas_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("columns", [None, {"shop.orders": {"exclude": ["note"]}}])
+def test_verify_reports_the_schemas_it_read(
+    monkeypatch: pytest.MonkeyPatch, columns: dict[str, Any] | None
+) -> None:
     from airflow_cdc.planning import plan_snapshot
     from airflow_cdc.source import catalog, connection, server
     from airflow_cdc.verify import run
@@ -118,7 +121,9 @@ def test_verify_reports_the_schemas_it_read(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(catalog, "load_table_schemas", lambda conn, tables: [ORDERS_SCHEMA])
     monkeypatch.setattr(plan_snapshot, "chunked_schemas", lambda conn, schemas: schemas)
     monkeypatch.setattr(run, "verify_tables", lambda *args, **kwargs: [])
-    op = VerifyOperator(task_id="verify", tables=["shop.orders"], sink_path="s3://bucket/lake")
+    op = VerifyOperator(
+        task_id="verify", tables=["shop.orders"], sink_path="s3://bucket/lake", columns=columns
+    )
     store = SimpleNamespace(servers=SimpleNamespace(current=lambda cfg, may_switch: None))
     source = SourceConfig(host="db.example", port=3306, password=PASSWORD)
     sink = SinkConfig(root="s3://bucket/lake", storage_options={"AWS_SECRET_ACCESS_KEY": "k"})
@@ -128,6 +133,9 @@ def test_verify_reports_the_schemas_it_read(monkeypatch: pytest.MonkeyPatch) -> 
     assert _names(lineage.inputs) == [("mysql://db.example:3306", "shop.orders")]
     assert _names(lineage.outputs) == [("s3://bucket", "lake/shop/orders")]
     assert _schema(lineage.inputs[0]) == [("id", "int(11)"), ("note", "varchar(20)")]
+    # the Delta table's columns: those 'columns' leaves out are not there
+    stored = [("id", "int32")] + ([("note", "string")] if columns is None else [])
+    assert _schema(lineage.outputs[0]) == stored
     assert PASSWORD not in repr(lineage)
     assert "AWS_SECRET" not in repr(lineage)
 

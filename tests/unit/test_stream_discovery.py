@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from airflow_cdc.config import (
     DiscoveryConfig,
+    LakeColumnsConfig,
     SinkConfig,
     SourceConfig,
     StreamBounds,
@@ -83,6 +84,21 @@ def test_the_job_file_keeps_every_field() -> None:
     newer = {**spec.to_json(), "bounds": {**spec.to_json()["bounds"], "turbo": True}}
     with pytest.raises(ConfigurationError, match="StreamBounds has no setting turbo"):
         StreamJobSpec.from_json(newer)
+
+
+def test_the_job_file_keeps_the_lake_columns_and_the_key_only_there() -> None:
+    rules = LakeColumnsConfig(
+        columns={"shop.people": {"exclude": ["ssn"]}},
+        masks={"shop.people.email": "hash"},
+        mask_key="k3y-of-the-masks",
+    )
+    spec = _spec(lake_columns=rules)
+    again = StreamJobSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert again == spec
+    assert again.lake_columns.key == rules.key
+    assert "k3y-of-the-masks" not in repr(spec)
+    with pytest.raises(ConfigurationError, match="needs a key"):
+        LakeColumnsConfig(masks={"shop.people.email": "hash"})
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,85 @@
+"""The ``columns`` and ``masks`` params as the operators take them (rendered values, the
+mask key from its connection only when a mask hashes, every wrong entry named before a
+connection is read) and the env defaults the shipped DAGs give them."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from airflow_cdc.configured import configured_columns, configured_masks
+from airflow_cdc.errors import ConfigurationError
+from airflow_cdc.operators._params import lake_columns
+
+KEY = "the-mask-key-of-this-test"
+COLUMNS = {"shop.people": {"exclude": ["ssn"]}}
+
+
+def test_rendered_text_is_taken_and_no_connection_is_read_without_a_hash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AIRFLOW_CONN_CDC_MASK", raising=False)
+    config = lake_columns(
+        json.dumps(COLUMNS), '{"shop.people.notes": "truncate:10"}', mask_conn_id="cdc_mask"
+    )
+    assert config.columns == COLUMNS
+    assert config.masks == {"shop.people.notes": "truncate:10"}
+    assert config.key is None
+    assert lake_columns(None, "", mask_conn_id="cdc_mask").is_plain
+
+
+def test_a_hash_takes_the_key_from_the_connection_and_never_shows_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MY_MASK", json.dumps({"conn_type": "generic", "password": KEY})
+    )
+    with caplog.at_level(logging.DEBUG):
+        config = lake_columns(COLUMNS, {"shop.people.email": "hash"}, mask_conn_id="my_mask")
+    assert config.key is not None
+    assert config.key.secret == KEY.encode()
+    assert KEY not in repr(config)
+    assert KEY not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("connection", "message"),
+    [
+        (None, "'cdc_mask', which does not exist: create it"),
+        (json.dumps({"conn_type": "generic"}), "'cdc_mask' has no password"),
+    ],
+)
+def test_a_hash_without_a_key_names_the_connection_to_create(
+    monkeypatch: pytest.MonkeyPatch, connection: str | None, message: str
+) -> None:
+    if connection is None:
+        monkeypatch.delenv("AIRFLOW_CONN_CDC_MASK", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW_CONN_CDC_MASK", connection)
+    with pytest.raises(ConfigurationError, match=message):
+        lake_columns({}, {"shop.people.email": "hash"}, mask_conn_id="cdc_mask")
+
+
+def test_a_wrong_entry_is_named_before_any_connection_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AIRFLOW_CONN_CDC_MASK", raising=False)
+    with pytest.raises(ConfigurationError, match=r"mask of 'shop\.people\.ssn'.*'columns' and"):
+        lake_columns(
+            {}, {"shop.people.email": "hash", "shop.people.ssn": "sha1"}, mask_conn_id="cdc_mask"
+        )
+    with pytest.raises(ConfigurationError, match="columns must be a mapping"):
+        lake_columns(["ssn"], {}, mask_conn_id="cdc_mask")
+
+
+def test_the_env_defaults_are_checked_when_the_dags_are_parsed() -> None:
+    env = {"CDC_COLUMNS": json.dumps(COLUMNS), "CDC_MASKS": '{"shop.*.email": "hash"}'}
+    assert configured_columns(env) == COLUMNS
+    assert configured_masks(env) == {"shop.*.email": "hash"}
+    assert configured_columns({}) == {}
+    with pytest.raises(ConfigurationError, match="CDC_MASKS must be a JSON object"):
+        configured_masks({"CDC_MASKS": '["shop.people.email"]'})
+    with pytest.raises(ConfigurationError, match="give 'null', 'truncate:<n>'"):
+        configured_masks({"CDC_MASKS": '{"shop.people.email": "md5"}'})
