@@ -29,7 +29,13 @@ def _bin(name: str) -> str:
 def base_env(home: Path) -> dict[str, str]:
     """This process's environment without its Airflow settings, plus a private home, the
     repo's dags/ and no examples: what :func:`airflow_env` starts from (no connection)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    # Airflow's settings dropped; the product's own (the core claims folder of the
+    # test session, ``devtools.spark_scratch``) kept for the jobs Airflow starts.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AIRFLOW") or k.startswith("AIRFLOW_CDC_")
+    }
     env.update(
         {
             "AIRFLOW_HOME": str(home),

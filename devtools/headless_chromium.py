@@ -71,6 +71,8 @@ class HeadlessChromium:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            # Its own temp folders (org.chromium.Chromium.*) inside the profile, removed with it.
+            env={**os.environ, "TMPDIR": str(self._profile)},
         )
         deadline = time.monotonic() + timeout
         while True:
