@@ -12,6 +12,9 @@ workers, which parse the file again):
 * ``CDC_COLUMNS`` and ``CDC_MASKS``: JSON objects, the ``columns`` and ``masks`` defaults
   of the DAGs that write or check the lake (``model.lake_columns``; default: none, every
   column as it is).
+* ``CDC_CHANGE_METADATA``: ``true`` gives the lake tables the change metadata columns
+  ``_cdc_op`` and ``_cdc_commit_ts`` (the ``change_metadata`` default of the same DAGs;
+  default false).
 * ``CDC_SINK_PATH``: the default root of the Delta tables (a folder, or an object-store
   URI such as ``s3://bucket/lake`` whose credentials are the ``cdc_lake`` connection's).
 * ``CDC_STAGING_PATH``: where the Spark jobs stage files between executors and driver
@@ -42,12 +45,14 @@ from airflow_cdc.config import parse_lake_rules
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TablePattern
 from airflow_cdc.probe import ProbeConfig
+from airflow_cdc.rendered import as_bool
 
 __all__ = [
     "DEFAULT_CHUNK_RETRIES",
     "DEFAULT_SINK_PATH",
     "DEFAULT_STREAM_ID",
     "DEFAULT_TABLES",
+    "configured_change_metadata",
     "configured_chunk_retries",
     "configured_columns",
     "configured_exclude_tables",
@@ -88,6 +93,12 @@ def configured_masks(environ: Mapping[str, str] | None = None) -> dict[str, str]
     """``CDC_MASKS`` (a JSON object, ``{"<table pattern>.<column>": "hash"}``), checked,
     or none."""
     return _lake_rules(os.environ if environ is None else environ)[1]
+
+
+def configured_change_metadata(environ: Mapping[str, str] | None = None) -> bool:
+    """``CDC_CHANGE_METADATA`` (``true`` or ``false``), or false."""
+    env = os.environ if environ is None else environ
+    return as_bool("CDC_CHANGE_METADATA", env.get("CDC_CHANGE_METADATA", ""))
 
 
 def _lake_rules(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

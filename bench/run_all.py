@@ -36,7 +36,8 @@ default; ``keyless_snapshot.py``); and **keyless_stream**: the same one-row chan
 (``--keyless-changes``, 100,000 by default) streamed into both tables, and where the
 keyless stream's time goes (``keyless_stream.py``); and **masks_stream**: the same one-row
 changes streamed into a table whose ``ssn`` is left out, ``email`` hashed and ``notes``
-truncated, and into the same rows without rules (``masks_stream.py``).
+truncated, with the change metadata columns, and into the same rows without
+(``masks_stream.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -413,7 +414,7 @@ def keyless_stream_section(
 
 def masks_stream_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``masks_stream.measure_masks_stream``: the same changes streamed with and without
-    columns left out and masked; keyed by the rows."""
+    columns left out and masked and the change metadata columns; keyed by the rows."""
     measure, status = optional("masks_stream", "measure_masks_stream")
     run.sections["masks_stream"] = status
     if measure is not None:

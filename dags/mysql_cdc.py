@@ -43,7 +43,11 @@ from airflow_cdc.configured import (
     configured_stream_id,
     configured_tables,
 )
-from airflow_cdc.operators.dag_params import lake_columns_params, sink_path_param
+from airflow_cdc.operators.dag_params import (
+    lake_columns_args,
+    lake_columns_params,
+    sink_path_param,
+)
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.stream import StreamOperator
@@ -147,8 +151,7 @@ with DAG(
         tables="{{ params.tables }}",
         exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
-        columns="{{ params.columns }}",
-        masks="{{ params.masks }}",
+        **lake_columns_args(),
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         chunk_keys="{{ params.chunk_keys }}",
@@ -162,16 +165,14 @@ with DAG(
         plan.output,
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
-        columns="{{ params.columns }}",
-        masks="{{ params.masks }}",
+        **lake_columns_args(),
     )
     stream = StreamOperator(
         task_id="stream",
         tables="{{ params.tables }}",
         exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
-        columns="{{ params.columns }}",
-        masks="{{ params.masks }}",
+        **lake_columns_args(),
         staging_path=configured_staging_path(),
         stream_mode="{{ params.stream_mode }}",
         startup_mode="{{ params.startup_mode }}",  # 'snapshot_only' skips the stream

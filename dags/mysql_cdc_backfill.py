@@ -36,7 +36,11 @@ from airflow_cdc.configured import (
     configured_stream_id,
     configured_tables,
 )
-from airflow_cdc.operators.dag_params import lake_columns_params, sink_path_param
+from airflow_cdc.operators.dag_params import (
+    lake_columns_args,
+    lake_columns_params,
+    sink_path_param,
+)
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 
@@ -111,8 +115,7 @@ with DAG(
         allowed_tables=TABLES,
         key_range={"lo": "{{ params.lo }}", "hi": "{{ params.hi }}"},
         sink_path="{{ params.sink_path }}",
-        columns="{{ params.columns }}",
-        masks="{{ params.masks }}",
+        **lake_columns_args(),
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         # A table the stream does not follow yet joins it once this snapshot is done.
@@ -123,8 +126,7 @@ with DAG(
         plan.output,
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
-        columns="{{ params.columns }}",
-        masks="{{ params.masks }}",
+        **lake_columns_args(),
     )
 
     plan >> snapshot_chunk >> wait_for_chunks

@@ -27,7 +27,11 @@ from airflow_cdc.configured import (
     configured_stream_id,
     configured_tables,
 )
-from airflow_cdc.operators.dag_params import lake_columns_params, sink_path_param
+from airflow_cdc.operators.dag_params import (
+    lake_columns_args,
+    lake_columns_params,
+    sink_path_param,
+)
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.verify import VerifyOperator
 
@@ -76,8 +80,7 @@ with DAG(
         tables="{{ params.tables }}",
         exclude_tables=configured_exclude_tables(),
         sink_path="{{ params.sink_path }}",
-        columns="{{ params.columns }}",
-        masks="{{ params.masks }}",
+        **lake_columns_args(),
         staging_path=configured_staging_path(),
         repair="{{ params.repair }}",
         settings={
@@ -91,8 +94,7 @@ with DAG(
         verify.output,
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
-        columns="{{ params.columns }}",
-        masks="{{ params.masks }}",
+        **lake_columns_args(),
     )
 
     verify >> snapshot_chunk >> wait_for_chunks

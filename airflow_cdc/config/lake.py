@@ -1,5 +1,6 @@
 """What of the followed tables' columns reaches the lake: ``columns`` and ``masks`` (the
-rules: ``model.lake_columns``) and the key of ``hash`` masks."""
+rules: ``model.lake_columns``), the key of ``hash`` masks, and whether the lake tables
+have the change metadata columns (``_cdc_op``, ``_cdc_commit_ts``: ``sinks.cdc_columns``)."""
 
 from __future__ import annotations
 
@@ -24,18 +25,26 @@ def parse_lake_rules(
     try:
         return LakeColumnRules.parse(columns, masks)
     except ValueError as exc:
-        raise ConfigurationError(f"{exc} (the 'columns' and 'masks' settings)") from None
+        raise _naming_the_settings(exc) from None
+
+
+def _naming_the_settings(exc: ValueError) -> ConfigurationError:
+    """A rule's refusal as the settings' error."""
+    return ConfigurationError(f"{exc} (the 'columns' and 'masks' settings)")
 
 
 @dataclass(frozen=True)
 class LakeColumnsConfig:
     """``columns`` (per table pattern, ``{"include": [...]}`` or ``{"exclude": [...]}``),
     ``masks`` (per ``<table pattern>.<column>``: ``null``, ``truncate:<n>``, ``hash``) and
-    the mask key (secret: hidden from ``repr``, carried by job files only)."""
+    the mask key (secret: hidden from ``repr``, carried by job files only);
+    ``change_metadata``: the lake tables of keyed source tables have ``_cdc_op`` and
+    ``_cdc_commit_ts``."""
 
     columns: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
     masks: Mapping[str, str] = field(default_factory=dict)
     mask_key: str = field(default="", repr=False)
+    change_metadata: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "columns", {k: dict(v) for k, v in self.columns.items()})
@@ -67,7 +76,7 @@ class LakeColumnsConfig:
         try:
             return self.rules.for_table(schema)
         except ValueError as exc:
-            raise ConfigurationError(f"{exc} (the 'columns' and 'masks' settings)") from None
+            raise _naming_the_settings(exc) from None
 
     def lake_schema(self, schema: TableSchema) -> TableSchema:
         """``schema`` without the columns left out: the lake table's columns."""

@@ -27,13 +27,15 @@ class ChangeEvent:
     updates. ``after`` holds every column's value; ``before`` names every column but, read
     from the binlog, holds the key columns' values only (the rest ``None``: nothing needs
     them, and decoding them would double the cost of an update). ``position`` is unique
-    per row change."""
+    per row change. ``event_time``: the binlog event's timestamp, seconds since the epoch
+    (UTC; 0: not known)."""
 
     table: TableId
     kind: ChangeKind
     position: BinlogPosition
     before: Row | None
     after: Row | None
+    event_time: int = 0
 
     def __post_init__(self) -> None:
         needs_before = self.kind is not ChangeKind.INSERT

@@ -96,11 +96,13 @@ class SchemaEvent:
     """A schema change of a followed table where the binlog has it: ``position`` is the end
     of its query event (a transaction boundary: DDL commits on its own), ``statement`` the
     DDL as the server logged it. One statement naming several tables gives one event per
-    table, at the same position."""
+    table, at the same position. ``event_time``: the query event's timestamp (seconds since
+    the epoch, UTC; 0: not known)."""
 
     position: BinlogPosition
     change: SchemaChange
     statement: str
+    event_time: int = 0
 
     def __post_init__(self) -> None:
         if self.change.table is None:

@@ -79,8 +79,9 @@ class LakeOperator(CdcBaseOperator):
 class LakeRowsOperator(LakeOperator):
     """An operator that writes the source's rows into the lake or compares them: what of
     the source's columns reaches the lake, and how (every such task of a pipeline must be
-    given the same; the shipped DAGs take them from the DAG params ``columns`` and
-    ``masks``, by default env ``CDC_COLUMNS`` and ``CDC_MASKS``).
+    given the same; the shipped DAGs take them from the DAG params ``columns``, ``masks``
+    and ``change_metadata``, by default env ``CDC_COLUMNS``, ``CDC_MASKS`` and
+    ``CDC_CHANGE_METADATA``).
 
     :param columns: ``{"<table pattern>": {"include": [...]}}`` or ``{"exclude": [...]}``:
         the columns that reach the lake (``model.lake_columns``; never a key column).
@@ -89,9 +90,16 @@ class LakeRowsOperator(LakeOperator):
         column reaches the lake. Templated, like ``columns``.
     :param mask_conn_id: the connection whose password is the key of ``hash`` masks (read
         only when one is set; it reaches a Spark job only in the job file).
+    :param change_metadata: the Delta tables (of source tables with a key) get
+        ``_cdc_op`` and ``_cdc_commit_ts`` (added to a table made without them). Templated.
     """
 
-    template_fields: Sequence[str] = (*LakeOperator.template_fields, "columns", "masks")
+    template_fields: Sequence[str] = (
+        *LakeOperator.template_fields,
+        "columns",
+        "masks",
+        "change_metadata",
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {"columns": "json", "masks": "json"}
 
     def __init__(
@@ -100,16 +108,24 @@ class LakeRowsOperator(LakeOperator):
         columns: dict[str, Any] | str | None = None,
         masks: dict[str, str] | str | None = None,
         mask_conn_id: str = CdcMaskHook.default_conn_name,
+        change_metadata: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.columns = columns
         self.masks = masks
         self.mask_conn_id = mask_conn_id
+        self.change_metadata = change_metadata
 
     def lake_columns(self) -> LakeColumnsConfig:
-        """The rendered ``columns`` and ``masks``, with the mask key when a mask hashes."""
-        return lake_columns(self.columns, self.masks, mask_conn_id=self.mask_conn_id)
+        """The rendered ``columns``, ``masks`` and ``change_metadata``, with the mask key
+        when a mask hashes."""
+        return lake_columns(
+            self.columns,
+            self.masks,
+            mask_conn_id=self.mask_conn_id,
+            change_metadata=self.change_metadata,
+        )
 
     def lake_rules(self) -> LakeColumnRules:
         """The rendered ``columns`` and ``masks``, parsed (without the key)."""

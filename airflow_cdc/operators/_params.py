@@ -11,7 +11,7 @@ from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook
 from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import TableId, TableSelection
 from airflow_cdc.model.lake_columns import LakeColumnRules
-from airflow_cdc.rendered import as_mapping, as_str_list, parse_literal
+from airflow_cdc.rendered import as_bool, as_mapping, as_str_list, parse_literal
 
 __all__ = [
     "check_known_params",
@@ -110,13 +110,16 @@ def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:
         )
 
 
-def lake_columns(columns: Any, masks: Any, *, mask_conn_id: str) -> LakeColumnsConfig:
-    """The rendered ``columns`` and ``masks``, checked; the mask key read from
-    ``mask_conn_id`` only when a mask hashes."""
+def lake_columns(
+    columns: Any, masks: Any, *, mask_conn_id: str, change_metadata: Any = False
+) -> LakeColumnsConfig:
+    """The rendered ``columns``, ``masks`` and ``change_metadata``, checked; the mask key
+    read from ``mask_conn_id`` only when a mask hashes."""
     given_columns, given_masks = _lake_params(columns, masks)
     hashes = parse_lake_rules(given_columns, given_masks).hashes
     key = CdcMaskHook(mask_conn_id).mask_key() if hashes else ""
-    return LakeColumnsConfig(given_columns, given_masks, key)
+    metadata = as_bool("change_metadata", change_metadata)
+    return LakeColumnsConfig(given_columns, given_masks, key, change_metadata=metadata)
 
 
 def lake_rules(columns: Any, masks: Any) -> LakeColumnRules:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from airflow.sdk import Param
 
-from airflow_cdc.configured import configured_columns, configured_masks, default_sink_path
+from airflow_cdc.configured import (
+    configured_change_metadata,
+    configured_columns,
+    configured_masks,
+    default_sink_path,
+)
 
-__all__ = ["lake_columns_params", "sink_path_param"]
+__all__ = ["lake_columns_args", "lake_columns_params", "sink_path_param"]
 
 
 def sink_path_param() -> Param:
@@ -20,10 +25,19 @@ def sink_path_param() -> Param:
 
 
 def lake_columns_params() -> dict[str, Param]:
-    """``columns`` and ``masks``: what of the tables' columns reaches the lake, by default
-    env ``CDC_COLUMNS``'s and ``CDC_MASKS``' (every DAG that writes or checks the lake
-    must use the same, so they come from one place)."""
+    """``columns``, ``masks`` and ``change_metadata``: what of the tables' columns reaches
+    the lake, by default env ``CDC_COLUMNS``', ``CDC_MASKS``' and ``CDC_CHANGE_METADATA``'s
+    (every DAG that writes or checks the lake must use the same, so they come from one
+    place; :func:`lake_columns_args` passes them to its operators)."""
     return {
+        "change_metadata": Param(
+            configured_change_metadata(),
+            type="boolean",
+            description=(
+                "The lake tables get _cdc_op (r snapshot read, c, u, d) and _cdc_commit_ts "
+                "(the change's binlog time; a snapshot row's: its high watermark's)"
+            ),
+        ),
         "columns": Param(
             configured_columns(),
             type="object",
@@ -41,3 +55,9 @@ def lake_columns_params() -> dict[str, Param]:
             ),
         ),
     }
+
+
+def lake_columns_args() -> dict[str, str]:
+    """The arguments of a :class:`~airflow_cdc.operators._base.LakeRowsOperator` that take
+    :func:`lake_columns_params`' values (templated)."""
+    return {name: f"{{{{ params.{name} }}}}" for name in lake_columns_params()}

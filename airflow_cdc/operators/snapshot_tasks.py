@@ -26,18 +26,17 @@ def snapshot_tasks(
     *,
     sink_path: str,
     staging_path: str | None = None,
-    columns: str | None = None,
-    masks: str | None = None,
+    **lake_columns: Any,
 ) -> tuple[Any, ChunksCompleteSensor]:
     """``snapshot_chunk`` mapped over ``plan_output`` (the plan task's XCom) and
     ``wait_for_chunks`` (``publish_snapshot`` is wired after it); the caller wires
-    ``plan >> snapshot_chunk >> wait_for_chunks``."""
+    ``plan >> snapshot_chunk >> wait_for_chunks``. ``lake_columns``: the chunks'
+    ``columns``, ``masks`` and ``change_metadata`` (``dag_params.lake_columns_args``)."""
     snapshot_chunk = SnapshotChunkOperator.partial(
         task_id="snapshot_chunk",
         sink_path=sink_path,
         staging_path=staging_path,
-        columns=columns,
-        masks=masks,
+        **lake_columns,
         map_index_template=UNIT_MAP_INDEX_TEMPLATE,
         # A retry re-reads only its unit's chunks, from new low watermarks (CDC_CHUNK_RETRIES).
         retries=configured_chunk_retries(),

@@ -13,6 +13,10 @@ repeated and out-of-order writes converge (``sinks.last_writer_wins``):
   sink's own device (the Delta sink's): no caller writes or reads it, and a format that
   needs no partitions may go without it.
 
+A table may also have the change metadata columns (``sinks.cdc_columns``: ``_cdc_op``, the
+operation that wrote the version held, and ``_cdc_commit_ts``, its binlog time), created
+with ``change_metadata``. Every writer's rows carry them; a table without them drops them.
+
 The prefix ``_cdc_`` is reserved for these; Iceberg's metadata column names are refused
 too so a table can later move to Iceberg without renaming.
 
@@ -163,11 +167,18 @@ class Sink(Protocol):
     by ``_cdc_position``), so every writer may retry and run concurrently with the others."""
 
     def ensure_table(
-        self, schema: TableSchema, arrow_schema: pa.Schema, *, bucket_width: int | None = None
+        self,
+        schema: TableSchema,
+        arrow_schema: pa.Schema,
+        *,
+        bucket_width: int | None = None,
+        change_metadata: bool = False,
     ) -> None:
         """Create the table if missing; fail if an existing table has another schema, or
         is keyed where ``schema`` is keyless or the other way round. A keyless ``schema``
-        gets the stored key, hash and count of the module docstring."""
+        gets the stored key, hash and count of the module docstring. ``change_metadata``:
+        the table has the change metadata columns (added to an existing table without
+        them, its rows' null); a keyless table never has them."""
         ...
 
     def apply(
@@ -194,12 +205,13 @@ class Sink(Protocol):
         app_id: str | None = None,
         app_version: int | None = None,
         rows: RowFilter | None = None,
+        event_time: int = 0,
     ) -> int:
         """A source ``TRUNCATE TABLE`` at ``position`` (of the rows ``rows`` selects, if
-        given: a partition's): every such live row older than it becomes a delete marker at
-        it (as a delete would leave it; count 0 in a keyless table); newer rows and markers
-        stay. Idempotent; returns
-        the rows turned into markers."""
+        given: a partition's; ``event_time``: its binlog time, seconds): every such live
+        row older than it becomes a delete marker at it (as a delete would leave it; count 0
+        in a keyless table); newer rows and markers stay. Idempotent; returns the rows
+        turned into markers."""
         ...
 
     def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
@@ -217,6 +229,7 @@ class Sink(Protocol):
         *,
         bucket_width: int | None,
         replaced_for: str,
+        change_metadata: bool = False,
     ) -> bool:
         """Start a new generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again): its writers write it, its

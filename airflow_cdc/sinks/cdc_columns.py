@@ -1,16 +1,21 @@
 """The sink's own columns, beside the source's (described in ``sinks.base``): their names,
-the position's Arrow type, a keyless table's two more (its row hash and count), and the
+the position's Arrow type, a keyless table's two more (its row hash and count), the change
+metadata columns a table may have (the row's operation and its binlog time), and the
 filter of live rows. A module of its own so that the
 sink modules that ``sinks.base`` names only for typing can import them without a cycle."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 __all__ = [
     "BUCKET_COLUMN",
     "CDC_COLUMNS",
     "CDC_PREFIX",
+    "CHANGE_METADATA_FIELDS",
+    "COMMIT_TS_COLUMN",
+    "COMMIT_TS_TYPE",
     "COUNT_COLUMN",
     "COUNT_TYPE",
     "DELETED_COLUMN",
@@ -18,10 +23,17 @@ __all__ = [
     "HASH_TYPE",
     "ICEBERG_RESERVED",
     "LIVE_ROWS_PREDICATE",
+    "OP_COLUMN",
+    "OP_CREATE",
+    "OP_DELETE",
+    "OP_READ",
+    "OP_UPDATE",
     "POSITION_COLUMN",
     "POSITION_TYPE",
     "ROW_HASH_COLUMN",
     "repeated_position",
+    "repeated_text",
+    "repeated_time",
 ]
 
 POSITION_COLUMN = "_cdc_position"
@@ -45,6 +57,21 @@ HASH_TYPE = pa.binary(HASH_BYTES)
 COUNT_TYPE = pa.int64()
 
 
+#: A table's change metadata columns (issue 49; ``sinks.base``), when it has them: the
+#: operation that wrote the row version held (Debezium's ``op``: ``r`` a snapshot read,
+#: ``c`` insert, ``u`` update, ``d`` delete) and the binlog time of its event (for a
+#: snapshot's rows, its high watermark's). Every writer's rows carry them; a table without
+#: them drops them.
+OP_COLUMN = "_cdc_op"
+COMMIT_TS_COLUMN = "_cdc_commit_ts"
+OP_READ, OP_CREATE, OP_UPDATE, OP_DELETE = "r", "c", "u", "d"
+COMMIT_TS_TYPE = pa.timestamp("us", tz="UTC")
+CHANGE_METADATA_FIELDS = (
+    pa.field(OP_COLUMN, pa.string(), nullable=True),
+    pa.field(COMMIT_TS_COLUMN, COMMIT_TS_TYPE, nullable=True),
+)
+
+
 def repeated_position(position: int, count: int) -> pa.Array:
     """``count`` copies of ``position`` as a ``POSITION_TYPE`` array, built from its
     16-byte value (a decimal's unscaled integer, little-endian two's complement).
@@ -59,3 +86,19 @@ ICEBERG_RESERVED = frozenset({"_pos", "_deleted", "_file", "_spec_id", "_partiti
 
 #: The filter that gives the live rows of a sink table in any SQL engine.
 LIVE_ROWS_PREDICATE = f"{DELETED_COLUMN} = false"
+
+
+def repeated_text(value: str, count: int) -> pa.Array:
+    """``count`` copies of ``value`` as a string array (one buffer, no Python list)."""
+    data = value.encode("utf-8")
+    offsets = pa.py_buffer(np.arange(count + 1, dtype=np.int32) * len(data))
+    return pa.Array.from_buffers(pa.string(), count, [None, offsets, pa.py_buffer(data * count)])
+
+
+def repeated_time(micros: int | None, count: int) -> pa.Array:
+    """``count`` copies of ``micros`` (microseconds since the epoch; None: null) as a
+    :data:`COMMIT_TS_TYPE` array."""
+    if micros is None:
+        return pa.nulls(count, COMMIT_TS_TYPE)
+    value = micros.to_bytes(8, "little", signed=True)
+    return pa.Array.from_buffers(COMMIT_TS_TYPE, count, [None, pa.py_buffer(value * count)])

@@ -15,6 +15,7 @@ from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks.base import check_column_names
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
+    CHANGE_METADATA_FIELDS,
     COUNT_COLUMN,
     DELETED_COLUMN,
     POSITION_COLUMN,
@@ -51,9 +52,11 @@ def conform_changes(
     ``dropped``, kept after the source dropped it, NULL where the batch lacks it).
     :class:`SinkColumnsChangedError` when the columns are others; :class:`SinkError` when
     a value does not fit its type, a key, position or marker flag is NULL, or (with
-    ``check_keys``) a key has several rows. A keyless table's rows (``target`` has
+    ``check_keys``) a key has several rows. The change metadata columns are dropped when
+    the table has none, and null where the table has them and the rows not. A keyless table's rows (``target`` has
     ``_cdc_count``; ``key`` ends with the row hash) must also have counts that can be
     right (``sinks.keyless.check_counts``)."""
+    changes = _change_metadata_as_held(changes, target)
     names = set(changes.column_names)
     if len(names) != changes.num_columns:
         raise SinkError(f"changes for {table} repeat a column name: {changes.column_names}")
@@ -85,6 +88,17 @@ def conform_changes(
     if check_keys and rows.num_rows:
         _reject_duplicate_keys(table, key, rows)
     return rows
+
+
+def _change_metadata_as_held(changes: pa.Table, target: pa.Schema) -> pa.Table:
+    """``changes`` with the change metadata columns the table has (null where missing: a
+    writer that does not keep them) and none it has not."""
+    for f in CHANGE_METADATA_FIELDS:
+        if f.name not in target.names and f.name in changes.column_names:
+            changes = changes.drop_columns([f.name])
+        elif f.name in target.names and f.name not in changes.column_names:
+            changes = changes.append_column(f, pa.nulls(changes.num_rows, f.type))
+    return changes
 
 
 def _reject_duplicate_keys(table: TableId, key: tuple[str, ...], rows: pa.Table) -> None:

@@ -158,7 +158,8 @@ def write_counts(
     """The chunk's images with their counts, at ``position`` (the high watermark): new
     files in one commit when the range is empty in the sink, else merged with markers for
     the range's images the sink holds and the chunk does not."""
-    rows = with_position(images, _counted_schema(schema), position, deleted=False)
+    # No time: a keyless table has no change metadata columns (``sinks.base``).
+    rows = with_position(images, _counted_schema(schema), position, False, read_time=None)
     live = int(pc.sum(images.column(COUNT_COLUMN)).as_py() or 0)
     writer = sink.range_writer(schema.table)
     files = list(writer.write(rows))
@@ -201,4 +202,4 @@ def _markers(
         for f in target
     ]
     marker = pa.Table.from_arrays(columns, names=target.names)
-    return with_position(marker, target, position, deleted=True)
+    return with_position(marker, target, position, True, read_time=None)

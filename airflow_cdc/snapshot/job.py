@@ -36,6 +36,7 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.model.gtid import MariaGtidPos
+from airflow_cdc.model.lake_columns import TableLakeColumns
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
 from airflow_cdc.probe import Probe
 from airflow_cdc.runner import Runner, local_runner
@@ -57,7 +58,7 @@ from airflow_cdc.source.binlog.gtid import end_and_gtid
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
 from airflow_cdc.source.masking import lake_rows
-from airflow_cdc.source.server import ServerInfo, server_info
+from airflow_cdc.source.server import ServerInfo, server_info, server_time
 from airflow_cdc.source.watermark import ConsistentReadView
 
 __all__ = [
@@ -137,6 +138,9 @@ class _Read:
     high_gtid: MariaGtidPos | None
     #: The partitions' ranges, in the order of ``results``.
     ranges: list[ChunkRange]
+    #: The server's clock right after the high watermark, microseconds since the epoch
+    #: (the snapshot rows' ``_cdc_commit_ts``).
+    high_time: int
 
 
 def _snapshot_on(
@@ -152,18 +156,21 @@ def _snapshot_on(
     schema = load_table_schema(conn, task.chunk.table, task.key)
     lake = task.lake_columns.for_table(schema)
     sink = open_sink(task.sink)
+    stored = lake.project(schema)
     sink.ensure_table(
-        lake.project(schema),
-        arrow_schema(lake.project(schema)),
+        stored,
+        arrow_schema(stored),
         bucket_width=bucket_width(conn, schema, task.chunks_of_table),
+        change_metadata=task.lake_columns.change_metadata,
     )
     probe.reach("chunk_start")
-    read = _read(conn, info, task, schema, staging, runner, parallelism, driver_share, probe)
+    reads = _Reads(schema, lake, staging, runner, parallelism, driver_share)
+    read = _read(conn, info, task, reads, probe)
     started = time.monotonic()
     if schema.keyless:
         images, events = _count(conn, task, schema, read)
     else:
-        corrected, events = _correct(conn, task, schema, read)
+        corrected, events = _correct(conn, task, schema, lake, read)
     correct_seconds = time.monotonic() - started
     probe.reach("before_commit")
     started = time.monotonic()
@@ -191,19 +198,25 @@ def _snapshot_on(
     )
 
 
+@dataclass(frozen=True)
+class _Reads:
+    """How a chunk reads its range: the table, its columns as the lake holds them, where
+    partitions are staged, and who reads them."""
+
+    schema: TableSchema
+    lake: TableLakeColumns
+    staging: Location
+    runner: Runner
+    parallelism: int
+    driver_share: bool
+
+
 def _read(
-    conn: DbConnection,
-    info: ServerInfo,
-    task: ChunkTask,
-    schema: TableSchema,
-    staging: Location,
-    runner: Runner,
-    parallelism: int,
-    driver_share: bool,
-    probe: Probe,
+    conn: DbConnection, info: ServerInfo, task: ChunkTask, reads: _Reads, probe: Probe
 ) -> _Read:
     """Steps 1-3: the low watermark, the range read as partitions (each its own later read
     view) into staged files, the high watermark after every read view was opened."""
+    schema, runner = reads.schema, reads.runner
     started = time.monotonic()
     with ConsistentReadView(conn, info) as view:
         low = view.low_watermark
@@ -222,15 +235,15 @@ def _read(
         task.chunk.range,
         task.estimated_rows,
         task.read.partition_rows,
-        max(1, parallelism),
-        driver_share,
+        max(1, reads.parallelism),
+        reads.driver_share,
     )
-    reads = _partition_reads(task, schema, ranges, staging)
+    parts = _partition_reads(task, reads, ranges)
     dispatched = time.monotonic()
     results: list[PartitionResult] = (
-        runner(read_counted, [CountedRead(read, info) for read in reads])
+        runner(read_counted, [CountedRead(read, info) for read in parts])
         if schema.keyless
-        else runner(read_partition, reads)
+        else runner(read_partition, parts)
     )
     if len(results) > 1:
         log.info(
@@ -241,21 +254,22 @@ def _read(
         )
     probe.reach("after_read")
     high, high_gtid = end_and_gtid(conn, info)
-    return _Read(low, high, results, time.monotonic() - started, high_gtid, ranges)
+    high_time = server_time(conn)
+    return _Read(low, high, results, time.monotonic() - started, high_gtid, ranges, high_time)
 
 
 def _partition_reads(
-    task: ChunkTask, schema: TableSchema, ranges: list[ChunkRange], staging: Location
+    task: ChunkTask, reads: _Reads, ranges: list[ChunkRange]
 ) -> list[PartitionRead]:
     """The reads of ``ranges``, of the columns that reach the lake (those left out are
     never read), masked before they are staged."""
-    lake = task.lake_columns.for_table(schema)
+    lake = reads.lake
     return [
         PartitionRead(
             task.source,
-            lake.project(schema),
+            lake.project(reads.schema),
             part,
-            staging.child(f"part-{i:05d}.arrow"),
+            reads.staging.child(f"part-{i:05d}.arrow"),
             task.read.engine,
             None if lake.is_plain else lake,
             task.lake_columns.key,
@@ -265,7 +279,7 @@ def _partition_reads(
 
 
 def _correct(
-    conn: DbConnection, task: ChunkTask, schema: TableSchema, read: _Read
+    conn: DbConnection, task: ChunkTask, schema: TableSchema, lake: TableLakeColumns, read: _Read
 ) -> tuple[ChunkRows, int]:
     """Step 4: the table's binlog changes between the watermarks folded onto the chunk's
     rows (``correction.fold``, for the keys the chunk holds); the rows and the changes read.
@@ -273,7 +287,6 @@ def _correct(
     events = list(read_window(task.source, schema, read.low, read.high))
     touched = {schema.key_of(i) for e in events for i in (e.before, e.after) if i is not None}
     member = in_range(conn, schema, task.chunk.range, list(touched))
-    lake = task.lake_columns.for_table(schema)
     corrected = ChunkRows.corrected(
         lake.project(schema),
         task.chunk.range,
@@ -281,6 +294,7 @@ def _correct(
         events,
         member.__getitem__,
         read.high.encode(),
+        read.high_time,
     )
     if not lake.is_plain:
         masked = lake_rows(corrected.upserts, lake, task.lake_columns.key)

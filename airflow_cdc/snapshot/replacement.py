@@ -97,6 +97,7 @@ def replace_planned(
             arrow_schema(schema),
             bucket_width=bucket_width(conn, schema, chunks[table]),
             replaced_for=replaced_for(record.plan_id),
+            change_metadata=lake_columns.change_metadata,
         )
         if replaced:
             log.warning(

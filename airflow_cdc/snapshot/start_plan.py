@@ -99,7 +99,12 @@ def record_start_plan(
         if note:
             log.info("%s", note)
         stored = lake_columns.lake_schema(schema)
-        sink.ensure_table(stored, arrow_schema(stored), bucket_width=bucket_width(conn, schema, 1))
+        sink.ensure_table(
+            stored,
+            arrow_schema(stored),
+            bucket_width=bucket_width(conn, schema, 1),
+            change_metadata=lake_columns.change_metadata,
+        )
     plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "unread") for s in schemas]
     record = store.plans.create(label, plans)
     by_table = {schema.table: schema for schema in schemas}

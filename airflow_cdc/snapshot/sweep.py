@@ -47,5 +47,7 @@ def sweep_range(
     member = range_membership(source, schema, rng)(keys)
     stale = [key for key in keys if member[key]]
     if stale:
-        sink.apply(schema.table, delete_markers(schema, stale, position), keys_unique=True)
+        # The markers' time is not known here (only the position): null.
+        markers = delete_markers(schema, stale, position, read_time=None)
+        sink.apply(schema.table, markers, keys_unique=True)
     return len(stale)

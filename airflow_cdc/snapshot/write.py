@@ -25,10 +25,15 @@ from airflow_cdc.model import ChangeEvent, ChunkRange, Key, TableId, TableSchema
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.base import RangeWriter, Sink, WrittenFile
 from airflow_cdc.sinks.cdc_columns import (
+    CHANGE_METADATA_FIELDS,
     DELETED_COLUMN,
+    OP_DELETE,
+    OP_READ,
     POSITION_COLUMN,
     POSITION_TYPE,
     repeated_position,
+    repeated_text,
+    repeated_time,
 )
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
@@ -51,27 +56,41 @@ __all__ = [
 ]
 
 
-def with_position(table: pa.Table, target: pa.Schema, position: int, deleted: bool) -> pa.Table:
-    """``table`` in the sink's column order and types, plus position and marker flag."""
+def with_position(
+    table: pa.Table, target: pa.Schema, position: int, deleted: bool, *, read_time: int | None
+) -> pa.Table:
+    """``table`` in the sink's column order and types, plus position and marker flag, and
+    the change metadata of a snapshot's rows: a read (``r``; a marker: a delete, ``d``) at
+    ``read_time``, the high watermark's time (microseconds since the epoch; None: not
+    known)."""
     n = table.num_rows
     columns = [table.column(field.name).cast(field.type) for field in target]
     columns += [
         repeated_position(position, n),
         pa.repeat(pa.scalar(deleted, pa.bool_()), n),
+        repeated_text(OP_DELETE if deleted else OP_READ, n),
+        repeated_time(read_time, n),
     ]
-    schema = target.append(pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=False)).append(
-        pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)
+    schema = pa.schema(
+        [
+            *target,
+            pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=False),
+            pa.field(DELETED_COLUMN, pa.bool_(), nullable=False),
+            *CHANGE_METADATA_FIELDS,
+        ]
     )
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def delete_markers(schema: TableSchema, keys: Sequence[Key], position: int) -> pa.Table:
+def delete_markers(
+    schema: TableSchema, keys: Sequence[Key], position: int, *, read_time: int | None
+) -> pa.Table:
     """Delete markers of ``keys`` at ``position`` (the sink's change layout)."""
     target = arrow_schema(schema)
     rows = pa.Table.from_pylist(
         [dict(zip(schema.key, key, strict=True)) for key in keys], schema=target
     )
-    return with_position(rows, target, position, True)
+    return with_position(rows, target, position, True, read_time=read_time)
 
 
 def key_table(schema: TableSchema, keys: Sequence[Key]) -> pa.Table:
@@ -103,11 +122,14 @@ class PartitionFiles:
     position: int
     #: Keys whose rows the correction writes instead.
     replaced: pa.Table
+    #: The high watermark's time (``with_position``).
+    read_time: int | None = None
 
 
 def write_partition_files(task: PartitionFiles) -> list[WrittenFile]:
     rows = without_keys(read_arrow_file(task.staged), task.replaced, task.key)
-    return list(task.writer.write(with_position(rows, task.source_schema, task.position, False)))
+    at = with_position(rows, task.source_schema, task.position, False, read_time=task.read_time)
+    return list(task.writer.write(at))
 
 
 @dataclass(frozen=True)
@@ -121,6 +143,8 @@ class ChunkRows:
     upserts: pa.Table  # corrected rows (source columns)
     deleted: Sequence[Key]  # keys the window deleted
     position: int
+    #: The high watermark's time, microseconds since the epoch (None: not known).
+    read_time: int | None = None
 
     @classmethod
     def corrected(
@@ -131,9 +155,11 @@ class ChunkRows:
         window: Iterable[ChangeEvent],
         in_chunk: Callable[[Key], bool],
         position: int,
+        read_time: int | None = None,
     ) -> ChunkRows:
         """The chunk's read rows (``staged``) and the last word of the watermarks' window
-        for each of its keys (``correction.fold``), to be written at ``position``."""
+        for each of its keys (``correction.fold``), to be written at ``position`` (the
+        high watermark, read at ``read_time``)."""
         final = fold(window, schema.key_of, in_chunk)
         return cls(
             schema.table,
@@ -143,6 +169,7 @@ class ChunkRows:
             rows_to_arrow(schema, [r for r in final.values() if not isinstance(r, Deleted)]),
             [key for key, row in final.items() if row is DELETED],
             position,
+            read_time,
         )
 
     def replaced_keys(self) -> pa.Table:
@@ -154,7 +181,7 @@ class ChunkRows:
 
     def markers(self, keys: Sequence[Key]) -> pa.Table:
         """Delete markers of ``keys`` at the chunk's position."""
-        return delete_markers(self.schema, keys, self.position)
+        return delete_markers(self.schema, keys, self.position, read_time=self.read_time)
 
 
 @dataclass(frozen=True)
@@ -175,7 +202,10 @@ class ChunkFiles:
 def _corrections(rows: ChunkRows) -> pa.Table:
     target = arrow_schema(rows.schema)
     return pa.concat_tables(
-        [with_position(rows.upserts, target, rows.position, False), rows.markers(rows.deleted)]
+        [
+            with_position(rows.upserts, target, rows.position, False, read_time=rows.read_time),
+            rows.markers(rows.deleted),
+        ]
     )
 
 
@@ -186,7 +216,9 @@ def write_files(sink: Sink, rows: ChunkRows, runner: Runner) -> ChunkFiles:
     replaced = rows.replaced_keys()
     source_schema = arrow_schema(rows.schema)
     tasks = [
-        PartitionFiles(path, writer, source_schema, rows.schema.key, rows.position, replaced)
+        PartitionFiles(
+            path, writer, source_schema, rows.schema.key, rows.position, replaced, rows.read_time
+        )
         for path in rows.staged
     ]
     files = [f for written in runner(write_partition_files, tasks) for f in written]
@@ -236,7 +268,7 @@ def merge_rows(
     vanished = [k for k in gone_keys if member[k] and k not in deleted]
     changes = pa.concat_tables(
         [
-            with_position(kept, target, rows.position, False),
+            with_position(kept, target, rows.position, False, read_time=rows.read_time),
             _corrections(rows),
             rows.markers(vanished),
         ]

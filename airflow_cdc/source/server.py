@@ -16,7 +16,14 @@ from airflow_cdc.errors import BinlogSettingsError, PrivilegeError, SourceSwitch
 from airflow_cdc.model import BinlogPosition, ServerEpoch
 from airflow_cdc.source.connection import DbConnection, fetch_one
 
-__all__ = ["Flavour", "ServerInfo", "current_position", "parse_version", "server_info"]
+__all__ = [
+    "Flavour",
+    "ServerInfo",
+    "current_position",
+    "parse_version",
+    "server_info",
+    "server_time",
+]
 
 Flavour = Literal["mariadb", "mysql"]
 
@@ -103,6 +110,14 @@ def server_info(conn: DbConnection, server: ServerEpoch | None = None) -> Server
         raise ValueError("SELECT VERSION() returned no row")
     info = replace(parse_version(str(row[0])), server_id=int(row[1] or 0))
     return info if server is None else info.in_epoch(server)
+
+
+def server_time(conn: DbConnection) -> int:
+    """The server's clock, microseconds since the epoch (``@@timestamp``: whatever the
+    session's time zone)."""
+    row = fetch_one(conn, "SELECT CAST(@@timestamp * 1000000 AS SIGNED)")
+    assert row is not None
+    return int(row[0])
 
 
 def current_position(conn: DbConnection, info: ServerInfo) -> BinlogPosition:

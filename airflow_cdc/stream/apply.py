@@ -21,19 +21,26 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, TableSchema
 from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.cdc_columns import (
+    CHANGE_METADATA_FIELDS,
+    COMMIT_TS_TYPE,
+    DELETED_COLUMN,
+    POSITION_COLUMN,
+    POSITION_TYPE,
+)
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 from airflow_cdc.source.binlog.column_decoder import column_array
 from airflow_cdc.stream.apply_counts import Marks, apply_counts
-from airflow_cdc.stream.reduce import LatestColumns, LatestReducer
+from airflow_cdc.stream.reduce import LatestColumns, LatestReducer, Newest
 
 __all__ = [
     "BatchResult",
@@ -112,20 +119,20 @@ class BatchResult:
         return sum(self.rows_per_table.values())
 
 
-def changes_table(
-    schema: TableSchema, latest: Mapping[Key, tuple[BinlogPosition, Row | None]]
-) -> pa.Table:
+def changes_table(schema: TableSchema, latest: Mapping[Key, Newest]) -> pa.Table:
     """Rows (or key-only delete markers) at their positions, in the sink's column layout."""
     rows: list[Row] = []
-    positions: list[int] = []
-    deleted: list[bool] = []
-    for key, (position, row) in latest.items():
+    marks = _Marks([], [], [], [])
+    for key, newest in latest.items():
+        row = newest.row
         rows.append(row if row is not None else dict(zip(schema.key, key, strict=True)))
-        positions.append(position.encode())
-        deleted.append(row is None)
+        marks.positions.append(newest.position.encode())
+        marks.deleted.append(row is None)
+        marks.ops.append(newest.op)
+        marks.times.append(newest.event_time)
     table = rows_to_arrow(schema, rows)
     target = arrow_schema(schema)
-    return _sink_layout(target, [table.column(field.name) for field in target], positions, deleted)
+    return _sink_layout(target, [table.column(field.name) for field in target], marks)
 
 
 def columns_table(
@@ -150,7 +157,8 @@ def columns_table(
         )
         for field in target
     ]
-    table = _sink_layout(target, arrays, latest.positions, latest.deleted)
+    marks = _Marks(latest.positions, latest.deleted, latest.ops, latest.times)
+    table = _sink_layout(target, arrays, marks)
     return _kept(table, schema, latest, should_emit)
 
 
@@ -197,17 +205,21 @@ def _joined(parts: Sequence[LatestColumns]) -> LatestColumns:
     columns: list[list[int]] = [[] for _ in first.columns]
     sources: list[int] = []
     buffers: list[bytes] = []
-    positions: list[int] = []
-    deleted: list[bool] = []
+    marks = _Marks([], [], [], [])
     for latest in parts:
         base = len(buffers)
         buffers += latest.buffers
         sources += [source + base for source in latest.sources]
         for joined, column in zip(columns, latest.columns, strict=True):
             joined += column
-        positions += latest.positions
-        deleted += latest.deleted
-    return LatestColumns(first.plan, columns, sources, buffers, positions, deleted, first.first)
+        marks.positions.extend(latest.positions)
+        marks.deleted.extend(latest.deleted)
+        marks.ops.extend(latest.ops)
+        marks.times.extend(latest.times)
+    positions, deleted, ops, times = marks
+    return LatestColumns(
+        first.plan, columns, sources, buffers, positions, deleted, ops, times, first.first
+    )
 
 
 def emitted_rows(
@@ -227,13 +239,33 @@ def emitted_rows(
     return table.filter(pa.array(kept, pa.bool_()))
 
 
-def _sink_layout(
-    target: pa.Schema, columns: list[pa.Array], positions: list[int], deleted: list[bool]
-) -> pa.Table:
-    """The source columns with the sink's position and delete-marker columns."""
-    columns += [pa.array(positions, POSITION_TYPE), pa.array(deleted, pa.bool_())]
-    full = target.append(pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=False)).append(
-        pa.field(DELETED_COLUMN, pa.bool_(), nullable=False)
+class _Marks(NamedTuple):
+    """Per row: the sink's position and marker flag, and the change metadata (the
+    operation, the event's binlog time in seconds)."""
+
+    positions: list[int]
+    deleted: list[bool]
+    ops: list[str]
+    times: list[int]
+
+
+def _sink_layout(target: pa.Schema, columns: list[pa.Array], marks: _Marks) -> pa.Table:
+    """The source columns with the sink's position and delete-marker columns and the
+    change metadata columns (a binlog time of 0, not known: null)."""
+    times = np.array(marks.times, dtype=np.int64)
+    columns += [
+        pa.array(marks.positions, POSITION_TYPE),
+        pa.array(marks.deleted, pa.bool_()),
+        pa.array(marks.ops, pa.string()),
+        pa.array(times * 1_000_000, COMMIT_TS_TYPE, mask=times == 0),
+    ]
+    full = pa.schema(
+        [
+            *target,
+            pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=False),
+            pa.field(DELETED_COLUMN, pa.bool_(), nullable=False),
+            *CHANGE_METADATA_FIELDS,
+        ]
     )
     return pa.Table.from_arrays(columns, schema=full)
 
@@ -270,7 +302,7 @@ def reduce_slice(
     def flush() -> None:
         nonlocal emitted
         for table, latest in reducer.take().items():
-            kept = {k: v for k, v in latest.items() if should_emit(table, k, v[0])}
+            kept = {k: v for k, v in latest.items() if should_emit(table, k, v.position)}
             if kept:
                 rows = changes_table(schemas[table], kept)
                 if on_block is None:

@@ -85,9 +85,9 @@ def carry_out(
     detail = _record(context, statement, decision, reason)
     log.warning("%s at %s %s", table, position, detail)
     if decision is Decision.TRUNCATE:
-        context.sink.truncate(table, position)
+        context.sink.truncate(table, position, event_time=statement.event_time)
     elif decision is Decision.TRUNCATE_PARTITIONS:
-        context.sink.truncate(table, position, rows=decided.rows)
+        context.sink.truncate(table, position, rows=decided.rows, event_time=statement.event_time)
         return Carried(decision, _partitions_after(context, schema, statement))
     elif decision is Decision.NOTHING and _repartitioned(statement):
         return Carried(decision, _partitions_after(context, schema, statement))

@@ -113,7 +113,13 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
     width = DEFAULT_BUCKET_WIDTH if schema.key and schema.key_columns[0].is_integer else None
     # A new generation, empty, put in the table's place at once: one commit readers see.
     stored = context.lake_columns.lake_schema(schema)
-    context.sink.replace_table(stored, arrow_schema(stored), bucket_width=width, replaced_for=label)
+    context.sink.replace_table(
+        stored,
+        arrow_schema(stored),
+        bucket_width=width,
+        replaced_for=label,
+        change_metadata=context.lake_columns.change_metadata,
+    )
     context.sink.promote(table, label)
     _done_at(context.store, schema, position, label)
     return columns_from(context.store, position, schema)

@@ -26,7 +26,7 @@ from airflow_cdc.model import (
 from airflow_cdc.probe import NO_PROBE, Probe
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.source.binlog.reader import BinlogItem
-from airflow_cdc.source.masking import LakeRows
+from airflow_cdc.stream.lake_rows import StreamLakeRows
 from airflow_cdc.stream.schema_decisions import Decision
 
 __all__ = ["Carried", "InOrder", "Statement", "statements"]
@@ -54,9 +54,9 @@ class InOrder:
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
 
     @functools.cached_property
-    def to_lake(self) -> LakeRows:
+    def to_lake(self) -> StreamLakeRows:
         """A table's rows as the lake holds them (``lake_columns``)."""
-        return LakeRows(self.lake_columns)
+        return StreamLakeRows(self.lake_columns)
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,11 @@ class Statement:
     @property
     def table(self) -> TableId:
         return self.events[0].table
+
+    @property
+    def event_time(self) -> int:
+        """The statement's binlog time (seconds; 0: not known)."""
+        return self.events[0].event_time
 
     @property
     def text(self) -> str:

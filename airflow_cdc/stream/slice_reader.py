@@ -24,11 +24,11 @@ from airflow_cdc.metadata.codec import table_to_text
 from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId, TableSchema
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.reader import ColumnItem, read_changes_in_columns
-from airflow_cdc.source.masking import LakeRows
 from airflow_cdc.source.schema_check import Drift, screen_events
 from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.column_slice import ColumnSlice
 from airflow_cdc.stream.emit_filter import EmitFilter
+from airflow_cdc.stream.lake_rows import StreamLakeRows
 from airflow_cdc.stream.slice_blocks import SliceBlocks, staging_dir
 from airflow_cdc.stream.slice_halves import SliceHalves
 from airflow_cdc.stream.slice_rows import (
@@ -93,7 +93,7 @@ def _read(
     )
     put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
     staged: list[tuple[str, TableId, Block]] = []
-    to_lake = LakeRows(spec.lake_columns)
+    to_lake = StreamLakeRows(spec.lake_columns)
 
     def stage(table: TableId, rows: pa.Table) -> None:
         # As the lake holds them before they leave the slice: nothing left out or masked

@@ -12,7 +12,10 @@ and the Delta tables' folders as outputs. A third table, ``e2e.people``, goes th
 DAG params ``columns`` and ``masks`` (its ``ssn`` left out, ``email`` hashed with the key in
 the ``cdc_mask`` connection, ``notes`` truncated): its Delta table holds exactly the masked
 rows, and neither the raw ``ssn`` and ``email`` values nor the mask key are in any file of
-the run (the lake's values read, Airflow's logs and DB, Spark's event logs).
+the run (the lake's values read, Airflow's logs and DB, Spark's event logs), also after a
+backfill of a key range (``mysql_cdc_backfill``) and a repair (``mysql_cdc_verify``,
+``repair``) of rows removed from the lake, given the same params. The DAG param
+``change_metadata`` is on: every row holds ``_cdc_op`` ``r`` and a time.
 
 The same pipeline under a random writer running from before the plan through the snapshot,
 the hand-off and a continuous stream, with a catch-up afterwards (the stream's acceptance),
@@ -30,14 +33,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
+from airflow_cdc.sinks.cdc_columns import COMMIT_TS_COLUMN, OP_COLUMN
 from airflow_cdc.sinks.delta import DeltaSink
 from devtools.airflow_env import airflow_env, dags_test, migrate
 from devtools.local_mariadb import LocalMariaDB
 from devtools.sample_data import create_sample_schema
 from tests.support.compare import assert_replica_equals_source
+from tests.support.pipeline import source_rows
 from tests.support.secrets import CommandLineWatch, files_containing, values_in_files
 
 pytestmark = pytest.mark.integration
@@ -68,17 +74,22 @@ def test_dag_snapshots_and_streams_every_table_exactly(
             "SPARK_CONF_DIR": str(spark_conf),
             "TMPDIR": str(tmp_path / "tmp"),
             "AIRFLOW_CONN_CDC_MASK": json.dumps({"conn_type": "generic", "password": MASK_KEY}),
+            "CDC_TABLES": json.dumps(tables),  # the set the backfill DAG accepts
             **lineage_env(tmp_path / "lineage.jsonl"),
         },
     )
     migrate(env, template=airflow_db_template)
+    rules = {
+        "columns": {str(people): {"exclude": ["ssn"]}},
+        "masks": {f"{people}.email": "hash", f"{people}.notes": "truncate:10"},
+        "change_metadata": True,
+    }
     conf = {
         "tables": tables,
         "sink_path": str(lake),
         "chunk_rows": 100_000,
         "stream_mode": "until_caught_up",
-        "columns": {str(people): {"exclude": ["ssn"]}},
-        "masks": {f"{people}.email": "hash", f"{people}.notes": "truncate:10"},
+        **rules,
     }
 
     with CommandLineWatch(mariadb.cdc_password) as ps:
@@ -126,15 +137,33 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     assert files_containing(tmp_path, mariadb.cdc_password) == []
 
     # The people table as the rules shape it, and its raw values and the key nowhere.
-    lake_people = {r["id"]: r for r in DeltaSink(str(lake)).read_live(people).to_pylist()}
-    assert lake_people == {
-        n: {
-            "id": n,
-            "email": hmac.new(MASK_KEY.encode(), _email(n).encode(), hashlib.sha256).hexdigest(),
-            "notes": f"notes of {n}"[:10],
-        }
-        for n in range(1, PEOPLE + 1)
-    }
+    assert _lake_people(lake, people) == _masked_people(mariadb, people)
+    # A backfill of a key range and a repair, through their DAGs with the same params, each
+    # of rows gone from the lake (a chunk writes at the binlog's end, which has not moved
+    # since the snapshot: it replaces no row held at that position, it writes missing ones).
+    people_uri = DeltaSink(str(lake)).table_uri(people)
+    DeltaTable(people_uri).delete("id < 11")
+    backfill = {"table": str(people), "lo": [1], "hi": [11], "sink_path": str(lake), **rules}
+    result = dags_test(
+        env, backfill, dag_id="mysql_cdc_backfill", log=tmp_path / "backfill.log", timeout=600
+    )
+    assert result.returncode == 0, (tmp_path / "backfill.log").read_text()[-6000:]
+    assert _lake_people(lake, people) == _masked_people(mariadb, people)
+    DeltaTable(people_uri).delete("id = 3")
+    repair = {"tables": [str(people)], "sink_path": str(lake), "repair": True, **rules}
+    result = dags_test(
+        env, repair, dag_id="mysql_cdc_verify", log=tmp_path / "repair.log", timeout=600
+    )
+    assert result.returncode == 0, (tmp_path / "repair.log").read_text()[-6000:]
+    with MetadataStore.connect(meta) as store:
+        (check,) = store.verifications.latest()
+    assert (check.status, check.differences) == ("repairing", 1)
+    assert _lake_people(lake, people) == _masked_people(mariadb, people)
+    # change_metadata: every row a snapshot read, at its chunk's high watermark time
+    for table in (people, TableId("e2e", "orders")):
+        held = DeltaSink(str(lake)).read_all(table)
+        assert set(held.column(OP_COLUMN).to_pylist()) == {"r"}, table
+        assert held.column(COMMIT_TS_COLUMN).null_count == 0, table
     raw = [_email(n) for n in range(1, PEOPLE + 1)] + [_ssn(n) for n in range(1, PEOPLE + 1)]
     assert values_in_files(tmp_path, raw) == []
     assert files_containing(tmp_path, MASK_KEY) == []
@@ -142,6 +171,21 @@ def test_dag_snapshots_and_streams_every_table_exactly(
 
 #: The people table's rows and the key of its hashed column.
 PEOPLE, MASK_KEY = 50, "e2e-mask-key-0d5c1f"
+
+
+def _lake_people(lake: Path, people: TableId) -> dict[int, dict[str, Any]]:
+    return {r["id"]: r for r in DeltaSink(str(lake)).read_live(people).to_pylist()}
+
+
+def _masked_people(mariadb: LocalMariaDB, people: TableId) -> dict[int, dict[str, Any]]:
+    """The source's people as the rules shape them, by Python's ``hmac`` and slicing."""
+    rows = source_rows(mariadb, f"SELECT id, email, notes FROM {people.quoted()}")
+    for row in rows.values():
+        row["email"] = hmac.new(
+            MASK_KEY.encode(), row["email"].encode(), hashlib.sha256
+        ).hexdigest()
+        row["notes"] = row["notes"][:10]
+    return rows
 
 
 def _email(n: int) -> str:

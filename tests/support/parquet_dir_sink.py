@@ -9,7 +9,7 @@ contract tests (``tests/unit/test_sink_contract.py``).
 Layout: ``<root>/<database>/<table>/v<version>.parquet`` (names escaped by
 ``sinks.naming``), each file the whole table at that version: the source columns,
 ``_cdc_position`` and ``_cdc_deleted`` (no ``_cdc_bucket``: one file needs no
-partitions), and in its schema's metadata the table's description (key, columns kept
+partitions), the change metadata columns if the table has them, and in its schema's metadata the table's description (key, columns kept
 after a drop, the writers' application versions, the last column change, what a
 replacement or a copy was for). A commit writes the next version's file under a temporary
 name and links it into place, which fails when another writer took that version first:
@@ -54,7 +54,12 @@ from airflow_cdc.sinks.base import (
 )
 from airflow_cdc.sinks.cdc_columns import (
     CDC_PREFIX,
+    CHANGE_METADATA_FIELDS,
+    COMMIT_TS_COLUMN,
+    COMMIT_TS_TYPE,
     DELETED_COLUMN,
+    OP_COLUMN,
+    OP_DELETE,
     POSITION_COLUMN,
     POSITION_TYPE,
     repeated_position,
@@ -170,18 +175,26 @@ class ParquetDirSink:
     # -- create -------------------------------------------------------------------------
 
     def ensure_table(
-        self, schema: TableSchema, arrow_schema: pa.Schema, *, bucket_width: int | None = None
+        self,
+        schema: TableSchema,
+        arrow_schema: pa.Schema,
+        *,
+        bucket_width: int | None = None,
+        change_metadata: bool = False,
     ) -> None:
-        """Create the table, or check an existing one (``bucket_width``: no buckets here)."""
-        planned = _planned(schema, arrow_schema)
+        """Create the table, or check an existing one (``bucket_width``: no buckets here)
+        and give it the change metadata columns if asked."""
+        planned = _planned(schema, arrow_schema, change_metadata)
         if not self.exists(schema.table):
             try:
                 _commit(self._live(schema.table), planned)
                 return
             except _Conflict:
                 pass  # created meanwhile: check that one
-        held = _read(self._writable(schema.table), schema.table)
-        _check_same(schema.table, held, planned)
+        folder = self._writable(schema.table)
+        _check_same(schema.table, _read(folder, schema.table), planned)
+        if change_metadata:
+            _update(folder, schema.table, _with_change_metadata)
 
     def replace_table(
         self,
@@ -190,8 +203,11 @@ class ParquetDirSink:
         *,
         bucket_width: int | None,
         replaced_for: str,
+        change_metadata: bool = False,
     ) -> bool:
-        planned = replace(_planned(schema, arrow_schema), replaced_for=replaced_for)
+        planned = replace(
+            _planned(schema, arrow_schema, change_metadata), replaced_for=replaced_for
+        )
         live = self._live(schema.table)
         if not self.exists(schema.table):
             try:
@@ -291,9 +307,11 @@ class ParquetDirSink:
         app_id: str | None = None,
         app_version: int | None = None,
         rows: RowFilter | None = None,
+        event_time: int = 0,
     ) -> int:
         app = _app(app_id, app_version)
         encoded = position.encode()
+        stamps = {OP_COLUMN: pa.scalar(OP_DELETE), COMMIT_TS_COLUMN: _stamp(event_time)}
 
         def mark(held: _Table) -> tuple[int, _Table | None]:
             if app is not None and held.apps.get(app[0], -1) >= app[1]:
@@ -317,6 +335,8 @@ class ParquetDirSink:
                     column = pc.if_else(older, at, column)
                 elif name == DELETED_COLUMN:
                     column = pc.or_(column, older)
+                elif name in stamps:
+                    column = pc.if_else(older, stamps[name], column)
                 elif name not in held.key:
                     column = pc.if_else(older, pa.nulls(data.num_rows, column.type), column)
                 columns.append(column)
@@ -497,13 +517,29 @@ def _update(folder: Path, table: TableId, change: Callable[[_Table], tuple[T, _T
 # -- rules ----------------------------------------------------------------------------
 
 
-def _planned(schema: TableSchema, arrow_schema: pa.Schema) -> _Table:
+def _planned(schema: TableSchema, arrow_schema: pa.Schema, change_metadata: bool) -> _Table:
     check_source_table(schema, arrow_schema)
     if schema.keyless:  # the contract tests keyed tables only (issue 47: Delta holds keyless)
         raise SinkError(f"{schema.table} has no key: this test sink holds keyed tables only")
     fields = [pa.field(f.name, f.type, nullable=True) for f in arrow_schema]
     fields += [pa.field(POSITION_COLUMN, POSITION_TYPE), pa.field(DELETED_COLUMN, pa.bool_())]
+    fields += CHANGE_METADATA_FIELDS if change_metadata else []
     return _Table(-1, pa.schema(fields).empty_table(), tuple(schema.key))
+
+
+def _with_change_metadata(held: _Table) -> tuple[None, _Table | None]:
+    """``held`` with the change metadata columns (null in its rows), unless it has them."""
+    rows = held.rows
+    if OP_COLUMN in rows.column_names:
+        return None, None
+    for f in CHANGE_METADATA_FIELDS:
+        rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
+    return None, replace(held, rows=rows)
+
+
+def _stamp(event_time: int) -> pa.Scalar:
+    """A time of ``_cdc_commit_ts`` from seconds (0: not known, null)."""
+    return pa.scalar(event_time * 1_000_000 if event_time else None, COMMIT_TS_TYPE)
 
 
 def _check_same(table: TableId, held: _Table, planned: _Table) -> None:

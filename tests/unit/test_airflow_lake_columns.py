@@ -1,6 +1,6 @@
-"""The ``columns`` and ``masks`` params as the operators take them (rendered values, the
-mask key from its connection only when a mask hashes, every wrong entry named before a
-connection is read) and the env defaults the shipped DAGs give them."""
+"""The ``columns``, ``masks`` and ``change_metadata`` params as the operators take them
+(rendered values, the mask key from its connection only when a mask hashes, every wrong
+entry named before a connection is read) and the env defaults the shipped DAGs give them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ import logging
 
 import pytest
 
-from airflow_cdc.configured import configured_columns, configured_masks
+from airflow_cdc.configured import (
+    configured_change_metadata,
+    configured_columns,
+    configured_masks,
+)
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators._params import lake_columns
 
@@ -83,3 +87,21 @@ def test_the_env_defaults_are_checked_when_the_dags_are_parsed() -> None:
         configured_masks({"CDC_MASKS": '["shop.people.email"]'})
     with pytest.raises(ConfigurationError, match="give 'null', 'truncate:<n>'"):
         configured_masks({"CDC_MASKS": '{"shop.people.email": "md5"}'})
+
+
+@pytest.mark.parametrize(
+    ("rendered", "expected"), [(True, True), ("True", True), ("false", False), (None, False)]
+)
+def test_change_metadata_is_taken_as_rendered(rendered: object, expected: bool) -> None:
+    config = lake_columns(None, None, mask_conn_id="cdc_mask", change_metadata=rendered)
+    assert config.change_metadata is expected
+    assert config.is_plain  # no rule on the columns
+
+
+def test_change_metadata_refuses_what_is_no_flag() -> None:
+    with pytest.raises(ConfigurationError, match="change_metadata must be true or false"):
+        lake_columns(None, None, mask_conn_id="cdc_mask", change_metadata="yes please")
+    assert configured_change_metadata({"CDC_CHANGE_METADATA": "true"}) is True
+    assert configured_change_metadata({}) is False
+    with pytest.raises(ConfigurationError, match="CDC_CHANGE_METADATA must be true or false"):
+        configured_change_metadata({"CDC_CHANGE_METADATA": "on"})

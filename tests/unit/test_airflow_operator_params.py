@@ -39,7 +39,7 @@ SHARED: dict[type, type] = {
 SHARED_PARAMS = {
     CdcBaseOperator: {"source_conn_id", "metadata_conn_id", "lake_conn_id"},
     LakeOperator: {"sink_path", "staging_path"},
-    LakeRowsOperator: {"columns", "masks", "mask_conn_id"},
+    LakeRowsOperator: {"columns", "masks", "mask_conn_id", "change_metadata"},
     SelectedTablesOperator: {"tables", "exclude_tables"},
 }
 
@@ -75,6 +75,7 @@ def test_every_operator_takes_the_shared_params_from_its_base(operator: type) ->
         "columns": {"shop.orders": {"exclude": ["note"]}},
         "masks": {"shop.orders.email": "hash"},
         "mask_conn_id": "mask",
+        "change_metadata": True,
         "stream_id": "s",
         "chunk_rows": 10,
         "unit": {"chunk_ids": [1]},

@@ -207,6 +207,7 @@ def test_template_fields() -> None:
         "staging_path",
         "columns",
         "masks",
+        "change_metadata",
         "chunking",
         "chunk_keys",
         "key_range",

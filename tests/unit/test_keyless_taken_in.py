@@ -40,7 +40,9 @@ class EnsuredTables:
     def __init__(self) -> None:
         self.made: list[tuple[TableSchema, int | None]] = []
 
-    def ensure_table(self, schema: TableSchema, arrow: Any, *, bucket_width: int | None) -> None:
+    def ensure_table(
+        self, schema: TableSchema, arrow: Any, *, bucket_width: int | None, change_metadata: bool
+    ) -> None:
         self.made.append((schema, bucket_width))
 
 

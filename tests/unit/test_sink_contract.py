@@ -33,7 +33,10 @@ from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks.base import ApplyResult, Sink, TableShape
 from airflow_cdc.sinks.cdc_columns import (
     CDC_PREFIX,
+    COMMIT_TS_COLUMN,
+    COMMIT_TS_TYPE,
     DELETED_COLUMN,
+    OP_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
 )
@@ -639,3 +642,70 @@ def test_apply_result_reports_what_one_apply_did() -> None:
     assert not result.replayed
     with pytest.raises(AttributeError):
         result.rows_in = 2  # type: ignore[misc]
+
+
+# -- change metadata ------------------------------------------------------------------
+
+SECOND = 1_700_000_000
+
+
+def stamped(rows: list[Row], ops: list[str], seconds: list[int]) -> pa.Table:
+    """``changes`` as every writer gives them: with each row's operation and binlog time
+    (seconds; 0: not known, null)."""
+    times = [s * 1_000_000 if s else None for s in seconds]
+    return changes(
+        rows,
+        **{OP_COLUMN: pa.array(ops), COMMIT_TS_COLUMN: pa.array(times, COMMIT_TS_TYPE)},
+    )
+
+
+def stamps(sink: Sink, table: TableId = T) -> dict[int, tuple[str | None, int | None]]:
+    """Per key: the operation and time (seconds) the sink holds."""
+    found = {}
+    for row in sink.read_all(table).to_pylist():
+        stamp = row[COMMIT_TS_COLUMN]
+        found[row["id"]] = (row[OP_COLUMN], None if stamp is None else int(stamp.timestamp()))
+    return found
+
+
+def test_change_metadata_goes_with_the_version_held(make_sink: MakeSink, tmp_path: Path) -> None:
+    sink = make_sink(tmp_path / "lake")
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.apply(T, stamped([(1, 10, False, "a"), (2, 20, False, "b")], ["c", "c"], [SECOND, 0]))
+    sink.apply(
+        T, stamped([(1, 15, False, "x"), (2, 18, True, None)], ["u", "d"], [SECOND + 5, SECOND])
+    )
+    assert stamps(sink) == {1: ("u", SECOND + 5), 2: ("c", None)}  # the older delete lost
+    assert list(sink.read_live(T).column_names) == ["id", "v"]
+
+
+def test_a_table_without_change_metadata_drops_it_until_asked_for_it(sink: Sink) -> None:
+    sink.apply(T, stamped([(1, 10, False, "a"), (2, 11, False, "b")], ["c", "c"], [SECOND] * 2))
+    assert OP_COLUMN not in sink.read_all(T).column_names
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)  # once
+    sink.apply(T, stamped([(2, 12, False, "c")], ["u"], [SECOND + 3]))
+    assert stamps(sink) == {1: (None, None), 2: ("u", SECOND + 3)}
+    assert state(sink) == {1: (10, False, "a"), 2: (12, False, "c")}
+
+
+def test_a_truncate_leaves_deletes_at_its_statement_time(
+    make_sink: MakeSink, tmp_path: Path
+) -> None:
+    sink = make_sink(tmp_path / "lake")
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.apply(T, stamped([(1, 10, False, "a"), (2, 50, False, "b")], ["c", "u"], [SECOND] * 2))
+    assert sink.truncate(T, at(30), event_time=SECOND + 20) == 1
+    assert stamps(sink) == {1: ("d", SECOND + 20), 2: ("u", SECOND)}
+    assert sink.truncate(T, at(60)) == 1  # a time not known: null
+    assert stamps(sink)[2] == ("d", None)
+
+
+def test_rows_without_change_metadata_leave_it_null(make_sink: MakeSink, tmp_path: Path) -> None:
+    """A writer that does not keep them (a stream with ``change_metadata`` off) writes into
+    a table that has them."""
+    sink = make_sink(tmp_path / "lake")
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.apply(T, stamped([(1, 10, False, "a"), (2, 11, False, "b")], ["c", "c"], [SECOND] * 2))
+    sink.apply(T, changes([(2, 12, False, "c")]))
+    assert stamps(sink) == {1: ("c", SECOND), 2: (None, None)}

@@ -102,7 +102,9 @@ def test_a_written_chunk_equals_the_source_at_its_high_watermark(
         held = replay(earlier, {})[0] if earlier is not None else {}
         if held:
             target = arrow_schema(SCHEMA)
-            sink.apply(TABLE, with_position(rows_of(held), target, EARLIER.encode(), False))
+            sink.apply(
+                TABLE, with_position(rows_of(held), target, EARLIER.encode(), False, read_time=None)
+            )
         staged = Location(str(Path(folder) / "part-00000.arrow"))
         write_arrow_file(staged, rows_of({k: v for k, v in seen_by_read.items() if LO <= k < HI}))
 

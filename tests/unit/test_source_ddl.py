@@ -139,7 +139,9 @@ def test_a_query_event_carries_the_changes_of_watched_tables_only() -> None:
     end = BinlogPosition("b.000001", 400)
 
     def boundary(query: str, schema: bytes = b"shop") -> tuple[object, ...]:
-        found = _query_boundary(SimpleNamespace(schema=schema, query=query), end, watched)
+        found = _query_boundary(
+            SimpleNamespace(schema=schema, query=query, timestamp=0), end, watched
+        )
         assert found.position == end
         return tuple(found.changes)
 

@@ -1,7 +1,8 @@
 """ColumnLatest (the stream's fast path: rows kept as offsets into their row events) keeps
 exactly what LatestReducer keeps for the same row events: the same newest row (or delete
-marker) per key at the same position, whatever the mix of inserts, updates that move keys,
-and deletes; and the sink blocks built from it equal the row path's, emit filter and all."""
+marker) per key at the same position, with the same operation and binlog time, whatever
+the mix of inserts, updates that move keys, and deletes; and the sink blocks built from it
+equal the row path's, emit filter and change metadata columns and all."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from airflow_cdc.source.binlog import row_decoder as rd
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.row_scan import scan_rows
 from airflow_cdc.stream.apply import changes_table, columns_table, columns_tables
-from airflow_cdc.stream.reduce import ColumnLatest, LatestReducer
+from airflow_cdc.stream.reduce import ColumnLatest, LatestReducer, Newest
 
 T = TableId("db", "t")
 KEY = ("id",)
@@ -54,19 +55,21 @@ def row_events(draw: st.DrawFn) -> list[ColumnRows]:
                 moved = kind is ChangeKind.INSERT or draw(st.booleans())
                 data += image(draw(keys) if moved else before, draw(values))
         end = BinlogPosition("mysql-bin.000001", offset)
-        events.append(scan_rows(T, kind, end, PLAN, KEY, data))
+        when = draw(st.sampled_from([0, 1_700_000_000 + offset]))  # 0: not known
+        events.append(scan_rows(T, kind, end, PLAN, KEY, data, when))
     return events
 
 
-def by_rows(events: list[ColumnRows]) -> dict[Any, tuple[BinlogPosition, Any]]:
+def by_rows(events: list[ColumnRows]) -> dict[Any, Newest]:
     reducer = LatestReducer(lambda _table, row: tuple(row[name] for name in KEY))
     for rows in events:
         for i, (before, after) in enumerate(rows.rows()):
-            reducer.add(ChangeEvent(T, rows.kind, rows.end.at_row(i), before, after))
+            at = rows.end.at_row(i)
+            reducer.add(ChangeEvent(T, rows.kind, at, before, after, rows.event_time))
     return reducer.take().get(T, {})
 
 
-def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tuple[int, Any]]:
+def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tuple[Any, ...]]:
     for rows in events:
         reducer.add(rows)
     taken = reducer.take()
@@ -81,7 +84,8 @@ def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tup
         }
         key = tuple(row[name] for name in KEY)
         assert key not in found, "one row per key"
-        found[key] = (position, None if taken.deleted[i] else row)
+        deleted = taken.deleted[i]
+        found[key] = (position, None if deleted else row, taken.ops[i], taken.times[i])
     return found
 
 
@@ -89,7 +93,9 @@ def by_columns(reducer: ColumnLatest, events: list[ColumnRows]) -> dict[Any, tup
 @given(row_events())
 def test_columns_keep_what_rows_keep(events: list[ColumnRows]) -> None:
     reducer = ColumnLatest(PLAN, KEY)
-    expected = {key: (p.encode(), row) for key, (p, row) in by_rows(events).items()}
+    expected = {
+        key: (n.position.encode(), n.row, n.op, n.event_time) for key, n in by_rows(events).items()
+    }
     assert by_columns(reducer, events) == expected
     assert reducer.size == reducer.rows == 0  # taking empties it
     assert reducer.take() is None
@@ -104,7 +110,7 @@ def test_the_emit_filter_keeps_the_same_rows_on_both_paths(
         return (key[0] + position.offset) % (odd + 2) != 0
 
     latest = by_rows(events)
-    kept = {k: v for k, v in latest.items() if should_emit(k, v[0])}
+    kept = {k: v for k, v in latest.items() if should_emit(k, v.position)}
     columns = ColumnLatest(PLAN, KEY)
     for rows in events:
         columns.add(rows)

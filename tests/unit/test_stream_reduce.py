@@ -1,4 +1,5 @@
-"""reduce_to_latest: the newest version per (table, key) equals replaying the batch."""
+"""reduce_to_latest: the newest version per (table, key) equals replaying the batch, and
+each key's operation and binlog time are its last change's (``_cdc_op``, ``_cdc_commit_ts``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Key, Row, TableId
-from airflow_cdc.stream.reduce import reduce_to_latest
+from airflow_cdc.stream.reduce import Newest, reduce_to_latest
 
 TABLES = (TableId("db", "a"), TableId("db", "b"))
 
@@ -43,6 +44,7 @@ def batches(draw: st.DrawFn) -> list[ChangeEvent]:
                     position,
                     None if kind is ChangeKind.INSERT else before,
                     None if kind is ChangeKind.DELETE else after,
+                    draw(st.integers(1_500_000_000, 1_800_000_000)),
                 )
             )
     return events
@@ -58,9 +60,10 @@ def replay(state: dict[Key, Row], events: list[ChangeEvent]) -> dict[Key, Row]:
     return result
 
 
-def apply(state: dict[Key, Row], latest: dict[Key, tuple[BinlogPosition, Row | None]]) -> Any:
+def apply(state: dict[Key, Row], latest: dict[Key, Newest]) -> Any:
     result = dict(state)
-    for key, (_, image) in latest.items():
+    for key, newest in latest.items():
+        image = newest.row
         if image is None:
             result.pop(key, None)
         else:
@@ -97,14 +100,46 @@ def test_one_entry_per_touched_key_at_the_position_of_its_last_change(
                         last[key_of(image)] = event.position
         latest = reduced.get(table, {})
         assert set(latest) == set(last)
-        assert {key: position for key, (position, _) in latest.items()} == last
+        assert {key: newest.position for key, newest in latest.items()} == last
+
+
+@given(batches())
+def test_each_key_has_the_operation_and_time_of_its_last_change(
+    events: list[ChangeEvent],
+) -> None:
+    """Debezium's operations, event by event: an insert creates, an update updates (one
+    that moves the key deletes the old key and creates the new), a delete deletes."""
+    reduced = reduce_to_latest(events, key_of)
+    for table in TABLES:
+        last: dict[Key, tuple[str, int]] = {}
+        for event in (e for e in events if e.table == table):
+            if event.kind is ChangeKind.INSERT:
+                assert event.after is not None
+                last[key_of(event.after)] = ("c", event.event_time)
+            elif event.kind is ChangeKind.DELETE:
+                assert event.before is not None
+                last[key_of(event.before)] = ("d", event.event_time)
+            else:
+                assert event.before is not None
+                assert event.after is not None
+                old, new = key_of(event.before), key_of(event.after)
+                if old != new:
+                    last[old] = ("d", event.event_time)
+                last[new] = ("u" if old == new else "c", event.event_time)
+        latest = reduced.get(table, {})
+        assert {key: (n.op, n.event_time) for key, n in latest.items()} == last
 
 
 def test_key_change_leaves_a_marker_for_the_old_key() -> None:
     table = TABLES[0]
     at = BinlogPosition("mysql-bin.000003", 500)
-    event = ChangeEvent(table, ChangeKind.UPDATE, at, row(1, 0), row(2, 0))
-    assert reduce_to_latest([event], key_of) == {table: {(1,): (at, None), (2,): (at, row(2, 0))}}
+    event = ChangeEvent(table, ChangeKind.UPDATE, at, row(1, 0), row(2, 0), 1_700_000_000)
+    assert reduce_to_latest([event], key_of) == {
+        table: {
+            (1,): Newest(at, None, "d", 1_700_000_000),
+            (2,): Newest(at, row(2, 0), "c", 1_700_000_000),
+        }
+    }
 
 
 def test_events_out_of_order_are_refused() -> None:

@@ -22,6 +22,9 @@ time travel keeps the old.
 
 A keyless table's columns are not changed in place (every row's hash would change, and a
 dropped column may merge images): refused, the table needs a new snapshot.
+
+The change metadata columns, asked for a table created without them, are added in one
+``add_columns`` commit (:func:`add_change_metadata`; the rows held have them null).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from deltalake.schema import Schema as DeltaSchema
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, CHANGE_METADATA_FIELDS
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
 from airflow_cdc.sinks.delta.commits import add_actions
 from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
@@ -155,6 +158,25 @@ def _change(
             raise_if_not_exists=False,
             commit_properties=commit,
         )
+
+
+def add_change_metadata(
+    opened: Callable[[], DeltaTable], table: TableId, policy: RetryPolicy
+) -> bool:
+    """Give ``table`` the change metadata columns unless it has them (False) or is keyless
+    (False: a keyless table never has them)."""
+
+    def attempt() -> bool:
+        dt = opened()
+        layout = layout_of(dt, table)
+        if layout.change_metadata or layout.keyless:
+            return False
+        dt.alter.add_columns([DeltaField.from_arrow(f) for f in CHANGE_METADATA_FIELDS])
+        log.info("%s: added the change metadata columns", table)
+        return True
+
+    added, _ = retry_conflicts(attempt, f"add the change metadata columns to {table}", policy)
+    return added
 
 
 def enable_zoneless_timestamps(dt: DeltaTable, fields: list[pa.Field]) -> None:

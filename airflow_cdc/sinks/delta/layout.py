@@ -32,7 +32,9 @@ from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     CDC_PREFIX,
+    CHANGE_METADATA_FIELDS,
     DELETED_COLUMN,
+    OP_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
 )
@@ -102,6 +104,11 @@ class TableLayout:
         return pa.schema([f for f in self.schema if f.name != BUCKET_COLUMN])
 
     @property
+    def change_metadata(self) -> bool:
+        """Whether the table has the change metadata columns (``sinks.cdc_columns``)."""
+        return OP_COLUMN in self.schema.names
+
+    @property
     def source_columns(self) -> list[str]:
         return [name for name in self.schema.names if not name.startswith(CDC_PREFIX)]
 
@@ -155,15 +162,25 @@ class PlannedTable:
 
 
 def planned_table(
-    schema: TableSchema, arrow_schema: pa.Schema, bucket_width: int | None
+    schema: TableSchema,
+    arrow_schema: pa.Schema,
+    bucket_width: int | None,
+    *,
+    change_metadata: bool = False,
 ) -> PlannedTable:
     """Check the source table's columns and key, and plan its sink table. ``bucket_width``
     applies only when the first key column is an integer; other tables keep every row in
-    bucket 0, as does a keyless table read whole (its stored key is the row hash alone)."""
+    bucket 0, as does a keyless table read whole (its stored key is the row hash alone).
+    ``change_metadata``: with the change metadata columns (never a keyless table's)."""
     table = schema.table
     check_source_table(schema, arrow_schema)
     width = _bucket_width(schema, arrow_schema, bucket_width)
-    wanted = _delta_arrow_schema(table, arrow_schema, keyless=schema.keyless)
+    wanted = _delta_arrow_schema(
+        table,
+        arrow_schema,
+        keyless=schema.keyless,
+        change_metadata=change_metadata and not schema.keyless,
+    )
     config = {
         CONFIG_KEY: json.dumps(list(stored_key(schema))),
         STATS_COLUMNS: stats_columns(wanted),
@@ -320,7 +337,7 @@ def delta_fields(table: TableId, fields: list[pa.Field]) -> list[pa.Field]:
 
 
 def _delta_arrow_schema(
-    table: TableId, arrow_schema: pa.Schema, *, keyless: bool = False
+    table: TableId, arrow_schema: pa.Schema, *, keyless: bool = False, change_metadata: bool = False
 ) -> pa.Schema:
     """The table schema as Delta stores it (every source column nullable: delete markers
     carry only the key; a keyless table's hash and count never NULL), round-tripped through
@@ -330,6 +347,7 @@ def _delta_arrow_schema(
     fields += [
         pa.field(POSITION_COLUMN, POSITION_TYPE, nullable=True),
         pa.field(DELETED_COLUMN, pa.bool_(), nullable=True),
+        *(CHANGE_METADATA_FIELDS if change_metadata else ()),
         pa.field(BUCKET_COLUMN, pa.int64(), nullable=True),
     ]
     for f in arrow_schema:

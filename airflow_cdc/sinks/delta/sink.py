@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -38,7 +38,7 @@ from airflow_cdc.sinks.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import writer_transaction
 from airflow_cdc.sinks.delta.copy import Copied, copy_delta_table
-from airflow_cdc.sinks.delta.evolve import evolve_table
+from airflow_cdc.sinks.delta.evolve import add_change_metadata, evolve_table
 from airflow_cdc.sinks.delta.files import RangeFiles, data_files, range_files, remove_data_files
 from airflow_cdc.sinks.delta.generations import delete_retired, promote, start_generation
 from airflow_cdc.sinks.delta.layout import (
@@ -66,8 +66,6 @@ from airflow_cdc.sinks.storage import Location
 
 __all__ = ["DeltaSink"]
 
-T = TypeVar("T")
-
 
 class DeltaSink:
     """Delta Lake tables under ``root`` (a local folder or an object-store URI)."""
@@ -90,11 +88,10 @@ class DeltaSink:
         #: delta-rs ``streamed_exec``: False (default) lets delta-rs also prune the target
         #: by the source's key statistics; True streams the source (less memory).
         self.streamed_exec = streamed_exec
-        #: Up to these sizes apply() rewrites the touched files itself (``rewrite``);
-        #: None: always a delta-rs MERGE. The rewrite's commit carries no read predicate, so
-        #: delta-rs fails it when a concurrent commit removed any file of the table (the
-        #: MERGE names its buckets): the stream, most often the table's only writer, takes
-        #: it; chunk jobs, which run side by side on disjoint buckets, keep the MERGE.
+        #: Up to these sizes apply() rewrites the touched files itself (``rewrite``; None:
+        #: always a delta-rs MERGE). Its commit has no read predicate, so any concurrent
+        #: removal of a file fails it: for the stream (most often a table's only writer),
+        #: not the chunk jobs (side by side on disjoint buckets, which the MERGE names).
         self.rewrite = rewrite
         #: With ``keep_open``, each table stays open between calls and only its new commits
         #: are read (a writer that applies to the same tables again and again: the stream).
@@ -108,10 +105,8 @@ class DeltaSink:
 
     @classmethod
     def streaming(cls, config: SinkConfig) -> DeltaSink:
-        """The sink as the stream writes it: tables kept open between batches, small
-        merges done by rewriting the touched files, larger ones by a streamed delta-rs
-        merge (it reads the merge's source as it goes: a lower peak; the bucket predicate
-        still prunes)."""
+        """The sink as the stream writes it: tables kept open between batches, small merges
+        as rewrites of the touched files, larger ones as streamed delta-rs merges."""
         return cls.of(config, streamed_exec=True, keep_open=True, rewrite=RewriteLimits())
 
     def __repr__(self) -> str:
@@ -120,8 +115,8 @@ class DeltaSink:
     # -- paths and tables ---------------------------------------------------------------
 
     def table_uri(self, table: TableId) -> str:
-        """Where ``table`` lives: ``<root>/<escaped database>/<escaped table>`` (the live
-        table readers read; writers may be sent to its next generation, below it)."""
+        """``<root>/<escaped database>/<escaped table>``: the live table (its next
+        generation, which writers may be sent to, lies below it)."""
         return self._places.uri(table)
 
     def table_location(self, table: TableId) -> Location:
@@ -154,21 +149,25 @@ class DeltaSink:
     # -- create -------------------------------------------------------------------------
 
     def ensure_table(
-        self, schema: TableSchema, arrow_schema: pa.Schema, *, bucket_width: int | None = None
+        self,
+        schema: TableSchema,
+        arrow_schema: pa.Schema,
+        *,
+        bucket_width: int | None = None,
+        change_metadata: bool = False,
     ) -> None:
-        """Create the table if it is missing, else check that it has the requested layout.
-
-        Safe when several processes call it at once: the loser of the creation race opens
-        the winner's table and checks it. ``bucket_width`` applies only when the first key
-        column is an integer; other tables keep every row in bucket 0. The width is fixed
-        when the table is created: a later call with another width keeps the stored one.
-        """
+        """:meth:`~airflow_cdc.sinks.base.Sink.ensure_table`. Safe when several processes
+        call it at once: the loser of the creation race checks the winner's table. The
+        bucket width is fixed when the table is created (only for an integer first key
+        column; else bucket 0): a later call with another width keeps the stored one."""
         table = schema.table
-        planned = planned_table(schema, arrow_schema, bucket_width)
+        planned = planned_table(schema, arrow_schema, bucket_width, change_metadata=change_metadata)
         uri = self.table_uri(table)
         if not self.exists(table) and create_table(uri, table, planned, self.storage_options):
             return
         check_same_layout(table, self._open(table), planned)
+        if change_metadata and add_change_metadata(lambda: self._open(table), table, self.retry):
+            self._places.forget(table)
 
     # -- write --------------------------------------------------------------------------
 
@@ -226,6 +225,7 @@ class DeltaSink:
         app_id: str | None = None,
         app_version: int | None = None,
         rows: RowFilter | None = None,
+        event_time: int = 0,
     ) -> int:
         """:meth:`~airflow_cdc.sinks.base.Sink.truncate`: the markers in one commit that
         names the buckets it rewrites, retried on conflicts like :meth:`apply`."""
@@ -235,7 +235,7 @@ class DeltaSink:
         def attempt(dt: DeltaTable) -> int:
             if app is not None and self._tables.holds(dt, table, app):
                 return 0
-            return truncate_older(dt, writable_layout(dt, table), encoded, app, rows)
+            return truncate_older(dt, writable_layout(dt, table), encoded, app, rows, event_time)
 
         marked, _ = self._places.attempts(
             table, app, attempt, f"truncate {table} at {position}", self.retry
@@ -300,6 +300,7 @@ class DeltaSink:
         *,
         bucket_width: int | None,
         replaced_for: str,
+        change_metadata: bool = False,
     ) -> bool:
         """Start a next generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again); readers see the live table
@@ -307,15 +308,14 @@ class DeltaSink:
         already."""
         table = schema.table
         live = (lambda: self._places.open_live(table)) if self.exists(table) else None
-        planned = planned_table(schema, arrow_schema, bucket_width)
+        planned = planned_table(schema, arrow_schema, bucket_width, change_metadata=change_metadata)
         location = self._places.live_location(table)
         started = start_generation(live, location, table, planned, replaced_for, self.retry)
         self._places.forget(table)
         return started
 
     def promote(self, table: TableId, replaced_for: str) -> bool:
-        """Put the table's next generation for ``replaced_for`` in its place in one commit
-        (False: none); a table kept open is looked at up to date, not opened again."""
+        """:meth:`~airflow_cdc.sinks.base.Sink.promote` (a table kept open: not opened again)."""
         if self._places.kept_without_generation(table) or not self.exists(table):
             return False
         opened = functools.partial(self._places.open_live, table)
@@ -386,8 +386,7 @@ class DeltaSink:
         """The writers' table's counts of those images (``reads.held_counts``)."""
         return held_counts(self._open(table), hashes)
 
-    # An attribute, not a direct call, so that a test can put another writer between
-    # commit_new_range's emptiness check and its commit.
+    # An attribute: a test puts another writer between commit_new_range's check and commit.
     _range_rows = staticmethod(range_rows)
 
     def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:

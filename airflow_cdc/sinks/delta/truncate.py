@@ -24,7 +24,14 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, Transaction
 
 from airflow_cdc.model import RowFilter
-from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.cdc_columns import (
+    COMMIT_TS_COLUMN,
+    COUNT_COLUMN,
+    DELETED_COLUMN,
+    OP_COLUMN,
+    OP_DELETE,
+    POSITION_COLUMN,
+)
 from airflow_cdc.sinks.delta.commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta.layout import TableLayout
 from airflow_cdc.sinks.delta.older import (
@@ -50,10 +57,11 @@ def truncate_predicate(buckets: Sequence[int], position: int, among: str | None 
     return older_predicate(buckets, position, markers=False, among=among)
 
 
-def marker_updates(layout: TableLayout, position: int) -> dict[str, str]:
+def marker_updates(layout: TableLayout, position: int, event_time: int = 0) -> dict[str, str]:
     """The ``UPDATE`` assignments that make a row a delete marker at ``position``: non-key
     source columns null, the position set, the marker flag on; a keyless table's count 0
-    (its readers repeat a row by its count: a marker must stand for no row)."""
+    (its readers repeat a row by its count: a marker must stand for no row); the change
+    metadata, if the table has it: a delete at ``event_time`` (seconds; 0: not known)."""
     updates = {
         quote_column(name): "NULL" for name in layout.source_columns if name not in layout.key
     }
@@ -61,6 +69,11 @@ def marker_updates(layout: TableLayout, position: int) -> dict[str, str]:
     updates[quote_column(DELETED_COLUMN)] = "true"
     if layout.keyless:
         updates[quote_column(COUNT_COLUMN)] = "0"
+    if layout.change_metadata:
+        updates[quote_column(OP_COLUMN)] = f"'{OP_DELETE}'"
+        updates[quote_column(COMMIT_TS_COLUMN)] = (
+            f"CAST(TO_TIMESTAMP_SECONDS({int(event_time)}) AS TIMESTAMP)" if event_time else "NULL"
+        )
     return updates
 
 
@@ -70,6 +83,7 @@ def truncate_older(
     position: int,
     app: Transaction | None,
     rows: RowFilter | None = None,
+    event_time: int = 0,
 ) -> int:
     """One attempt of a truncate of ``dt`` at ``position`` (encoded), of the rows ``rows``
     selects if given (a partition's: ``TRUNCATE`` or ``DROP PARTITION``): the rows it
@@ -83,7 +97,7 @@ def truncate_older(
     if older.rows:
         where = None if rows is None else sql_filter(rows)
         metrics = dt.update(
-            updates=marker_updates(layout, position),
+            updates=marker_updates(layout, position, event_time),
             predicate=truncate_predicate(older.buckets, position, where),
             commit_properties=commit,
         )

@@ -32,12 +32,14 @@ class RowsEvent:
 
     ``rows`` holds ``(before, after)`` per row, as decoded by the library (not yet
     converted with ``source.arrow_types.python_value``); the cursor numbers them.
+    ``event_time``: the event's timestamp (seconds since the epoch, UTC; 0: not known).
     """
 
     table: TableId
     kind: ChangeKind
     end: BinlogPosition
     rows: Sequence[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
+    event_time: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class ColumnRows:
     after-image's value starts in ``data`` (-1: NULL; inserts and updates, None for
     deletes). ``before``: per ``key`` column, where each before-image's value starts
     (updates and deletes). ``after_keys``/``before_keys``: per row, the images' key values
-    as the library gives them.
+    as the library gives them. ``event_time``: as :attr:`RowsEvent.event_time`.
     """
 
     table: TableId
@@ -64,6 +66,7 @@ class ColumnRows:
     before: list[list[int]] | None
     before_keys: list[Key] | None
     count: int
+    event_time: int = 0
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -108,6 +111,7 @@ class ColumnRows:
             rest(self.before),
             None if self.before_keys is None else self.before_keys[first:],
             max(0, self.count - first),
+            self.event_time,
         )
 
 
@@ -122,6 +126,8 @@ class Boundary:
     position: BinlogPosition
     changes: tuple[SchemaChange, ...] = ()
     statement: str = ""
+    #: As :attr:`RowsEvent.event_time` (the statement's, for a DDL).
+    event_time: int = 0
 
 
 RawEvent: TypeAlias = RowsEvent | ColumnRows | Boundary

@@ -150,7 +150,7 @@ def column_rows(
         if update
         else ChangeKind.DELETE
     )
-    return row_scan.scan_rows(table, kind, end, plan, key, data)
+    return row_scan.scan_rows(table, kind, end, plan, key, data, int(event.timestamp))
 
 
 def _image(values: dict[str, Any], none_sources: dict[str, str]) -> dict[str, Any]:

@@ -320,7 +320,7 @@ def _raw_event(
     if fast is not None:
         return fast
     kind, rows = library_rows(event, frozenset(key))
-    return RowsEvent(table, kind, end, rows)
+    return RowsEvent(table, kind, end, rows, int(event.timestamp))
 
 
 def _refuse_partial_images(
@@ -353,4 +353,4 @@ def _query_boundary(
     if any(change.table is None for change in changes):
         log.warning("binlog DDL at %s names no table the parser finds: %r", end, event.query)
     kept = concerning(changes, tables.keys())
-    return Boundary(end, kept, event.query if kept else "")
+    return Boundary(end, kept, event.query if kept else "", int(event.timestamp))

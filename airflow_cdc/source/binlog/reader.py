@@ -202,7 +202,9 @@ class BinlogCursor:
                             return
                         if raw.position > self._boundary:
                             for change in raw.changes:
-                                yield SchemaEvent(raw.position, change, raw.statement)
+                                yield SchemaEvent(
+                                    raw.position, change, raw.statement, raw.event_time
+                                )
                             self._boundary, failures = raw.position, 0
                         if self._end is not None and self._boundary >= self._end:
                             return
@@ -269,7 +271,12 @@ class BinlogCursor:
             if position <= self._start or (self._last is not None and position <= self._last):
                 continue
             yield ChangeEvent(
-                raw.table, raw.kind, position, _convert(schema, before), _convert(schema, after)
+                raw.table,
+                raw.kind,
+                position,
+                _convert(schema, before),
+                _convert(schema, after),
+                raw.event_time,
             )
 
     def _server_binary_logs(self) -> Sequence[str]:

@@ -21,6 +21,7 @@ def scan_rows(
     plan: RowPlan,
     key: tuple[str, ...],
     data: bytes,
+    event_time: int = 0,
 ) -> ColumnRows:
     """The rows of one row event's body ``data`` (every column in every image)."""
     indexes = [plan.names.index(name) for name in key]
@@ -46,5 +47,5 @@ def scan_rows(
         values = [[rd.decode_at(plan, i, data, cell) for cell in after[i]] for i in indexes]
         after_keys = list(zip(*values, strict=True))
     return ColumnRows(
-        table, kind, end, plan, key, data, after, after_keys, before, before_keys, count
+        table, kind, end, plan, key, data, after, after_keys, before, before_keys, count, event_time
     )
