@@ -189,11 +189,13 @@ class Sink(Protocol):
         app_id: str | None = None,
         app_version: int | None = None,
         keys_unique: bool = False,
+        wins_ties: bool = False,
     ) -> ApplyResult:
         """Merge rows (source columns + ``_cdc_position`` + ``_cdc_deleted``, at most one per
         key; a keyless table's with ``_cdc_row_hash`` and an absolute ``_cdc_count``, 0
         exactly on markers) into the table; a row replaces the held one only if its
-        position is greater.
+        position is greater (with ``wins_ties``, a snapshot chunk's rows: or equal,
+        ``sinks.last_writer_wins``).
         ``keys_unique``: the caller guarantees one row per key, so the check is skipped."""
         ...
 

@@ -17,7 +17,12 @@ Three forms of the rule, one per kind of writer:
   (the sink's merge of large inputs, executed by delta-rs).
 
 Equal positions are the same change (a position names one change of one key), so a tie
-keeps what the table holds and writes nothing.
+keeps what the table holds and writes nothing; except for a snapshot chunk's rows
+(``wins_ties``). A chunk writes what it read at the binlog's end then, its high watermark,
+a transaction boundary no row event of the binlog is at: a row held at that position is
+another chunk's read at the same end, and the two differ only by a change made outside the
+binlog (``sql_log_bin = 0``, a restored file), which the later read has and a repair is
+for. So a chunk's row replaces one at an equal position too.
 """
 
 from __future__ import annotations
@@ -68,15 +73,18 @@ class Applied:
     skipped: int
 
 
-def apply_newer(held: pa.Table, changes: pa.Table, key: Sequence[str]) -> Applied:
+def apply_newer(
+    held: pa.Table, changes: pa.Table, key: Sequence[str], *, wins_ties: bool = False
+) -> Applied:
     """``held`` (one row per key) with every row of ``changes`` (one row per key, the same
-    columns) whose key it does not hold, or holds at a smaller position, in place of it.
-    Row order is not kept."""
+    columns) whose key it does not hold, or holds at a smaller position (with
+    ``wins_ties``: or the same), in place of it. Row order is not kept."""
     names = list(key)
     changes = changes.select(held.column_names)
     at = rows_with_keys(changes, held, names)
     before = held.column(POSITION_COLUMN).take(at)
-    newer = pc.or_kleene(pc.is_null(at), pc.greater(changes.column(POSITION_COLUMN), before))
+    wins = pc.greater_equal if wins_ties else pc.greater
+    newer = pc.or_kleene(pc.is_null(at), wins(changes.column(POSITION_COLUMN), before))
     winners = changes.filter(newer)
     replaced = at.filter(newer).drop_null().to_numpy()
     keep = np.ones(held.num_rows, dtype=bool)
@@ -105,10 +113,13 @@ def rows_with_keys(rows: pa.Table, table: pa.Table, key: Sequence[str]) -> pa.Ar
     return paired.column(_TABLE_ROW).combine_chunks()
 
 
-def newer_than_target(source: str, target: str) -> str:
+def newer_than_target(source: str, target: str, *, wins_ties: bool = False) -> str:
     """The rule as a Delta ``MERGE`` condition: the source row (alias ``source``) replaces
     the matched target row (alias ``target``)."""
-    return f"{quote_column(POSITION_COLUMN, source)} > {quote_column(POSITION_COLUMN, target)}"
+    compare = ">=" if wins_ties else ">"
+    return (
+        f"{quote_column(POSITION_COLUMN, source)} {compare} {quote_column(POSITION_COLUMN, target)}"
+    )
 
 
 def _first_per_key(rows: pa.Table, names: list[str]) -> pa.Table:

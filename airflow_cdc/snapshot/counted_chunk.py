@@ -167,7 +167,7 @@ def write_counts(
         return Written(live, 0, as_files=True)
     sink.remove_files(schema.table, files)
     markers = _markers(conn, sink, schema, rng, images, position)
-    sink.apply(schema.table, pa.concat_tables([rows, markers]), keys_unique=True)
+    sink.apply(schema.table, pa.concat_tables([rows, markers]), keys_unique=True, wins_ties=True)
     return Written(live, markers.num_rows, as_files=False)
 
 

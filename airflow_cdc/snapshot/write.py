@@ -276,6 +276,9 @@ def merge_rows(
     # One row per key by construction: the range's rows are unique in the source (primary
     # key or checked-unique chunk key), and the corrected, deleted and vanished keys were
     # taken out of them before being added.
-    sink.apply(rows.table, changes, keys_unique=True)
+    # A row the sink holds at this position is an earlier read at the same binlog end:
+    # this one wins (``sinks.last_writer_wins``), so a repair of a change made outside the
+    # binlog writes even on a server idle since.
+    sink.apply(rows.table, changes, keys_unique=True, wins_ties=True)
     tombstones = len(rows.deleted) + len(vanished)
     return Written(changes.num_rows - tombstones, tombstones, as_files=False)

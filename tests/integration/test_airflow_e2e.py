@@ -14,7 +14,9 @@ the ``cdc_mask`` connection, ``notes`` truncated): its Delta table holds exactly
 rows, and neither the raw ``ssn`` and ``email`` values nor the mask key are in any file of
 the run (the lake's values read, Airflow's logs and DB, Spark's event logs), also after a
 backfill of a key range (``mysql_cdc_backfill``) and a repair (``mysql_cdc_verify``,
-``repair``) of rows removed from the lake, given the same params. The DAG param
+``repair``) of a difference made outside the binlog, given the same params, on a server
+whose binlog has not moved since the snapshot (their chunks' rows replace the snapshot's
+at the same position). The DAG param
 ``change_metadata`` is on: every row holds ``_cdc_op`` ``r`` and a time.
 
 The same pipeline under a random writer running from before the plan through the snapshot,
@@ -33,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
@@ -138,18 +139,22 @@ def test_dag_snapshots_and_streams_every_table_exactly(
 
     # The people table as the rules shape it, and its raw values and the key nowhere.
     assert _lake_people(lake, people) == _masked_people(mariadb, people)
-    # A backfill of a key range and a repair, through their DAGs with the same params, each
-    # of rows gone from the lake (a chunk writes at the binlog's end, which has not moved
-    # since the snapshot: it replaces no row held at that position, it writes missing ones).
-    people_uri = DeltaSink(str(lake)).table_uri(people)
-    DeltaTable(people_uri).delete("id < 11")
+    # A backfill of a key range and a repair of a difference made outside the binlog,
+    # through their DAGs with the same params. Nothing was written to the binlog since the
+    # snapshot: their chunks read at the snapshot's position, and replace its rows.
+    snapshot_times = _commit_times(lake, people)
     backfill = {"table": str(people), "lo": [1], "hi": [11], "sink_path": str(lake), **rules}
     result = dags_test(
         env, backfill, dag_id="mysql_cdc_backfill", log=tmp_path / "backfill.log", timeout=600
     )
     assert result.returncode == 0, (tmp_path / "backfill.log").read_text()[-6000:]
+    backfilled = _commit_times(lake, people)
+    assert {n for n in backfilled if backfilled[n] > snapshot_times[n]} == set(range(1, 11))
     assert _lake_people(lake, people) == _masked_people(mariadb, people)
-    DeltaTable(people_uri).delete("id = 3")
+    mariadb.execute(
+        "SET SESSION sql_log_bin = 0",
+        f"UPDATE e2e.people SET email = '{DRIFTED}', ssn = 'SSN-drifted' WHERE id = 3",
+    )
     repair = {"tables": [str(people)], "sink_path": str(lake), "repair": True, **rules}
     result = dags_test(
         env, repair, dag_id="mysql_cdc_verify", log=tmp_path / "repair.log", timeout=600
@@ -165,12 +170,20 @@ def test_dag_snapshots_and_streams_every_table_exactly(
         assert set(held.column(OP_COLUMN).to_pylist()) == {"r"}, table
         assert held.column(COMMIT_TS_COLUMN).null_count == 0, table
     raw = [_email(n) for n in range(1, PEOPLE + 1)] + [_ssn(n) for n in range(1, PEOPLE + 1)]
+    raw += [DRIFTED, "SSN-drifted"]
     assert values_in_files(tmp_path, raw) == []
     assert files_containing(tmp_path, MASK_KEY) == []
 
 
 #: The people table's rows and the key of its hashed column.
 PEOPLE, MASK_KEY = 50, "e2e-mask-key-0d5c1f"
+#: An email the lake gets from the repair only.
+DRIFTED = "drifted-person@people.example"
+
+
+def _commit_times(lake: Path, people: TableId) -> dict[int, Any]:
+    rows = DeltaSink(str(lake)).read_all(people).to_pylist()
+    return {r["id"]: r[COMMIT_TS_COLUMN] for r in rows}
 
 
 def _lake_people(lake: Path, people: TableId) -> dict[int, dict[str, Any]]:

@@ -264,6 +264,7 @@ class ParquetDirSink:
         app_id: str | None = None,
         app_version: int | None = None,
         keys_unique: bool = False,
+        wins_ties: bool = False,
     ) -> ApplyResult:
         app = _app(app_id, app_version)
         if isinstance(changes, pa.RecordBatchReader):
@@ -283,7 +284,7 @@ class ParquetDirSink:
             )
             if app is not None and held.apps.get(app[0], -1) >= app[1]:
                 return ApplyResult(rows.num_rows, 0, 0, 0, attempts, held.version, True), None
-            done = apply_newer(held.rows, rows, held.key)
+            done = apply_newer(held.rows, rows, held.key, wins_ties=wins_ties)
             changed = done.inserted + done.updated > 0
             result = ApplyResult(
                 rows.num_rows,

@@ -709,3 +709,20 @@ def test_rows_without_change_metadata_leave_it_null(make_sink: MakeSink, tmp_pat
     sink.apply(T, stamped([(1, 10, False, "a"), (2, 11, False, "b")], ["c", "c"], [SECOND] * 2))
     sink.apply(T, changes([(2, 12, False, "c")]))
     assert stamps(sink) == {1: ("c", SECOND), 2: (None, None)}
+
+
+def test_a_chunk_s_rows_replace_rows_at_their_position(sink: Sink) -> None:
+    """``wins_ties``: a snapshot chunk's read at the binlog end another chunk read at (a
+    repair of a change made outside the binlog) replaces it; a replay does not."""
+    sink.apply(T, changes([(1, 10, False, "a"), (2, 10, False, "b"), (3, 10, False, "c")]))
+    again = changes([(1, 10, False, "again"), (2, 9, False, "older"), (4, 10, True, None)])
+    result = sink.apply(T, again, wins_ties=True)
+    assert (result.inserted, result.updated, result.skipped_older) == (1, 1, 1)
+    assert state(sink) == {
+        1: (10, False, "again"),
+        2: (10, False, "b"),
+        3: (10, False, "c"),
+        4: (10, True, None),
+    }
+    sink.apply(T, changes([(1, 10, False, "replayed")]))  # a tie otherwise keeps the held
+    assert live(sink)[1] == "again"

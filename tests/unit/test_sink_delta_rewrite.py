@@ -88,6 +88,14 @@ def test_older_changes_and_a_replay_change_nothing(sink: DeltaSink) -> None:
     assert files(sink) == before
 
 
+def test_a_chunk_s_rows_replace_rows_at_their_position_by_rewrite(sink: DeltaSink) -> None:
+    again = changes([7, 8], 10).set_column(1, "v", pa.array(["read again"] * 2, pa.string()))
+    result = sink.apply(T, again, wins_ties=True)
+    assert last_operation(sink) == "WRITE"  # the rewrite, not a delta-rs MERGE
+    assert (result.updated, result.skipped_older) == (2, 0)
+    assert (live(sink)[7], live(sink)[8], live(sink)[9]) == ("read again", "read again", "9@10")
+
+
 def test_nothing_new_still_records_the_application_transaction(sink: DeltaSink) -> None:
     sink.apply(T, changes([3], 1), app_id="stream", app_version=7)
     assert DeltaTable(sink.table_uri(T)).transaction_version("stream") == 7

@@ -30,6 +30,8 @@ class Batch:
     buckets: list[int]
     #: The writer's application transaction, recorded with the write (``app_id``).
     app: Transaction | None
+    #: A row replaces one at the same position too (a snapshot chunk's: ``Sink.apply``).
+    wins_ties: bool = False
 
     @classmethod
     def of(
@@ -40,10 +42,11 @@ class Batch:
         app: Transaction | None,
         *,
         check_keys: bool,
+        wins_ties: bool = False,
     ) -> Batch:
         rows = prepare_changes(table, layout, changes, check_keys=check_keys)
         buckets = pc.unique(rows.column(BUCKET_COLUMN)).to_pylist() if rows.num_rows else []
-        return cls(table, layout, rows, buckets, app)
+        return cls(table, layout, rows, buckets, app, wins_ties)
 
     @property
     def rows_in(self) -> int:

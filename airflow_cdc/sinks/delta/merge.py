@@ -43,7 +43,9 @@ def merge(
                 streamed_exec=streamed_exec,
                 commit_properties=commit,
             )
-            .when_matched_update(columns, predicate=newer_than_target("s", "t"))
+            .when_matched_update(
+                columns, predicate=newer_than_target("s", "t", wins_ties=batch.wins_ties)
+            )
             .when_not_matched_insert(columns)
             .execute()
         )

@@ -34,6 +34,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.sinks.base import ApplyResult
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import add_actions, commit_actions
 from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
 from airflow_cdc.sinks.delta.layout import TableLayout
@@ -103,16 +104,13 @@ class Rewrite:
 
 
 def plan_rewrite(
-    dt: DeltaTable,
-    location: Location,
-    changes: pa.Table,
-    key: Sequence[str],
-    limits: RewriteLimits,
+    dt: DeltaTable, location: Location, batch: Batch, limits: RewriteLimits
 ) -> Rewrite | None:
-    """The rewrite that applies ``changes`` (the sink's change layout plus the bucket
-    column, one row per key) to ``dt``, or None when it is not a small one (too many
+    """The rewrite that applies ``batch`` (its rows: the sink's change layout plus the
+    bucket column, one row per key) to ``dt``, or None when it is not a small one (too many
     rows or bytes to read, or files whose columns differ from the changes': the delta-rs
     merge then handles it)."""
+    changes, key = batch.rows, batch.layout.key
     if changes.num_rows > limits.max_rows or not plain_protocol(dt):
         return None
     files = _bucket_files(dt, changes)
@@ -129,7 +127,8 @@ def plan_rewrite(
         held, replaced = _held_rows(location, reading, fold, changes, key, columns)
         if held is None:
             return None
-        return Rewrite(apply_newer(held, changes.select(columns), key), replaced)
+        applied = apply_newer(held, changes.select(columns), key, wins_ties=batch.wins_ties)
+        return Rewrite(applied, replaced)
     except pa.ArrowNotImplementedError:  # a key type Arrow's joins do not take
         return None
 

@@ -179,21 +179,22 @@ class DeltaSink:
         app_id: str | None = None,
         app_version: int | None = None,
         keys_unique: bool = False,
+        wins_ties: bool = False,
     ) -> ApplyResult:
-        """:meth:`~airflow_cdc.sinks.base.Sink.apply`. A reader is read whole first: a commit conflict re-runs the
-        merge, which needs the input again, and the duplicate-key check (a group-by over
-        every key, 0.2 s per million rows; ``keys_unique`` skips it) needs every key."""
+        """:meth:`~airflow_cdc.sinks.base.Sink.apply`. A reader is read whole first: a retry
+        needs the input again, the duplicate-key check (``keys_unique`` skips it) every key."""
         app = writer_transaction(app_id, app_version)
         if isinstance(changes, pa.RecordBatchReader):
             changes = changes.read_all()
         # Shaped again on a retry if the table's columns changed meanwhile (a widened
         # type; else it refuses them).
         prepared: list[Batch] = []
+        batch_of = functools.partial(Batch.of, check_keys=not keys_unique, wins_ties=wins_ties)
 
         def attempt(dt: DeltaTable) -> ApplyResult:
             layout = writable_layout(dt, table)
             if not prepared or prepared[0].layout != layout:
-                prepared[:] = [Batch.of(table, layout, changes, app, check_keys=not keys_unique)]
+                prepared[:] = [batch_of(table, layout, changes, app)]
             return self._write(dt, prepared[0], self._places.location_of(table, dt))
 
         what = f"apply {changes.num_rows} rows to {table}"
@@ -208,7 +209,7 @@ class DeltaSink:
         if batch.app is not None and self._tables.holds(dt, batch.table, batch.app):
             return ApplyResult(batch.rows_in, 0, 0, 0, 0, dt.version(), replayed=True)
         rewrite = (
-            plan_rewrite(dt, location, batch.rows, batch.layout.key, self.rewrite)
+            plan_rewrite(dt, location, batch, self.rewrite)
             if batch.rows_in and self.rewrite is not None
             else None
         )
