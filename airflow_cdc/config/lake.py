@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableSchema
 from airflow_cdc.model.lake_columns import LakeColumnRules, MaskKey, TableLakeColumns
+from airflow_cdc.model.lake_record import LakeRecord
 
 __all__ = ["DEFAULT_MASK_CONN_ID", "LakeColumnsConfig", "parse_lake_rules"]
 
@@ -77,6 +78,11 @@ class LakeColumnsConfig:
             return self.rules.for_table(schema)
         except ValueError as exc:
             raise _naming_the_settings(exc) from None
+
+    def record_for(self, schema: TableSchema) -> str:
+        """What ``schema``'s lake table records of these rules (``model.lake_record``), as
+        its writers give it to the sink."""
+        return LakeRecord.of(self.for_table(schema), self.key).to_text()
 
     def lake_schema(self, schema: TableSchema) -> TableSchema:
         """``schema`` without the columns left out: the lake table's columns."""

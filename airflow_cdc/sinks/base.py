@@ -126,10 +126,12 @@ class ApplyResult:
 
 @dataclass(frozen=True, slots=True)
 class TableShape:
-    """A sink table's source columns (those it holds now, in order) and its key."""
+    """A sink table's source columns (those it holds now, in order), its key, and the
+    rules its rows were written under (``model.lake_record``; empty: not recorded)."""
 
     columns: tuple[str, ...]
     key: tuple[str, ...]
+    lake_rules: str = ""
 
 
 @dataclass(frozen=True)
@@ -173,12 +175,16 @@ class Sink(Protocol):
         *,
         bucket_width: int | None = None,
         change_metadata: bool = False,
+        lake_rules: str = "",
     ) -> None:
         """Create the table if missing; fail if an existing table has another schema, or
         is keyed where ``schema`` is keyless or the other way round. A keyless ``schema``
         gets the stored key, hash and count of the module docstring. ``change_metadata``:
         the table has the change metadata columns (added to an existing table without
-        them, its rows' null); a keyless table never has them."""
+        them, its rows' null); a keyless table never has them. ``lake_rules``: the rules
+        the writer shapes rows by (``LakeColumnsConfig.record_for``), recorded by a new
+        table; :class:`~airflow_cdc.errors.ConfigurationError` when the table recorded
+        others (``sinks.conform.check_same_lake_rules``)."""
         ...
 
     def apply(
@@ -232,6 +238,7 @@ class Sink(Protocol):
         bucket_width: int | None,
         replaced_for: str,
         change_metadata: bool = False,
+        lake_rules: str = "",
     ) -> bool:
         """Start a new generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again): its writers write it, its
@@ -241,7 +248,8 @@ class Sink(Protocol):
         :meth:`range_writer`, :meth:`commit_new_range`) and what writers ask
         (:meth:`shape`, :meth:`candidates`, :meth:`applied_version`) are the new
         generation's; :meth:`read_live`, :meth:`read_all` and :meth:`scan` the current
-        table's."""
+        table's. The new generation records ``change_metadata`` and ``lake_rules`` as
+        :meth:`ensure_table` does (a replacement is how a table's rules change)."""
         ...
 
     def promote(self, table: TableId, replaced_for: str) -> bool:

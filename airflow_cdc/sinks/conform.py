@@ -10,8 +10,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.errors import SinkColumnsChangedError, SinkError
+from airflow_cdc.errors import ConfigurationError, SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.model.lake_record import LakeRecord
 from airflow_cdc.sinks.base import check_column_names
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
@@ -22,7 +23,7 @@ from airflow_cdc.sinks.cdc_columns import (
 )
 from airflow_cdc.sinks.keyless import check_counts
 
-__all__ = ["check_source_table", "conform_changes"]
+__all__ = ["check_same_lake_rules", "check_source_table", "conform_changes"]
 
 
 def check_source_table(schema: TableSchema, arrow_schema: pa.Schema) -> None:
@@ -37,6 +38,23 @@ def check_source_table(schema: TableSchema, arrow_schema: pa.Schema) -> None:
     missing = [name for name in schema.key if name not in arrow_schema.names]
     if (not schema.key and not schema.keyless) or missing:
         raise SinkError(f"key columns {missing or '(none)'} of {table} are not in its schema")
+
+
+def check_same_lake_rules(table: TableId, written: str, given: str) -> None:
+    """Refuse a writer whose rules (``given``: ``LakeColumnsConfig.record_for``) differ
+    from those the table was written with (``written``; either empty: a table or writer
+    from before tables recorded them, not checked)."""
+    if not written or not given:
+        return
+    differences = LakeRecord.from_text(written).differences(LakeRecord.from_text(given))
+    if differences:
+        raise ConfigurationError(
+            f"the Delta table of {table} was written with other columns or masks than "
+            f"this task was given ({'; '.join(differences)}): give every task of the "
+            "pipeline the same 'columns', 'masks' and mask key (the DAG params and the "
+            "cdc_mask connection), or backfill the table with replace to write it anew "
+            "under the new ones"
+        )
 
 
 def conform_changes(

@@ -162,6 +162,7 @@ def _snapshot_on(
         arrow_schema(stored),
         bucket_width=bucket_width(conn, schema, task.chunks_of_table),
         change_metadata=task.lake_columns.change_metadata,
+        lake_rules=task.lake_columns.record_for(schema),
     )
     probe.reach("chunk_start")
     reads = _Reads(schema, lake, staging, runner, parallelism, driver_share)

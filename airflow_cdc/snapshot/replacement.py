@@ -98,6 +98,7 @@ def replace_planned(
             bucket_width=bucket_width(conn, schema, chunks[table]),
             replaced_for=replaced_for(record.plan_id),
             change_metadata=lake_columns.change_metadata,
+            lake_rules=lake_columns.record_for(source_schema),
         )
         if replaced:
             log.warning(

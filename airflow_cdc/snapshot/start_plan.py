@@ -104,6 +104,7 @@ def record_start_plan(
             arrow_schema(stored),
             bucket_width=bucket_width(conn, schema, 1),
             change_metadata=lake_columns.change_metadata,
+            lake_rules=lake_columns.record_for(schema),
         )
     plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "unread") for s in schemas]
     record = store.plans.create(label, plans)

@@ -119,6 +119,7 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
         bucket_width=width,
         replaced_for=label,
         change_metadata=context.lake_columns.change_metadata,
+        lake_rules=context.lake_columns.record_for(schema),
     )
     context.sink.promote(table, label)
     _done_at(context.store, schema, position, label)

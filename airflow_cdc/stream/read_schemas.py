@@ -21,6 +21,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.planning.plan_snapshot import chunked_schemas
 from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.conform import check_same_lake_rules
 from airflow_cdc.sinks.keyless import stored_key
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
@@ -73,6 +74,8 @@ class ReadSchemas:
         self._schemas[table] = schema
         if self._sink.exists(table):
             shape = self._sink.shape(table)
+            # Rows shaped by other columns or masks than the table's: refused, named.
+            check_same_lake_rules(table, shape.lake_rules, self._lake.record_for(schema))
             # The sink merges a keyless table by its chunking column and row hash: the
             # same key as the schema's when its stored key is what the schema asks for.
             key = schema.key if shape.key == stored_key(schema) else shape.key

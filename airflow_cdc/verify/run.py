@@ -17,6 +17,8 @@ from airflow_cdc.config import LakeColumnsConfig, SinkConfig, SourceConfig, Veri
 from airflow_cdc.errors import CdcError, first_line
 from airflow_cdc.metadata.verifications import Verification
 from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema
+from airflow_cdc.sinks.conform import check_same_lake_rules
+from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.check import StreamPosition, TableCheck, check_table
@@ -108,6 +110,7 @@ def verify_tables(
         try:
             lake = rules.for_table(source_schema)
             schema = lake.project(source_schema)
+            _check_written_alike(sink, source_schema, rules)
             found = check_table(
                 source,
                 info,
@@ -132,3 +135,12 @@ def verify_tables(
         on_table(outcome)
         outcomes.append(outcome)
     return outcomes
+
+
+def _check_written_alike(sink: SinkConfig, schema: TableSchema, rules: LakeColumnsConfig) -> None:
+    """:class:`ConfigurationError` when the table's lake rows were written under other
+    columns or masks than verify is given (it would compare rows of another shape)."""
+    opened = open_sink(sink)
+    if opened.exists(schema.table):
+        recorded = opened.shape(schema.table).lake_rules
+        check_same_lake_rules(schema.table, recorded, rules.record_for(schema))

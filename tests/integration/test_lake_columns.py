@@ -271,3 +271,45 @@ def test_rules_that_would_lose_a_row_are_refused_before_a_row_is_read(
     with pytest.raises(ConfigurationError, match=r"key of .*people \(id\) must reach the lake"):
         run_chunk(spec)
     assert not (lake / fresh_db / "people").exists()
+
+
+def test_a_task_given_other_rules_than_the_table_s_is_refused(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """The table records the rules its rows were written under; a chunk, a stream and a
+    verify given others (here ``email`` nulled instead of hashed) are refused, naming the
+    column, and write nothing."""
+    table = TableId(fresh_db, "people")
+    t = table.quoted()
+    mariadb.execute(
+        f"CREATE TABLE {t} (id INT PRIMARY KEY, email VARCHAR(100), ssn CHAR(11), notes TEXT, "
+        "age INT)",
+        *[
+            f"INSERT INTO {t} VALUES ({n}, '{_email(n)}', '{_ssn(n)}', 'note of {n}', {n})"
+            for n in range(1, 11)
+        ],
+    )
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    rules = _rules(fresh_db)
+    other = dataclasses.replace(rules, masks={**rules.masks, f"{fresh_db}.people.email": "null"})
+    (chunk,) = plan(mariadb, [str(table)], CHUNK_ROWS, meta).chunks
+    run_chunk(
+        dataclasses.replace(job_spec(mariadb, chunk.chunk_id, meta, lake), lake_columns=rules)
+    )
+    written = _lake(lake, table)
+    refused = r"email: written hash, given null.*backfill the table with replace"
+    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt")
+    stream = InProcessStream(dataclasses.replace(spec, lake_columns=other), tmp_path)
+    try:
+        mariadb.execute(f"UPDATE {t} SET email = 'changed@example.org' WHERE id = 1")
+        with pytest.raises(ConfigurationError, match=refused):
+            stream.run_until_caught_up()
+    finally:
+        stream.close()
+    with pytest.raises(AssertionError, match=refused):
+        _verify(mariadb, table, meta, lake, other)
+    with pytest.raises(ConfigurationError, match=refused):  # a chunk re-run, as cleared
+        run_chunk(
+            dataclasses.replace(job_spec(mariadb, chunk.chunk_id, meta, lake), lake_columns=other)
+        )
+    assert _lake(lake, table) == written

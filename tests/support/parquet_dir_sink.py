@@ -66,7 +66,7 @@ from airflow_cdc.sinks.cdc_columns import (
 )
 from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
-from airflow_cdc.sinks.conform import check_source_table, conform_changes
+from airflow_cdc.sinks.conform import check_same_lake_rules, check_source_table, conform_changes
 from airflow_cdc.sinks.last_writer_wins import apply_newer
 from airflow_cdc.sinks.naming import escape_segment
 
@@ -96,6 +96,8 @@ class _Table:
     #: The plan this table was created or promoted for.
     replaced_for: str | None = None
     copied_from: str | None = None
+    #: The rules its rows were written under (``model.lake_record``).
+    lake_rules: str = ""
 
     @property
     def change_schema(self) -> pa.Schema:
@@ -114,6 +116,7 @@ class _Table:
             "next_for": self.next_for,
             "replaced_for": self.replaced_for,
             "copied_from": self.copied_from,
+            "lake_rules": self.lake_rules,
         }
 
 
@@ -181,10 +184,11 @@ class ParquetDirSink:
         *,
         bucket_width: int | None = None,
         change_metadata: bool = False,
+        lake_rules: str = "",
     ) -> None:
         """Create the table, or check an existing one (``bucket_width``: no buckets here)
         and give it the change metadata columns if asked."""
-        planned = _planned(schema, arrow_schema, change_metadata)
+        planned = replace(_planned(schema, arrow_schema, change_metadata), lake_rules=lake_rules)
         if not self.exists(schema.table):
             try:
                 _commit(self._live(schema.table), planned)
@@ -192,7 +196,9 @@ class ParquetDirSink:
             except _Conflict:
                 pass  # created meanwhile: check that one
         folder = self._writable(schema.table)
-        _check_same(schema.table, _read(folder, schema.table), planned)
+        held = _read(folder, schema.table)
+        check_same_lake_rules(schema.table, held.lake_rules, lake_rules)
+        _check_same(schema.table, held, planned)
         if change_metadata:
             _update(folder, schema.table, _with_change_metadata)
 
@@ -204,9 +210,12 @@ class ParquetDirSink:
         bucket_width: int | None,
         replaced_for: str,
         change_metadata: bool = False,
+        lake_rules: str = "",
     ) -> bool:
         planned = replace(
-            _planned(schema, arrow_schema, change_metadata), replaced_for=replaced_for
+            _planned(schema, arrow_schema, change_metadata),
+            replaced_for=replaced_for,
+            lake_rules=lake_rules,
         )
         live = self._live(schema.table)
         if not self.exists(schema.table):
@@ -419,7 +428,7 @@ class ParquetDirSink:
     def shape(self, table: TableId) -> TableShape:
         held = _read(self._writable(table), table)
         columns = tuple(n for n in held.source_columns if n not in held.dropped)
-        return TableShape(columns, held.key)
+        return TableShape(columns, held.key, held.lake_rules)
 
     def scan(self, table: TableId) -> TableScan:
         live = self._live(table)
@@ -483,6 +492,7 @@ def _read(folder: Path, table: TableId) -> _Table:
         described["next_for"],
         described["replaced_for"],
         described["copied_from"],
+        described["lake_rules"],
     )
 
 

@@ -41,7 +41,13 @@ class EnsuredTables:
         self.made: list[tuple[TableSchema, int | None]] = []
 
     def ensure_table(
-        self, schema: TableSchema, arrow: Any, *, bucket_width: int | None, change_metadata: bool
+        self,
+        schema: TableSchema,
+        arrow: Any,
+        *,
+        bucket_width: int | None,
+        change_metadata: bool,
+        lake_rules: str,
     ) -> None:
         self.made.append((schema, bucket_width))
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.config import SinkConfig, StreamBounds
-from airflow_cdc.errors import SinkColumnsChangedError, SinkError
+from airflow_cdc.errors import ConfigurationError, SinkColumnsChangedError, SinkError
 from airflow_cdc.model import (
     BinlogPosition,
     ChunkRange,
@@ -726,3 +726,33 @@ def test_a_chunk_s_rows_replace_rows_at_their_position(sink: Sink) -> None:
     }
     sink.apply(T, changes([(1, 10, False, "replayed")]))  # a tie otherwise keeps the held
     assert live(sink)[1] == "again"
+
+
+# -- the rules a table's rows were written under ---------------------------------------
+
+HASHED = '{"columns": {"id": "as it is", "v": "hash"}, "key": "0123456789abcdef"}'
+PLAIN = '{"columns": {"id": "as it is", "v": "as it is"}, "key": ""}'
+
+
+def test_a_writer_given_other_rules_is_refused(make_sink: MakeSink, tmp_path: Path) -> None:
+    sink = make_sink(tmp_path / "lake")
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=HASHED)
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=HASHED)  # the same
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10)  # a writer from before: not checked
+    assert sink.shape(T).lake_rules == HASHED
+    with pytest.raises(ConfigurationError, match=r"v: written hash, given as it is.*replace"):
+        sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=PLAIN)
+    other_key = HASHED.replace("0123456789abcdef", "fedcba9876543210")
+    with pytest.raises(ConfigurationError, match="hashed with another mask key"):
+        sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=other_key)
+
+
+def test_a_replacement_records_its_own_rules(make_sink: MakeSink, tmp_path: Path) -> None:
+    sink = make_sink(tmp_path / "lake")
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=HASHED)
+    assert sink.replace_table(
+        SCHEMA, ARROW, bucket_width=10, replaced_for="plan 2", lake_rules=PLAIN
+    )
+    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=PLAIN)  # its writers
+    assert sink.promote(T, "plan 2")
+    assert sink.shape(T).lake_rules == PLAIN

@@ -38,7 +38,7 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_COLUMN,
     POSITION_TYPE,
 )
-from airflow_cdc.sinks.conform import check_source_table
+from airflow_cdc.sinks.conform import check_same_lake_rules, check_source_table
 from airflow_cdc.sinks.delta.buckets import check_bucket_width
 from airflow_cdc.sinks.keyless import image_fields, stored_key
 from airflow_cdc.sinks.naming import quote_column
@@ -72,6 +72,8 @@ CONFIG_KEYLESS = "airflow_cdc.keyless"
 CONFIG_BUCKET_WIDTH = "airflow_cdc.bucket_width"
 CONFIG_DROPPED = "airflow_cdc.dropped_columns"
 CONFIG_EVOLVING = "airflow_cdc.evolving"
+#: The rules the table's rows were written under (``model.lake_record``).
+CONFIG_LAKE_RULES = "airflow_cdc.lake_rules"
 #: What a replaced table was replaced for (a plan that snapshots it again).
 CONFIG_REPLACED = "airflow_cdc.replaced_for"
 #: Delta table property listing the columns whose min/max statistics writers collect.
@@ -97,6 +99,8 @@ class TableLayout:
     evolving: str | None = None
     #: A multiset of rows (``sinks.keyless``): ``key`` ends with the row hash.
     keyless: bool = False
+    #: The rules its rows were written under (``model.lake_record``; empty: not recorded).
+    lake_rules: str = ""
 
     @property
     def change_schema(self) -> pa.Schema:
@@ -139,6 +143,7 @@ def layout_of(dt: DeltaTable, table: TableId) -> TableLayout:
         dropped_columns=tuple(json.loads(config.get(CONFIG_DROPPED) or "[]")),
         evolving=config.get(CONFIG_EVOLVING) or None,
         keyless=config.get(CONFIG_KEYLESS) == "true",
+        lake_rules=config.get(CONFIG_LAKE_RULES) or "",
     )
 
 
@@ -167,11 +172,13 @@ def planned_table(
     bucket_width: int | None,
     *,
     change_metadata: bool = False,
+    lake_rules: str = "",
 ) -> PlannedTable:
     """Check the source table's columns and key, and plan its sink table. ``bucket_width``
     applies only when the first key column is an integer; other tables keep every row in
     bucket 0, as does a keyless table read whole (its stored key is the row hash alone).
-    ``change_metadata``: with the change metadata columns (never a keyless table's)."""
+    ``change_metadata``: with the change metadata columns (never a keyless table's);
+    ``lake_rules``: the rules its rows are written under, recorded."""
     table = schema.table
     check_source_table(schema, arrow_schema)
     width = _bucket_width(schema, arrow_schema, bucket_width)
@@ -188,6 +195,8 @@ def planned_table(
     }
     if schema.keyless:
         config[CONFIG_KEYLESS] = "true"
+    if lake_rules:
+        config[CONFIG_LAKE_RULES] = lake_rules
     if width is not None:
         config[CONFIG_BUCKET_WIDTH] = str(width)
     return PlannedTable(wanted, config)
@@ -265,6 +274,9 @@ def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTabl
             "needs the table snapshotted again into a replacement (mysql_cdc_backfill with "
             "replace)"
         )
+    check_same_lake_rules(
+        table, stored.get(CONFIG_LAKE_RULES) or "", config.get(CONFIG_LAKE_RULES) or ""
+    )
     if stored.get(CONFIG_BUCKET_WIDTH) != config.get(CONFIG_BUCKET_WIDTH):
         # Writers may derive a width from data that has moved since; the first one sticks
         # and every writer reads it from the table, so this is no error.

@@ -29,8 +29,6 @@ from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.base import (
     ApplyResult,
     RangeWriter,
-    TableScan,
-    TableShape,
     WrittenFile,
 )
 from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
@@ -42,7 +40,6 @@ from airflow_cdc.sinks.delta.evolve import add_change_metadata, evolve_table
 from airflow_cdc.sinks.delta.files import RangeFiles, data_files, range_files, remove_data_files
 from airflow_cdc.sinks.delta.generations import delete_retired, promote, start_generation
 from airflow_cdc.sinks.delta.layout import (
-    TableLayout,
     check_same_layout,
     create_table,
     layout_of,
@@ -51,15 +48,14 @@ from airflow_cdc.sinks.delta.layout import (
 )
 from airflow_cdc.sinks.delta.merge import merge
 from airflow_cdc.sinks.delta.places import TablePlaces
-from airflow_cdc.sinks.delta.ranges import commit_if_empty, range_rows
-from airflow_cdc.sinks.delta.reads import all_rows, held_counts, live_rows
+from airflow_cdc.sinks.delta.ranges import commit_if_empty
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.delta.rewrite import (
     RewriteLimits,
     commit_rewrite,
-    plain_protocol,
     plan_rewrite,
 )
+from airflow_cdc.sinks.delta.tables import DeltaTables
 from airflow_cdc.sinks.delta.truncate import truncate_older
 from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings, upkeep_table
 from airflow_cdc.sinks.storage import Location
@@ -67,7 +63,7 @@ from airflow_cdc.sinks.storage import Location
 __all__ = ["DeltaSink"]
 
 
-class DeltaSink:
+class DeltaSink(DeltaTables):
     """Delta Lake tables under ``root`` (a local folder or an object-store URI)."""
 
     def __init__(
@@ -112,40 +108,6 @@ class DeltaSink:
     def __repr__(self) -> str:
         return f"DeltaSink({self.root!r})"
 
-    # -- paths and tables ---------------------------------------------------------------
-
-    def table_uri(self, table: TableId) -> str:
-        """``<root>/<escaped database>/<escaped table>``: the live table (its next
-        generation, which writers may be sent to, lies below it)."""
-        return self._places.uri(table)
-
-    def table_location(self, table: TableId) -> Location:
-        """Where writers of ``table`` write (:mod:`.places`)."""
-        return self._places.writable_location(table)
-
-    def exists(self, table: TableId) -> bool:
-        return self._places.exists(table)
-
-    def _open(self, table: TableId) -> DeltaTable:
-        return self._places.open(table)
-
-    def shape(self, table: TableId) -> TableShape:
-        layout = self.layout(table)
-        return TableShape(tuple(layout.live_columns), layout.key)
-
-    def scan(self, table: TableId) -> TableScan:
-        """The live table's current version (its files by path when plain and local)."""
-        dt = self._places.open_live(table)
-        files = dt.file_uris()
-        local = bool(files) and plain_protocol(dt) and all("://" not in f for f in files)
-        return TableScan(dt.version(), dt.to_pyarrow_dataset(), tuple(files) if local else None)
-
-    def layout(self, table: TableId) -> TableLayout:
-        dt = self._places.take(table)
-        layout = layout_of(dt, table)
-        self._places.keep(table, dt)
-        return layout
-
     # -- create -------------------------------------------------------------------------
 
     def ensure_table(
@@ -155,13 +117,20 @@ class DeltaSink:
         *,
         bucket_width: int | None = None,
         change_metadata: bool = False,
+        lake_rules: str = "",
     ) -> None:
         """:meth:`~airflow_cdc.sinks.base.Sink.ensure_table`. Safe when several processes
         call it at once: the loser of the creation race checks the winner's table. The
         bucket width is fixed when the table is created (only for an integer first key
         column; else bucket 0): a later call with another width keeps the stored one."""
         table = schema.table
-        planned = planned_table(schema, arrow_schema, bucket_width, change_metadata=change_metadata)
+        planned = planned_table(
+            schema,
+            arrow_schema,
+            bucket_width,
+            change_metadata=change_metadata,
+            lake_rules=lake_rules,
+        )
         uri = self.table_uri(table)
         if not self.exists(table) and create_table(uri, table, planned, self.storage_options):
             return
@@ -302,6 +271,7 @@ class DeltaSink:
         bucket_width: int | None,
         replaced_for: str,
         change_metadata: bool = False,
+        lake_rules: str = "",
     ) -> bool:
         """Start a next generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again); readers see the live table
@@ -309,7 +279,13 @@ class DeltaSink:
         already."""
         table = schema.table
         live = (lambda: self._places.open_live(table)) if self.exists(table) else None
-        planned = planned_table(schema, arrow_schema, bucket_width, change_metadata=change_metadata)
+        planned = planned_table(
+            schema,
+            arrow_schema,
+            bucket_width,
+            change_metadata=change_metadata,
+            lake_rules=lake_rules,
+        )
         location = self._places.live_location(table)
         started = start_generation(live, location, table, planned, replaced_for, self.retry)
         self._places.forget(table)
@@ -363,38 +339,3 @@ class DeltaSink:
         from airflow_cdc.sinks.delta.split_merge import merge_on_executors
 
         return merge_on_executors(self, tables, batch, runner, cores, bounds)
-
-    def applied_version(self, table: TableId, app_id: str) -> int | None:
-        """The last version ``app_id`` recorded in ``table`` with :meth:`apply`, if any."""
-        version = self._open(table).transaction_version(app_id)
-        return None if version is None else int(version)
-
-    # -- read ---------------------------------------------------------------------------
-
-    def candidates(self, table: TableId, rng: ChunkRange, below: int) -> pa.Table:
-        """Key columns, ``_cdc_position`` and ``_cdc_deleted`` of sink rows that may lie in
-        ``rng`` and hold a position less than ``below``.
-
-        A superset: only the first key column is filtered (its bounds inclusive), and only
-        when it is an integer, because other types may order differently on the server
-        (collations). The caller decides exact membership. Buckets outside the range's are
-        not read.
-        """
-        dt = self._open(table)
-        return self._range_rows(dt, layout_of(dt, table), rng, below)
-
-    def counts_of(self, table: TableId, hashes: pa.Array) -> pa.Table:
-        """The writers' table's counts of those images (``reads.held_counts``)."""
-        return held_counts(self._open(table), hashes)
-
-    # An attribute: a test puts another writer between commit_new_range's check and commit.
-    _range_rows = staticmethod(range_rows)
-
-    def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
-        """Current rows of the live table: delete markers left out, ``_cdc_`` columns
-        dropped; a keyless table's rows repeated by their counts (``sinks.keyless``)."""
-        return live_rows(self._places.open_live(table), table, columns)
-
-    def read_all(self, table: TableId) -> pa.Table:
-        """Every row of the live table with the ``_cdc_`` columns, delete markers included."""
-        return all_rows(self._places.open_live(table))
