@@ -79,11 +79,8 @@ class LakeColumnsConfig:
         except ValueError as exc:
             raise _naming_the_settings(exc) from None
 
-    def record_for(self, schema: TableSchema) -> str:
-        """What ``schema``'s lake table records of these rules (``model.lake_record``), as
-        its writers give it to the sink."""
-        return LakeRecord.of(self.for_table(schema), self.key).to_text()
-
-    def lake_schema(self, schema: TableSchema) -> TableSchema:
-        """``schema`` without the columns left out: the lake table's columns."""
-        return self.for_table(schema).project(schema)
+    def record_of(self, lake: TableLakeColumns) -> str:
+        """What a lake table records of these rules (``model.lake_record``), as its
+        writers give it to the sink; ``lake``: the table's rules, as :meth:`for_table`
+        resolved them."""
+        return LakeRecord.of(lake, self.key).to_text()

@@ -16,8 +16,10 @@ lose a row's identity or cannot be done to a column's type, naming the entry to 
   (HMAC-SHA256, hex) of the value's UTF-8 text: both are for text columns. ``null``
   suits any column but the key.
 
-Tables without a key and masks of key columns are refused for now (their rows are told
-apart by the values a mask would change).
+A table without a key is held as counts of its row images (``sinks.keyless``): the
+images are those of the lake, so rows that differ only in what is left out or masked are
+one image counted twice. Its chunking column is its key here: it cannot be left out or
+masked. Masks of key columns are refused for now (a row is found by its key).
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ class LakeColumnRules:
 
     def for_table(self, schema: TableSchema) -> TableLakeColumns:
         """``schema``'s columns as the lake holds them; ``ValueError`` when an entry would
-        leave out or mask a key column, masks a table without a key, masks a column left
+        leave out or mask a key column (a keyless table's chunking column), masks a column left
         out or one of a type the mask does not take, or when two masks of a column differ."""
         matching = [(p, choice) for p, choice in self.columns if p.matches(schema.table)]
         names = [c.name for c in schema.columns]
@@ -200,11 +202,6 @@ class LakeColumnRules:
         masks = _masks_of(schema, self.masks)
         if not masks and not left_out:
             return TableLakeColumns(kept)
-        if schema.keyless:
-            raise ValueError(
-                f"{schema.table} has no key: its columns cannot be left out or masked yet "
-                "(its rows are told apart by every value); drop it from 'columns' and 'masks'"
-            )
         _check_kept(schema, kept, matching)
         for name, mask in masks:
             _check_mask(schema, kept, name, mask)

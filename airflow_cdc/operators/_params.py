@@ -3,9 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_cdc.config import LakeColumnsConfig, SinkConfig, SourceConfig, parse_lake_rules
+from airflow_cdc.config import (
+    ChunkingConfig,
+    LakeColumnsConfig,
+    SinkConfig,
+    SourceConfig,
+    parse_lake_rules,
+)
+from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook
 from airflow_cdc.metadata.codec import table_to_text
@@ -14,6 +22,7 @@ from airflow_cdc.model.lake_columns import LakeColumnRules
 from airflow_cdc.rendered import as_bool, as_mapping, as_str_list, parse_literal
 
 __all__ = [
+    "PlanRequest",
     "check_known_params",
     "check_sink",
     "chunk_key_map",
@@ -22,6 +31,7 @@ __all__ = [
     "lake_columns",
     "lake_rules",
     "lake_sink",
+    "plan_request",
     "resolved_tables",
     "selected_tables",
     "table_selection",
@@ -194,3 +204,47 @@ def key_range_data(key_range: Any) -> Any:
             if isinstance(text, str) and text.strip().startswith("["):
                 value[side] = parse_literal(text)  # a rendered list
     return value
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A plan task's rendered arguments, checked (:func:`plan_request`)."""
+
+    selection: TableSelection
+    keys: dict[TableId, tuple[str, ...]]
+    chunking: ChunkingConfig
+    #: Whether ``key_range`` bounds anything (a backfill of a range).
+    ranged: bool
+    replace: bool
+    startup: StartupConfig
+
+
+def plan_request(
+    selection: TableSelection,
+    *,
+    chunking: ChunkingConfig,
+    startup: StartupConfig,
+    key_range: Any,
+    chunk_keys: Any,
+    replace: Any,
+) -> PlanRequest:
+    """The rendered arguments of a plan task, refused when they contradict each other."""
+    ranged = key_range_given(key_range)
+    if ranged and selection.is_exact and len(selection.exact_tables()) != 1:
+        raise ConfigurationError(
+            f"key_range applies to one table, but {len(selection.exact_tables())} are "
+            f"given: {[str(t) for t in selection.exact_tables()]}"
+        )
+    keys = chunk_key_map(chunk_keys, selection)
+    replacing = as_bool("replace", replace)
+    if replacing and ranged:
+        raise ConfigurationError(
+            "replace snapshots whole tables into replacement Delta tables: leave the key "
+            "range empty"
+        )
+    if startup.mode != "initial" and (replacing or ranged):
+        raise ConfigurationError(
+            f"startup_mode {startup.mode!r} starts a pipeline; a backfill (key_range or "
+            "replace) snapshots its tables: leave startup_mode 'initial'"
+        )
+    return PlanRequest(selection, keys, chunking, ranged, replacing, startup)

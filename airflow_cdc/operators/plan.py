@@ -21,16 +21,15 @@ from airflow_cdc.model import TableId, TablePlan, TableSelection
 from airflow_cdc.operators._base import SelectedTablesOperator
 from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import (
+    PlanRequest,
     check_known_params,
-    chunk_key_map,
     key_range_data,
-    key_range_given,
+    plan_request,
     selected_tables,
     table_selection,
 )
 from airflow_cdc.operators._unit_handles import start_handle, unit_handles
 from airflow_cdc.rendered import (
-    as_bool,
     as_config,
 )
 
@@ -179,49 +178,24 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
     # -- execution -----------------------------------------------------------------------
     def execute(self, context: Context) -> list[dict[str, Any]]:
         check_known_params(context)
-        # Everything that can be checked before the source is contacted is checked here.
-        selection = self.selection()
-        self.check_allowed(selection.exact_tables())
-        ranged = key_range_given(self.key_range)
-        if ranged and selection.is_exact and len(selection.exact_tables()) != 1:
-            raise ConfigurationError(
-                f"key_range applies to one table, but {len(selection.exact_tables())} are "
-                f"given: {[str(t) for t in selection.exact_tables()]}"
-            )
-        keys = chunk_key_map(self.chunk_keys, selection)
-        chunking = self.chunking_config()
-        replace = as_bool("replace", self.replace)
-        if replace and ranged:
-            raise ConfigurationError(
-                "replace snapshots whole tables into replacement Delta tables: leave the key "
-                "range empty"
-            )
-        startup = self.startup_config()
-        if startup.mode != "initial" and (replace or ranged):
-            raise ConfigurationError(
-                f"startup_mode {startup.mode!r} starts a pipeline; a backfill (key_range or "
-                "replace) snapshots its tables: leave startup_mode 'initial'"
-            )
+        asked = self._asked()
         sink = self.lake(check=True)
         lake_columns = self.lake_columns()
-
         source = CdcSourceHook(self.source_conn_id).source_config()
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
-        planned = self._plan(
-            source, metadata_url, selection, keys, chunking, context, ranged, startup, sink
-        )
+        planned = self._plan(source, metadata_url, asked, context, sink, lake_columns)
         record, plans = planned.record, planned.plans
         for schema in planned.schemas or ():
             lake_columns.for_table(schema)  # the rules apply to every table, or say why not
         self.note_lineage(source, sink, planned.schemas or record.tables, metadata_url=metadata_url)
-        if not startup.snapshots:
+        if not asked.startup.snapshots:
             context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
-            return [start_handle(record, startup.mode)]
-        if replace:
+            return [start_handle(record, asked.startup.mode)]
+        if asked.replace:
             self._replace(source, metadata_url, sink, lake_columns, record, context)
 
-        self._log_plans(plans, chunking.chunk_rows)
-        handles = unit_handles(record, chunking)
+        self._log_plans(plans, asked.chunking.chunk_rows)
+        handles = unit_handles(record, asked.chunking)
         self.log.info(
             "Plan %d stored: %d chunk(s) of %d table(s) in %d work unit(s), one mapped task each",
             record.plan_id,
@@ -232,20 +206,30 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)
         return handles
 
+    def _asked(self) -> PlanRequest:
+        """What the task is asked, rendered and checked before the source is contacted."""
+        selection = self.selection()
+        self.check_allowed(selection.exact_tables())
+        return plan_request(
+            selection,
+            chunking=self.chunking_config(),
+            startup=self.startup_config(),
+            key_range=self.key_range,
+            chunk_keys=self.chunk_keys,
+            replace=self.replace,
+        )
+
     def _plan(
         self,
         source: SourceConfig,
         metadata_url: str,
-        selection: TableSelection,
-        keys: dict[TableId, tuple[str, ...]],
-        chunking: ChunkingConfig,
+        asked: PlanRequest,
         context: Context,
-        ranged: bool,
-        startup: StartupConfig,
         sink: SinkConfig,
+        lake_columns: LakeColumnsConfig,
     ) -> SnapshotPlan:
         """The selected tables planned on the server (``planning.plan_snapshot``: checked,
-        split, recorded; of the ``key_range`` only when ``ranged``), or, for a ``startup``
+        split, recorded; of the ``key_range`` only when given), or, for a ``startup``
         without a snapshot, their start recorded (:meth:`_start`); and ``join_stream`` (if
         any) asked to follow them."""
         # Heavy imports (pymysql, SQLAlchemy) stay in the methods: the DAG processor imports
@@ -255,24 +239,27 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         from airflow_cdc.source.connection import connect
         from airflow_cdc.source.server import server_info
 
+        keys, startup = asked.keys, asked.startup
         conn = connect(source)
         try:
-            tables = self._resolve(conn, selection)
+            tables = self._resolve(conn, asked.selection)
             self.log.info("Source server %s; planning %d table(s)", server_info(conn), len(tables))
-            key_range = key_range_data(self.key_range) if ranged else None
+            key_range = key_range_data(self.key_range) if asked.ranged else None
             with MetadataStore.connect(metadata_url) as store:
                 if startup.snapshots:
                     planned = plan_snapshot(
                         conn,
                         store,
                         tables,
-                        chunking,
+                        asked.chunking,
                         str(context["run_id"]),
                         chunk_keys=keys,
                         key_range=key_range,
                     )
                 else:
-                    planned = self._start(conn, source, store, sink, tables, startup, keys, context)
+                    planned = self._start(
+                        conn, source, store, sink, lake_columns, tables, startup, keys, context
+                    )
                 self._join(store, tables, context)
             return planned
         finally:
@@ -284,6 +271,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         source: SourceConfig,
         store: MetadataStore,
         sink: SinkConfig,
+        lake_columns: LakeColumnsConfig,
         tables: list[TableId],
         startup: StartupConfig,
         keys: dict[TableId, tuple[str, ...]],
@@ -303,7 +291,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
             startup,
             str(context["run_id"]),
             chunk_keys=keys,
-            lake_columns=self.lake_columns(),
+            lake_columns=lake_columns,
         )
         self.log.info(
             "No snapshot (startup_mode %s): plan %d starts %d table(s) at binlog position %s; "

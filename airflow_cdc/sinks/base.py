@@ -182,7 +182,7 @@ class Sink(Protocol):
         gets the stored key, hash and count of the module docstring. ``change_metadata``:
         the table has the change metadata columns (added to an existing table without
         them, its rows' null); a keyless table never has them. ``lake_rules``: the rules
-        the writer shapes rows by (``LakeColumnsConfig.record_for``), recorded by a new
+        the writer shapes rows by (``LakeColumnsConfig.record_of``), recorded by a new
         table; :class:`~airflow_cdc.errors.ConfigurationError` when the table recorded
         others (``sinks.conform.check_same_lake_rules``)."""
         ...

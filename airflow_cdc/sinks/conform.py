@@ -41,7 +41,7 @@ def check_source_table(schema: TableSchema, arrow_schema: pa.Schema) -> None:
 
 
 def check_same_lake_rules(table: TableId, written: str, given: str) -> None:
-    """Refuse a writer whose rules (``given``: ``LakeColumnsConfig.record_for``) differ
+    """Refuse a writer whose rules (``given``: ``LakeColumnsConfig.record_of``) differ
     from those the table was written with (``written``; either empty: a table or writer
     from before tables recorded them, not checked)."""
     if not written or not given:

@@ -17,7 +17,7 @@ change that spans the position its image's count holds changes up to raises
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,8 +43,10 @@ __all__ = [
     "FLOOR_COLUMN",
     "UNREAD_COLUMN",
     "HalfRows",
+    "ToLake",
     "fold_count_rows",
     "half_rows",
+    "unchanged_updates",
 ]
 
 DELTA_COLUMN = "_cdc_delta"
@@ -67,20 +69,68 @@ class HalfRows:
     chunk_values: list[Key]
 
 
-def half_rows(schema: TableSchema, events: Iterable[ChangeEvent]) -> HalfRows:
-    """``events`` (of ``schema.table``) as :class:`HalfRows`."""
+#: Images of a table's rows (its columns, in the sink's types) as the lake holds them:
+#: the columns left out dropped, the masks applied (``source.masking.LakeRows``).
+ToLake = Callable[[TableSchema, pa.Table], pa.Table]
+
+
+def half_rows(
+    schema: TableSchema, events: Iterable[ChangeEvent], to_lake: ToLake | None = None
+) -> HalfRows:
+    """``events`` (of ``schema.table``) as :class:`HalfRows`; with ``to_lake``, of the
+    images as the lake holds them, hashed as such (an update that changes nothing the
+    lake holds makes no halves)."""
     names = [column.name for column in schema.columns]
     found = [half for event in events for half in halves(event, names)]
     rows = rows_to_arrow(schema, [dict(zip(names, half.image, strict=True)) for half in found])
     positions = pa.array([half.position.encode() for half in found], POSITION_TYPE)
+    if to_lake is not None:
+        rows = to_lake(schema, rows)
+    hashes = image_hashes(rows)
     changes = (
-        rows.append_column(ROW_HASH_COLUMN, image_hashes(rows))
+        rows.append_column(ROW_HASH_COLUMN, hashes)
         .append_column(DELTA_COLUMN, pa.array([half.delta for half in found], pa.int64()))
         .append_column(FIRST_COLUMN, positions)
         .append_column(POSITION_COLUMN, positions)
     )
     at = [names.index(name) for name in schema.key]
-    return HalfRows(found, changes, [tuple(half.image[i] for i in at) for half in found])
+    values = [tuple(half.image[i] for i in at) for half in found]
+    if to_lake is None:  # halves() left out the updates whose two images are one
+        return HalfRows(found, changes, values)
+    keep = unchanged_updates(hashes, _update_pairs(found))
+    if keep is None:
+        return HalfRows(found, changes, values)
+    kept = keep.tolist()
+    return HalfRows(
+        [h for h, k in zip(found, kept, strict=True) if k],
+        changes.filter(pa.array(keep)),
+        [v for v, k in zip(values, kept, strict=True) if k],
+    )
+
+
+def _update_pairs(found: Sequence[ImageChange[Image]]) -> list[int]:
+    """The updates' before-halves among ``found`` (an update's two halves share its
+    position, the before-half first; no two row changes share a position)."""
+    return [
+        i
+        for i in range(len(found) - 1)
+        if found[i].delta < 0 < found[i + 1].delta and found[i].position == found[i + 1].position
+    ]
+
+
+def unchanged_updates(hashes: pa.FixedSizeBinaryArray, pairs: Sequence[int]) -> np.ndarray | None:
+    """Which halves to keep: all but the updates' (``pairs``: their before-halves, each
+    followed by its after-half) whose two images hash alike; None: every half."""
+    if not pairs:
+        return None
+    digests = np.frombuffer(hashes.buffers()[1], dtype=np.uint8).reshape(len(hashes), -1)
+    before = np.asarray(pairs, dtype=np.int64)
+    same = before[(digests[before] == digests[before + 1]).all(axis=1)]
+    if not len(same):
+        return None
+    keep = np.ones(len(hashes), dtype=bool)
+    keep[same] = keep[same + 1] = False
+    return keep
 
 
 def fold_count_rows(held: pa.Table, changes: pa.Table) -> pa.Table:

@@ -27,7 +27,7 @@ from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, Key, Tabl
 from airflow_cdc.model.row_images import ImageChange
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
-from airflow_cdc.sinks.count_rows import half_rows
+from airflow_cdc.sinks.count_rows import ToLake, half_rows
 from airflow_cdc.sinks.keyless import image_fields
 from airflow_cdc.sinks.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN
 from airflow_cdc.sinks.staging import read_arrow_file
@@ -73,11 +73,14 @@ def corrected_counts(
     parts: Sequence[CountedPart],
     window: Sequence[ChangeEvent],
     high: BinlogPosition,
+    to_lake: ToLake | None = None,
 ) -> pa.Table:
-    """The chunk's images at ``high``: the source columns, ``_cdc_row_hash`` and
-    ``_cdc_count`` (> 0), one row per image (see the module docstring)."""
+    """The chunk's images at ``high``: the lake's columns (``schema``'s: the source's
+    without those left out; the window's images as ``to_lake`` masks them, as the
+    partitions' were), ``_cdc_row_hash`` and ``_cdc_count`` (> 0), one row per image (see
+    the module docstring)."""
     staged = [read_arrow_file(part.result.out) for part in parts]
-    found = _halves(conn, schema, parts, window)
+    found = _halves(conn, schema, parts, window, to_lake)
     if not found.changes:
         return _concat(schema, staged)
     kept: list[pa.Table] = []
@@ -103,8 +106,9 @@ def _halves(
     schema: TableSchema,
     parts: Sequence[CountedPart],
     window: Sequence[ChangeEvent],
+    to_lake: ToLake | None,
 ) -> _Halves:
-    found = half_rows(schema, window)
+    found = half_rows(schema, window, to_lake)
     hashes = [bytes(h) for h in found.changes.column(ROW_HASH_COLUMN).to_pylist()]
     placed: dict[Key, int] = {}
     for i, part in enumerate(parts):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from airflow_cdc.sinks.staging import write_arrow_file
 from airflow_cdc.snapshot.image_counts import count_images
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult
+from airflow_cdc.source.masking import lake_rows
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.view_read import read_in_view
 
@@ -37,7 +38,10 @@ def read_counted(task: CountedRead) -> PartitionResult:
     started = time.monotonic()
     part = task.partition
     view = read_in_view(part.source, task.info, part.schema, part.range, engine=part.engine)
-    write_arrow_file(part.out, count_images(view.rows))
+    rows = view.rows
+    if part.masks is not None:  # the lake's images are counted: no raw value is staged
+        rows = lake_rows(rows, part.masks, part.mask_key)
+    write_arrow_file(part.out, count_images(rows))
     return PartitionResult(
         part.out, view.rows.num_rows, time.monotonic() - started, view_position=view.position
     )

@@ -139,8 +139,9 @@ class _Read:
     #: The partitions' ranges, in the order of ``results``.
     ranges: list[ChunkRange]
     #: The server's clock right after the high watermark, microseconds since the epoch
-    #: (the snapshot rows' ``_cdc_commit_ts``).
-    high_time: int
+    #: (the snapshot rows' ``_cdc_commit_ts``); None: not read, the lake table has no
+    #: change metadata.
+    high_time: int | None
 
 
 def _snapshot_on(
@@ -162,21 +163,21 @@ def _snapshot_on(
         arrow_schema(stored),
         bucket_width=bucket_width(conn, schema, task.chunks_of_table),
         change_metadata=task.lake_columns.change_metadata,
-        lake_rules=task.lake_columns.record_for(schema),
+        lake_rules=task.lake_columns.record_of(lake),
     )
     probe.reach("chunk_start")
     reads = _Reads(schema, lake, staging, runner, parallelism, driver_share)
     read = _read(conn, info, task, reads, probe)
     started = time.monotonic()
     if schema.keyless:
-        images, events = _count(conn, task, schema, read)
+        images, events = _count(conn, task, schema, lake, read)
     else:
         corrected, events = _correct(conn, task, schema, lake, read)
     correct_seconds = time.monotonic() - started
     probe.reach("before_commit")
     started = time.monotonic()
     if schema.keyless:
-        written = write_counts(conn, sink, schema, task.chunk.range, images, read.high.encode())
+        written = write_counts(conn, sink, stored, task.chunk.range, images, read.high.encode())
     else:
         written = _write(conn, sink, task, corrected, read.results, runner, probe)
     write_seconds = time.monotonic() - started
@@ -255,7 +256,8 @@ def _read(
         )
     probe.reach("after_read")
     high, high_gtid = end_and_gtid(conn, info)
-    high_time = server_time(conn)
+    wanted = task.lake_columns.change_metadata and not schema.keyless
+    high_time = server_time(conn) if wanted else None
     return _Read(low, high, results, time.monotonic() - started, high_gtid, ranges, high_time)
 
 
@@ -304,15 +306,19 @@ def _correct(
 
 
 def _count(
-    conn: DbConnection, task: ChunkTask, schema: TableSchema, read: _Read
+    conn: DbConnection, task: ChunkTask, schema: TableSchema, lake: TableLakeColumns, read: _Read
 ) -> tuple[pa.Table, int]:
     """Step 4 of a keyless chunk: its images counted at the high watermark, each
-    partition corrected from its own view's position (``snapshot.counted_chunk``)."""
+    partition corrected from its own view's position (``snapshot.counted_chunk``). The
+    images are the lake's: without the columns left out, masked."""
     events = list(read_window(task.source, schema, read.low, read.high))
+    stored = lake.project(schema)
     parts = [
         CountedPart(rng, result) for rng, result in zip(read.ranges, read.results, strict=True)
     ]
-    return corrected_counts(conn, schema, parts, events, read.high), len(events)
+    key = task.lake_columns.key
+    to_lake = None if lake.is_plain else (lambda _, rows: lake_rows(rows, lake, key))
+    return corrected_counts(conn, stored, parts, events, read.high, to_lake), len(events)
 
 
 def _write(

@@ -91,14 +91,15 @@ def replace_planned(
     if stream_id:
         store.stream_tables.unjoin(stream_id, list(schemas), reason)
     for table, source_schema in schemas.items():
-        schema = lake_columns.lake_schema(source_schema)
+        lake = lake_columns.for_table(source_schema)
+        schema = lake.project(source_schema)
         replaced = sink.replace_table(
             schema,
             arrow_schema(schema),
             bucket_width=bucket_width(conn, schema, chunks[table]),
             replaced_for=replaced_for(record.plan_id),
             change_metadata=lake_columns.change_metadata,
-            lake_rules=lake_columns.record_for(source_schema),
+            lake_rules=lake_columns.record_of(lake),
         )
         if replaced:
             log.warning(

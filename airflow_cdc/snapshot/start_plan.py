@@ -98,13 +98,14 @@ def record_start_plan(
         note = unique_key_note(schema) or keyless_note(schema)
         if note:
             log.info("%s", note)
-        stored = lake_columns.lake_schema(schema)
+        lake = lake_columns.for_table(schema)
+        stored = lake.project(schema)
         sink.ensure_table(
             stored,
             arrow_schema(stored),
             bucket_width=bucket_width(conn, schema, 1),
             change_metadata=lake_columns.change_metadata,
-            lake_rules=lake_columns.record_for(schema),
+            lake_rules=lake_columns.record_of(lake),
         )
     plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "unread") for s in schemas]
     record = store.plans.create(label, plans)

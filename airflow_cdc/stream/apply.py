@@ -352,7 +352,7 @@ def apply_batch(
     for table, changes in counted.items():
         if floors is None or table not in floors:
             raise ValueError(f"{table} has no key: its changes need its chunks' marks")
-        written[table] = apply_counts(sink, schemas[table], changes, floors[table])
+        written[table] = apply_counts(sink, schemas[table], changes, floors[table], to_lake)
     folded = sum(len(changes) for changes in counted.values())
     return BatchResult(reduced.events + folded, reduced.emitted + folded, written)
 

@@ -33,7 +33,13 @@ from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.cdc_columns import POSITION_TYPE
 from airflow_cdc.sinks.change_batches import Block, merge_groups, read_block
-from airflow_cdc.sinks.count_rows import FLOOR_COLUMN, UNREAD_COLUMN, fold_count_rows, half_rows
+from airflow_cdc.sinks.count_rows import (
+    FLOOR_COLUMN,
+    UNREAD_COLUMN,
+    ToLake,
+    fold_count_rows,
+    half_rows,
+)
 from airflow_cdc.sinks.row_hash import ROW_HASH_COLUMN
 from airflow_cdc.stream.half_filter import ChunkMarks
 
@@ -44,12 +50,16 @@ Marks = TableWatermarks
 
 
 def apply_counts(
-    sink: Sink, schema: TableSchema, events: Sequence[ChangeEvent], marks: Marks
+    sink: Sink,
+    schema: TableSchema,
+    events: Sequence[ChangeEvent],
+    marks: Marks,
+    to_lake: ToLake | None = None,
 ) -> int:
-    """Fold ``events`` (of ``schema.table``, in binlog order) into the sink's counts; the
-    rows written. ``marks`` must be read before this call reads the sink (module
-    docstring)."""
-    return fold_halves(sink, schema, half_rows(schema, events).changes, marks)
+    """Fold ``events`` (of ``schema.table``, in binlog order) into the sink's counts (of
+    the images as ``to_lake`` makes them); the rows written. ``marks`` must be read before
+    this call reads the sink (module docstring)."""
+    return fold_halves(sink, schema, half_rows(schema, events, to_lake).changes, marks)
 
 
 def fold_halves_blocks(

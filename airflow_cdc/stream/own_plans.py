@@ -112,14 +112,15 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
             return None
     width = DEFAULT_BUCKET_WIDTH if schema.key and schema.key_columns[0].is_integer else None
     # A new generation, empty, put in the table's place at once: one commit readers see.
-    stored = context.lake_columns.lake_schema(schema)
+    lake = context.lake_columns.for_table(schema)
+    stored = lake.project(schema)
     context.sink.replace_table(
         stored,
         arrow_schema(stored),
         bucket_width=width,
         replaced_for=label,
         change_metadata=context.lake_columns.change_metadata,
-        lake_rules=context.lake_columns.record_for(schema),
+        lake_rules=context.lake_columns.record_of(lake),
     )
     context.sink.promote(table, label)
     _done_at(context.store, schema, position, label)

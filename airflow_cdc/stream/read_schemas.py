@@ -75,12 +75,13 @@ class ReadSchemas:
         if self._sink.exists(table):
             shape = self._sink.shape(table)
             # Rows shaped by other columns or masks than the table's: refused, named.
-            check_same_lake_rules(table, shape.lake_rules, self._lake.record_for(schema))
+            lake = self._lake.for_table(schema)
+            check_same_lake_rules(table, shape.lake_rules, self._lake.record_of(lake))
             # The sink merges a keyless table by its chunking column and row hash: the
             # same key as the schema's when its stored key is what the schema asks for.
             key = schema.key if shape.key == stored_key(schema) else shape.key
             # Against the lake's columns: those left out are not the sink's to hold.
-            self._drift[table] = sink_drift(shape.columns, key, self._lake.lake_schema(schema))
+            self._drift[table] = sink_drift(shape.columns, key, lake.project(schema))
         else:
             self._drift[table] = Drift()
 

@@ -10,8 +10,10 @@ column of a keyless table) are decoded a whole column at a time
 (``source.binlog.column_decoder``), the others (:class:`ChangeEvent`) by
 ``half_rows``; a test holds the two to equal tables.
 
-An update is its before-image's half (``-1``) then its after-image's (``+1``) at its
-position, and none when the two images are one (equal hashes: the image's identity).
+The images are the lake's (``to_lake``: the columns left out dropped, the masks applied)
+before they are hashed. An update is its before-image's half (``-1``) then its
+after-image's (``+1``) at its position, and none when the two images are one (equal
+hashes: the image's identity).
 Nothing is filtered here: the driver gives each half its floor from the chunks' marks
 it reads before the sink's counts. A table's halves are handed out in binlog order, in
 blocks of at most ``block_rows`` halves (memory stays bounded), each with the positions
@@ -22,12 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import numpy as np
 import pyarrow as pa
 
 from airflow_cdc.model import ChangeEvent, ChangeKind, TableId, TableSchema
 from airflow_cdc.sinks.cdc_columns import POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.count_rows import DELTA_COLUMN, FIRST_COLUMN, half_rows
+from airflow_cdc.sinks.count_rows import (
+    DELTA_COLUMN,
+    FIRST_COLUMN,
+    ToLake,
+    half_rows,
+    unchanged_updates,
+)
 from airflow_cdc.sinks.row_hash import ROW_HASH_COLUMN, image_hashes
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.column_decoder import column_array
@@ -86,7 +93,7 @@ class ColumnHalves:
             self._deltas.extend([1 if rows.kind is ChangeKind.INSERT else -1] * rows.count)
         self._sources.extend([source] * (len(self._positions) - at))
 
-    def take(self) -> pa.Table:
+    def take(self, to_lake: ToLake | None = None) -> pa.Table:
         """The halves held (as ``half_rows`` makes them), in binlog order (take once)."""
         target = arrow_schema(self.schema)
         index = {name: i for i, name in enumerate(self.plan.names)}
@@ -103,6 +110,8 @@ class ColumnHalves:
             for field in target
         ]
         rows = pa.Table.from_arrays(arrays, schema=target)
+        if to_lake is not None:
+            rows = to_lake(self.schema, rows)
         return column_half_rows(rows, self._positions, self._deltas, self._pairs)
 
 
@@ -119,16 +128,8 @@ def column_half_rows(
         .append_column(FIRST_COLUMN, pa.array(positions, POSITION_TYPE))
         .append_column(POSITION_COLUMN, pa.array(positions, POSITION_TYPE))
     )
-    if not pairs:
-        return table
-    digests = np.frombuffer(hashes.buffers()[1], dtype=np.uint8).reshape(len(hashes), -1)
-    before = np.asarray(pairs, dtype=np.int64)
-    same = before[(digests[before] == digests[before + 1]).all(axis=1)]
-    if not len(same):
-        return table
-    keep = np.ones(table.num_rows, dtype=bool)
-    keep[same] = keep[same + 1] = False
-    return table.filter(pa.array(keep))
+    keep = unchanged_updates(hashes, pairs)
+    return table if keep is None else table.filter(pa.array(keep))
 
 
 def _in_plan_order(rows: ColumnRows, cells: list[list[int]]) -> list[list[int]]:
@@ -150,9 +151,15 @@ class SliceHalves:
     Counts the changes read (``events``) and the halves handed out (``emitted``)."""
 
     def __init__(
-        self, schemas: Mapping[TableId, TableSchema], *, block_rows: int, on_block: OnHalves
+        self,
+        schemas: Mapping[TableId, TableSchema],
+        *,
+        block_rows: int,
+        on_block: OnHalves,
+        to_lake: ToLake | None = None,
     ) -> None:
         self._schemas = schemas
+        self._to_lake = to_lake
         self._block_rows = block_rows
         self._on_block = on_block
         self._columns: dict[TableId, ColumnHalves] = {}
@@ -196,12 +203,12 @@ class SliceHalves:
     def _flush_columns(self, table: TableId) -> None:
         held = self._columns.pop(table, None)
         if held is not None and held.halves:
-            self._hand_out(table, held.take())
+            self._hand_out(table, held.take(self._to_lake))
 
     def _flush_events(self, table: TableId) -> None:
         held = self._events.pop(table, None)
         if held:
-            self._hand_out(table, half_rows(self._schemas[table], held).changes)
+            self._hand_out(table, half_rows(self._schemas[table], held, self._to_lake).changes)
 
     def _hand_out(self, table: TableId, halves: pa.Table) -> None:
         if not halves.num_rows:

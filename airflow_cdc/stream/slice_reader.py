@@ -115,6 +115,7 @@ def _read(
         {t: schema for t, schema in schemas.items() if schema.keyless},
         block_rows=block_rows,
         on_block=stage_halves,
+        to_lake=to_lake,
     )
     screened = screen_events(
         _route(changes, aside, columns, keyless), schemas, emit.should_emit, drifted

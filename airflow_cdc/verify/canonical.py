@@ -57,6 +57,7 @@ __all__ = [
     "duckdb_key_text",
     "duckdb_row_hash",
     "masked_form",
+    "mysql_identity",
     "mysql_key_digest",
     "mysql_key_text",
     "mysql_row_hash",
@@ -197,9 +198,9 @@ def masked_form(form: ColumnForm, mask: Mask) -> ColumnForm:
     return dataclasses.replace(form, mysql=f"SHA2(CONCAT({MASK_OUTER}, {inner}), 256)")
 
 
-def _forms(schema: TableSchema, masks: Sequence[tuple[str, Mask]]) -> list[ColumnForm]:
+def _forms(columns: Sequence[Column], masks: Sequence[tuple[str, Mask]]) -> list[ColumnForm]:
     masked = dict(masks)
-    forms = [column_form(c) for c in schema.columns]
+    forms = [column_form(c) for c in columns]
     return [masked_form(f, masked[f.name]) if f.name in masked else f for f in forms]
 
 
@@ -225,7 +226,7 @@ def _duckdb_text(forms: Sequence[ColumnForm]) -> str:
 def mysql_row_hash(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> str:
     """The row's fingerprint as a MySQL expression (an unsigned 64-bit integer); with
     ``masks``, of the row as the lake holds it (:func:`masked_form`)."""
-    text = _mysql_text(_forms(schema, masks))
+    text = _mysql_text(_forms(schema.columns, masks))
     return f"CAST(CONV(LEFT(MD5({text}), 16), 16, 10) AS UNSIGNED)"
 
 
@@ -240,11 +241,23 @@ def _key_columns(schema: TableSchema) -> list[Column]:
     return [schema.column(name) for name in schema.identity_columns]
 
 
-def mysql_key_text(schema: TableSchema) -> str:
+def mysql_key_text(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> str:
     """The row identity's canonical text as a MySQL expression (the key's; a keyless
-    table's whole row): the same on both sides, so rows are matched by it (not by driver
-    values, which differ by side for some types)."""
-    return _mysql_text([column_form(c) for c in _key_columns(schema)])
+    table's whole row, with ``masks`` as the lake holds it): the same on both sides, so
+    rows are matched by it (not by driver values, which differ by side for some types)."""
+    return _mysql_text(_forms(_key_columns(schema), masks))
+
+
+def mysql_identity(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> list[str]:
+    """The identity columns as MySQL expressions of what the lake holds: a masked one (a
+    keyless table's) masked, so no raw value of it leaves the server."""
+    masked = dict(masks)
+    return [
+        masked_form(column_form(c), masked[c.name]).mysql
+        if c.name in masked
+        else sql_identifier(c.name)
+        for c in _key_columns(schema)
+    ]
 
 
 def duckdb_key_text(schema: TableSchema) -> str:
@@ -252,10 +265,10 @@ def duckdb_key_text(schema: TableSchema) -> str:
     return _duckdb_text([column_form(c) for c in _key_columns(schema)])
 
 
-def mysql_key_digest(schema: TableSchema) -> str:
+def mysql_key_digest(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> str:
     """The MD5 (hex) of the key's canonical text, as a MySQL expression: a key's group is
     a prefix of it (``verify.digest_prefixes``), the same on both sides whatever the collation."""
-    return f"MD5({mysql_key_text(schema)})"
+    return f"MD5({mysql_key_text(schema, masks)})"
 
 
 def duckdb_key_digest(schema: TableSchema) -> str:

@@ -143,4 +143,4 @@ def _check_written_alike(sink: SinkConfig, schema: TableSchema, rules: LakeColum
     opened = open_sink(sink)
     if opened.exists(schema.table):
         recorded = opened.shape(schema.table).lake_rules
-        check_same_lake_rules(schema.table, recorded, rules.record_for(schema))
+        check_same_lake_rules(schema.table, recorded, rules.record_of(rules.for_table(schema)))

@@ -33,6 +33,7 @@ from airflow_cdc.source.watermark import ConsistentReadView
 from airflow_cdc.verify.canonical import (
     MASK_INNER,
     MASK_OUTER,
+    mysql_identity,
     mysql_key_digest,
     mysql_key_text,
     mysql_row_hash,
@@ -101,6 +102,10 @@ class SourceShare:
         self._ranges = list(ranges)  # each with its estimated rows
         self._rate = rate
         self._row_hash = mysql_row_hash(schema, masks)
+        # A keyless table's identity is its whole row, masked columns too: as the lake's.
+        self._key_text = mysql_key_text(schema, masks)
+        self._key_digest = mysql_key_digest(schema, masks)
+        self._identity = ", ".join(mysql_identity(schema, masks))
         self._conn = connect(cfg)
         if any(mask.kind is MaskKind.HASH for _, mask in masks):
             if mask_key is None:
@@ -166,8 +171,7 @@ class SourceShare:
         (fingerprint, rows, key): a key's one row, or a keyless table's image and how many
         rows have it."""
         listed: list[tuple[str, int, int, Key]] = []
-        key = ", ".join(sql_identifier(k) for k in self.schema.identity_columns)
-        text, row_hash = mysql_key_text(self.schema), self._row_hash
+        key, text, row_hash = self._identity, self._key_text, self._row_hash
         for rng, rows in self._ranges:
             where, params = self._where(rng, level, within)
             sql = (
@@ -180,7 +184,7 @@ class SourceShare:
                 # ONLY_FULL_GROUP_BY (equal digests: equal values)
                 sql = (
                     f"SELECT MIN({text}), MIN({row_hash}), COUNT(*), {key} FROM {self._table} "  # noqa: S608 - quoted names, values as parameters
-                    f"WHERE {where} GROUP BY {mysql_key_digest(self.schema)}, {key}"
+                    f"WHERE {where} GROUP BY {self._key_digest}, {key}"
                 )
             with self._rate.reading(rows):
                 found = fetch_all(self._conn, sql, params)
@@ -199,7 +203,7 @@ class SourceShare:
         literal = bool(key) and all(self.schema.column(k).data_type in _LITERAL_TYPES for k in key)
         if literal and not keyless:
             return _in_values(key, keys)
-        text = f"CAST({mysql_key_text(self.schema)} AS BINARY)"
+        text = f"CAST({self._key_text} AS BINARY)"
         match, params = f"{text} IN ({', '.join(['%s'] * len(texts))})", list(texts)
         if literal:  # the images' values of the column the table is chunked by
             at = self.schema.identity_columns.index(key[0])
@@ -215,7 +219,7 @@ class SourceShare:
         """A row's prefix at ``level`` (level 0: one, the table: no digest computed)."""
         if level == 0:
             return "''"
-        return f"LEFT({mysql_key_digest(self.schema)}, {prefix_width(level)})"
+        return f"LEFT({self._key_digest}, {prefix_width(level)})"
 
     def _range(self, rng: ChunkRange) -> tuple[str, list[Any]]:
         """The rows of ``rng`` (a keyless table read whole has no column to range over:
@@ -231,7 +235,7 @@ class SourceShare:
         if within is None or level <= 0:
             return where, params
         listed = ", ".join(["%s"] * len(within))
-        where += f" AND LEFT({mysql_key_digest(self.schema)}, {prefix_width(level)}) IN ({listed})"
+        where += f" AND LEFT({self._key_digest}, {prefix_width(level)}) IN ({listed})"
         return where, [*params, *within]
 
 

@@ -127,6 +127,21 @@ def _verify(
     return sorted(outcome.check.differences.keys)
 
 
+def _people(mariadb: LocalMariaDB, db: str, rows: int) -> TableId:
+    """``db.people`` with ``rows`` people, each with a distinct email and ssn."""
+    table = TableId(db, "people")
+    t = table.quoted()
+    mariadb.execute(
+        f"CREATE TABLE {t} (id INT PRIMARY KEY, email VARCHAR(100), ssn CHAR(11), notes TEXT, "
+        "age INT)",
+        *[
+            f"INSERT INTO {t} VALUES ({n}, '{_email(n)}', '{_ssn(n)}', 'note of {n}, long', {n})"
+            for n in range(1, rows + 1)
+        ],
+    )
+    return table
+
+
 def _write(cur: Any, t: str, round_: int) -> None:
     """Inserts, updates of every masked and left-out column, and deletes."""
     base = 1000 * (round_ + 1)
@@ -148,16 +163,8 @@ def _write(cur: Any, t: str, round_: int) -> None:
 def test_left_out_and_masked_columns_never_reach_the_lake(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    table = TableId(fresh_db, "people")
+    table = _people(mariadb, fresh_db, ROWS)
     t = table.quoted()
-    mariadb.execute(
-        f"CREATE TABLE {t} (id INT PRIMARY KEY, email VARCHAR(100), ssn CHAR(11), notes TEXT, "
-        "age INT)",
-        *[
-            f"INSERT INTO {t} VALUES ({n}, '{_email(n)}', '{_ssn(n)}', 'note of {n}, long', {n})"
-            for n in range(1, ROWS + 1)
-        ],
-    )
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     rules = _rules(fresh_db)
     record = plan(mariadb, [str(table)], CHUNK_ROWS, meta)
@@ -279,16 +286,8 @@ def test_a_task_given_other_rules_than_the_table_s_is_refused(
     """The table records the rules its rows were written under; a chunk, a stream and a
     verify given others (here ``email`` nulled instead of hashed) are refused, naming the
     column, and write nothing."""
-    table = TableId(fresh_db, "people")
+    table = _people(mariadb, fresh_db, 10)
     t = table.quoted()
-    mariadb.execute(
-        f"CREATE TABLE {t} (id INT PRIMARY KEY, email VARCHAR(100), ssn CHAR(11), notes TEXT, "
-        "age INT)",
-        *[
-            f"INSERT INTO {t} VALUES ({n}, '{_email(n)}', '{_ssn(n)}', 'note of {n}', {n})"
-            for n in range(1, 11)
-        ],
-    )
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     rules = _rules(fresh_db)
     other = dataclasses.replace(rules, masks={**rules.masks, f"{fresh_db}.people.email": "null"})

@@ -5,6 +5,7 @@ string slicing."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 
@@ -123,15 +124,15 @@ def test_what_would_lose_a_row_or_cannot_be_done_is_refused(columns, masks, mess
         LakeColumnRules.parse(columns, masks).for_table(_schema())
 
 
-def test_a_table_without_a_key_is_refused_only_when_an_entry_changes_it():
-    rules = LakeColumnRules.parse({"shop.people": {"exclude": ["ssn"]}})
-    with pytest.raises(ValueError, match="has no key"):
-        rules.for_table(_schema(keyless=True))
-    assert (
-        LakeColumnRules.parse({"shop.people": {"exclude": ["nothing"]}})
-        .for_table(_schema(keyless=True))
-        .is_plain
-    )
+def test_a_table_without_a_key_keeps_only_its_chunking_column_untouched():
+    rules = LakeColumnRules.parse({"shop.people": {"exclude": ["ssn"]}}, {"shop.*.email": "hash"})
+    unchunked = rules.for_table(_schema(keyless=True))
+    assert (unchunked.left_out, [name for name, _ in unchunked.masks]) == (("ssn",), ["email"])
+    chunked = dataclasses.replace(_schema(keyless=True), key=("email",))
+    with pytest.raises(ValueError, match=r"email: a key column cannot be masked"):
+        rules.for_table(chunked)
+    with pytest.raises(ValueError, match=r"key of shop\.people \(ssn\)"):
+        rules.for_table(dataclasses.replace(chunked, key=("ssn",)))
 
 
 @pytest.mark.parametrize(
