@@ -391,7 +391,7 @@ def measure_small_merges(
     table after another; ``small_merge_speedup`` = MERGE time / rewrite time."""
     import pyarrow as pa
 
-    from airflow_cdc.model import Column, TableSchema
+    from airflow_cdc.model import Column, TableOptions, TableSchema
     from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
     from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 
@@ -417,7 +417,9 @@ def measure_small_merges(
         sink = sink_of(str(root))
         names = [TableId("bench", f"t{i:03d}") for i in range(tables)]
         for name in names:
-            sink.ensure_table(TableSchema(name, columns, ("id",)), arrow, bucket_width=1 << 20)
+            sink.ensure_table(
+                TableSchema(name, columns, ("id",)), arrow, TableOptions(bucket_width=1 << 20)
+            )
             sink.apply(name, batch(list(range(rows)), 1), keys_unique=True)
         rng, position, spent = random.Random(19), 1_000, 0.0
         for number in range(batches):

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import TableSchema
+from airflow_cdc.model import TableOptions, TableSchema
 from airflow_cdc.model.lake_columns import LakeColumnRules, MaskKey, TableLakeColumns
 from airflow_cdc.model.lake_record import LakeRecord
 
@@ -78,6 +78,11 @@ class LakeColumnsConfig:
             return self.rules.for_table(schema)
         except ValueError as exc:
             raise _naming_the_settings(exc) from None
+
+    def table_options(self, lake: TableLakeColumns, bucket_width: int | None) -> TableOptions:
+        """How a writer asks for a lake table whose rules ``for_table`` resolved as
+        ``lake``: with the change metadata columns if set, recording the rules."""
+        return TableOptions(bucket_width, self.change_metadata, self.record_of(lake))
 
     def record_of(self, lake: TableLakeColumns) -> str:
         """What a lake table records of these rules (``model.lake_record``), as its

@@ -20,6 +20,7 @@ from airflow_cdc.model.server_epoch import ServerEpoch
 from airflow_cdc.model.table import (
     Column,
     TableId,
+    TableOptions,
     TableSchema,
     describe_tables,
     quote_identifier,
@@ -44,6 +45,7 @@ __all__ = [
     "ServerEpoch",
     "SplitMethod",
     "TableId",
+    "TableOptions",
     "TablePattern",
     "TablePlan",
     "TableSchema",

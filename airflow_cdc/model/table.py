@@ -8,7 +8,14 @@ from typing import Any
 
 from airflow_cdc.model.partitioning import Partitioning
 
-__all__ = ["Column", "TableId", "TableSchema", "describe_tables", "quote_identifier"]
+__all__ = [
+    "Column",
+    "TableId",
+    "TableOptions",
+    "TableSchema",
+    "describe_tables",
+    "quote_identifier",
+]
 
 
 def quote_identifier(name: str) -> str:
@@ -155,3 +162,19 @@ def describe_tables(tables: Sequence[TableId], listed: int = 1) -> str:
     if len(databases) == 1:
         return f"{databases[0]}: {len(tables)} tables, {first.table}..{last.table}"
     return f"{len(databases)} databases, {len(tables)} tables, {first}..{last}"
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """How a writer asks for its sink table, beyond its columns and key (``Sink.ensure_table``,
+    ``Sink.replace_table``)."""
+
+    #: Keys a bucket (the sink's partition) spans, for an integer first key column, fixed
+    #: when the table is made; None: the sink's default.
+    bucket_width: int | None = None
+    #: The table has the change metadata columns (``_cdc_op``, ``_cdc_commit_ts``); never
+    #: a keyless table.
+    change_metadata: bool = False
+    #: The rules its rows are written under (``model.lake_record``), recorded by a new
+    #: table and checked against an existing one's; empty: none given.
+    lake_rules: str = ""

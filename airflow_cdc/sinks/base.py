@@ -41,7 +41,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChunkRange,
+    RowFilter,
+    TableId,
+    TableOptions,
+    TableSchema,
+)
 from airflow_cdc.sinks.cdc_columns import (
     CDC_COLUMNS,
     CDC_PREFIX,
@@ -56,6 +63,7 @@ if TYPE_CHECKING:
     from airflow_cdc.sinks.columns_change import ColumnsChange
 
 __all__ = [
+    "NO_OPTIONS",
     "ApplyResult",
     "RangeWriter",
     "Sink",
@@ -65,6 +73,10 @@ __all__ = [
     "check_column_names",
     "live_rows_sql",
 ]
+
+
+#: A table asked for with every option at its default.
+NO_OPTIONS = TableOptions()
 
 
 def check_column_names(table: TableId | str, names: Iterable[str]) -> None:
@@ -169,21 +181,15 @@ class Sink(Protocol):
     by ``_cdc_position``), so every writer may retry and run concurrently with the others."""
 
     def ensure_table(
-        self,
-        schema: TableSchema,
-        arrow_schema: pa.Schema,
-        *,
-        bucket_width: int | None = None,
-        change_metadata: bool = False,
-        lake_rules: str = "",
+        self, schema: TableSchema, arrow_schema: pa.Schema, options: TableOptions = NO_OPTIONS
     ) -> None:
         """Create the table if missing; fail if an existing table has another schema, or
         is keyed where ``schema`` is keyless or the other way round. A keyless ``schema``
-        gets the stored key, hash and count of the module docstring. ``change_metadata``:
-        the table has the change metadata columns (added to an existing table without
-        them, its rows' null); a keyless table never has them. ``lake_rules``: the rules
-        the writer shapes rows by (``LakeColumnsConfig.record_of``), recorded by a new
-        table; :class:`~airflow_cdc.errors.ConfigurationError` when the table recorded
+        gets the stored key, hash and count of the module docstring. ``options``: with
+        ``change_metadata`` the table has the change metadata columns (added to an
+        existing table without them, its rows' null; a keyless table never has them);
+        ``lake_rules`` (``LakeColumnsConfig.table_options``) are recorded by a new table,
+        and :class:`~airflow_cdc.errors.ConfigurationError` raised when the table recorded
         others (``sinks.conform.check_same_lake_rules``)."""
         ...
 
@@ -234,11 +240,9 @@ class Sink(Protocol):
         self,
         schema: TableSchema,
         arrow_schema: pa.Schema,
+        options: TableOptions,
         *,
-        bucket_width: int | None,
         replaced_for: str,
-        change_metadata: bool = False,
-        lake_rules: str = "",
     ) -> bool:
         """Start a new generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again): its writers write it, its
@@ -248,8 +252,8 @@ class Sink(Protocol):
         :meth:`range_writer`, :meth:`commit_new_range`) and what writers ask
         (:meth:`shape`, :meth:`candidates`, :meth:`applied_version`) are the new
         generation's; :meth:`read_live`, :meth:`read_all` and :meth:`scan` the current
-        table's. The new generation records ``change_metadata`` and ``lake_rules`` as
-        :meth:`ensure_table` does (a replacement is how a table's rules change)."""
+        table's. The new generation takes ``options`` as :meth:`ensure_table` does (a
+        replacement is how a table's rules change)."""
         ...
 
     def promote(self, table: TableId, replaced_for: str) -> bool:

@@ -158,13 +158,8 @@ def _snapshot_on(
     lake = task.lake_columns.for_table(schema)
     sink = open_sink(task.sink)
     stored = lake.project(schema)
-    sink.ensure_table(
-        stored,
-        arrow_schema(stored),
-        bucket_width=bucket_width(conn, schema, task.chunks_of_table),
-        change_metadata=task.lake_columns.change_metadata,
-        lake_rules=task.lake_columns.record_of(lake),
-    )
+    width = bucket_width(conn, schema, task.chunks_of_table)
+    sink.ensure_table(stored, arrow_schema(stored), task.lake_columns.table_options(lake, width))
     probe.reach("chunk_start")
     reads = _Reads(schema, lake, staging, runner, parallelism, driver_share)
     read = _read(conn, info, task, reads, probe)

@@ -93,13 +93,9 @@ def replace_planned(
     for table, source_schema in schemas.items():
         lake = lake_columns.for_table(source_schema)
         schema = lake.project(source_schema)
+        options = lake_columns.table_options(lake, bucket_width(conn, schema, chunks[table]))
         replaced = sink.replace_table(
-            schema,
-            arrow_schema(schema),
-            bucket_width=bucket_width(conn, schema, chunks[table]),
-            replaced_for=replaced_for(record.plan_id),
-            change_metadata=lake_columns.change_metadata,
-            lake_rules=lake_columns.record_of(lake),
+            schema, arrow_schema(schema), options, replaced_for=replaced_for(record.plan_id)
         )
         if replaced:
             log.warning(

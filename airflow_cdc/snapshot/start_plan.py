@@ -100,13 +100,8 @@ def record_start_plan(
             log.info("%s", note)
         lake = lake_columns.for_table(schema)
         stored = lake.project(schema)
-        sink.ensure_table(
-            stored,
-            arrow_schema(stored),
-            bucket_width=bucket_width(conn, schema, 1),
-            change_metadata=lake_columns.change_metadata,
-            lake_rules=lake_columns.record_of(lake),
-        )
+        options = lake_columns.table_options(lake, bucket_width(conn, schema, 1))
+        sink.ensure_table(stored, arrow_schema(stored), options)
     plans = [TablePlan(s.table, s.key, (EVERY_KEY,), 0, "unread") for s in schemas]
     record = store.plans.create(label, plans)
     by_table = {schema.table: schema for schema in schemas}

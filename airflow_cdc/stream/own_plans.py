@@ -114,14 +114,8 @@ def start_again(context: InOrder, table: TableId, position: BinlogPosition) -> T
     # A new generation, empty, put in the table's place at once: one commit readers see.
     lake = context.lake_columns.for_table(schema)
     stored = lake.project(schema)
-    context.sink.replace_table(
-        stored,
-        arrow_schema(stored),
-        bucket_width=width,
-        replaced_for=label,
-        change_metadata=context.lake_columns.change_metadata,
-        lake_rules=context.lake_columns.record_of(lake),
-    )
+    options = context.lake_columns.table_options(lake, width)
+    context.sink.replace_table(stored, arrow_schema(stored), options, replaced_for=label)
     context.sink.promote(table, label)
     _done_at(context.store, schema, position, label)
     return columns_from(context.store, position, schema)

@@ -20,7 +20,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import ChunkRange, Column, TableId, TableSchema
+from airflow_cdc.model import ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.connection import storage_options_from_connection
 from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
@@ -188,7 +188,9 @@ def test_concurrent_chunk_commits_and_stream_merges_on_the_store_lose_nothing(
     log version, and each stream's last batch is recorded."""
     options = lake_options(seaweedfs)
     root = "s3://lake/concurrency"
-    DeltaSink(root, storage_options=options).ensure_table(SCHEMA, ARROW, bucket_width=WIDTH)
+    DeltaSink(root, storage_options=options).ensure_table(
+        SCHEMA, ARROW, TableOptions(bucket_width=WIDTH)
+    )
     rng = random.Random(18)
     streams: dict[str, list[list[Write]]] = {}
     for app, parity in (("stream-a", 0), ("stream-b", 1)):

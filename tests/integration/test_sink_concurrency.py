@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_cdc.model import Column, TableId, TableSchema
+from airflow_cdc.model import Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 
 pytestmark = pytest.mark.integration
@@ -85,7 +85,7 @@ def _state(sink: DeltaSink) -> dict[int, tuple[int, bool]]:
 def test_disjoint_buckets_commit_concurrently(tmp_path: Path) -> None:
     root = str(tmp_path / "sink")
     sink = DeltaSink(root)
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=WIDTH)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=WIDTH))
     # Each process owns one bucket and applies 6 batches of 500 rows into it.
     work = [
         [
@@ -107,7 +107,7 @@ def test_disjoint_buckets_commit_concurrently(tmp_path: Path) -> None:
 def test_same_bucket_converges_with_retries(tmp_path: Path) -> None:
     root = str(tmp_path / "sink")
     sink = DeltaSink(root)
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=WIDTH)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=WIDTH))
     # Two writers (say the stream and a chunk re-run) over the same 300 keys of bucket 0,
     # interleaved positions, so each wins some keys.
     work = [

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_cdc.model import TableId
+from airflow_cdc.model import TableId, TableOptions
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta.layout import column_differences, planned_table
 from airflow_cdc.source.arrow_types import arrow_schema
@@ -150,7 +150,7 @@ def test_ddl_while_streaming_under_a_writer(
     # The evolved types: a's Delta columns are the ones its catalog maps to now.
     schema = table_schema(mariadb, TableId(db, "a"))
     layout = DeltaSink(str(lake)).layout(TableId(db, "a"))
-    wanted = planned_table(schema, arrow_schema(schema), None).schema
+    wanted = planned_table(schema, arrow_schema(schema), TableOptions(bucket_width=None)).schema
     assert column_differences(layout, wanted) == []
     assert layout.key == ("id", "v")
     # The dropped tables' replicas stay as they were at the drop (e: at its rename, when

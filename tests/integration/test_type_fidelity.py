@@ -22,7 +22,7 @@ import pymysql
 import pytest
 from deltalake import DeltaTable
 
-from airflow_cdc.model import ChunkRange, TableId
+from airflow_cdc.model import ChunkRange, TableId, TableOptions
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 from airflow_cdc.sinks.staging import read_arrow_file
@@ -349,7 +349,7 @@ def _assert_evolved_replica(server: LocalMariaDB, db: str, lake: Path) -> None:
     ]
     assert not problems, "\n".join(problems)
     schema = table_schema(server, TableId(db, "ev"))
-    wanted = planned_table(schema, arrow_schema(schema), None).schema
+    wanted = planned_table(schema, arrow_schema(schema), TableOptions(bucket_width=None)).schema
     assert column_differences(DeltaSink(str(lake)).layout(TableId(db, "ev")), wanted) == []
 
 

@@ -43,9 +43,17 @@ import pyarrow.parquet as pq
 
 from airflow_cdc.config import StreamBounds
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChunkRange,
+    RowFilter,
+    TableId,
+    TableOptions,
+    TableSchema,
+)
 from airflow_cdc.runner import Runner, spread
 from airflow_cdc.sinks.base import (
+    NO_OPTIONS,
     ApplyResult,
     RangeWriter,
     TableScan,
@@ -178,16 +186,11 @@ class ParquetDirSink:
     # -- create -------------------------------------------------------------------------
 
     def ensure_table(
-        self,
-        schema: TableSchema,
-        arrow_schema: pa.Schema,
-        *,
-        bucket_width: int | None = None,
-        change_metadata: bool = False,
-        lake_rules: str = "",
+        self, schema: TableSchema, arrow_schema: pa.Schema, options: TableOptions = NO_OPTIONS
     ) -> None:
-        """Create the table, or check an existing one (``bucket_width``: no buckets here)
-        and give it the change metadata columns if asked."""
+        """Create the table, or check an existing one (no buckets here) and give it the
+        change metadata columns if asked."""
+        change_metadata, lake_rules = options.change_metadata, options.lake_rules
         planned = replace(_planned(schema, arrow_schema, change_metadata), lake_rules=lake_rules)
         if not self.exists(schema.table):
             try:
@@ -206,16 +209,14 @@ class ParquetDirSink:
         self,
         schema: TableSchema,
         arrow_schema: pa.Schema,
+        options: TableOptions,
         *,
-        bucket_width: int | None,
         replaced_for: str,
-        change_metadata: bool = False,
-        lake_rules: str = "",
     ) -> bool:
         planned = replace(
-            _planned(schema, arrow_schema, change_metadata),
+            _planned(schema, arrow_schema, options.change_metadata),
             replaced_for=replaced_for,
-            lake_rules=lake_rules,
+            lake_rules=options.lake_rules,
         )
         live = self._live(schema.table)
         if not self.exists(schema.table):

@@ -10,7 +10,14 @@ from deltalake import DeltaTable
 
 from airflow_cdc.errors import ConfigurationError, SinkError
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChunkRange,
+    TableId,
+    TableOptions,
+    TablePlan,
+    TableSchema,
+)
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
 from airflow_cdc.sinks import DeltaSink
 from tests.unit.test_sink_delta_rewrite import ARROW, SCHEMA, changes
@@ -30,7 +37,9 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         )
     sink = DeltaSink(str(tmp_path / "lake"))
     for table in [*JOINED, WAITING]:
-        sink.ensure_table(TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, bucket_width=100)
+        sink.ensure_table(
+            TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, TableOptions(bucket_width=100)
+        )
         for batch in range(4):  # four files in bucket 0
             sink.apply(table, changes([batch], 10 + batch))
     return tmp_path / "lake"

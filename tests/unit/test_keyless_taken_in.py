@@ -13,7 +13,7 @@ import pytest
 from airflow_cdc.config import LakeColumnsConfig, SourceConfig
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.metadata import MetadataStore
-from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ServerEpoch, TableId, TableOptions, TableSchema
 from airflow_cdc.snapshot import start_plan
 from airflow_cdc.source.catalog.table_keys import Index
 from airflow_cdc.source.server import ServerInfo
@@ -40,16 +40,8 @@ class EnsuredTables:
     def __init__(self) -> None:
         self.made: list[tuple[TableSchema, int | None]] = []
 
-    def ensure_table(
-        self,
-        schema: TableSchema,
-        arrow: Any,
-        *,
-        bucket_width: int | None,
-        change_metadata: bool,
-        lake_rules: str,
-    ) -> None:
-        self.made.append((schema, bucket_width))
+    def ensure_table(self, schema: TableSchema, arrow: Any, options: TableOptions) -> None:
+        self.made.append((schema, options.bucket_width))
 
 
 def test_a_start_without_a_snapshot_takes_it_with_its_chunking_column(

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.cdc_columns import (
     COMMIT_TS_COLUMN,
@@ -73,15 +73,15 @@ def metadata(sink: DeltaSink, table: TableId = T) -> dict[int, tuple[int, str | 
 @pytest.fixture
 def sink(tmp_path: Path) -> DeltaSink:
     sink = DeltaSink(str(tmp_path / "sink"), rewrite=RewriteLimits())
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, change_metadata=True))
     return sink
 
 
 def test_a_keyless_table_never_has_them(tmp_path: Path) -> None:
     keyless = TableSchema(TableId("db", "log"), SCHEMA.columns, (), keyless=True)
     sink = DeltaSink(str(tmp_path / "sink"))
-    sink.ensure_table(keyless, ARROW, change_metadata=True)
-    sink.ensure_table(keyless, ARROW, change_metadata=True)
+    sink.ensure_table(keyless, ARROW, TableOptions(change_metadata=True))
+    sink.ensure_table(keyless, ARROW, TableOptions(change_metadata=True))
     assert OP_COLUMN not in DeltaTable(sink.table_uri(keyless.table)).schema().to_arrow().names
 
 

@@ -26,6 +26,7 @@ from airflow_cdc.model import (
     Column,
     RowFilter,
     TableId,
+    TableOptions,
     TableSchema,
     ValueRange,
 )
@@ -120,7 +121,7 @@ def make_sink(request: pytest.FixtureRequest) -> MakeSink:
 @pytest.fixture
 def sink(make_sink: MakeSink, tmp_path: Path) -> Sink:
     made = make_sink(tmp_path / "lake")
-    made.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    made.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     return made
 
 
@@ -133,13 +134,13 @@ def test_a_sink_is_a_sink_and_its_table_is_there_once_ensured(
     fresh = make_sink(tmp_path / "lake")
     assert isinstance(fresh, Sink)
     assert not fresh.exists(T)
-    fresh.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    fresh.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     assert fresh.exists(T)
     assert not fresh.exists(TableId("db", "other"))
     assert fresh.table_uri(T) != fresh.table_uri(TableId("db", "other"))
     assert fresh.shape(T) == TableShape(("id", "v"), ("id",))
     assert fresh.read_all(T).num_rows == 0
-    fresh.ensure_table(SCHEMA, ARROW, bucket_width=7)  # again: nothing changes
+    fresh.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=7))  # again: nothing changes
     assert fresh.shape(T) == TableShape(("id", "v"), ("id",))
 
 
@@ -267,7 +268,7 @@ def test_any_order_and_grouping_leaves_the_newest_version_of_each_key(
 ) -> None:
     events, batches = history
     sink = make_sink(tmp_path_factory.mktemp("lake"))
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=2)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=2))
     for batch in batches:
         sink.apply(T, changes(batch), keys_unique=keys_unique)
     model = newest(events)
@@ -408,8 +409,12 @@ def labeled(rows: list[tuple[int, int, str]]) -> pa.Table:
 
 def test_a_replacement_is_written_beside_and_read_once_promoted(sink: Sink) -> None:
     sink.apply(T, changes([(1, 10, False, "a"), (2, 10, False, "b")]))
-    assert sink.replace_table(LABELED, LABELED_ARROW, bucket_width=10, replaced_for="plan 7")
-    assert not sink.replace_table(LABELED, LABELED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.replace_table(
+        LABELED, LABELED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
+    assert not sink.replace_table(
+        LABELED, LABELED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     # Writers write the new generation, with its columns and key ...
     assert sink.shape(T) == TableShape(("id", "v", "label"), ("id", "label"))
     sink.apply(T, labeled([(1, 20, "x"), (5, 20, "y")]), app_id="stream", app_version=3)
@@ -428,7 +433,9 @@ def test_a_replacement_is_written_beside_and_read_once_promoted(sink: Sink) -> N
     # An ordinary table again.
     sink.apply(T, labeled([(5, 30, "y"), (7, 30, "z")]))
     assert {r["id"]: r["v"] for r in sink.read_live(T).to_pylist()} == {1: "1x", 5: "5y", 7: "7z"}
-    assert not sink.replace_table(LABELED, LABELED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert not sink.replace_table(
+        LABELED, LABELED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
 
 
 def test_a_version_recorded_in_the_new_generation_is_the_table_s_once_promoted(
@@ -437,9 +444,11 @@ def test_a_version_recorded_in_the_new_generation_is_the_table_s_once_promoted(
     """``applied_version`` is the last version ``apply`` recorded: the stream's batches
     applied into the new generation are the table's after the promotion."""
     fresh = make_sink(tmp_path / "lake")
-    fresh.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    fresh.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     fresh.apply(T, changes([(1, 10, False, "a")]), app_id="stream", app_version=2)
-    assert fresh.replace_table(LABELED, LABELED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert fresh.replace_table(
+        LABELED, LABELED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     fresh.apply(T, labeled([(1, 20, "x")]), app_id="stream", app_version=3)
     assert fresh.applied_version(T, "stream") == 3
     assert fresh.promote(T, "plan 7")
@@ -450,7 +459,9 @@ def test_a_version_recorded_in_the_new_generation_is_the_table_s_once_promoted(
 
 def test_a_replacement_of_a_missing_table_creates_it(make_sink: MakeSink, tmp_path: Path) -> None:
     fresh = make_sink(tmp_path / "lake")
-    assert fresh.replace_table(SCHEMA, ARROW, bucket_width=None, replaced_for="plan 1")
+    assert fresh.replace_table(
+        SCHEMA, ARROW, TableOptions(bucket_width=None), replaced_for="plan 1"
+    )
     assert fresh.exists(T)
     fresh.apply(T, changes([(1, 1, False, "a")]))
     assert live(fresh) == {1: "a"}
@@ -590,7 +601,9 @@ def merges() -> Iterator[TableChanges]:
 def lake(make_sink: MakeSink, root: Path) -> tuple[Sink, SinkConfig]:
     made = make_sink(root)
     for table in (T, *(TableId("db", f"s{n}") for n in range(3))):
-        made.ensure_table(TableSchema(table, SCHEMA.columns, ("id",)), ARROW, bucket_width=4)
+        made.ensure_table(
+            TableSchema(table, SCHEMA.columns, ("id",)), ARROW, TableOptions(bucket_width=4)
+        )
     made.apply(T, changes([(k, 12, False, f"old{k}") for k in range(0, 12, 3)]))
     return made, SinkConfig(str(root))
 
@@ -670,7 +683,7 @@ def stamps(sink: Sink, table: TableId = T) -> dict[int, tuple[str | None, int | 
 
 def test_change_metadata_goes_with_the_version_held(make_sink: MakeSink, tmp_path: Path) -> None:
     sink = make_sink(tmp_path / "lake")
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, change_metadata=True))
     sink.apply(T, stamped([(1, 10, False, "a"), (2, 20, False, "b")], ["c", "c"], [SECOND, 0]))
     sink.apply(
         T, stamped([(1, 15, False, "x"), (2, 18, True, None)], ["u", "d"], [SECOND + 5, SECOND])
@@ -682,8 +695,8 @@ def test_change_metadata_goes_with_the_version_held(make_sink: MakeSink, tmp_pat
 def test_a_table_without_change_metadata_drops_it_until_asked_for_it(sink: Sink) -> None:
     sink.apply(T, stamped([(1, 10, False, "a"), (2, 11, False, "b")], ["c", "c"], [SECOND] * 2))
     assert OP_COLUMN not in sink.read_all(T).column_names
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)  # once
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, change_metadata=True))
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, change_metadata=True))  # once
     sink.apply(T, stamped([(2, 12, False, "c")], ["u"], [SECOND + 3]))
     assert stamps(sink) == {1: (None, None), 2: ("u", SECOND + 3)}
     assert state(sink) == {1: (10, False, "a"), 2: (12, False, "c")}
@@ -693,7 +706,7 @@ def test_a_truncate_leaves_deletes_at_its_statement_time(
     make_sink: MakeSink, tmp_path: Path
 ) -> None:
     sink = make_sink(tmp_path / "lake")
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, change_metadata=True))
     sink.apply(T, stamped([(1, 10, False, "a"), (2, 50, False, "b")], ["c", "u"], [SECOND] * 2))
     assert sink.truncate(T, at(30), event_time=SECOND + 20) == 1
     assert stamps(sink) == {1: ("d", SECOND + 20), 2: ("u", SECOND)}
@@ -705,7 +718,7 @@ def test_rows_without_change_metadata_leave_it_null(make_sink: MakeSink, tmp_pat
     """A writer that does not keep them (a stream with ``change_metadata`` off) writes into
     a table that has them."""
     sink = make_sink(tmp_path / "lake")
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, change_metadata=True)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, change_metadata=True))
     sink.apply(T, stamped([(1, 10, False, "a"), (2, 11, False, "b")], ["c", "c"], [SECOND] * 2))
     sink.apply(T, changes([(2, 12, False, "c")]))
     assert stamps(sink) == {1: ("c", SECOND), 2: (None, None)}
@@ -736,23 +749,25 @@ PLAIN = '{"columns": {"id": "as it is", "v": "as it is"}, "key": ""}'
 
 def test_a_writer_given_other_rules_is_refused(make_sink: MakeSink, tmp_path: Path) -> None:
     sink = make_sink(tmp_path / "lake")
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=HASHED)
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=HASHED)  # the same
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10)  # a writer from before: not checked
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, lake_rules=HASHED))
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, lake_rules=HASHED))  # the same
+    sink.ensure_table(
+        SCHEMA, ARROW, TableOptions(bucket_width=10)
+    )  # a writer from before: not checked
     assert sink.shape(T).lake_rules == HASHED
     with pytest.raises(ConfigurationError, match=r"v: written hash, given as it is.*replace"):
-        sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=PLAIN)
+        sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, lake_rules=PLAIN))
     other_key = HASHED.replace("0123456789abcdef", "fedcba9876543210")
     with pytest.raises(ConfigurationError, match="hashed with another mask key"):
-        sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=other_key)
+        sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, lake_rules=other_key))
 
 
 def test_a_replacement_records_its_own_rules(make_sink: MakeSink, tmp_path: Path) -> None:
     sink = make_sink(tmp_path / "lake")
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=HASHED)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, lake_rules=HASHED))
     assert sink.replace_table(
-        SCHEMA, ARROW, bucket_width=10, replaced_for="plan 2", lake_rules=PLAIN
+        SCHEMA, ARROW, TableOptions(bucket_width=10, lake_rules=PLAIN), replaced_for="plan 2"
     )
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10, lake_rules=PLAIN)  # its writers
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10, lake_rules=PLAIN))  # its writers
     assert sink.promote(T, "plan 2")
     assert sink.shape(T).lake_rules == PLAIN

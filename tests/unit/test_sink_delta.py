@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import (
     BUCKET_COLUMN,
     DELETED_COLUMN,
@@ -65,7 +65,7 @@ def sink(tmp_path: Path) -> DeltaSink:
 def test_protocol_and_layout(sink: DeltaSink) -> None:
     schema, arrow = int_table()
     assert isinstance(sink, Sink)
-    sink.ensure_table(schema, arrow, bucket_width=100)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=100))
     dt = DeltaTable(sink.table_uri(schema.table))
     assert dt.metadata().partition_columns == [BUCKET_COLUMN]
     assert dt.metadata().configuration[CONFIG_KEY] == '["id"]'
@@ -74,7 +74,7 @@ def test_protocol_and_layout(sink: DeltaSink) -> None:
     assert names == ["id", "v", POSITION_COLUMN, DELETED_COLUMN, BUCKET_COLUMN]
     assert pa.schema(dt.schema().to_arrow()).field(POSITION_COLUMN).type == POSITION_TYPE
     # Idempotent; another width keeps the stored one.
-    sink.ensure_table(schema, arrow, bucket_width=7)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=7))
     assert sink.layout(schema.table).bucket_width == 100
 
 
@@ -104,7 +104,7 @@ def test_reserved_column_names_rejected(sink: DeltaSink, name: str) -> None:
 
 def test_last_writer_wins_and_markers(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=10)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=10))
     t = schema.table
     r1 = sink.apply(t, changes([(1, 10, False, "a"), (2, 10, False, "b"), (15, 10, False, "c")]))
     assert (r1.rows_in, r1.inserted, r1.updated, r1.skipped_older, r1.attempts) == (3, 3, 0, 0, 1)
@@ -133,7 +133,7 @@ def test_last_writer_wins_and_markers(sink: DeltaSink) -> None:
 
 def test_reapply_changes_nothing(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=10)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=10))
     batch = changes([(i, 100 + i, i % 3 == 0, f"v{i}") for i in range(-20, 20)])
     first = sink.apply(schema.table, batch)
     before = sink.read_all(schema.table).sort_by("id")
@@ -145,7 +145,7 @@ def test_reapply_changes_nothing(sink: DeltaSink) -> None:
 
 def test_buckets_follow_floor_division(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=10)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=10))
     sink.apply(schema.table, changes([(k, 1, False, None) for k in (-11, -10, -1, 0, 9, 10)]))
     got = {r["id"]: r[BUCKET_COLUMN] for r in sink.read_all(schema.table).to_pylist()}
     assert got == {-11: -2, -10: -1, -1: -1, 0: 0, 9: 0, 10: 1}
@@ -204,7 +204,7 @@ def test_reader_input_and_column_order(sink: DeltaSink) -> None:
 
 def test_app_transaction_skips_replayed_batch(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=10)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=10))
     t = schema.table
     r1 = sink.apply(t, changes([(1, 10, False, "a")]), app_id="stream-1", app_version=5)
     assert not r1.replayed
@@ -231,7 +231,7 @@ def test_app_transaction_skips_replayed_batch(sink: DeltaSink) -> None:
 
 def test_candidates_prune_by_range_and_position(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=100)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=100))
     t = schema.table
     sink.apply(t, changes([(k, 10 if k % 20 else 30, k == 150, "x") for k in range(0, 400, 10)]))
     got = sink.candidates(t, ChunkRange((100,), (200,)), below=20)
@@ -254,7 +254,9 @@ def test_candidates_without_buckets_return_everything_old(sink: DeltaSink) -> No
     table = TableId("db", "s")
     schema = TableSchema(table, (Column("code", "varchar", "varchar(10)", False), VAL), ("code",))
     sink.ensure_table(
-        schema, pa.schema([("code", pa.string()), ("v", pa.string())]), bucket_width=10
+        schema,
+        pa.schema([("code", pa.string()), ("v", pa.string())]),
+        TableOptions(bucket_width=10),
     )
     batch = pa.table(
         {
@@ -281,7 +283,7 @@ def test_composite_key_with_awkward_names(sink: DeltaSink) -> None:
     arrow = pa.schema(
         [("region name", pa.string()), ("order`id", pa.int32()), ("a.b", pa.string())]
     )
-    sink.ensure_table(schema, arrow, bucket_width=10)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=10))
     assert sink.layout(table).bucket_width is None  # first key column is not an integer
     assert "~" in sink.table_uri(table)
     assert "%" not in sink.table_uri(table)
@@ -319,7 +321,7 @@ def test_unsigned_bigint_key_at_limits(sink: DeltaSink) -> None:
     col = Column("id", "bigint", "bigint(20) unsigned", False)
     schema = TableSchema(table, (col, VAL), ("id",))
     arrow = pa.schema([("id", pa.decimal128(20, 0)), ("v", pa.string())])
-    sink.ensure_table(schema, arrow, bucket_width=2**32)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=2**32))
     top = 2**64 - 1
     batch = pa.table(
         {
@@ -363,7 +365,7 @@ def test_wide_decimal_key_merge_has_no_duplicates(sink: DeltaSink) -> None:
 
 def test_signed_bigint_limits_width_one(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=1)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=1))
     lo, hi = -(2**63), 2**63 - 1
     sink.apply(schema.table, changes([(lo, 1, False, "min"), (hi, 1, False, "max")]))
     sink.apply(schema.table, changes([(lo, 2, True, None), (hi, 0, False, "old")]))
@@ -399,7 +401,11 @@ def test_concurrent_ensure_table_in_threads(sink: DeltaSink) -> None:
 
     schema, arrow = int_table("race")
     with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda _: sink.ensure_table(schema, arrow, bucket_width=10), range(8)))
+        list(
+            pool.map(
+                lambda _: sink.ensure_table(schema, arrow, TableOptions(bucket_width=10)), range(8)
+            )
+        )
     assert sink.layout(schema.table).bucket_width == 10
 
 
@@ -423,7 +429,7 @@ def _files(sink: DeltaSink, table: TableId, rows: list[tuple[int, int, bool, str
 
 def test_files_commit_into_an_empty_range_with_key_statistics(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=100)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=100))
     files = _files(
         sink, schema.table, [(5, 7, False, "a"), (150, 7, False, "b"), (99, 7, True, None)]
     )
@@ -462,7 +468,7 @@ def test_a_writer_that_gets_into_the_range_first_makes_the_files_commit_back_off
     (the stream, a chunk of another plan). A blind append would leave two rows of that key;
     the bucket application ids make the commit fail, and the retry finds the range taken."""
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=100)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=100))
     files = _files(sink, schema.table, [(5, 7, False, "snapshot"), (6, 7, False, "snapshot")])
     other = DeltaSink(sink.root)
     checks = 0
@@ -491,7 +497,7 @@ def test_a_writer_that_gets_into_the_range_first_makes_the_files_commit_back_off
 
 def test_a_files_commit_makes_a_racing_merge_retry_onto_its_rows(sink: DeltaSink) -> None:
     schema, arrow = int_table()
-    sink.ensure_table(schema, arrow, bucket_width=100)
+    sink.ensure_table(schema, arrow, TableOptions(bucket_width=100))
     stale = DeltaTable(sink.table_uri(schema.table))  # a merge that read before the commit
     files = _files(sink, schema.table, [(5, 7, False, "snapshot")])
     assert sink.commit_new_range(

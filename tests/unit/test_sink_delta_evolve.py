@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
 from airflow_cdc.sinks.delta.evolve import COLUMNS_APP
@@ -60,7 +60,7 @@ def by_key(sink: DeltaSink) -> dict[int, dict[str, object]]:
 @pytest.fixture
 def sink(tmp_path: Path) -> DeltaSink:
     sink = DeltaSink(str(tmp_path / "lake"))
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     sink.apply(
         T,
         rows(
@@ -148,7 +148,7 @@ def test_a_dropped_column_is_kept_or_removed(sink: DeltaSink, tmp_path: Path) ->
     assert (state[1]["s"], state[2]["s"], state[15]["s"]) == (0, 0, None)
 
     other = DeltaSink(str(tmp_path / "other"))
-    other.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    other.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     other.apply(T, rows([(1, 10, "a", 100, False)]))
     assert other.evolve(T, ColumnsChange(at(300), dropped=("s",), keep_dropped=False))
     assert other.layout(T).source_columns == ["id", "n"]
@@ -248,7 +248,9 @@ def test_a_table_copied_to_another_place_is_the_same_table_and_copied_once(
     # Another table is there: nothing copied.
     other = DeltaSink(sink.root)
     x = TableId("db", "x")
-    other.ensure_table(TableSchema(x, SCHEMA.columns, ("id",)), ARROW, bucket_width=10)
+    other.ensure_table(
+        TableSchema(x, SCHEMA.columns, ("id",)), ARROW, TableOptions(bucket_width=10)
+    )
     other.apply(x, rows([(99, 1, "other", 100, False)]))
     assert not sink.copy_table(T, x, "db.t renamed at 3")
     assert [r["id"] for r in other.read_all(x).to_pylist()] == [99]

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
-from airflow_cdc.model import ChunkRange, Column, TableSchema
+from airflow_cdc.model import ChunkRange, Column, TableOptions, TableSchema
 from airflow_cdc.sinks import DeltaSink
 from airflow_cdc.sinks.delta.generations import CONFIG_NEXT, delete_retired, retired_folders
 from airflow_cdc.sinks.delta.places import TablePlaces
@@ -44,7 +44,7 @@ def keyed_rows(items: list[tuple[int, int, str, int]]) -> pa.Table:
 @pytest.fixture
 def sink(tmp_path: Path) -> DeltaSink:
     sink = DeltaSink(str(tmp_path / "lake"))
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     sink.apply(
         T, rows([(1, 10, "a", 100, False), (2, 20, "b", 100, False), (16, 40, "d", 200, False)])
     )
@@ -62,8 +62,12 @@ def test_readers_see_the_old_rows_until_the_new_generation_takes_their_place(
     sink: DeltaSink,
 ) -> None:
     first = DeltaTable(sink.table_uri(T)).version()
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
-    assert not sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
+    assert not sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     # Writers write the new generation, with its key; readers keep the old rows.
     assert sink.layout(T).key == ("id", "label")
     sink.apply(T, keyed_rows([(1, 11, "x", 300), (5, 50, "y", 300)]))
@@ -109,7 +113,9 @@ def test_a_table_kept_open_is_looked_at_up_to_date_for_a_promotion(
     assert not stream.promote(T, "plan 7")  # no generation: nothing opened to say so
     assert opened == []
     # Another process starts a generation and fills it; the kept table learns of it.
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     sink.apply(T, keyed_rows([(1, 11, "x", 300)]))
     assert not stream.promote(T, "plan 8")  # another plan's: left
     assert stream.promote(T, "plan 7")
@@ -117,10 +123,14 @@ def test_a_table_kept_open_is_looked_at_up_to_date_for_a_promotion(
 
 
 def test_a_later_replacement_starts_a_new_folder_and_retires_the_old(sink: DeltaSink) -> None:
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     sink.apply(T, keyed_rows([(1, 11, "x", 300)]))
     assert sink.promote(T, "plan 7")
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 9")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 9"
+    )
     assert "_cdc_gen_2" in str(sink.table_location(T).uri)
     sink.apply(T, keyed_rows([(3, 33, "q", 500)]))
     assert sink.promote(T, "plan 9")
@@ -142,7 +152,9 @@ def test_a_promotion_cut_short_is_finished_by_the_next(
 ) -> None:
     from airflow_cdc.sinks.delta import generations as delta_generations
 
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     sink.apply(T, keyed_rows([(1, 11, "x", 300)]))
 
     def dies(*_: object) -> None:
@@ -171,7 +183,9 @@ def test_a_writer_holding_the_generation_open_across_the_promotion_finds_the_liv
     """It read the generation before the promotion: its commit fails (the generation is
     closed), and its retry writes the live table."""
     stale = DeltaSink(sink.root, keep_open=True)
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     stale.apply(T, keyed_rows([(1, 11, "x", 300)]))
     assert sink.promote(T, "plan 7")
     stale.apply(T, keyed_rows([(8, 80, "v", 400)]))
@@ -180,7 +194,9 @@ def test_a_writer_holding_the_generation_open_across_the_promotion_finds_the_liv
 
 def test_a_table_that_is_not_there_is_created(tmp_path: Path) -> None:
     sink = DeltaSink(str(tmp_path / "lake"))
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 1")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 1"
+    )
     assert (
         json.loads(
             DeltaTable(sink.table_uri(T)).metadata().configuration.get(CONFIG_NEXT) or "null"
@@ -198,11 +214,15 @@ def test_a_table_created_again_is_a_generation_put_in_its_place_at_once(
     holding the old table open refused."""
     stale = DeltaSink(sink.root, keep_open=True)
     stale.apply(T, rows([(3, 1, "x", 150, False)]))
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="created at 7")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="created at 7"
+    )
     assert sink.promote(T, "created at 7")
     assert (sink.layout(T).key, live_ids(sink)) == (("id", "label"), set())
     version = DeltaTable(sink.table_uri(T)).version()
-    assert not sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="created at 7")
+    assert not sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="created at 7"
+    )
     assert not sink.promote(T, "created at 7")
     assert DeltaTable(sink.table_uri(T)).version() == version
     with pytest.raises(SinkColumnsChangedError, match=r"missing \['label'\]"):
@@ -217,7 +237,9 @@ def test_what_the_old_table_kept_is_not_carried_into_the_new_generation(sink: De
 
     assert sink.evolve(T, ColumnsChange(at(150), dropped=("s",), keep_dropped=True))
     assert sink.layout(T).dropped_columns == ("s",)
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 7")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 7"
+    )
     assert sink.promote(T, "plan 7")
     assert sink.layout(T).dropped_columns == ()
     sink.apply(T, keyed_rows([(9, 90, "k", 500)]))
@@ -230,7 +252,9 @@ def test_writers_versions_carried_over_are_read_past_checkpoints_and_never_go_ba
     """The generation's log is read whole (a checkpoint, then commits): 12 batches make a
     checkpoint at 10. A writer the live table holds further along keeps its version."""
     sink.apply(T, rows([(3, 1, "c", 300, False)]), app_id="ahead", app_version=50)
-    assert sink.replace_table(KEYED, KEYED_ARROW, bucket_width=10, replaced_for="plan 9")
+    assert sink.replace_table(
+        KEYED, KEYED_ARROW, TableOptions(bucket_width=10), replaced_for="plan 9"
+    )
     for batch in range(1, 13):
         position = 300 + batch
         sink.apply(T, keyed_rows([(batch, batch, "g", position)]), app_id="s", app_version=batch)

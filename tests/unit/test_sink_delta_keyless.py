@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
@@ -93,13 +93,13 @@ def sink(tmp_path: Path, request: pytest.FixtureRequest) -> DeltaSink:
     """A sink with the chunked keyless table, merging by delta-rs or by its own rewrite."""
     limits = RewriteLimits() if request.param == "rewrite" else None
     sink = DeltaSink(str(tmp_path / "lake"), rewrite=limits)
-    sink.ensure_table(CHUNKED, SOURCE, bucket_width=10)
+    sink.ensure_table(CHUNKED, SOURCE, TableOptions(bucket_width=10))
     return sink
 
 
 def test_a_chunked_table_s_layout(tmp_path: Path) -> None:
     sink = DeltaSink(str(tmp_path / "lake"))
-    sink.ensure_table(CHUNKED, SOURCE, bucket_width=10)
+    sink.ensure_table(CHUNKED, SOURCE, TableOptions(bucket_width=10))
     dt = DeltaTable(sink.table_uri(T))
     config = dt.metadata().configuration
     assert config[CONFIG_KEY] == '["c", "_cdc_row_hash"]'
@@ -123,12 +123,12 @@ def test_a_chunked_table_s_layout(tmp_path: Path) -> None:
     assert layout.key == ("c", ROW_HASH_COLUMN)
     assert layout.source_columns == SOURCE_NAMES
     assert sink.shape(T).key == ("c", ROW_HASH_COLUMN)
-    sink.ensure_table(CHUNKED, SOURCE, bucket_width=10)  # the same layout: accepted
+    sink.ensure_table(CHUNKED, SOURCE, TableOptions(bucket_width=10))  # the same layout: accepted
 
 
 def test_a_table_read_whole_is_one_bucket_keyed_by_the_hash(tmp_path: Path) -> None:
     sink = DeltaSink(str(tmp_path / "lake"))
-    sink.ensure_table(WHOLE, arrow_schema(WHOLE), bucket_width=10)
+    sink.ensure_table(WHOLE, arrow_schema(WHOLE), TableOptions(bucket_width=10))
     layout = sink.layout(T)
     assert layout.keyless
     assert layout.key == (ROW_HASH_COLUMN,)
@@ -272,15 +272,19 @@ def test_replace_and_promote_keep_each_kind(tmp_path: Path) -> None:
     )
     sink.ensure_table(KEYED, arrow_schema(KEYED))
     sink.apply(T, keyed_rows)
-    assert sink.replace_table(CHUNKED, SOURCE, bucket_width=10, replaced_for="plan-1")
-    sink.ensure_table(CHUNKED, SOURCE, bucket_width=10)  # writers see the new generation
+    assert sink.replace_table(CHUNKED, SOURCE, TableOptions(bucket_width=10), replaced_for="plan-1")
+    sink.ensure_table(
+        CHUNKED, SOURCE, TableOptions(bucket_width=10)
+    )  # writers see the new generation
     sink.apply(T, images([((1, "a", None), 2, 200)]))
     assert live(sink) == Counter({(1, "k", None): 1})  # readers: the live table still
     assert sink.promote(T, "plan-1")
     assert sink.layout(T).keyless
     assert live(sink) == Counter({(1, "a", None): 2})
     # And back: a keyed generation clears the keyless mark.
-    assert sink.replace_table(KEYED, arrow_schema(KEYED), bucket_width=10, replaced_for="plan-2")
+    assert sink.replace_table(
+        KEYED, arrow_schema(KEYED), TableOptions(bucket_width=10), replaced_for="plan-2"
+    )
     sink.apply(T, keyed_rows)
     assert sink.promote(T, "plan-2")
     assert not sink.layout(T).keyless
@@ -321,7 +325,7 @@ def test_read_live_is_the_multiset_of_the_newest_counts(
     the images they read; the table's rows are, per image, the count of the writer at the
     greatest position (the first to write it at that position), expanded."""
     sink = DeltaSink(str(tmp_path_factory.mktemp("lake")))
-    sink.ensure_table(CHUNKED, SOURCE, bucket_width=10)
+    sink.ensure_table(CHUNKED, SOURCE, TableOptions(bucket_width=10))
     newest: dict[Image, tuple[int, int]] = {}
     for write, position in zip(writes, positions, strict=False):
         counts = dict(write)  # one row per image

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from airflow_cdc.model import Column, TableId, TableSchema
+from airflow_cdc.model import Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 
@@ -48,7 +48,7 @@ def live(sink: DeltaSink) -> dict[int, str]:
 @pytest.fixture
 def sink(tmp_path: Path) -> DeltaSink:
     sink = DeltaSink(str(tmp_path / "sink"), keep_open=True, rewrite=RewriteLimits())
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=100)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=100))
     sink.apply(T, changes(list(range(0, 50)), 10))  # bucket 0, one file
     sink.apply(T, changes(list(range(100, 150)), 10))  # bucket 1, one file
     return sink
@@ -111,7 +111,7 @@ def test_a_delete_marker_shadows_the_row(sink: DeltaSink) -> None:
 
 def test_large_inputs_take_a_delta_rs_merge(tmp_path: Path) -> None:
     sink = DeltaSink(str(tmp_path / "sink"), rewrite=RewriteLimits(max_rows=10))
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=100)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=100))
     sink.apply(T, changes(list(range(20)), 10))
     assert last_operation(sink) == "MERGE"
     sink.apply(T, changes(list(range(5)), 11))
@@ -166,7 +166,7 @@ def test_a_writer_keeping_the_table_open_sees_another_writers_commits(sink: Delt
 
 def test_small_files_of_a_bucket_are_folded_as_inserts_add_them(tmp_path: Path) -> None:
     sink = DeltaSink(str(tmp_path / "sink"), rewrite=RewriteLimits(fold_small_files=4))
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=1000)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=1000))
     for batch in range(20):  # new keys only: each batch adds a file, none is read for keys
         sink.apply(T, changes([batch * 10 + i for i in range(10)], 100 + batch))
         assert len(files(sink)) < 4 + 4  # folds keep the bucket's small files bounded

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_cdc.model import Column, TableId, TableSchema
+from airflow_cdc.model import Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.delta.changes import prepare_changes
 from airflow_cdc.sinks.delta.commits import commit_properties, writer_transaction
@@ -48,7 +48,7 @@ def changes(rows: dict[int, tuple[int, bool]]) -> pa.Table:
 
 def table_with(root: Path, writes: list[dict[int, tuple[int, bool]]]) -> DeltaSink:
     sink = DeltaSink(str(root))
-    sink.ensure_table(TableSchema(T, COLUMNS, ("id",)), ARROW, bucket_width=50)
+    sink.ensure_table(TableSchema(T, COLUMNS, ("id",)), ARROW, TableOptions(bucket_width=50))
     for rows in writes:
         if rows:
             sink.apply(T, changes(rows))

@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig, StreamBounds
-from airflow_cdc.model import Column, TableId, TableSchema
+from airflow_cdc.model import Column, TableId, TableOptions, TableSchema
 from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.sinks.change_batches import BatchWrite, TableChanges, merge_changes
@@ -48,7 +48,9 @@ def lake(root: Path) -> SinkConfig:
     config = SinkConfig(str(root))
     sink = DeltaSink.streaming(config)
     for table in (BIG, *SMALL):
-        sink.ensure_table(TableSchema(table, COLUMNS, ("id",)), ARROW, bucket_width=100)
+        sink.ensure_table(
+            TableSchema(table, COLUMNS, ("id",)), ARROW, TableOptions(bucket_width=100)
+        )
     for lo in range(0, 400, 100):
         sink.apply(BIG, rows(range(lo, lo + 100), 1))
     return config

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import BinlogPosition, Column, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import (
     DELETED_COLUMN,
     POSITION_COLUMN,
@@ -69,7 +69,7 @@ def table_of(sink: DeltaSink, table: TableId = T) -> DeltaTable:
 @pytest.fixture
 def sink(tmp_path: Path) -> DeltaSink:
     sink = DeltaSink(str(tmp_path / "sink"))
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     return sink
 
 
@@ -100,7 +100,7 @@ def test_changes_after_the_truncate_follow_last_writer_wins(tmp_path: Path) -> N
     way the change is applied (a delta-rs merge, or the sink's own rewrite of the files)."""
     root = str(tmp_path / "sink")
     merging = DeltaSink(root)
-    merging.ensure_table(SCHEMA, ARROW, bucket_width=10)
+    merging.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=10))
     rewriting = DeltaSink(root, keep_open=True, rewrite=RewriteLimits())
     merging.apply(T, changes([(k, 10, False) for k in range(6)]))
     assert rewriting.truncate(T, at(50)) == 6
@@ -375,7 +375,7 @@ def test_truncates_and_batches_in_any_order_match_the_model(
     steps, width, writers = history
     with tempfile.TemporaryDirectory() as root:
         sinks = [DeltaSink(root), DeltaSink(root, keep_open=True, rewrite=RewriteLimits())]
-        sinks[0].ensure_table(SCHEMA, ARROW, bucket_width=width)
+        sinks[0].ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=width))
         model: Model = {}
         for step, writer in zip(steps, writers, strict=True):
             kind, what = step
@@ -398,7 +398,7 @@ def test_many_buckets_are_named_as_a_range(tmp_path: Path) -> None:
     assert predicate.startswith("`_cdc_bucket` BETWEEN -3 AND 599 AND ")
     assert predicate.endswith("`_cdc_position` < CAST('7' AS DECIMAL(38, 0))")
     wide = DeltaSink(str(tmp_path / "wide"))  # 520 buckets of one key: a range (~1.5 s)
-    wide.ensure_table(SCHEMA, ARROW, bucket_width=1)
+    wide.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=1))
     wide.apply(T, changes([(k, 10, False) for k in range(520)]))
     wide.apply(T, changes([(520, 30, False)]))
     assert wide.truncate(T, at(20)) == 520
@@ -417,7 +417,7 @@ def test_a_partitions_rows_become_markers_and_no_other(tmp_path: Path) -> None:
     )
     arrow = ARROW.append(pa.field("day", pa.date32()))
     sink = DeltaSink(str(tmp_path / "lake"))
-    sink.ensure_table(dated, arrow, bucket_width=8)
+    sink.ensure_table(dated, arrow, TableOptions(bucket_width=8))
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=20 * i) for i in range(30)]
     base = changes([(i, 100, False) for i in range(30)])
     sink.apply(T, base.append_column("day", pa.array(days, pa.date32())))

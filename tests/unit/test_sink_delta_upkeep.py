@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.model import TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DeltaSink
 from airflow_cdc.sinks.delta.commits import commit_actions, commit_properties
 from airflow_cdc.sinks.delta.layout import CHECKPOINT_INTERVAL
@@ -52,7 +52,9 @@ def test_each_table_checkpoints_once_per_interval_at_its_own_versions(tmp_path: 
     sink = DeltaSink(str(tmp_path), keep_open=True, rewrite=RewriteLimits())
     tables = [TableId("db", name) for name in ("t", "u", "v", "w")]
     for table in tables:
-        sink.ensure_table(TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, bucket_width=100)
+        sink.ensure_table(
+            TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, TableOptions(bucket_width=100)
+        )
         config = DeltaTable(sink.table_uri(table)).metadata().configuration
         assert config[CHECKPOINT_INTERVAL[0]] == CHECKPOINT_INTERVAL[1]
     for batch in range(2 * INTERVAL):  # one commit per table and batch, as the stream does
@@ -71,7 +73,7 @@ def test_a_kept_table_is_read_again_only_after_another_writers_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sink = DeltaSink(str(tmp_path), keep_open=True, rewrite=RewriteLimits())
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=100)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=100))
     sink.apply(SCHEMA.table, changes([1], 10))
     calls: list[int] = []
     update = DeltaTable.update_incremental
@@ -98,7 +100,9 @@ def test_tables_written_together_fold_their_small_files_in_different_batches(
     tables = [TableId("db", name) for name in ("t", "u", "v", "w")]
     folds: dict[TableId, list[int]] = {table: [] for table in tables}
     for table in tables:
-        sink.ensure_table(TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, bucket_width=1000)
+        sink.ensure_table(
+            TableSchema(table, SCHEMA.columns, SCHEMA.key), ARROW, TableOptions(bucket_width=1000)
+        )
     for batch in range(12):  # new keys only: each batch adds a small file to every table
         for table in tables:
             before = len(DeltaTable(sink.table_uri(table)).file_uris())
@@ -117,7 +121,7 @@ def many_small_files(tmp_path: Path, batches: int = 30) -> DeltaSink:
     """A table written as the stream writes it without folding: a small file per batch and
     bucket, and updates that rewrite (remove) earlier files."""
     sink = DeltaSink(str(tmp_path), keep_open=True)  # MERGE: no folding of small files
-    sink.ensure_table(SCHEMA, ARROW, bucket_width=100)
+    sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=100))
     for batch in range(batches):
         keys = [batch, batch + 100, 30 + (batch * 7) % 20]  # two buckets, some keys again
         sink.apply(SCHEMA.table, changes(keys, 1000 + batch), app_id="s", app_version=batch + 1)

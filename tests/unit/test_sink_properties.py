@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_cdc.model import Column, TableId, TableSchema
+from airflow_cdc.model import Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 
@@ -81,7 +81,7 @@ def test_last_writer_wins_in_any_order(
             DeltaSink(root, rewrite=RewriteLimits(max_file_bytes=4_000, fold_small_files=2)),
         ]
         sink = sinks[0]
-        sink.ensure_table(SCHEMA, ARROW, bucket_width=width)
+        sink.ensure_table(SCHEMA, ARROW, TableOptions(bucket_width=width))
         for batch, writer in zip(batches, writers, strict=False):
             sinks[writer].apply(TABLE, to_arrow(batch))
         expected: dict[int, tuple[int, bool, str | None]] = {}

@@ -14,7 +14,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_cdc.model import BinlogPosition, ChunkRange, Column, Key, TableSchema
+from airflow_cdc.model import BinlogPosition, ChunkRange, Column, Key, TableOptions, TableSchema
 from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN
 from airflow_cdc.sinks.delta import DeltaSink
@@ -96,7 +96,7 @@ def test_a_written_chunk_equals_the_source_at_its_high_watermark(
     seen_by_read, _ = replay(between[:read_after], at_low)
     with tempfile.TemporaryDirectory() as folder:
         sink = DeltaSink(str(Path(folder) / "lake"))
-        sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), bucket_width=8)
+        sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), TableOptions(bucket_width=8))
         # An earlier snapshot of other rows (a re-run of the chunk, or a table already in
         # the sink): rows of the range it holds that the source no longer has must go.
         held = replay(earlier, {})[0] if earlier is not None else {}
@@ -120,7 +120,7 @@ def test_a_written_chunk_equals_the_source_at_its_high_watermark(
 def test_a_first_snapshot_takes_the_files_way() -> None:
     with tempfile.TemporaryDirectory() as folder:
         sink = DeltaSink(str(Path(folder) / "lake"))
-        sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), bucket_width=8)
+        sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), TableOptions(bucket_width=8))
         staged = Location(str(Path(folder) / "part-00000.arrow"))
         write_arrow_file(staged, rows_of({11: 1, 12: 2}))
         delete_12 = replay([("delete", 12, 0, 0), ("upsert", 13, 0, 3)], {11: 1, 12: 2})[1]

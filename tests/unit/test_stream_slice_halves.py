@@ -25,6 +25,7 @@ from airflow_cdc.model import (
     ChunkRange,
     Column,
     TableId,
+    TableOptions,
     TableSchema,
 )
 from airflow_cdc.model.lake_columns import LakeColumnRules
@@ -219,7 +220,7 @@ def test_the_driver_folds_a_batch_s_blocks_in_binlog_order_in_groups(
     events = row_events(data.draw, table)
     lake = tmp_path / f"lake-{len(list(tmp_path.iterdir()))}"
     sink = DeltaSink(str(lake))
-    sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), bucket_width=10)
+    sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), TableOptions(bucket_width=10))
     blocks = [
         Block(rows.num_rows, data=_ipc(rows), low=low, high=high)
         for _, rows, (low, high) in halves_of(events, block_rows, set())
@@ -236,7 +237,7 @@ def test_the_driver_folds_a_batch_s_blocks_in_binlog_order_in_groups(
 
 def test_a_block_of_halves_without_its_first_position_is_refused(tmp_path: Path) -> None:
     sink = DeltaSink(str(tmp_path / "lake"))
-    sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), bucket_width=10)
+    sink.ensure_table(SCHEMA, arrow_schema(SCHEMA), TableOptions(bucket_width=10))
     marks = TableWatermarks([(ChunkRange(None, None), BinlogPosition(FILE, 4))])
     with pytest.raises(ValueError, match="first half"):
         fold_halves_blocks(

@@ -28,7 +28,8 @@ from deltalake.exceptions import DeltaError
 from deltalake.schema import Schema as DeltaSchema
 
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError, TableEvolvingError
-from airflow_cdc.model import TableId, TableSchema
+from airflow_cdc.model import TableId, TableOptions, TableSchema
+from airflow_cdc.sinks.base import NO_OPTIONS
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     CDC_PREFIX,
@@ -167,26 +168,20 @@ class PlannedTable:
 
 
 def planned_table(
-    schema: TableSchema,
-    arrow_schema: pa.Schema,
-    bucket_width: int | None,
-    *,
-    change_metadata: bool = False,
-    lake_rules: str = "",
+    schema: TableSchema, arrow_schema: pa.Schema, options: TableOptions = NO_OPTIONS
 ) -> PlannedTable:
-    """Check the source table's columns and key, and plan its sink table. ``bucket_width``
-    applies only when the first key column is an integer; other tables keep every row in
-    bucket 0, as does a keyless table read whole (its stored key is the row hash alone).
-    ``change_metadata``: with the change metadata columns (never a keyless table's);
-    ``lake_rules``: the rules its rows are written under, recorded."""
+    """Check the source table's columns and key, and plan its sink table with ``options``.
+    The bucket width applies only when the first key column is an integer; other tables
+    keep every row in bucket 0, as does a keyless table read whole (its stored key is the
+    row hash alone). A keyless table never has the change metadata columns."""
     table = schema.table
     check_source_table(schema, arrow_schema)
-    width = _bucket_width(schema, arrow_schema, bucket_width)
+    width = _bucket_width(schema, arrow_schema, options.bucket_width)
     wanted = _delta_arrow_schema(
         table,
         arrow_schema,
         keyless=schema.keyless,
-        change_metadata=change_metadata and not schema.keyless,
+        change_metadata=options.change_metadata and not schema.keyless,
     )
     config = {
         CONFIG_KEY: json.dumps(list(stored_key(schema))),
@@ -195,8 +190,8 @@ def planned_table(
     }
     if schema.keyless:
         config[CONFIG_KEYLESS] = "true"
-    if lake_rules:
-        config[CONFIG_LAKE_RULES] = lake_rules
+    if options.lake_rules:
+        config[CONFIG_LAKE_RULES] = options.lake_rules
     if width is not None:
         config[CONFIG_BUCKET_WIDTH] = str(width)
     return PlannedTable(wanted, config)

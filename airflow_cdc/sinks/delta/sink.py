@@ -24,9 +24,17 @@ from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig, StreamBounds
 from airflow_cdc.errors import SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, RowFilter, TableId, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChunkRange,
+    RowFilter,
+    TableId,
+    TableOptions,
+    TableSchema,
+)
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.base import (
+    NO_OPTIONS,
     ApplyResult,
     RangeWriter,
     WrittenFile,
@@ -111,31 +119,21 @@ class DeltaSink(DeltaTables):
     # -- create -------------------------------------------------------------------------
 
     def ensure_table(
-        self,
-        schema: TableSchema,
-        arrow_schema: pa.Schema,
-        *,
-        bucket_width: int | None = None,
-        change_metadata: bool = False,
-        lake_rules: str = "",
+        self, schema: TableSchema, arrow_schema: pa.Schema, options: TableOptions = NO_OPTIONS
     ) -> None:
         """:meth:`~airflow_cdc.sinks.base.Sink.ensure_table`. Safe when several processes
         call it at once: the loser of the creation race checks the winner's table. The
         bucket width is fixed when the table is created (only for an integer first key
         column; else bucket 0): a later call with another width keeps the stored one."""
         table = schema.table
-        planned = planned_table(
-            schema,
-            arrow_schema,
-            bucket_width,
-            change_metadata=change_metadata,
-            lake_rules=lake_rules,
-        )
+        planned = planned_table(schema, arrow_schema, options)
         uri = self.table_uri(table)
         if not self.exists(table) and create_table(uri, table, planned, self.storage_options):
             return
         check_same_layout(table, self._open(table), planned)
-        if change_metadata and add_change_metadata(lambda: self._open(table), table, self.retry):
+        if options.change_metadata and add_change_metadata(
+            lambda: self._open(table), table, self.retry
+        ):
             self._places.forget(table)
 
     # -- write --------------------------------------------------------------------------
@@ -267,11 +265,9 @@ class DeltaSink(DeltaTables):
         self,
         schema: TableSchema,
         arrow_schema: pa.Schema,
+        options: TableOptions,
         *,
-        bucket_width: int | None,
         replaced_for: str,
-        change_metadata: bool = False,
-        lake_rules: str = "",
     ) -> bool:
         """Start a next generation of the table, empty, with ``schema``'s columns and key,
         for ``replaced_for`` (a plan that snapshots it again); readers see the live table
@@ -279,13 +275,7 @@ class DeltaSink(DeltaTables):
         already."""
         table = schema.table
         live = (lambda: self._places.open_live(table)) if self.exists(table) else None
-        planned = planned_table(
-            schema,
-            arrow_schema,
-            bucket_width,
-            change_metadata=change_metadata,
-            lake_rules=lake_rules,
-        )
+        planned = planned_table(schema, arrow_schema, options)
         location = self._places.live_location(table)
         started = start_generation(live, location, table, planned, replaced_for, self.retry)
         self._places.forget(table)
