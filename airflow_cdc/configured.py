@@ -15,6 +15,10 @@ workers, which parse the file again):
 * ``CDC_CHANGE_METADATA``: ``true`` gives the lake tables the change metadata columns
   ``_cdc_op`` and ``_cdc_commit_ts`` (the ``change_metadata`` default of the same DAGs;
   default false).
+* ``CDC_ROUTES``: a JSON object, the ``routes`` default of the same DAGs (``{"<table
+  pattern>": "<database>.<table>"}``: sharded tables written into one Delta table;
+  ``model.routes``; default: none); ``CDC_ROUTES_UNIQUE_KEYS``: ``true`` when their keys
+  are unique across each route's tables (default false).
 * ``CDC_SINK_PATH``: the default root of the Delta tables (a folder, or an object-store
   URI such as ``s3://bucket/lake`` whose credentials are the ``cdc_lake`` connection's).
 * ``CDC_STAGING_PATH``: where the Spark jobs stage files between executors and driver
@@ -44,6 +48,7 @@ from typing import Any
 from airflow_cdc.config import parse_lake_rules
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TablePattern
+from airflow_cdc.model.routes import Routes
 from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.rendered import as_bool
 
@@ -59,6 +64,8 @@ __all__ = [
     "configured_masks",
     "configured_max_lag_seconds",
     "configured_probe",
+    "configured_routes",
+    "configured_routes_unique_keys",
     "configured_staging_path",
     "configured_stream_id",
     "configured_tables",
@@ -99,6 +106,31 @@ def configured_change_metadata(environ: Mapping[str, str] | None = None) -> bool
     """``CDC_CHANGE_METADATA`` (``true`` or ``false``), or false."""
     env = os.environ if environ is None else environ
     return as_bool("CDC_CHANGE_METADATA", env.get("CDC_CHANGE_METADATA", ""))
+
+
+def configured_routes(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``CDC_ROUTES`` (a JSON object, ``{"<table pattern>": "<database>.<table>"}``),
+    checked, or none."""
+    text = (os.environ if environ is None else environ).get("CDC_ROUTES", "").strip()
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise ConfigurationError(f"CDC_ROUTES must be a JSON object, got {text!r}") from exc
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigurationError(
+            f'CDC_ROUTES must be a JSON object like {{"shop.orders_*": "shop.orders"}}, got {text!r}'
+        )
+    try:
+        Routes.parse(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"CDC_ROUTES: {exc}") from None
+    return value
+
+
+def configured_routes_unique_keys(environ: Mapping[str, str] | None = None) -> bool:
+    """``CDC_ROUTES_UNIQUE_KEYS`` (``true`` or ``false``), or false."""
+    env = os.environ if environ is None else environ
+    return as_bool("CDC_ROUTES_UNIQUE_KEYS", env.get("CDC_ROUTES_UNIQUE_KEYS", ""))
 
 
 def _lake_rules(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

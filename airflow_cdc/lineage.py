@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from airflow_cdc.model import TableId, TableSchema
@@ -127,13 +127,23 @@ def task_lineage(
     sink_root: str,
     tables: Sequence[TableId | TableSchema],
     lake_schema: Callable[[TableSchema], TableSchema] | None = None,
+    lake_table: Callable[[TableId], TableId] = lambda table: table,
 ) -> TaskLineage:
     """A task over ``tables`` of the source at ``host:port`` and their Delta tables under
     ``sink_root``: each table once, in the order given; ``lake_schema``: a source table's
-    schema as its Delta table holds it (the columns left out are not there)."""
-    unique = list({(t.table if isinstance(t, TableSchema) else t): t for t in tables}.values())
+    schema as its Delta table holds it (the columns left out are not there); ``lake_table``:
+    the Delta table a source table's rows go to (routes: one for several)."""
+    unique = list({_id(t): t for t in tables}.values())
     stored = [lake_schema(t) if lake_schema and isinstance(t, TableSchema) else t for t in unique]
+    routed = [
+        replace(t, table=lake_table(t.table)) if isinstance(t, TableSchema) else lake_table(t)
+        for t in stored
+    ]
     return TaskLineage(
         inputs=tuple(source_dataset(host, port, t) for t in unique),
-        outputs=tuple(lake_dataset(sink_root, t) for t in stored),
+        outputs=tuple(lake_dataset(sink_root, t) for t in {_id(t): t for t in routed}.values()),
     )
+
+
+def _id(table: TableId | TableSchema) -> TableId:
+    return table.table if isinstance(table, TableSchema) else table

@@ -46,6 +46,8 @@ from airflow_cdc.configured import (
 from airflow_cdc.operators.dag_params import (
     lake_columns_args,
     lake_columns_params,
+    routes_args,
+    routes_params,
     sink_path_param,
 )
 from airflow_cdc.operators.plan import PlanSnapshotOperator
@@ -79,6 +81,7 @@ with DAG(
         ),
         "sink_path": sink_path_param(),
         **lake_columns_params(),
+        **routes_params(),
         "chunk_rows": Param(
             DEFAULT_CHUNK_ROWS,
             type="integer",
@@ -152,6 +155,7 @@ with DAG(
         exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
         **lake_columns_args(),
+        **routes_args(),
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         chunk_keys="{{ params.chunk_keys }}",
@@ -166,6 +170,7 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
         **lake_columns_args(),
+        **routes_args(),
     )
     stream = StreamOperator(
         task_id="stream",
@@ -173,6 +178,7 @@ with DAG(
         exclude_tables="{{ params.exclude_tables }}",
         sink_path="{{ params.sink_path }}",
         **lake_columns_args(),
+        **routes_args(),
         staging_path=configured_staging_path(),
         stream_mode="{{ params.stream_mode }}",
         startup_mode="{{ params.startup_mode }}",  # 'snapshot_only' skips the stream

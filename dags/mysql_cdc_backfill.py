@@ -39,6 +39,8 @@ from airflow_cdc.configured import (
 from airflow_cdc.operators.dag_params import (
     lake_columns_args,
     lake_columns_params,
+    routes_args,
+    routes_params,
     sink_path_param,
 )
 from airflow_cdc.operators.plan import PlanSnapshotOperator
@@ -94,6 +96,7 @@ with DAG(
         ),
         "sink_path": sink_path_param(),
         **lake_columns_params(),
+        **routes_params(),
         "replace": Param(
             False,
             type="boolean",
@@ -116,6 +119,7 @@ with DAG(
         key_range={"lo": "{{ params.lo }}", "hi": "{{ params.hi }}"},
         sink_path="{{ params.sink_path }}",
         **lake_columns_args(),
+        **routes_args(),
         staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         # A table the stream does not follow yet joins it once this snapshot is done.
@@ -127,6 +131,7 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
         **lake_columns_args(),
+        **routes_args(),
     )
 
     plan >> snapshot_chunk >> wait_for_chunks

@@ -19,7 +19,7 @@ import datetime as dt
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.configured import configured_stream_id
-from airflow_cdc.operators.dag_params import sink_path_param
+from airflow_cdc.operators.dag_params import routes_args, routes_params, sink_path_param
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
 from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
 
@@ -42,6 +42,7 @@ with DAG(
             description="One table or a pattern (shop.order_*) of the stream's; empty: all.",
         ),
         "sink_path": sink_path_param(),
+        **routes_params(),
         "target_file_mb": Param(
             DEFAULTS.target_file_bytes // (1024 * 1024),
             type="integer",
@@ -80,6 +81,7 @@ with DAG(
         task_id="upkeep",
         stream_id=configured_stream_id(),
         sink_path="{{ params.sink_path }}",
+        **routes_args(),
         tables="{{ [params.table] if params.table else None }}",
         settings={
             "target_file_bytes": "{{ params.target_file_mb * 1024 * 1024 }}",

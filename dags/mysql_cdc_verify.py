@@ -30,6 +30,8 @@ from airflow_cdc.configured import (
 from airflow_cdc.operators.dag_params import (
     lake_columns_args,
     lake_columns_params,
+    routes_args,
+    routes_params,
     sink_path_param,
 )
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
@@ -56,6 +58,7 @@ with DAG(
         ),
         "sink_path": sink_path_param(),
         **lake_columns_params(),
+        **routes_params(),
         "repair": Param(
             False,
             type="boolean",
@@ -81,6 +84,7 @@ with DAG(
         exclude_tables=configured_exclude_tables(),
         sink_path="{{ params.sink_path }}",
         **lake_columns_args(),
+        **routes_args(),
         staging_path=configured_staging_path(),
         repair="{{ params.repair }}",
         settings={
@@ -95,6 +99,7 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         staging_path=configured_staging_path(),
         **lake_columns_args(),
+        **routes_args(),
     )
 
     verify >> snapshot_chunk >> wait_for_chunks

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from airflow_cdc.metadata.records import ChunkRecord
 from airflow_cdc.model import BinlogPosition
 
-__all__ = ["MarkerFloor", "PositionMark", "marker_floor"]
+__all__ = ["MarkerFloor", "PositionMark", "lowest_floor", "marker_floor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +94,17 @@ def _when(at: dt.datetime | None) -> str:
 
 def _hours(retention: dt.timedelta) -> str:
     return f"{retention.total_seconds() / 3600:g} h"
+
+
+def lowest_floor(floors: Sequence[MarkerFloor]) -> MarkerFloor:
+    """The floor of a Delta table that holds several source tables' rows (routes merge
+    them): a marker goes only below every one's floor (none, when one of them has none)."""
+    if not floors:
+        return MarkerFloor(None, "no source table")
+    lowest = floors[0]
+    for floor in floors:
+        if lowest.position is None:
+            break
+        if floor.position is None or floor.position < lowest.position:
+            lowest = floor
+    return lowest

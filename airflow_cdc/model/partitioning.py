@@ -9,7 +9,7 @@ from dataclasses import dataclass
 __all__ = ["Partition", "Partitioning", "RowFilter", "ValueRange"]
 
 #: A value a row filter compares: an integer, a date or a date and time (zone-less).
-FilterValue = int | dt.date | dt.datetime
+FilterValue = int | str | dt.date | dt.datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,3 +178,6 @@ class TableOptions:
     #: The rules its rows are written under (``model.lake_record``), recorded by a new
     #: table and checked against an existing one's; empty: none given.
     lake_rules: str = ""
+    #: It holds the rows of several source tables, told apart by ``_cdc_source_table``
+    #: (a column of its schema: ``sinks.routed``).
+    routed: bool = False

@@ -56,14 +56,31 @@ class LakeOperator(CdcBaseOperator):
         Templated.
     :param staging_path: where Spark jobs' executors stage files for the driver (default
         ``<sink_path>/_cdc_staging``, in the lake's store). Templated.
+    :param routes: ``{"<table pattern>": "<database>.<table>"}``: the source tables a
+        pattern matches are written into that one Delta table (``model.routes``; every
+        task of a pipeline must be given the same). Templated; a rendered JSON/dict string
+        is accepted.
+    :param routes_unique_keys: the routed tables' keys are unique across each route's
+        tables (the key is not widened by ``_cdc_source_table``). Templated.
     """
 
-    template_fields: Sequence[str] = ("sink_path", "staging_path")
+    template_fields: Sequence[str] = ("sink_path", "staging_path", "routes", "routes_unique_keys")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"routes": "json"}
 
-    def __init__(self, *, sink_path: str, staging_path: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        sink_path: str,
+        staging_path: str | None = None,
+        routes: dict[str, str] | str | None = None,
+        routes_unique_keys: bool | str = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.sink_path = sink_path
         self.staging_path = staging_path
+        self.routes = routes
+        self.routes_unique_keys = routes_unique_keys
 
     def lake(self, *, check: bool = False) -> SinkConfig:
         """The rendered ``sink_path`` and ``staging_path`` with the lake connection's storage
@@ -72,6 +89,7 @@ class LakeOperator(CdcBaseOperator):
             self.sink_path,
             lake_conn_id=self.lake_conn_id,
             staging_path=self.staging_path,
+            routes=(self.routes, self.routes_unique_keys),
             check=check,
         )
 
@@ -100,7 +118,11 @@ class LakeRowsOperator(LakeOperator):
         "masks",
         "change_metadata",
     )
-    template_fields_renderers: ClassVar[dict[str, str]] = {"columns": "json", "masks": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        **LakeOperator.template_fields_renderers,
+        "columns": "json",
+        "masks": "json",
+    }
 
     def __init__(
         self,

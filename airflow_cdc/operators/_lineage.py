@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_cdc.lineage import TaskLineage, task_lineage
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.model.lake_columns import LakeColumnRules
+from airflow_cdc.model.routes import NO_ROUTES, Routes
 from airflow_cdc.operators._base import LakeRowsOperator
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class LineageScope:
     metadata_url: str = field(default="", repr=False)
     #: What of the tables' columns their Delta tables hold (None: every column).
     lake_rules: LakeColumnRules | None = None
+    #: Which Delta table each table's rows go to.
+    routes: Routes = NO_ROUTES
 
 
 def _lake_schema(rules: LakeColumnRules, schema: TableSchema) -> TableSchema:
@@ -76,7 +79,7 @@ class LineageMixin:
         """Note what this task runs on, for the lineage reported when it ends."""
         rules = self.lake_rules() if isinstance(self, LakeRowsOperator) else None
         self._lineage_scope = LineageScope(
-            source.host, source.port, sink.root, tuple(tables), metadata_url, rules
+            source.host, source.port, sink.root, tuple(tables), metadata_url, rules, sink.routing
         )
 
     def lineage_tables(self, scope: LineageScope) -> Sequence[TableId | TableSchema]:
@@ -92,7 +95,10 @@ class LineageMixin:
             return TaskLineage()
         tables, rules = self.lineage_tables(scope), scope.lake_rules
         lake = None if rules is None else (lambda schema: _lake_schema(rules, schema))
-        return task_lineage(scope.host, scope.port, scope.sink_root, tables, lake)
+        routes = scope.routes
+        return task_lineage(
+            scope.host, scope.port, scope.sink_root, tables, lake, routes.lake_table
+        )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any]:
         """Called by the OpenLineage provider (when installed) after the task ran."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,13 +18,14 @@ from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook
 from airflow_cdc.metadata.codec import table_to_text
-from airflow_cdc.model import TableId, TableSelection
+from airflow_cdc.model import TableId, TableSchema, TableSelection
 from airflow_cdc.model.lake_columns import LakeColumnRules
 from airflow_cdc.rendered import as_bool, as_mapping, as_str_list, parse_literal
 
 __all__ = [
     "PlanRequest",
     "check_known_params",
+    "check_routes",
     "check_sink",
     "chunk_key_map",
     "key_range_data",
@@ -82,11 +84,17 @@ def resolved_tables(source: SourceConfig, selection: TableSelection) -> tuple[st
 
 
 def lake_sink(
-    sink_path: Any, *, lake_conn_id: str, staging_path: Any = None, check: bool = False
+    sink_path: Any,
+    *,
+    lake_conn_id: str,
+    staging_path: Any = None,
+    routes: tuple[Any, Any] = (None, False),
+    check: bool = False,
 ) -> SinkConfig:
     """The rendered ``sink_path`` with the lake connection's storage options (none when
-    the connection is not defined) and ``staging_path``; with ``check``, refused unless it
-    takes a write (:func:`~airflow_cdc.sinks.write_check.check_writable`), so a wrong path,
+    the connection is not defined), ``staging_path`` and ``routes`` (the rendered
+    ``routes`` and ``routes_unique_keys``); with ``check``, refused unless it takes a
+    write (:func:`~airflow_cdc.sinks.write_check.check_writable`), so a wrong path,
     bucket or key fails before any Spark job starts."""
     # Imported when the task runs, not at every DAG parse.
     from airflow_cdc.sinks.storage import is_local_uri
@@ -95,14 +103,33 @@ def lake_sink(
     staging = str(staging_path or "").strip()
     hook = CdcLakeHook(lake_conn_id)
     remote = not all(is_local_uri(uri) for uri in (root, staging) if uri)
+    routed, unique = routes
     sink = SinkConfig(
         root=root,
         storage_options=hook.storage_options() if remote else {},
         staging_path=staging,
+        routes={str(k): str(v) for k, v in as_mapping("routes", routed).items()},
+        routes_unique_keys=as_bool("routes_unique_keys", unique),
     )
     if check:
         check_sink(sink, lake_conn_id=lake_conn_id if remote else None)
     return sink
+
+
+def check_routes(sink: SinkConfig, schemas: Sequence[TableSchema]) -> None:
+    """Refuse routes the planned tables cannot take: a table two routes take, a target that
+    is also a table no route takes, a routed table without a key (not built yet)."""
+    routing = sink.routing
+    try:
+        routing.check([schema.table for schema in schemas])
+    except ValueError as exc:
+        raise ConfigurationError(f"{exc} (the 'routes' setting)") from None
+    keyless = [str(s.table) for s in schemas if s.keyless and routing.target_of(s.table)]
+    if keyless:
+        raise ConfigurationError(
+            f"routes take tables without a key ({', '.join(keyless)}), which cannot be routed "
+            "yet: leave them out of the 'routes' patterns"
+        )
 
 
 def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:

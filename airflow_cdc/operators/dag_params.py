@@ -8,10 +8,18 @@ from airflow_cdc.configured import (
     configured_change_metadata,
     configured_columns,
     configured_masks,
+    configured_routes,
+    configured_routes_unique_keys,
     default_sink_path,
 )
 
-__all__ = ["lake_columns_args", "lake_columns_params", "sink_path_param"]
+__all__ = [
+    "lake_columns_args",
+    "lake_columns_params",
+    "routes_args",
+    "routes_params",
+    "sink_path_param",
+]
 
 
 def sink_path_param() -> Param:
@@ -61,3 +69,33 @@ def lake_columns_args() -> dict[str, str]:
     """The arguments of a :class:`~airflow_cdc.operators._base.LakeRowsOperator` that take
     :func:`lake_columns_params`' values (templated)."""
     return {name: f"{{{{ params.{name} }}}}" for name in lake_columns_params()}
+
+
+def routes_params() -> dict[str, Param]:
+    """``routes`` and ``routes_unique_keys``: the source tables written into one Delta table
+    each, by default env ``CDC_ROUTES``' and ``CDC_ROUTES_UNIQUE_KEYS``' (every DAG that
+    reads or writes the lake must use the same; :func:`routes_args` passes them)."""
+    return {
+        "routes": Param(
+            configured_routes(),
+            type="object",
+            description=(
+                'Sharded tables written into one Delta table: {"shop.orders_*": '
+                '"shop.orders"}; a column _cdc_source_table tells their rows apart'
+            ),
+        ),
+        "routes_unique_keys": Param(
+            configured_routes_unique_keys(),
+            type="boolean",
+            description=(
+                "The routed tables' keys are unique across each route's tables "
+                "(_cdc_source_table is then not part of the key)"
+            ),
+        ),
+    }
+
+
+def routes_args() -> dict[str, str]:
+    """The arguments of a :class:`~airflow_cdc.operators._base.LakeOperator` that take
+    :func:`routes_params`' values (templated)."""
+    return {name: f"{{{{ params.{name} }}}}" for name in routes_params()}

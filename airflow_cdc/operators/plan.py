@@ -23,6 +23,7 @@ from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import (
     PlanRequest,
     check_known_params,
+    check_routes,
     key_range_data,
     plan_request,
     selected_tables,
@@ -187,6 +188,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         record, plans = planned.record, planned.plans
         for schema in planned.schemas or ():
             lake_columns.for_table(schema)  # the rules apply to every table, or say why not
+        check_routes(sink, planned.schemas or ())
         self.note_lineage(source, sink, planned.schemas or record.tables, metadata_url=metadata_url)
         if not asked.startup.snapshots:
             context["ti"].xcom_push(key=PLAN_ID_XCOM_KEY, value=record.plan_id)

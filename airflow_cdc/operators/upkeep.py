@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.errors import CdcError, ConfigurationError, SinkError
 from airflow_cdc.hooks import CdcMetadataHook
+from airflow_cdc.metadata.marker_floor import lowest_floor
 from airflow_cdc.model import TableId
+from airflow_cdc.model.routes import Routes
 from airflow_cdc.operators._base import LakeOperator
 from airflow_cdc.operators._params import table_selection
 from airflow_cdc.rendered import as_config
@@ -72,8 +74,9 @@ class TableUpkeepOperator(LakeOperator):
         from airflow_cdc.sinks.delta import DeltaSink
 
         settings = as_config("settings", UpkeepSettings, self.settings)
-        sink = DeltaSink.of(self.lake())
-        tables, floors = self._tables(settings)
+        lake = self.lake()
+        sink = DeltaSink.of(lake)
+        tables, floors = lake_tables(lake.routing, *self._tables(settings))
         self.log.info("Upkeep of %d tables of stream %s: %s", len(tables), self.stream_id, settings)
         report: dict[str, dict[str, int]] = {}
         failed: list[str] = []
@@ -131,6 +134,22 @@ class TableUpkeepOperator(LakeOperator):
                 f"matches; it follows {', '.join(map(str, followed)) or 'none'}"
             )
         return chosen
+
+
+def lake_tables(
+    routes: Routes, tables: list[TableId], floors: dict[TableId, MarkerFloor]
+) -> tuple[list[TableId], dict[TableId, MarkerFloor]]:
+    """The Delta tables of ``tables`` (a route's target once for all its sources) and
+    each one's marker floor (a target's: the lowest of its sources')."""
+    by_lake: dict[TableId, list[TableId]] = {}
+    for table in tables:
+        by_lake.setdefault(routes.lake_table(table), []).append(table)
+    found = {
+        lake: lowest_floor([floors[t] for t in sources if t in floors])
+        for lake, sources in by_lake.items()
+        if floors and all(t in floors for t in sources)
+    }
+    return list(by_lake), found
 
 
 def describe(result: UpkeepResult) -> str:

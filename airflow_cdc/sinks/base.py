@@ -17,6 +17,11 @@ A table may also have the change metadata columns (``sinks.cdc_columns``: ``_cdc
 operation that wrote the version held, and ``_cdc_commit_ts``, its binlog time), created
 with ``change_metadata``. Every writer's rows carry them; a table without them drops them.
 
+A table that routes merge (``model.routes``, made with ``TableOptions.routed``) holds the
+rows of several source tables and has ``_cdc_source_table``, the source table's name,
+which joins its key unless the routes say the keys are unique; ``sinks.routed`` writes and
+reads it for each source table apart.
+
 The prefix ``_cdc_`` is reserved for these; Iceberg's metadata column names are refused
 too so a table can later move to Iceberg without renaming.
 

@@ -31,6 +31,8 @@ __all__ = [
     "POSITION_COLUMN",
     "POSITION_TYPE",
     "ROW_HASH_COLUMN",
+    "SOURCE_TABLE_COLUMN",
+    "SOURCE_TABLE_FIELD",
     "repeated_position",
     "repeated_text",
     "repeated_time",
@@ -70,6 +72,12 @@ CHANGE_METADATA_FIELDS = (
     pa.field(OP_COLUMN, pa.string(), nullable=True),
     pa.field(COMMIT_TS_COLUMN, COMMIT_TS_TYPE, nullable=True),
 )
+
+#: In a lake table that routes merge (``model.routes``, ``sinks.routed``): the source table
+#: a row came from (``database.table``); it joins the key unless the routes say the keys
+#: are unique across the sources.
+SOURCE_TABLE_COLUMN = "_cdc_source_table"
+SOURCE_TABLE_FIELD = pa.field(SOURCE_TABLE_COLUMN, pa.string(), nullable=False)
 
 
 def repeated_position(position: int, count: int) -> pa.Array:

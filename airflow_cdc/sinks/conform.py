@@ -20,18 +20,25 @@ from airflow_cdc.sinks.cdc_columns import (
     COUNT_COLUMN,
     DELETED_COLUMN,
     POSITION_COLUMN,
+    SOURCE_TABLE_COLUMN,
 )
 from airflow_cdc.sinks.keyless import check_counts
 
 __all__ = ["check_same_lake_rules", "check_source_table", "conform_changes"]
 
 
-def check_source_table(schema: TableSchema, arrow_schema: pa.Schema) -> None:
+def check_source_table(
+    schema: TableSchema, arrow_schema: pa.Schema, *, routed: bool = False
+) -> None:
     """Refuse a source table whose columns a sink table cannot hold: reserved names, names
     that differ only in case (Spark and Iceberg fold them), a key not among its columns.
-    A keyless table may have no key (it is read whole, its rows told apart by their hash)."""
+    A keyless table may have no key (it is read whole, its rows told apart by their hash).
+    ``routed``: the schema of a routed target, whose ``_cdc_source_table`` is its own."""
     table = schema.table
-    check_column_names(table, arrow_schema.names)
+    names = arrow_schema.names
+    if routed and SOURCE_TABLE_COLUMN not in names:
+        raise SinkError(f"the routed table {table} lacks its {SOURCE_TABLE_COLUMN!r} column")
+    check_column_names(table, [n for n in names if not routed or n != SOURCE_TABLE_COLUMN])
     folded = [name.lower() for name in arrow_schema.names]
     if len(set(folded)) != len(folded):
         raise SinkError(f"{table} has columns whose names differ only in case: {folded}")

@@ -14,9 +14,11 @@ __all__ = ["open_sink"]
 
 
 def open_sink(config: SinkConfig, *, streaming: bool = False) -> Sink:
-    """The sink at ``config``'s root. ``streaming``: as the stream writes it, a writer
+    """The sink at ``config``'s root, its routes applied (``sinks.routed``). ``streaming``: as the stream writes it, a writer
     that comes back to the same tables batch after batch (tables kept open between calls,
     small batches written by rewriting the files they touch)."""
     from airflow_cdc.sinks.delta import DeltaSink
+    from airflow_cdc.sinks.routed import RoutedSink
 
-    return DeltaSink.streaming(config) if streaming else DeltaSink.of(config)
+    sink = DeltaSink.streaming(config) if streaming else DeltaSink.of(config)
+    return RoutedSink(sink, config.routing) if config.routing else sink

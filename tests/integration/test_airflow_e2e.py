@@ -17,7 +17,10 @@ backfill of a key range (``mysql_cdc_backfill``) and a repair (``mysql_cdc_verif
 ``repair``) of a difference made outside the binlog, given the same params, on a server
 whose binlog has not moved since the snapshot (their chunks' rows replace the snapshot's
 at the same position). The DAG param
-``change_metadata`` is on: every row holds ``_cdc_op`` ``r`` and a time.
+``change_metadata`` is on: every row holds ``_cdc_op`` ``r`` and a time. Two shards
+``e2e.shard_0`` and ``e2e.shard_1`` with the same keys go through the DAG param ``routes``
+into one Delta table ``e2e.shards`` (their union, each row with its ``_cdc_source_table``;
+the lineage names it as their output).
 
 The same pipeline under a random writer running from before the plan through the snapshot,
 the hand-off and a continuous stream, with a catch-up afterwards (the stream's acceptance),
@@ -38,7 +41,7 @@ import pytest
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import COMMIT_TS_COLUMN, OP_COLUMN
+from airflow_cdc.sinks.cdc_columns import COMMIT_TS_COLUMN, OP_COLUMN, SOURCE_TABLE_COLUMN
 from airflow_cdc.sinks.delta import DeltaSink
 from devtools.airflow_env import airflow_env, dags_test, migrate
 from devtools.local_mariadb import LocalMariaDB
@@ -55,7 +58,8 @@ def test_dag_snapshots_and_streams_every_table_exactly(
 ) -> None:
     create_sample_schema(mariadb, "e2e", orders=200_000, customers=100_000)
     people = _people(mariadb)
-    tables = ["e2e.orders", "e2e.customers", str(people)]
+    shards = _shards(mariadb)
+    tables = ["e2e.orders", "e2e.customers", str(people), *shards]
     lake, meta_file = tmp_path / "lake", tmp_path / "meta.db"
     meta = f"sqlite:///{meta_file}"
     # Secrets: Spark writes event logs, job files go to a temp folder inside tmp_path, and
@@ -84,6 +88,7 @@ def test_dag_snapshots_and_streams_every_table_exactly(
         "columns": {str(people): {"exclude": ["ssn"]}},
         "masks": {f"{people}.email": "hash", f"{people}.notes": "truncate:10"},
         "change_metadata": True,
+        "routes": {"e2e.shard_*": "e2e.shards"},
     }
     conf = {
         "tables": tables,
@@ -137,6 +142,12 @@ def test_dag_snapshots_and_streams_every_table_exactly(
     assert xcom_rows.fetchone()[0] > 0
     assert files_containing(tmp_path, mariadb.cdc_password) == []
 
+    # The shards routed into one Delta table: their union, each row with its source.
+    merged = DeltaSink(str(lake)).read_all(TableId("e2e", "shards")).to_pylist()
+    assert {(r[SOURCE_TABLE_COLUMN], r["id"]): r["v"] for r in merged} == {
+        (shard, n): f"{shard} {n}" for shard in shards for n in range(1, SHARD_ROWS + 1)
+    }
+    assert not (lake / "e2e" / "shard_0").exists()
     # The people table as the rules shape it, and its raw values and the key nowhere.
     assert _lake_people(lake, people) == _masked_people(mariadb, people)
     # A backfill of a key range and a repair of a difference made outside the binlog,
@@ -209,6 +220,26 @@ def _ssn(n: int) -> str:
     return f"SSN-e2e-{n:05d}"
 
 
+SHARD_ROWS = 50
+
+
+def _shards(mariadb: LocalMariaDB) -> list[str]:
+    """Two shards with the same keys, routed into one Delta table by the DAG param."""
+    shards = ["e2e.shard_0", "e2e.shard_1"]
+    mariadb.execute(
+        *[
+            statement
+            for shard in shards
+            for statement in (
+                f"CREATE TABLE {shard} (id INT PRIMARY KEY, v VARCHAR(40))",
+                f"INSERT INTO {shard} SELECT seq, CONCAT('{shard} ', seq) FROM seq_1_to_{SHARD_ROWS}",
+            )
+        ],
+        database="e2e",
+    )
+    return shards
+
+
 def _people(mariadb: LocalMariaDB) -> TableId:
     mariadb.execute(
         "CREATE TABLE e2e.people (id INT PRIMARY KEY, email VARCHAR(60), ssn CHAR(13), notes TEXT)",
@@ -244,7 +275,8 @@ def assert_lineage(path: Path, mariadb: LocalMariaDB, lake: Path, tables: list[s
         inputs = {(d["namespace"], d["name"]) for run in runs for d in run["inputs"]}
         outputs = {(d["namespace"], d["name"]) for run in runs for d in run["outputs"]}
         assert inputs == {(source, t) for t in tables}, task
-        assert outputs == {("file", str(lake / t.replace(".", "/"))) for t in tables}, task
+        written = {t if "shard_" not in t else "e2e.shards" for t in tables}  # routed
+        assert outputs == {("file", str(lake / t.replace(".", "/"))) for t in written}, task
     (plan,) = complete["mysql_cdc.plan"]
     orders = next(d for d in plan["inputs"] if d["name"] == "e2e.orders")
     fields = {f["name"]: f["type"] for f in orders["facets"]["schema"]["fields"]}

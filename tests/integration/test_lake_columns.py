@@ -29,9 +29,9 @@ from tests.support.pipeline import (
     arm,
     job_spec,
     plan,
-    source_config,
     source_rows,
     stream_spec,
+    verify_differences,
     wait_for,
 )
 from tests.support.secrets import values_in_files
@@ -92,39 +92,6 @@ def _sink_config(lake: Path) -> Any:
     from airflow_cdc.config import SinkConfig
 
     return SinkConfig(str(lake))
-
-
-def _verify(
-    mariadb: LocalMariaDB, table: TableId, meta: str, lake: Path, rules: LakeColumnsConfig
-) -> list[Any]:
-    """The keys verify finds different (the lake as the rules shape it)."""
-    from airflow_cdc.config import VerifySettings
-    from airflow_cdc.metadata import MetadataStore
-    from airflow_cdc.source.catalog import load_table_schema
-    from airflow_cdc.source.connection import connect
-    from airflow_cdc.source.server import server_info
-    from airflow_cdc.verify.run import verify_tables
-
-    with MetadataStore.connect(meta) as store:  # the epoch the lake's positions are in
-        epoch = store.servers.current(source_config(mariadb), may_switch=False)
-    conn = connect(source_config(mariadb))
-    try:
-        info, schema = server_info(conn, epoch), load_table_schema(conn, table)
-    finally:
-        conn.close()
-    (outcome,) = verify_tables(
-        source_config(mariadb),
-        info,
-        _sink_config(lake),
-        [schema],
-        VerifySettings(),
-        lambda: None,
-        repair=False,
-        lake_columns=rules,
-    )
-    assert outcome.error is None, outcome.error
-    assert outcome.check is not None
-    return sorted(outcome.check.differences.keys)
 
 
 def _people(mariadb: LocalMariaDB, db: str, rows: int) -> TableId:
@@ -255,13 +222,13 @@ def test_left_out_and_masked_columns_never_reach_the_lake(
     assert values_in_files(lake, every) == []
     # verify masks the source's side alike: clean, then a planted difference of a hashed
     # and of a truncated value found (the source changed, the stream not run since)
-    assert _verify(mariadb, table, meta, lake, rules) == []
+    assert verify_differences(mariadb, table, meta, _sink_config(lake), rules) == []
     mariadb.execute(
         f"UPDATE {t} SET email = 'planted@example.org' WHERE id = 7",
         f"UPDATE {t} SET notes = 'note of 8, another tail' WHERE id = 8",
         f"UPDATE {t} SET notes = 'changed note' WHERE id = 9",
     )
-    assert _verify(mariadb, table, meta, lake, rules) == [(7,), (9,)]
+    assert verify_differences(mariadb, table, meta, _sink_config(lake), rules) == [(7,), (9,)]
 
 
 def test_rules_that_would_lose_a_row_are_refused_before_a_row_is_read(
@@ -306,7 +273,7 @@ def test_a_task_given_other_rules_than_the_table_s_is_refused(
     finally:
         stream.close()
     with pytest.raises(AssertionError, match=refused):
-        _verify(mariadb, table, meta, lake, other)
+        verify_differences(mariadb, table, meta, _sink_config(lake), other)
     with pytest.raises(ConfigurationError, match=refused):  # a chunk re-run, as cleared
         run_chunk(
             dataclasses.replace(job_spec(mariadb, chunk.chunk_id, meta, lake), lake_columns=other)

@@ -344,3 +344,41 @@ def purge_all_binlogs_but_the_newest(server: LocalMariaDB, flushes: int = 3) -> 
         server.execute(f"PURGE BINARY LOGS TO '{newest}'")
         time.sleep(0.2)
     return newest
+
+
+def verify_differences(
+    server: LocalMariaDB,
+    table: TableId,
+    metadata_url: str,
+    sink: SinkConfig,
+    lake_columns: Any = None,
+) -> list[Any]:
+    """The keys (a keyless table's images) verify finds different between ``table`` and
+    its lake rows, in the epoch the lake's positions are in, without a repair."""
+    from airflow_cdc.config import LakeColumnsConfig, VerifySettings
+    from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.source.catalog import load_table_schema
+    from airflow_cdc.source.connection import connect
+    from airflow_cdc.source.server import server_info
+    from airflow_cdc.verify.run import verify_tables
+
+    with MetadataStore.connect(metadata_url) as store:
+        epoch = store.servers.current(source_config(server), may_switch=False)
+    conn = connect(source_config(server))
+    try:
+        info, schema = server_info(conn, epoch), load_table_schema(conn, table)
+    finally:
+        conn.close()
+    (outcome,) = verify_tables(
+        source_config(server),
+        info,
+        sink,
+        [schema],
+        VerifySettings(),
+        lambda: None,
+        repair=False,
+        lake_columns=lake_columns or LakeColumnsConfig(),
+    )
+    assert outcome.error is None, outcome.error
+    assert outcome.check is not None
+    return sorted(outcome.check.differences.keys)

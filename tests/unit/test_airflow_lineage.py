@@ -107,6 +107,24 @@ def test_a_stream_reports_its_tables(connections: str, tmp_path: Path) -> None:
     assert PASSWORD not in repr(lineage)
 
 
+def test_routed_tables_report_their_route_s_delta_table(connections: str, tmp_path: Path) -> None:
+    op = StreamOperator(
+        task_id="stream",
+        tables=["shop.orders_00", "shop.orders_01", "shop.items"],
+        sink_path=str(tmp_path / "lake"),
+        routes={"shop.orders_*": "shop.orders"},
+        stream_id="s1",
+    )
+    op.prepare_submit()
+    op._cleanup()
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert [d.name for d in lineage.inputs] == ["shop.orders_00", "shop.orders_01", "shop.items"]
+    assert [d.name.rsplit("/", 2)[1:] for d in lineage.outputs] == [
+        ["shop", "orders"],
+        ["shop", "items"],
+    ]
+
+
 @pytest.mark.parametrize("columns", [None, {"shop.orders": {"exclude": ["note"]}}])
 def test_verify_reports_the_schemas_it_read(
     monkeypatch: pytest.MonkeyPatch, columns: dict[str, Any] | None

@@ -38,7 +38,7 @@ SHARED: dict[type, type] = {
 }
 SHARED_PARAMS = {
     CdcBaseOperator: {"source_conn_id", "metadata_conn_id", "lake_conn_id"},
-    LakeOperator: {"sink_path", "staging_path"},
+    LakeOperator: {"sink_path", "staging_path", "routes", "routes_unique_keys"},
     LakeRowsOperator: {"columns", "masks", "mask_conn_id", "change_metadata"},
     SelectedTablesOperator: {"tables", "exclude_tables"},
 }
@@ -70,6 +70,8 @@ def test_every_operator_takes_the_shared_params_from_its_base(operator: type) ->
         "lake_conn_id": "lake",
         "sink_path": "/lake",
         "staging_path": "/staging",
+        "routes": {"shop.orders_*": "shop.orders"},
+        "routes_unique_keys": True,
         "tables": ["shop.orders"],
         "exclude_tables": ["shop.tmp"],
         "columns": {"shop.orders": {"exclude": ["note"]}},

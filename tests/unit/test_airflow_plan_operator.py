@@ -205,6 +205,8 @@ def test_template_fields() -> None:
         "exclude_tables",
         "sink_path",
         "staging_path",
+        "routes",
+        "routes_unique_keys",
         "columns",
         "masks",
         "change_metadata",

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.sinks.base import RangeWriter, WrittenFile
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, COUNT_COLUMN
+from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, COUNT_COLUMN, SOURCE_TABLE_COLUMN
 from airflow_cdc.sinks.delta.buckets import bucket_values
 from airflow_cdc.sinks.keyless import check_counts
 from airflow_cdc.sinks.storage import Location
@@ -56,12 +56,16 @@ class DataFile:
 
 
 def _stats(rows: pa.Table, key: tuple[str, ...]) -> str:
+    """The file's statistics: its integer key columns' and a routed table's source
+    column's. A column the table lists for statistics but a file has none of is taken
+    by delta-rs's dataset as ``>= null`` (a filter on it then skips the file)."""
     minimum: dict[str, Any] = {}
     maximum: dict[str, Any] = {}
     nulls: dict[str, int] = {}
-    for name in key:
+    routed = [SOURCE_TABLE_COLUMN] if SOURCE_TABLE_COLUMN in rows.column_names else []
+    for name in dict.fromkeys([*key, *routed]):
         column = rows.column(name)
-        if not pa.types.is_integer(column.type) or rows.num_rows == 0:
+        if rows.num_rows == 0 or not (pa.types.is_integer(column.type) or name in routed):
             continue
         low, high = pc.min_max(column).values()
         minimum[name], maximum[name] = low.as_py(), high.as_py()

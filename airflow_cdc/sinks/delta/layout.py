@@ -175,7 +175,7 @@ def planned_table(
     keep every row in bucket 0, as does a keyless table read whole (its stored key is the
     row hash alone). A keyless table never has the change metadata columns."""
     table = schema.table
-    check_source_table(schema, arrow_schema)
+    check_source_table(schema, arrow_schema, routed=options.routed)
     width = _bucket_width(schema, arrow_schema, options.bucket_width)
     wanted = _delta_arrow_schema(
         table,

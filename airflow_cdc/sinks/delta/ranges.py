@@ -25,6 +25,7 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_COLUMN,
     POSITION_TYPE,
     ROW_HASH_COLUMN,
+    SOURCE_TABLE_COLUMN,
 )
 from airflow_cdc.sinks.delta.buckets import bucket_of
 from airflow_cdc.sinks.delta.commits import add_actions, commit_actions, commit_properties
@@ -67,6 +68,8 @@ def range_rows(dt: DeltaTable, layout: TableLayout, rng: ChunkRange, below: int 
                 pruning.append((BUCKET_COLUMN, "<=", bucket_of(hi, layout.bucket_width)))
     dataset = dt.to_pyarrow_dataset(file_pruning_predicate=pruning or None)
     columns = [*layout.key, POSITION_COLUMN, DELETED_COLUMN]
+    if SOURCE_TABLE_COLUMN in layout.schema.names and SOURCE_TABLE_COLUMN not in columns:
+        columns.append(SOURCE_TABLE_COLUMN)  # a routed table's rows with their source
     rows = dataset.to_table(columns=columns, filter=condition)
     if layout.keyless:
         at = rows.schema.get_field_index(ROW_HASH_COLUMN)

@@ -60,4 +60,6 @@ def _literal(value: FilterValue) -> str:
         return f"CAST('{value.isoformat(sep=' ')}' AS TIMESTAMP)"
     if isinstance(value, dt.date):
         return f"CAST('{value.isoformat()}' AS DATE)"
+    if isinstance(value, str):  # a routed table's source (``sinks.routed``)
+        return "'" + value.replace("'", "''") + "'"
     return str(int(value))
