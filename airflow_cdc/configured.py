@@ -111,14 +111,11 @@ def configured_change_metadata(environ: Mapping[str, str] | None = None) -> bool
 def configured_routes(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``CDC_ROUTES`` (a JSON object, ``{"<table pattern>": "<database>.<table>"}``),
     checked, or none."""
-    text = (os.environ if environ is None else environ).get("CDC_ROUTES", "").strip()
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError as exc:
-        raise ConfigurationError(f"CDC_ROUTES must be a JSON object, got {text!r}") from exc
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+    value = _json_object(os.environ if environ is None else environ, "CDC_ROUTES")
+    if not all(isinstance(v, str) for v in value.values()):
         raise ConfigurationError(
-            f'CDC_ROUTES must be a JSON object like {{"shop.orders_*": "shop.orders"}}, got {text!r}'
+            f'CDC_ROUTES must be a JSON object like {{"shop.orders_*": "shop.orders"}}, '
+            f"got {value!r}"
         )
     try:
         Routes.parse(value)
@@ -133,18 +130,20 @@ def configured_routes_unique_keys(environ: Mapping[str, str] | None = None) -> b
     return as_bool("CDC_ROUTES_UNIQUE_KEYS", env.get("CDC_ROUTES_UNIQUE_KEYS", ""))
 
 
+def _json_object(env: Mapping[str, str], name: str) -> dict[str, Any]:
+    """The JSON object in ``env[name]`` (none: empty)."""
+    text = env.get(name, "").strip()
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} must be a JSON object, got {text!r}") from exc
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"{name} must be a JSON object, got {text!r}")
+    return value
+
+
 def _lake_rules(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
-    found: list[dict[str, Any]] = []
-    for name in ("CDC_COLUMNS", "CDC_MASKS"):
-        text = env.get(name, "").strip()
-        try:
-            value = json.loads(text) if text else {}
-        except ValueError as exc:
-            raise ConfigurationError(f"{name} must be a JSON object, got {text!r}") from exc
-        if not isinstance(value, dict):
-            raise ConfigurationError(f"{name} must be a JSON object, got {text!r}")
-        found.append(value)
-    columns, masks = found
+    columns, masks = (_json_object(env, name) for name in ("CDC_COLUMNS", "CDC_MASKS"))
     parse_lake_rules(columns, masks)
     return columns, masks
 

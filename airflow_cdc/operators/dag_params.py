@@ -68,7 +68,7 @@ def lake_columns_params() -> dict[str, Param]:
 def lake_columns_args() -> dict[str, str]:
     """The arguments of a :class:`~airflow_cdc.operators._base.LakeRowsOperator` that take
     :func:`lake_columns_params`' values (templated)."""
-    return {name: f"{{{{ params.{name} }}}}" for name in lake_columns_params()}
+    return _templated(lake_columns_params())
 
 
 def routes_params() -> dict[str, Param]:
@@ -98,4 +98,9 @@ def routes_params() -> dict[str, Param]:
 def routes_args() -> dict[str, str]:
     """The arguments of a :class:`~airflow_cdc.operators._base.LakeOperator` that take
     :func:`routes_params`' values (templated)."""
-    return {name: f"{{{{ params.{name} }}}}" for name in routes_params()}
+    return _templated(routes_params())
+
+
+def _templated(params: dict[str, Param]) -> dict[str, str]:
+    """Each param's name as an operator argument rendering its value."""
+    return {name: f"{{{{ params.{name} }}}}" for name in params}

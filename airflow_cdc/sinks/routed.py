@@ -222,15 +222,14 @@ class RoutedSink:
         cores: int,
         bounds: StreamBounds,
     ) -> tuple[list[Merged], int]:
-        own = [changes for changes in tables if self._target(changes.table) is None]
-        merged, tasks = (
-            self._inner.merge_on_executors(own, batch, runner, cores, bounds) if own else ([], 0)
-        )
+        own: list[TableChanges] = []
         by_target: dict[TableId, list[TableChanges]] = {}
         for changes in tables:
             target = self._target(changes.table)
-            if target is not None:
-                by_target.setdefault(target, []).append(changes)
+            (own if target is None else by_target.setdefault(target, [])).append(changes)
+        merged, tasks = (
+            self._inner.merge_on_executors(own, batch, runner, cores, bounds) if own else ([], 0)
+        )
         if not by_target:
             return merged, tasks
         routed = [RoutedMerge(batch, tuple(group)) for group in by_target.values()]
@@ -241,7 +240,7 @@ class RoutedSink:
         target = self._target(table)
         if target is None:
             return self._inner.range_writer(table)
-        return SourceRangeWriter(self._inner.range_writer(target), str(table))
+        return SourceRangeWriter(self._inner.range_writer(target), table)
 
     def commit_new_range(
         self,
@@ -349,12 +348,10 @@ class SourceRangeWriter:
     """A range writer of a routed target, writing one source table's rows."""
 
     inner: RangeWriter
-    source: str
+    source: TableId
 
     def write(self, rows: pa.Table) -> Sequence[WrittenFile]:
-        value = pa.scalar(self.source, SOURCE_TABLE_FIELD.type)
-        column = pa.repeat(value, rows.num_rows)
-        return self.inner.write(rows.append_column(SOURCE_TABLE_FIELD, column))
+        return self.inner.write(with_source(rows, self.source))
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def verify_tables(
         try:
             lake = rules.for_table(source_schema)
             schema = lake.project(source_schema)
-            _check_written_alike(sink, source_schema, rules)
+            _check_written_alike(sink, source_schema.table, rules.record_of(lake))
             found = check_table(
                 source,
                 info,
@@ -137,10 +137,10 @@ def verify_tables(
     return outcomes
 
 
-def _check_written_alike(sink: SinkConfig, schema: TableSchema, rules: LakeColumnsConfig) -> None:
+def _check_written_alike(sink: SinkConfig, table: TableId, given: str) -> None:
     """:class:`ConfigurationError` when the table's lake rows were written under other
-    columns or masks than verify is given (it would compare rows of another shape)."""
+    columns or masks than verify is given (``given``: their record; it would compare rows
+    of another shape)."""
     opened = open_sink(sink)
-    if opened.exists(schema.table):
-        recorded = opened.shape(schema.table).lake_rules
-        check_same_lake_rules(schema.table, recorded, rules.record_of(rules.for_table(schema)))
+    if opened.exists(table):
+        check_same_lake_rules(table, opened.shape(table).lake_rules, given)
