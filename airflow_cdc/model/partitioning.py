@@ -49,8 +49,10 @@ class ValueRange:
 @dataclass(frozen=True, slots=True)
 class RowFilter:
     """The rows whose value of ``column`` lies in one of ``ranges`` or is one of
-    ``values`` (None among them: NULL)."""
+    ``values`` (None among them: NULL); with ``source``, those of them that the source
+    table ``source`` wrote into a table that routes merge (``sinks.routed``)."""
 
     column: str
     ranges: tuple[ValueRange, ...] = ()
     values: tuple[FilterValue | None, ...] = ()
+    source: str | None = None

@@ -181,3 +181,5 @@ class TableOptions:
     #: It holds the rows of several source tables, told apart by ``_cdc_source_table``
     #: (a column of its schema: ``sinks.routed``).
     routed: bool = False
+    #: Of a routed table: the source table the writer writes (its columns are recorded).
+    source: str = ""

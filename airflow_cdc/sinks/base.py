@@ -38,8 +38,8 @@ rows (each image repeated by its count), :meth:`Sink.read_all` the rows as store
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -149,6 +149,8 @@ class TableShape:
     columns: tuple[str, ...]
     key: tuple[str, ...]
     lake_rules: str = ""
+    #: Of a routed table (``sinks.routed``): each source's own columns.
+    sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,14 @@ target with ``_cdc_source_table`` (the source table's name), which joins the key
 the routes say the keys are unique across the sources. Every method a writer or reader
 calls with the source table's name answers for that source's rows alone: ``candidates``,
 ``read_live``, ``read_all`` and ``scan`` filter by the column; ``truncate`` marks the
-source's rows only; each source records its own application versions in the target
+source's rows only (of a partition: the source's rows in it); each source records its own application versions in the target
 (``<app id>@<source table>``), so two shards' batches never pass for each other's replay.
 A batch's routed tables are merged by executor tasks, one task a target, its sources
 one after another (two tasks never commit into one target at once).
 
-Not built yet, refused with the way on: a change of a routed table's columns, its
-replacement or rename, a partition's truncate, and routes of tables without a key.
+A source's change of its columns changes the target as ``sinks.route_columns`` says (the
+union of the sources' columns; each source's own recorded). Not built yet, refused with
+the way on: a routed table's replacement or rename, and routes of tables without a key.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from airflow_cdc.sinks.base import (
     WrittenFile,
 )
 from airflow_cdc.sinks.cdc_columns import (
-    CDC_PREFIX,
     DELETED_COLUMN,
     SOURCE_TABLE_COLUMN,
     SOURCE_TABLE_FIELD,
@@ -102,7 +102,7 @@ class RoutedSink:
         try:
             self._inner.ensure_table(
                 *self._target_schema(schema, arrow_schema, target),
-                dataclasses.replace(options, routed=True),
+                dataclasses.replace(options, routed=True, source=str(schema.table)),
             )
         except SinkColumnsChangedError as exc:
             raise SinkColumnsChangedError(
@@ -197,22 +197,25 @@ class RoutedSink:
                 rows=rows,
                 event_time=event_time,
             )
-        if rows is not None:
-            raise self._refuse(table, target, "a truncate of a partition")
+        mine = (
+            RowFilter(SOURCE_TABLE_COLUMN, values=(str(table),))
+            if rows is None
+            else dataclasses.replace(rows, source=str(table))
+        )
         return self._inner.truncate(
             target,
             position,
             app_id=source_app(app_id, table),
             app_version=app_version,
-            rows=RowFilter(SOURCE_TABLE_COLUMN, values=(str(table),)),
+            rows=mine,
             event_time=event_time,
         )
 
     def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
         target = self._target(table)
-        if target is not None:
-            raise self._refuse(table, target, f"a change of its columns (at {change.position})")
-        return self._inner.evolve(table, change, ordinal)
+        if target is None:
+            return self._inner.evolve(table, change, ordinal)
+        return self._inner.evolve(target, dataclasses.replace(change, source=str(table)), ordinal)
 
     def merge_on_executors(
         self,
@@ -269,10 +272,13 @@ class RoutedSink:
         if target is None:
             return self._inner.shape(table)
         held = self._inner.shape(target)
-        return dataclasses.replace(
-            held,
-            columns=tuple(c for c in held.columns if c != SOURCE_TABLE_COLUMN),
-            key=tuple(c for c in held.key if c != SOURCE_TABLE_COLUMN),
+        mine = held.sources.get(str(table))  # None: a target made before they were recorded
+        return TableShape(
+            tuple(
+                c for c in held.columns if c != SOURCE_TABLE_COLUMN and (mine is None or c in mine)
+            ),
+            tuple(c for c in held.key if c != SOURCE_TABLE_COLUMN),
+            held.lake_rules,
         )
 
     def table_uri(self, table: TableId) -> str:
@@ -310,8 +316,7 @@ class RoutedSink:
             return self._inner.read_live(table, columns)
         rows = self.read_all(table)
         rows = rows.filter(pc.invert(rows.column(DELETED_COLUMN)))
-        rows = rows.drop_columns([n for n in rows.column_names if n.startswith(CDC_PREFIX)])
-        return rows if columns is None else rows.select(list(columns))
+        return rows.select(list(columns or self.shape(table).columns))  # the source's own
 
     def read_all(self, table: TableId) -> pa.Table:
         target = self._target(table)

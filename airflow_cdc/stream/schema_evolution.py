@@ -39,7 +39,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from airflow_cdc.model import BinlogPosition, Column, DdlKind, SchemaChange, TableSchema
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, widens
 from airflow_cdc.source.arrow_types import arrow_type, python_value
 from airflow_cdc.source.ddl.column_defaults import Computed, existing_rows_value
 
@@ -53,7 +53,6 @@ __all__ = [
     "evolve",
     "evolve_statement",
     "same_columns",
-    "widens",
 ]
 
 
@@ -174,23 +173,6 @@ def _did_nothing(before: TableSchema, change: SchemaChange) -> bool:
         return False
     there = any(column.name == change.column for column in before.columns)
     return there if change.kind is DdlKind.ADD_COLUMN else not there
-
-
-def widens(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether every value of ``old`` is a value of ``new``, unchanged."""
-    if old == new:
-        return True
-    if pa.types.is_integer(old) and pa.types.is_integer(new):
-        return bool(pa.types.is_signed_integer(new) and new.bit_width > old.bit_width)
-    if pa.types.is_integer(old) and pa.types.is_decimal(new):
-        return bool(new.precision - new.scale >= len(str(2 ** (old.bit_width - 1))))
-    if pa.types.is_floating(old) and pa.types.is_floating(new):
-        return bool(new.bit_width > old.bit_width)
-    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
-        return bool(
-            new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale
-        )
-    return False
 
 
 def _add(before: TableSchema, change: SchemaChange, catalog: TableSchema) -> Evolution | NotInPlace:

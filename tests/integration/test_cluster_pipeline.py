@@ -4,13 +4,20 @@ processes and folders of their own, sharing nothing with the driver but the stor
 Airflow api-server, scheduler (LocalExecutor) and dag-processor on PostgreSQL, the
 metadata DB on PostgreSQL, driven through the REST API, with a random writer throughout:
 
-1. ``mysql_cdc`` snapshots two tables into ``s3://lake/<db>`` and starts a continuous
-   stream;
-2. while it streams: a range backfill of ``accounts`` and a re-run of one cleared chunk;
+1. ``mysql_cdc`` snapshots two tables and sixteen shards ``orders_00`` ... ``orders_15``
+   (keys overlapping, under a writer of their own) routed into one Delta table
+   ``<db>.orders`` (issue 49's ``routes``, env ``CDC_ROUTES``), into ``s3://lake/<db>``,
+   and starts a continuous stream;
+2. while it streams: an ``ADD COLUMN`` on three shards (one with a default the shard's
+   rows take), which the shards' writer then writes; a range backfill of ``accounts``
+   and a re-run of one cleared work unit (eight shards' chunks);
 3. the stream's Spark driver is killed (SIGKILL) and its checkpoint folder removed (as if
    the task landed on another worker); the cleared task starts again and resumes from its
    committed position in the metadata DB;
-4. after the writer stops and the stream catches up, every live row equals the source.
+4. after the writers stop and the stream catches up, every live row equals the source:
+   the merged table is the union of the shards, row for row, each with its own columns;
+   ``mysql_cdc_verify`` finds the shards clean, and then a difference planted in one
+   shard (outside the binlog), naming it and the key.
 
 Then: no file exists under a local path named after the sink URI (no ``s3:`` folder), the
 staging area in the store is empty, the jobs really ran on the cluster's executors, and
@@ -29,6 +36,7 @@ from typing import Any
 
 import psutil
 import pytest
+from deltalake import DeltaTable
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId
@@ -52,11 +60,13 @@ from tests.support.pipeline import (
     wait_for,
 )
 from tests.support.secrets import CommandLineWatch, files_containing
+from tests.support.shards import ShardWriter, create_shards, merged_rows, union_rows
 from tests.support.writer import RandomWriter, create_tables
 
 pytestmark = pytest.mark.integration
 
-MAIN, BACKFILL, STREAM = "mysql_cdc", "mysql_cdc_backfill", "mysql_cdc"
+MAIN, BACKFILL, VERIFY, STREAM = "mysql_cdc", "mysql_cdc_backfill", "mysql_cdc_verify", "mysql_cdc"
+SHARDS, SHARD_ROWS = 16, 30
 
 
 def _server_position(mariadb: LocalMariaDB) -> BinlogPosition:
@@ -100,6 +110,8 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
     db = fresh_db
     create_tables(mariadb, db, accounts=20_000, items=8_000)  # accounts.id = 10, 20, ...
     accounts, items = TableId(db, "accounts"), TableId(db, "items")
+    create_shards(mariadb, db, SHARDS, SHARD_ROWS)
+    shards = [f"{db}.orders_{n:02d}" for n in range(SHARDS)]
     lake = f"s3://lake/{db}"
     options = lake_options(seaweedfs)
     meta = postgres.create_database("cdc_cluster_meta")
@@ -114,7 +126,8 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
         mariadb,
         meta,
         extra={
-            "CDC_TABLES": json.dumps([str(accounts), str(items)]),
+            "CDC_TABLES": json.dumps([str(accounts), str(items), *shards]),
+            "CDC_ROUTES": json.dumps({f"{db}.orders_*": f"{db}.orders"}),
             "CDC_SINK_PATH": lake,
             "CDC_CHUNK_RETRIES": "0",
             "AIRFLOW_CONN_CDC_LAKE": json.dumps(seaweedfs.airflow_connection()),
@@ -141,16 +154,19 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
     checkpoint = tmp / "airflow-cdc" / "checkpoints" / STREAM
     apps_before = len(spark_cluster.status().get("completedapps", []))
     writer = RandomWriter(mariadb, db, seed=18, max_pause=0.05).start()
+    shard_writer = ShardWriter(mariadb, db, SHARDS, SHARD_ROWS, seed=49).start()
     with CommandLineWatch(seaweedfs.secret_key) as ps, deployment as af:
         try:
-            for dag_id in (MAIN, BACKFILL):
+            for dag_id in (MAIN, BACKFILL, VERIFY):
                 af.wait_until(lambda d=dag_id: af.dag_parsed(d), 120, f"{dag_id} to be parsed")
             main = af.trigger(
                 MAIN,
                 {
-                    "tables": [str(accounts), str(items)],
+                    "tables": [str(accounts), str(items), *shards],
                     "sink_path": lake,
-                    "chunk_rows": 7_000,  # 3 chunks of accounts, 2 of items
+                    # a chunk a table, packed into 2 work units (a chunk weighs its rows
+                    # and 4,000 more): accounts, items and 8 shards; the other 8 shards
+                    "chunk_rows": 70_000,
                     "stream_mode": "continuous",
                 },
             )
@@ -160,6 +176,11 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
                 return None if state is None else state.committed_position
 
             af.wait_until(lambda: committed() is not None, 600, "the stream's first batch")
+            for n, default in ((3, " DEFAULT 'n0'"), (7, ""), (11, "")):
+                mariadb.execute(
+                    f"ALTER TABLE orders_{n:02d} ADD COLUMN note VARCHAR(10){default}", database=db
+                )
+                shard_writer.noted.add(n)
 
             # 2. While it streams: a range backfill and a cleared chunk.
             ranged = af.trigger(
@@ -185,7 +206,7 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
 
             af.wait_until(reruns_done, 600, "the backfill and the cleared chunk")
             assert af.dag_run(BACKFILL, ranged)["state"] == "success"
-            assert [ti["state"] for ti in _tis(af, MAIN, main, "snapshot_chunk")] == ["success"] * 5
+            assert [ti["state"] for ti in _tis(af, MAIN, main, "snapshot_chunk")] == ["success"] * 2
 
             # 3. The driver dies; the task is started again where no checkpoint is.
             time.sleep(3)  # a few batches after the re-runs
@@ -217,15 +238,19 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
             time.sleep(3)  # streaming under the writer for a while
         except BaseException:
             writer.stop()
+            shard_writer.stop()
             print(af.log_tails())
             raise
         writer.stop()
+        shard_writer.stop()
         assert writer.transactions > 100
+        assert shard_writer.changes > 100
         try:
             target = _server_position(mariadb)
             af.wait_until(lambda: (committed() or resume) >= target, 300, "the stream to catch up")
             for table, key in ((accounts, ["id"]), (items, ["grp", "n"])):
                 assert_replica_equals_source(mariadb, lake, table, key, storage_options=options)
+            _the_shards_are_one_table(af, mariadb, db, lake, options)
             af.set_task_state(MAIN, main, "stream", "success")  # stops the job (on_kill)
             af.wait_until(
                 lambda: (s := store.streams.state(STREAM)) is not None and s.owner is None,
@@ -244,7 +269,7 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
     apps = spark_cluster.status().get("completedapps", [])[apps_before:]
     names = [app["name"] for app in apps]
     assert sum(name.startswith("airflow-cdc stream") for name in names) >= 2, names
-    assert sum(not name.startswith("airflow-cdc stream") for name in names) >= 5 + 1 + 1, names
+    assert sum(not name.startswith("airflow-cdc stream") for name in names) >= 2 + 1 + 1, names
     assert any(spark_cluster.worker_dir(i).glob("app-*") for i in range(2))
     # Nothing of the lake on a local disk; nothing left in the store's staging area.
     # (the tasks and drivers run in tmp_path/servers, the executors in the workers' folders)
@@ -262,6 +287,37 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
         xcom = conn.execute("SELECT value::text FROM xcom").fetchall()
     assert xcom
     assert not [row for row in xcom if seaweedfs.secret_key in str(row[0])]
+
+
+def _the_shards_are_one_table(
+    af: AirflowDeployment, mariadb: LocalMariaDB, db: str, lake: str, options: dict[str, str]
+) -> None:
+    """The routed table equals the shards' union row for row; verify finds the shards clean,
+    and a difference planted in one shard (outside the binlog) in that shard."""
+    union = union_rows(mariadb, db, SHARDS)
+    whole = DeltaTable(f"{lake}/{db}/orders", storage_options=options).to_pyarrow_table()
+    assert merged_rows(whole, union) == union
+    noted = {source for (source, _), row in union.items() if "note" in row}
+    assert noted == {f"{db}.orders_{n:02d}" for n in (3, 7, 11)}
+    assert {row["note"] for (source, _), row in union.items() if source.endswith("_03")} > {"n0"}
+    clean = af.trigger(VERIFY, {"sink_path": lake})
+    af.wait_until(lambda: _run_ended(af, VERIFY, clean), 300, "the verify")
+    assert af.dag_run(VERIFY, clean)["state"] == "success", af.task_log_text(
+        VERIFY, clean, "verify"
+    )
+    key = min(id_ for source, id_ in union if source == f"{db}.orders_05")
+    mariadb.execute(
+        "SET sql_log_bin = 0", f"UPDATE orders_05 SET qty = -1 WHERE id = {key}", database=db
+    )
+    planted = af.trigger(VERIFY, {"sink_path": lake, "tables": [f"{db}.orders_05"]})
+    af.wait_until(lambda: _run_ended(af, VERIFY, planted), 300, "the verify of orders_05")
+    assert af.dag_run(VERIFY, planted)["state"] == "failed"
+    log = af.task_log_text(VERIFY, planted, "verify")
+    assert re.search(rf"{db}\.orders_05: .*: 1 with other values \({key}\)", log), log[-3000:]
+
+
+def _run_ended(af: AirflowDeployment, dag_id: str, run_id: str) -> bool:
+    return af.dag_run(dag_id, run_id)["state"] in ("success", "failed")
 
 
 def test_merge_tasks_on_the_cluster_executors_write_the_lake_on_s3(

@@ -22,7 +22,8 @@ import pytest
 
 from airflow_cdc.model import TableId, TableOptions
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.delta.layout import column_differences, planned_table
+from airflow_cdc.sinks.delta.layout import column_differences
+from airflow_cdc.sinks.delta.planned import planned_table
 from airflow_cdc.source.arrow_types import arrow_schema
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source

@@ -335,7 +335,8 @@ def _evolving_source(server: LocalMariaDB, db: str) -> dict[int, dict[str, Any]]
 
 
 def _assert_evolved_replica(server: LocalMariaDB, db: str, lake: Path) -> None:
-    from airflow_cdc.sinks.delta.layout import column_differences, planned_table
+    from airflow_cdc.sinks.delta.layout import column_differences
+    from airflow_cdc.sinks.delta.planned import planned_table
     from airflow_cdc.source.arrow_types import arrow_schema
 
     source = _evolving_source(server, db)

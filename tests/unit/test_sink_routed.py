@@ -14,12 +14,21 @@ from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig, StreamBounds
 from airflow_cdc.errors import ConfigurationError, SinkColumnsChangedError, SinkError
-from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChunkRange,
+    Column,
+    RowFilter,
+    TableId,
+    TableOptions,
+    TableSchema,
+    ValueRange,
+)
 from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.sinks.cdc_columns import SOURCE_TABLE_COLUMN
 from airflow_cdc.sinks.change_batches import BatchWrite, TableChanges
-from airflow_cdc.sinks.columns_change import ColumnsChange
+from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.routed import RoutedSink
 from airflow_cdc.sinks.storage import Location
@@ -97,10 +106,14 @@ def test_shards_with_the_same_keys_are_kept_apart_in_one_table(tmp_path: Path) -
     # A replayed batch of one shard changes nothing; another shard's same version does.
     assert sink.apply(SHARDS[1], rows(range(3), 6), app_id="stream", app_version=6).replayed
     assert sink.applied_version(SHARDS[0], "stream") == 5
-    # A truncate of one shard marks its rows only.
-    assert sink.truncate(SHARDS[2], BinlogPosition("mysql-bin.000001", 50_000)) == 10
+    # A truncate of one shard's partition, then of the shard, marks its rows only.
+    partition = RowFilter("id", ranges=(ValueRange(None, 4),))
+    assert sink.truncate(SHARDS[2], BinlogPosition("mysql-bin.000001", 40_000), rows=partition) == 4
+    assert live(sink, SHARDS[2]) == {k: f"s2:{k}@1" for k in range(4, 10)}
+    assert sink.truncate(SHARDS[2], BinlogPosition("mysql-bin.000001", 50_000)) == 6
     assert live(sink, SHARDS[2]) == {}
     assert len(live(sink, SHARDS[0])) == 10
+    assert len(live(sink, SHARDS[1])) == 9
     assert config.routing.target_of(SHARDS[0]) == TARGET
 
 
@@ -164,18 +177,10 @@ def test_unique_keys_keep_the_source_s_key(tmp_path: Path) -> None:
 def test_what_a_routed_table_cannot_do_yet_is_refused_naming_the_route(tmp_path: Path) -> None:
     _, sink = routed(tmp_path)
     shard = SHARDS[0]
-    change = ColumnsChange(BinlogPosition("mysql-bin.000001", 400))
-    with pytest.raises(SinkError, match=r"db\.s0 is routed into lake\.all: a change of its col"):
-        sink.evolve(shard, change)
     with pytest.raises(SinkError, match="a new generation"):
         sink.replace_table(schema(shard), ARROW, OPTIONS, replaced_for="plan 1")
     with pytest.raises(SinkError, match="a rename"):
         sink.copy_table(shard, TableId("db", "x"), "rename")
-    wider = TableSchema(
-        TableId("db", "s5"), (*COLUMNS, Column("w", "int", "int(11)", True)), ("id",)
-    )
-    with pytest.raises(SinkColumnsChangedError, match=r"db\.s5 is routed into lake\.all.*same col"):
-        sink.ensure_table(wider, ARROW.append(pa.field("w", pa.int32())), OPTIONS)
     keyless = TableSchema(TableId("db", "s9"), COLUMNS, (), keyless=True)
     with pytest.raises(SinkError, match="a table without a key"):
         sink.ensure_table(keyless, ARROW)
@@ -184,3 +189,85 @@ def test_what_a_routed_table_cannot_do_yet_is_refused_naming_the_route(tmp_path:
         ambiguous.exists(SHARDS[1])
     with pytest.raises(ConfigurationError, match=r"route 'db\.s\*': expected a table"):
         SinkConfig(str(tmp_path), routes={"db.s*": "all"})
+
+
+def test_sources_with_other_columns_share_their_union(tmp_path: Path) -> None:
+    _, sink = routed(tmp_path)
+    wide = TableId("db", "s5")
+    columns = (*COLUMNS, Column("w", "int", "int(11)", True))
+    sink.ensure_table(TableSchema(wide, columns, ("id",)), ARROW.append(pa.field("w", pa.int32())))
+    assert sink.shape(wide).columns == ("id", "v", "w")
+    assert sink.shape(SHARDS[0]).columns == ("id", "v")  # each source its own
+    sink.apply(SHARDS[0], rows(range(2), 1, tag="s0:"))  # without w: NULL there
+    sink.apply(wide, rows(range(2), 1, tag="s5:").append_column("w", pa.array([7, 8], pa.int32())))
+    assert sink.read_live(wide).to_pylist() == [
+        {"id": 0, "v": "s5:0@1", "w": 7},
+        {"id": 1, "v": "s5:1@1", "w": 8},
+    ]
+    assert sink.read_live(SHARDS[0]).column_names == ["id", "v"]
+    whole = DeltaTable(str(tmp_path / "lake" / "all")).to_pyarrow_table()
+    assert (
+        whole.filter(pa.compute.equal(whole.column(SOURCE_TABLE_COLUMN), "db.s0"))
+        .column("w")
+        .null_count
+        == 2
+    )
+    clash = TableSchema(
+        TableId("db", "s6"), (*COLUMNS, Column("w", "varchar", "text", True)), ("id",)
+    )
+    with pytest.raises(SinkColumnsChangedError, match=r"w: int32 in lake\.all, string in db\.s6"):
+        sink.ensure_table(clash, ARROW.append(pa.field("w", pa.string())))
+
+
+def test_a_source_s_change_of_columns_changes_its_rows_and_the_union(tmp_path: Path) -> None:
+    """``ADD COLUMN n ... DEFAULT 5`` on s0 fills s0's older rows alone; the same column
+    added to s1 without a default joins it (NULL in s1's rows, nothing rewritten); s2 never
+    has it; a widening by s0 widens the table, and s1's narrower rows still write."""
+    _, sink = routed(tmp_path)
+    for n, shard in enumerate(SHARDS):
+        sink.apply(shard, rows(range(3), 1, tag=f"s{n}:"))
+    at = [BinlogPosition("mysql-bin.000002", 4 + 100 * n) for n in range(4)]
+    added = AddedColumn(pa.field("n", pa.int32()), 5)
+    assert sink.evolve(SHARDS[0], ColumnsChange(at[0], added=(added,)))
+    assert not sink.evolve(SHARDS[0], ColumnsChange(at[0], added=(added,)))  # held already
+    version = DeltaTable(str(tmp_path / "lake" / "all")).version()
+    unfilled = AddedColumn(pa.field("n", pa.int32()))
+    assert sink.evolve(SHARDS[1], ColumnsChange(at[1], added=(unfilled,)))
+    whole = DeltaTable(str(tmp_path / "lake" / "all"))
+    assert whole.version() - version == 3  # mark, the source's columns, finish: no rewrite
+    assert [sink.shape(s).columns for s in SHARDS] == [
+        ("id", "v", "n"),
+        ("id", "v", "n"),
+        ("id", "v"),
+    ]
+    assert by_source(whole.to_pyarrow_table(), "n") == {
+        "db.s0": [5] * 3,
+        "db.s1": [None] * 3,
+        "db.s2": [None] * 3,
+    }
+    assert sink.evolve(SHARDS[0], ColumnsChange(at[2], retyped=(("n", pa.int64()),)))
+    assert (
+        DeltaTable(str(tmp_path / "lake" / "all")).schema().to_arrow().field("n").type == pa.int64()
+    )
+    sink.apply(SHARDS[1], rows([7], 2, tag="s1:").append_column("n", pa.array([9], pa.int32())))
+    assert {r["id"]: r["n"] for r in sink.read_live(SHARDS[1]).to_pylist()} == {
+        0: None,
+        1: None,
+        2: None,
+        7: 9,
+    }
+    assert sink.read_live(SHARDS[2]).column_names == ["id", "v"]
+    with pytest.raises(SinkColumnsChangedError, match=r"the stream has not carried"):
+        sink.ensure_table(schema(SHARDS[0]), ARROW, OPTIONS)  # s0 as a chunk read it before
+    with pytest.raises(SinkError, match=r"db\.s2 renamed v to w: .* undo it on the source"):
+        sink.evolve(SHARDS[2], ColumnsChange(at[3], renamed=(("v", "w"),)))
+    clash = AddedColumn(pa.field("n", pa.string()))
+    with pytest.raises(SinkError, match=r"db\.s2 added n as string, which the routed table holds"):
+        sink.evolve(SHARDS[2], ColumnsChange(at[3], added=(clash,)))
+
+
+def by_source(whole: pa.Table, column: str) -> dict[str, list[object]]:
+    found: dict[str, list[object]] = {}
+    for row in whole.sort_by("id").to_pylist():
+        found.setdefault(row[SOURCE_TABLE_COLUMN], []).append(row[column])
+    return found

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, Column, DdlKind, SchemaChange, TableId, TableSchema
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, widens
 from airflow_cdc.stream.schema_evolution import (
     AddColumn,
     ChangeColumn,
@@ -21,7 +21,6 @@ from airflow_cdc.stream.schema_evolution import (
     NotInPlace,
     evolve,
     evolve_statement,
-    widens,
 )
 
 T = TableId("db", "t")

@@ -67,7 +67,7 @@ def prepare_changes(
         changes,
         layout.change_schema,
         layout.key,
-        layout.dropped_columns,
+        layout.optional_columns,
         check_keys=check_keys,
     )
     buckets = bucket_values(source.column(layout.key[0]), layout.bucket_width)

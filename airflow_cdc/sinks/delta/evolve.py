@@ -20,6 +20,12 @@ delta-rs 1.6 has neither type widening nor renames in place (column mapping), he
 rewrite. Readers see the old columns up to the change's version and the new ones from it;
 time travel keeps the old.
 
+A routed table's change names its source table (``sinks.route_columns``): step 2 makes
+the change of the table that the source's makes (its rows alone; :mod:`.route_tables`),
+then records the source's columns in the commit that records the change, as the source's
+own application transaction (``airflow-cdc.columns@<source>``: each source's positions
+are its own). Between the two, a replay finds the table's side done and repeats nothing.
+
 A keyless table's columns are not changed in place (every row's hash would change, and a
 dropped column may merge images): refused, the table needs a new snapshot.
 
@@ -58,11 +64,13 @@ from airflow_cdc.sinks.delta.layout import (
     stats_columns,
 )
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
+from airflow_cdc.sinks.delta.route_tables import route_change, route_properties
 from airflow_cdc.sinks.storage import Location
 
 __all__ = [
     "COLUMNS_APP",
     "change_version",
+    "columns_app",
     "enable_zoneless_timestamps",
     "evolve_table",
 ]
@@ -95,17 +103,25 @@ def evolve_table(
 ) -> bool:
     """Carry ``change`` out in the Delta table ``open_table`` opens (see the module
     docstring); False when the table held it already."""
-    version = change_version(change, ordinal)
+    version, app = change_version(change, ordinal), columns_app(change.source)
     _refuse_keyless(open_table(), table, change)
-    if _holds(open_table(), version):
+    if _holds(open_table(), app, version):
         _finish(open_table, table, retry)  # a crash may have left the mark
         return False
     what = f"{table}: columns changed at {change.position}"
+    if change.source is not None:
+        what += f" in {change.source}"
     retry_conflicts(lambda: _mark(open_table(), table, change), f"{what} (marking)", retry)
-    retry_conflicts(lambda: _change(open_table(), location, table, change, version), what, retry)
+    retry_conflicts(lambda: _change(open_table, location, table, change, app, version), what, retry)
     _finish(open_table, table, retry)
     log.info("%s", what)
     return True
+
+
+def columns_app(source: str | None) -> str:
+    """The application transaction of a table's column changes (a routed table's: one a
+    source table, as their positions are each one's own)."""
+    return COLUMNS_APP if source is None else f"{COLUMNS_APP}@{source}"
 
 
 def _refuse_keyless(dt: DeltaTable, table: TableId, change: ColumnsChange) -> None:
@@ -119,8 +135,8 @@ def _refuse_keyless(dt: DeltaTable, table: TableId, change: ColumnsChange) -> No
         )
 
 
-def _holds(dt: DeltaTable, version: int) -> bool:
-    held = dt.transaction_version(COLUMNS_APP)
+def _holds(dt: DeltaTable, app: str, version: int) -> bool:
+    held = dt.transaction_version(app)
     return held is not None and int(held) >= version
 
 
@@ -129,22 +145,53 @@ def _mark(dt: DeltaTable, table: TableId, change: ColumnsChange) -> None:
     3 (which a crash may leave to a replay, when the table no longer tells them)."""
     layout = layout_of(dt, table)
     _, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
+    if change.source is not None:  # a routed table keeps none (``route_columns``)
+        dropped = list(layout.dropped_columns)
     mark = {"position": change.position.to_text(), "since": time.time(), "dropped": dropped}
     dt.alter.set_table_properties({CONFIG_EVOLVING: json.dumps(mark)}, raise_if_not_exists=False)
 
 
 def _change(
-    dt: DeltaTable, location: Location, table: TableId, change: ColumnsChange, version: int
+    open_table: Callable[[], DeltaTable],
+    location: Location,
+    table: TableId,
+    change: ColumnsChange,
+    app: str,
+    version: int,
 ) -> None:
-    """Step 2 on ``dt`` (nothing when the table holds the change)."""
-    if _holds(dt, version):
+    """Step 2 (nothing when the table holds the change); a routed table's: the change its
+    source's makes of it (``route_tables.route_change``), then the source's columns
+    recorded in the commit that records the change."""
+    dt = open_table()
+    if _holds(dt, app, version):
         return
-    layout = layout_of(dt, table)
+    commit = CommitProperties(app_transactions=[Transaction(app, version)])
+    if change.source is None:
+        _carry_out(dt, location, layout_of(dt, table), table, change, commit)
+        return
+    routed = route_change(dt, table, change)
+    if routed.change is not None:
+        _carry_out(dt, location, layout_of(dt, table), table, routed.change, None)
+        dt = open_table()
+    dt.alter.set_table_properties(
+        route_properties(routed.after), raise_if_not_exists=False, commit_properties=commit
+    )
+
+
+def _carry_out(
+    dt: DeltaTable,
+    location: Location,
+    layout: TableLayout,
+    table: TableId,
+    change: ColumnsChange,
+    commit: CommitProperties | None,
+) -> None:
+    """``change`` of the table's columns and, where they change, its stored rows."""
     fields, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
     fields = delta_fields(table, fields)
     enable_zoneless_timestamps(dt, fields)
-    commit = CommitProperties(app_transactions=[Transaction(COLUMNS_APP, version)])
-    if change.rewrites(layout.dropped_columns):
+    held = layout.source_columns if change.source is not None else layout.dropped_columns
+    if change.rewrites(held):
         _rewrite(dt, location, layout, change, fields, commit)
     elif change.added:
         new = [f for f in fields if f.name not in layout.source_columns]
@@ -197,7 +244,7 @@ def _rewrite(
     layout: TableLayout,
     change: ColumnsChange,
     fields: list[pa.Field],
-    commit: CommitProperties,
+    commit: CommitProperties | None,
 ) -> None:
     """Every data file read, conformed and written anew; one overwrite commit with the new
     schema replaces them (the new files are deleted again when it fails)."""

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
 from deltalake.schema import Schema as DeltaSchema
 
-from airflow_cdc.errors import SinkColumnsChangedError, SinkError, TableEvolvingError
-from airflow_cdc.model import TableId, TableOptions, TableSchema
-from airflow_cdc.sinks.base import NO_OPTIONS
+from airflow_cdc.errors import SinkError, TableEvolvingError
+from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import (
     BUCKET_COLUMN,
     CDC_PREFIX,
@@ -38,10 +36,9 @@ from airflow_cdc.sinks.cdc_columns import (
     OP_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
+    SOURCE_TABLE_COLUMN,
 )
-from airflow_cdc.sinks.conform import check_same_lake_rules, check_source_table
-from airflow_cdc.sinks.delta.buckets import check_bucket_width
-from airflow_cdc.sinks.keyless import image_fields, stored_key
+from airflow_cdc.sinks.keyless import image_fields
 from airflow_cdc.sinks.naming import quote_column
 
 __all__ = [
@@ -52,17 +49,13 @@ __all__ = [
     "CONFIG_KEYLESS",
     "CONFIG_REPLACED",
     "STATS_COLUMNS",
-    "PlannedTable",
     "TableLayout",
-    "check_same_layout",
     "column_differences",
-    "create_table",
+    "delta_arrow_schema",
     "delta_fields",
     "layout_of",
-    "planned_table",
     "stats_columns",
     "writable_layout",
-    "write_table_metadata",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,6 +68,8 @@ CONFIG_DROPPED = "airflow_cdc.dropped_columns"
 CONFIG_EVOLVING = "airflow_cdc.evolving"
 #: The rules the table's rows were written under (``model.lake_record``).
 CONFIG_LAKE_RULES = "airflow_cdc.lake_rules"
+#: A routed table's sources and each one's columns (``sinks.routed``), JSON.
+CONFIG_ROUTE_COLUMNS = "airflow_cdc.route_columns"
 #: What a replaced table was replaced for (a plan that snapshots it again).
 CONFIG_REPLACED = "airflow_cdc.replaced_for"
 #: Delta table property listing the columns whose min/max statistics writers collect.
@@ -102,6 +97,21 @@ class TableLayout:
     keyless: bool = False
     #: The rules its rows were written under (``model.lake_record``; empty: not recorded).
     lake_rules: str = ""
+    #: A routed table's sources and each one's columns (``sinks.routed``).
+    route_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def routed(self) -> bool:
+        """Whether the table holds the rows of several source tables (``sinks.routed``)."""
+        return SOURCE_TABLE_COLUMN in self.schema.names
+
+    @property
+    def optional_columns(self) -> tuple[str, ...]:
+        """The columns a writer may leave out (NULL): those kept after the source dropped
+        them; in a routed table every source column but the key (each source has its own)."""
+        if self.routed:
+            return tuple(n for n in self.source_columns if n not in self.key)
+        return self.dropped_columns
 
     @property
     def change_schema(self) -> pa.Schema:
@@ -145,6 +155,10 @@ def layout_of(dt: DeltaTable, table: TableId) -> TableLayout:
         evolving=config.get(CONFIG_EVOLVING) or None,
         keyless=config.get(CONFIG_KEYLESS) == "true",
         lake_rules=config.get(CONFIG_LAKE_RULES) or "",
+        route_columns={
+            source: tuple(names)
+            for source, names in json.loads(config.get(CONFIG_ROUTE_COLUMNS) or "{}").items()
+        },
     )
 
 
@@ -157,156 +171,6 @@ def writable_layout(dt: DeltaTable, table: TableId) -> TableLayout:
             f"the stream is changing the columns of {table}'s Delta table ({layout.evolving})"
         )
     return layout
-
-
-@dataclass(frozen=True)
-class PlannedTable:
-    """The sink table a source table asks for: its Delta schema and configuration."""
-
-    schema: pa.Schema
-    configuration: dict[str, str]
-
-
-def planned_table(
-    schema: TableSchema, arrow_schema: pa.Schema, options: TableOptions = NO_OPTIONS
-) -> PlannedTable:
-    """Check the source table's columns and key, and plan its sink table with ``options``.
-    The bucket width applies only when the first key column is an integer; other tables
-    keep every row in bucket 0, as does a keyless table read whole (its stored key is the
-    row hash alone). A keyless table never has the change metadata columns."""
-    table = schema.table
-    check_source_table(schema, arrow_schema, routed=options.routed)
-    width = _bucket_width(schema, arrow_schema, options.bucket_width)
-    wanted = _delta_arrow_schema(
-        table,
-        arrow_schema,
-        keyless=schema.keyless,
-        change_metadata=options.change_metadata and not schema.keyless,
-    )
-    config = {
-        CONFIG_KEY: json.dumps(list(stored_key(schema))),
-        STATS_COLUMNS: stats_columns(wanted),
-        CHECKPOINT_INTERVAL[0]: CHECKPOINT_INTERVAL[1],
-    }
-    if schema.keyless:
-        config[CONFIG_KEYLESS] = "true"
-    if options.lake_rules:
-        config[CONFIG_LAKE_RULES] = options.lake_rules
-    if width is not None:
-        config[CONFIG_BUCKET_WIDTH] = str(width)
-    return PlannedTable(wanted, config)
-
-
-def _bucket_width(
-    schema: TableSchema, arrow_schema: pa.Schema, bucket_width: int | None
-) -> int | None:
-    """The width a new table is bucketed by: ``bucket_width`` when the first key column
-    (a keyless table's chunking column) is an integer, else None (one bucket)."""
-    if not schema.key:  # keyless, read whole: a hash says nothing of where a row lies
-        return None
-    first = schema.key_columns[0]
-    width = bucket_width if first.is_integer else None
-    if bucket_width is not None and width is None:
-        log.info(
-            "%s: key %r is not an integer; every row goes to bucket 0", schema.table, first.name
-        )
-    if width is not None:
-        check_bucket_width(width, arrow_schema.field(first.name).type, first.name)
-    return width
-
-
-def create_table(
-    uri: str, table: TableId, planned: PlannedTable, storage_options: dict[str, str] | None
-) -> bool:
-    """Create the sink table at ``uri``: True, or False when another writer created it
-    first (the caller then checks that one's layout)."""
-    try:
-        write_table_metadata(uri, table, planned, storage_options, mode="error")
-    except DeltaError:
-        if not DeltaTable.is_deltatable(uri, storage_options):
-            raise
-        log.info("%s was created concurrently; checking its layout", table)
-        return False
-    log.info("created sink table %s at %s", table, uri)
-    return True
-
-
-def write_table_metadata(
-    uri: str,
-    table: TableId,
-    planned: PlannedTable,
-    storage_options: dict[str, str] | None,
-    *,
-    mode: Literal["error", "overwrite"],
-) -> None:
-    """The Delta table at ``uri`` created (``error``: unless one is there) or created again,
-    empty (``overwrite``: Delta's CREATE OR REPLACE), with ``planned``'s layout."""
-    DeltaTable.create(
-        uri,
-        planned.schema,
-        mode=mode,
-        partition_by=[BUCKET_COLUMN],
-        name=str(table),
-        description=f"airflow-cdc sink of {table}",
-        configuration=planned.configuration,
-        storage_options=storage_options,
-        raise_if_key_not_exists=False,
-    )
-
-
-def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTable) -> None:
-    """Refuse an existing sink table whose key differs from the planned one
-    (:class:`SinkError`) or whose columns do (:class:`SinkColumnsChangedError`: the
-    source's columns changed and the stream has not changed the table's yet, or has
-    changed them past what the writer read)."""
-    config = planned.configuration
-    stored = existing.metadata().configuration
-    _check_same_kind(table, existing, stored.get(CONFIG_KEYLESS), config.get(CONFIG_KEYLESS))
-    if stored.get(CONFIG_KEY) != config[CONFIG_KEY]:
-        raise SinkError(
-            f"the sink table of {table} at {existing.table_uri} has the key "
-            f"{stored.get(CONFIG_KEY)}, the source {config[CONFIG_KEY]}: a new primary key "
-            "needs the table snapshotted again into a replacement (mysql_cdc_backfill with "
-            "replace)"
-        )
-    check_same_lake_rules(
-        table, stored.get(CONFIG_LAKE_RULES) or "", config.get(CONFIG_LAKE_RULES) or ""
-    )
-    if stored.get(CONFIG_BUCKET_WIDTH) != config.get(CONFIG_BUCKET_WIDTH):
-        # Writers may derive a width from data that has moved since; the first one sticks
-        # and every writer reads it from the table, so this is no error.
-        log.info(
-            "%s keeps its bucket width %s (asked for %s)",
-            table,
-            stored.get(CONFIG_BUCKET_WIDTH),
-            config.get(CONFIG_BUCKET_WIDTH),
-        )
-    layout = layout_of(existing, table)
-    if layout.evolving is not None:
-        raise SinkColumnsChangedError(
-            f"the stream is changing the columns of the sink table of {table} ({layout.evolving})"
-        )
-    problems = column_differences(layout, planned.schema)
-    if problems:
-        raise SinkColumnsChangedError(
-            f"the sink table of {table} at {existing.table_uri} has other columns than the "
-            f"source: {'; '.join(problems)}"
-        )
-
-
-def _check_same_kind(
-    table: TableId, existing: DeltaTable, stored: str | None, planned: str | None
-) -> None:
-    """Refuse a keyed table met by a keyless source table or the other way round: their
-    rows mean different things (a row per key, a row per image with its count)."""
-    if (stored == "true") == (planned == "true"):
-        return
-    kinds = ("has no key", "has a key") if planned == "true" else ("has a key", "has no key")
-    raise SinkError(
-        f"the sink table of {table} at {existing.table_uri} was made for a source table that "
-        f"{kinds[1]}, and the source table {kinds[0]} now: it needs to be snapshotted again "
-        "into a replacement (mysql_cdc_backfill with replace)"
-    )
 
 
 def column_differences(layout: TableLayout, wanted: pa.Schema) -> list[str]:
@@ -338,12 +202,12 @@ def delta_fields(table: TableId, fields: list[pa.Field]) -> list[pa.Field]:
     through Delta's), so they compare with a stored table's."""
     return [
         f
-        for f in _delta_arrow_schema(table, pa.schema(fields))
+        for f in delta_arrow_schema(table, pa.schema(fields))
         if f.name in {g.name for g in fields}
     ]
 
 
-def _delta_arrow_schema(
+def delta_arrow_schema(
     table: TableId, arrow_schema: pa.Schema, *, keyless: bool = False, change_metadata: bool = False
 ) -> pa.Schema:
     """The table schema as Delta stores it (every source column nullable: delete markers

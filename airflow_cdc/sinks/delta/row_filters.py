@@ -1,6 +1,7 @@
 """A :class:`~airflow_cdc.model.RowFilter` as the two engines of the sink read it: a pyarrow
 expression (the scan that finds the rows and their buckets) and a delta-rs (DataFusion)
-SQL predicate (the rewrite)."""
+SQL predicate (the rewrite). A filter naming its ``source`` also asks for the rows of that
+source table (``_cdc_source_table``, a routed table's)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pyarrow.compute as pc
 
 from airflow_cdc.model import RowFilter
 from airflow_cdc.model.partitioning import FilterValue
+from airflow_cdc.sinks.cdc_columns import SOURCE_TABLE_COLUMN
 from airflow_cdc.sinks.naming import quote_column
 
 __all__ = ["arrow_filter", "sql_filter"]
@@ -34,6 +36,8 @@ def arrow_filter(rows: RowFilter, column_type: pa.DataType) -> pc.Expression:
     found = pc.scalar(False)
     for part in parts:
         found = found | part
+    if rows.source is not None:
+        found = found & (pc.field(SOURCE_TABLE_COLUMN) == rows.source)
     return found
 
 
@@ -52,7 +56,10 @@ def sql_filter(rows: RowFilter) -> str:
         parts.append(f"{column} IN ({', '.join(_literal(v) for v in values)})")
     if None in rows.values:
         parts.append(f"{column} IS NULL")
-    return f"({' OR '.join(parts) or 'false'})"
+    found = f"({' OR '.join(parts) or 'false'})"
+    if rows.source is not None:
+        found = f"({found} AND {quote_column(SOURCE_TABLE_COLUMN)} = {_literal(rows.source)})"
+    return found
 
 
 def _literal(value: FilterValue) -> str:

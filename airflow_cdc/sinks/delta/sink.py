@@ -47,15 +47,10 @@ from airflow_cdc.sinks.delta.copy import Copied, copy_delta_table
 from airflow_cdc.sinks.delta.evolve import add_change_metadata, evolve_table
 from airflow_cdc.sinks.delta.files import RangeFiles, data_files, range_files, remove_data_files
 from airflow_cdc.sinks.delta.generations import delete_retired, promote, start_generation
-from airflow_cdc.sinks.delta.layout import (
-    check_same_layout,
-    create_table,
-    layout_of,
-    planned_table,
-    writable_layout,
-)
+from airflow_cdc.sinks.delta.layout import layout_of, writable_layout
 from airflow_cdc.sinks.delta.merge import merge
 from airflow_cdc.sinks.delta.places import TablePlaces
+from airflow_cdc.sinks.delta.planned import check_same_layout, create_table, planned_table
 from airflow_cdc.sinks.delta.ranges import commit_if_empty
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.delta.rewrite import (
@@ -63,6 +58,7 @@ from airflow_cdc.sinks.delta.rewrite import (
     commit_rewrite,
     plan_rewrite,
 )
+from airflow_cdc.sinks.delta.route_tables import join_route
 from airflow_cdc.sinks.delta.tables import DeltaTables
 from airflow_cdc.sinks.delta.truncate import truncate_older
 from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings, upkeep_table
@@ -130,7 +126,11 @@ class DeltaSink(DeltaTables):
         uri = self.table_uri(table)
         if not self.exists(table) and create_table(uri, table, planned, self.storage_options):
             return
-        check_same_layout(table, self._open(table), planned)
+        if options.routed:  # a source joins: the table takes its columns (route_tables)
+            if join_route(lambda: self._open(table), table, planned, options.source, self.retry):
+                self._places.forget(table)
+        else:
+            check_same_layout(table, self._open(table), planned)
         if options.change_metadata and add_change_metadata(
             lambda: self._open(table), table, self.retry
         ):
@@ -218,7 +218,7 @@ class DeltaSink(DeltaTables):
             layout.change_schema,
             layout.key,
             layout.bucket_width,
-            layout.dropped_columns,
+            layout.optional_columns,
         )
 
     def commit_new_range(

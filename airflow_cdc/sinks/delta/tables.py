@@ -45,7 +45,9 @@ class DeltaTables:
 
     def shape(self, table: TableId) -> TableShape:
         layout = self.layout(table)
-        return TableShape(tuple(layout.live_columns), layout.key, layout.lake_rules)
+        return TableShape(
+            tuple(layout.live_columns), layout.key, layout.lake_rules, layout.route_columns
+        )
 
     def scan(self, table: TableId) -> TableScan:
         """The live table's current version (its files by path when plain and local)."""
