@@ -96,6 +96,13 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
         "`bench/masks_stream.py`)",
         ">=",
     ),
+    (
+        "routed_snapshot_vs_own_tables",
+        "sixteen shards with overlapping keys snapshotted into one Delta table (`routes`) "
+        "÷ into a table each, seconds (in-process, `bench/routed_snapshot.py`; lower is "
+        "better)",
+        "<=",
+    ),
 )
 
 #: Targets not carried by the results (a section may report ``target_<key>`` itself).
@@ -117,6 +124,7 @@ TARGETS: dict[str, float | None] = {
     "keyless_snapshot_vs_keyed": 2.0,
     "keyless_stream_vs_keyed": 2.0,
     "masks_stream_vs_plain": 0.8,
+    "routed_snapshot_vs_own_tables": 1.5,
 }
 
 REPRODUCE = """\
@@ -556,6 +564,22 @@ def masks_stream_lines(section: dict[str, Any]) -> list[str]:
     return _table(("rows / changes", "plain (runs)", "masked (runs)", "ratio"), rows)
 
 
+def routed_snapshot_lines(section: dict[str, Any]) -> list[str]:
+    """Sharded tables snapshotted into one table and into a table each."""
+    rows = []
+    for figures in section.values():
+        seconds = figures.get("seconds") or {}
+        rows.append(
+            (
+                f"{figures.get('shards')} x {_num(figures.get('rows_per_shard'))}",
+                f"{seconds.get('own_tables')} s",
+                f"{seconds.get('routed')} s",
+                figures.get("routed_snapshot_vs_own_tables"),
+            )
+        )
+    return _table(("shards x rows", "a table each (runs)", "routed (runs)", "ratio"), rows)
+
+
 #: The keyless stream's parts (``keyless_stream.Parts``) as the report names them.
 KEYLESS_STREAM_PARTS = (
     ("slice.halves", "slices: halves"),
@@ -950,6 +974,18 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "Python's `hmac`.",
             "",
             *masks_stream_lines(raw["masks_stream"]),
+            "",
+        ]
+    if raw.get("routed_snapshot"):
+        parts += [
+            "## Routes: sharded tables into one Delta table, the first snapshot",
+            "",
+            "`bench/routed_snapshot.py`: sixteen shards with the same keys, each planned as",
+            "one chunk and run in-process, into one Delta table by `routes` and into a table",
+            "each, twice in alternating order (the faster of each counts); the routed table",
+            "checked against the source.",
+            "",
+            *routed_snapshot_lines(raw["routed_snapshot"]),
             "",
         ]
     extra = {k: raw[k] for k in ("stream_latency", "stream_big_transaction") if raw.get(k)}

@@ -37,7 +37,9 @@ default; ``keyless_snapshot.py``); and **keyless_stream**: the same one-row chan
 keyless stream's time goes (``keyless_stream.py``); and **masks_stream**: the same one-row
 changes streamed into a table whose ``ssn`` is left out, ``email`` hashed and ``notes``
 truncated, with the change metadata columns, and into the same rows without
-(``masks_stream.py``).
+(``masks_stream.py``); and **routed_snapshot**: sixteen shards with overlapping keys
+snapshotted into one Delta table by ``routes`` against the same shards into a table each
+(``routed_snapshot.py``).
 
 A section whose function does not exist (yet) is recorded as ``missing``; one that fails is
 recorded as ``error`` with the message and the run goes on (exit status 1 at the end). The
@@ -91,6 +93,8 @@ KEYLESS_ROWS = 1_000_000
 KEYLESS_CHANGES = 100_000
 #: Rows of each table of the masks_stream section, and changes streamed into each.
 MASKS_ROWS, MASKS_CHANGES = 200_000, 50_000
+#: Shards of the routed_snapshot section, and rows of each.
+ROUTED_SHARDS, ROUTED_ROWS = 16, 100_000
 #: Backlog sizes (row changes) of the stream sections: the mixed backlog and each of the three
 #: workloads (the largest is the headline). Not 1M any more: one Python decoder reads
 #: single-row INSERTs at ~6.5k changes/s here (the stream ~15k, mariadb-binlog ~50k), so the
@@ -123,6 +127,7 @@ HEADLINE_KEYS = (
     "keyless_snapshot_vs_keyed",
     "keyless_stream_vs_keyed",
     "masks_stream_vs_plain",
+    "routed_snapshot_vs_own_tables",
 )
 RESULTS = BENCH / "results.json"
 
@@ -429,6 +434,23 @@ def masks_stream_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
             shutil.rmtree(workdir)
 
 
+def routed_snapshot_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``routed_snapshot.measure_routed_snapshot``: sharded tables snapshotted into one
+    Delta table against a table each; keyed by the rows of a shard."""
+    measure, status = optional("routed_snapshot", "measure_routed_snapshot")
+    run.sections["routed_snapshot"] = status
+    if measure is not None:
+        result = run.attempt(
+            "routed_snapshot",
+            "routed_snapshot",
+            lambda: measure(server, workdir, ROUTED_SHARDS, ROUTED_ROWS),
+        )
+        if result is not None:
+            run.raw["routed_snapshot"] = {str(ROUTED_ROWS): result}
+        with contextlib.suppress(OSError):
+            shutil.rmtree(workdir)
+
+
 def upkeep_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``upkeep.measure_upkeep``: the maintenance DAG on a table the stream wrote for 500
     versions, beside the running stream; keyed by the table's rows."""
@@ -625,6 +647,9 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         ),
         "keyless_stream_vs_keyed": _largest(raw.get("keyless_stream"), "keyless_stream_vs_keyed"),
         "masks_stream_vs_plain": _largest(raw.get("masks_stream"), "masks_stream_vs_plain"),
+        "routed_snapshot_vs_own_tables": _largest(
+            raw.get("routed_snapshot"), "routed_snapshot_vs_own_tables"
+        ),
     }
     plan = raw.get("plan") or {}
     plan_sizes = [int(k) for k in plan.get("sizes", {})]
@@ -797,6 +822,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if "masks_stream" not in skip:
                 masks_stream_section(run, server, workdir / "masks_stream")
+            if "routed_snapshot" not in skip:
+                routed_snapshot_section(run, server, workdir / "routed_snapshot")
         finally:
             server.stop()
     run.stage_seconds["total"] = round(time.perf_counter() - started, 2)

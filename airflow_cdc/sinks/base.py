@@ -297,10 +297,14 @@ class Sink(Protocol):
         files: Sequence[WrittenFile],
         rng: ChunkRange,
         writer: RangeWriter,
+        *,
+        source: str | None = None,
     ) -> bool:
         """Commit ``files`` (the rows of ``rng`` written by ``writer``) in one commit if
-        the table holds no row that may lie in ``rng``; False, committing nothing, when it
-        may. :class:`~airflow_cdc.errors.SinkColumnsChangedError` when the table's columns
+        the table holds no row that may lie in ``rng`` (with ``source``: no such row of
+        that source table, in a table that routes merge and whose key holds the source);
+        False, committing nothing, when it may.
+        :class:`~airflow_cdc.errors.SinkColumnsChangedError` when the table's columns
         changed since the writer was made."""
         ...
 

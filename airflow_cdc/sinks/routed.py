@@ -251,13 +251,17 @@ class RoutedSink:
         files: Sequence[WrittenFile],
         rng: ChunkRange,
         writer: RangeWriter,
+        *,
+        source: str | None = None,
     ) -> bool:
         target = self._target(table)
         if target is None:
-            return self._inner.commit_new_range(table, files, rng, writer)
+            return self._inner.commit_new_range(table, files, rng, writer, source=source)
         inner = writer.inner if isinstance(writer, SourceRangeWriter) else writer
-        # Another source's rows in the range make it False: the chunk then merges.
-        return self._inner.commit_new_range(target, files, rng, inner)
+        # The source joins the key: another source's rows of the range are other keys.
+        # With unique keys they may be the same ones: the chunk then merges.
+        mine = None if self._routes.unique_keys else str(table)
+        return self._inner.commit_new_range(target, files, rng, inner, source=mine)
 
     def remove_files(self, table: TableId, files: Sequence[WrittenFile]) -> None:
         self._inner.remove_files(self._target(table) or table, files)

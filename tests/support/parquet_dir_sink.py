@@ -399,7 +399,11 @@ class ParquetDirSink:
         files: Sequence[WrittenFile],
         rng: ChunkRange,
         writer: RangeWriter,
+        *,
+        source: str | None = None,
     ) -> bool:
+        if source is not None:
+            raise SinkError("this sink holds no routed tables")
         if not isinstance(writer, TableFiles):
             raise SinkError(f"{writer!r} is not this sink's range writer")
         schema = writer.schema

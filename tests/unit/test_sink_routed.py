@@ -117,23 +117,33 @@ def test_shards_with_the_same_keys_are_kept_apart_in_one_table(tmp_path: Path) -
     assert config.routing.target_of(SHARDS[0]) == TARGET
 
 
-def test_a_shard_s_new_range_commits_only_into_an_empty_range(tmp_path: Path) -> None:
+def test_a_shard_s_new_range_commits_unless_the_shard_has_rows_there(tmp_path: Path) -> None:
+    """The source joins the key: another shard's rows of the range are other keys, so a
+    shard's first snapshot appends beside them (no merge reading them); its own rows, or
+    with unique keys anyone's, make the chunk merge."""
     _, sink = routed(tmp_path)
+    rng = ChunkRange((100,), (200,))
     writers = [sink.range_writer(shard) for shard in SHARDS[:2]]
     first = writers[0].write(rows(range(100, 110), 1, tag="s0:"))
-    assert sink.commit_new_range(SHARDS[0], first, ChunkRange((100,), (200,)), writers[0])
+    assert sink.commit_new_range(SHARDS[0], first, rng, writers[0])
     second = writers[1].write(rows(range(100, 110), 1, tag="s1:"))
-    # The other shard's rows lie in the range: nothing committed, the chunk merges.
-    assert not sink.commit_new_range(SHARDS[1], second, ChunkRange((100,), (200,)), writers[1])
-    sink.remove_files(SHARDS[1], second)
+    assert sink.commit_new_range(SHARDS[1], second, rng, writers[1])
+    again = writers[1].write(rows(range(100, 110), 2, tag="s1:"))
+    assert not sink.commit_new_range(SHARDS[1], again, rng, writers[1])
+    sink.remove_files(SHARDS[1], again)
     assert live(sink, SHARDS[0]) == {k: f"s0:{k}@1" for k in range(100, 110)}
-    assert live(sink, SHARDS[1]) == {}
-    sink.apply(SHARDS[1], rows(range(100, 105), 1, tag="s1:"))
+    assert live(sink, SHARDS[1]) == {k: f"s1:{k}@1" for k in range(100, 110)}
     # Files of the sink's own writers: a filter on the source reads their rows.
     assert sink.scan(SHARDS[0]).dataset.to_table().num_rows == 10
     assert sink.truncate(SHARDS[0], BinlogPosition("mysql-bin.000001", 50_000)) == 10
     assert live(sink, SHARDS[0]) == {}
-    assert live(sink, SHARDS[1]) == {k: f"s1:{k}@1" for k in range(100, 105)}
+    assert len(live(sink, SHARDS[1])) == 10
+    _, unique = routed(tmp_path / "unique", unique_keys=True)
+    writers = [unique.range_writer(shard) for shard in SHARDS[:2]]
+    first = writers[0].write(rows(range(100, 110), 1, tag="s0:"))
+    assert unique.commit_new_range(SHARDS[0], first, rng, writers[0])
+    second = writers[1].write(rows(range(100, 110), 1, tag="s1:"))
+    assert not unique.commit_new_range(SHARDS[1], second, rng, writers[1])
 
 
 def test_a_batch_s_routed_tables_are_merged_by_one_task_a_target(tmp_path: Path) -> None:

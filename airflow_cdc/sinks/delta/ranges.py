@@ -84,18 +84,24 @@ def commit_if_empty(
     rng: ChunkRange,
     written_with: pa.Schema,
     rows_in: RangeRows = range_rows,
+    *,
+    source: str | None = None,
 ) -> bool:
     """One attempt of :meth:`DeltaSink.commit_new_range` on ``dt``: ``files`` committed
     when ``rng`` holds no row (else False); :class:`SinkColumnsChangedError` when the
     table's columns are no longer those the files were written with (``written_with``:
-    the columns they were written for, :attr:`TableLayout.change_schema`)."""
+    the columns they were written for, :attr:`TableLayout.change_schema`); ``source``:
+    only that source table's rows in ``rng`` count."""
     layout = writable_layout(dt, table)
     if layout.change_schema != written_with:
         raise SinkColumnsChangedError(
             f"the columns of {table}'s Delta table changed while {rng.label()} was "
             f"written: {'; '.join(column_differences(layout, written_with))}"
         )
-    if rows_in(dt, layout, rng, None).num_rows:
+    held = rows_in(dt, layout, rng, None)
+    if source is not None:  # a routed table whose key holds the source: its rows alone
+        held = held.filter(pc.equal(held.column(SOURCE_TABLE_COLUMN), source))
+    if held.num_rows:
         return False
     commit_files(dt, files)
     return True

@@ -227,9 +227,12 @@ class DeltaSink(DeltaTables):
         files: Sequence[WrittenFile],
         rng: ChunkRange,
         writer: RangeWriter,
+        *,
+        source: str | None = None,
     ) -> bool:
         """Commit ``files`` (the rows of ``rng``, one per key, written by ``writer``) as
-        one append, if the table holds no row that may lie in ``rng``. False, committing
+        one append, if the table holds no row that may lie in ``rng`` (of ``source``, when
+        given: ``sinks.routed``). False, committing
         nothing, when it may: the caller then merges the rows. See the module docstring
         for concurrent writers. :class:`SinkColumnsChangedError` when the table's columns
         changed since the writer was made."""
@@ -238,7 +241,9 @@ class DeltaSink(DeltaTables):
 
         def attempt() -> bool:
             current = self._open(table)
-            return commit_if_empty(current, table, written, rng, schema, self._range_rows)
+            return commit_if_empty(
+                current, table, written, rng, schema, self._range_rows, source=source
+            )
 
         what = f"commit {len(files)} data files of {table} {rng.label()}"
         committed, _ = retry_conflicts(attempt, what, self.retry)
