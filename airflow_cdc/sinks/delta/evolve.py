@@ -144,8 +144,9 @@ def _mark(dt: DeltaTable, table: TableId, change: ColumnsChange) -> None:
     """Step 1; the mark also holds the columns kept as dropped after the change, for step
     3 (which a crash may leave to a replay, when the table no longer tells them)."""
     layout = layout_of(dt, table)
-    _, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
-    if change.source is not None:  # a routed table keeps none (``route_columns``)
+    if change.source is None:
+        _, dropped = change.columns_after(layout.source_fields, layout.dropped_columns)
+    else:  # a routed table keeps none (``route_columns``)
         dropped = list(layout.dropped_columns)
     mark = {"position": change.position.to_text(), "since": time.time(), "dropped": dropped}
     dt.alter.set_table_properties({CONFIG_EVOLVING: json.dumps(mark)}, raise_if_not_exists=False)

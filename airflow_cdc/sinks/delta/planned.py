@@ -26,6 +26,7 @@ from airflow_cdc.sinks.delta.layout import (
     CONFIG_LAKE_RULES,
     CONFIG_ROUTE_COLUMNS,
     STATS_COLUMNS,
+    TableLayout,
     column_differences,
     delta_arrow_schema,
     layout_of,
@@ -35,6 +36,7 @@ from airflow_cdc.sinks.keyless import stored_key
 
 __all__ = [
     "PlannedTable",
+    "check_same_kind",
     "check_same_layout",
     "create_table",
     "planned_table",
@@ -147,15 +149,32 @@ def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTabl
     (:class:`SinkError`) or whose columns do (:class:`SinkColumnsChangedError`: the
     source's columns changed and the stream has not changed the table's yet, or has
     changed them past what the writer read)."""
+    layout = check_same_kind(table, existing, planned)
+    problems = column_differences(layout, planned.schema)
+    if problems:
+        raise SinkColumnsChangedError(
+            f"the sink table of {table} at {existing.table_uri} has other columns than the "
+            f"source: {'; '.join(problems)}"
+        )
+
+
+def check_same_kind(table: TableId, existing: DeltaTable, planned: PlannedTable) -> TableLayout:
+    """Everything :func:`check_same_layout` checks but the columns (which a routed table
+    takes otherwise, ``route_tables``): the kind of rows, the key, the rules, and no change
+    of columns under way; the table's layout."""
     config = planned.configuration
     stored = existing.metadata().configuration
-    _check_same_kind(table, existing, stored.get(CONFIG_KEYLESS), config.get(CONFIG_KEYLESS))
+    _check_keyless_alike(table, existing, stored.get(CONFIG_KEYLESS), config.get(CONFIG_KEYLESS))
     if stored.get(CONFIG_KEY) != config[CONFIG_KEY]:
+        fix = (
+            "the tables of a route must have the same key"
+            if CONFIG_ROUTE_COLUMNS in config
+            else "a new primary key needs the table snapshotted again into a replacement "
+            "(mysql_cdc_backfill with replace)"
+        )
         raise SinkError(
             f"the sink table of {table} at {existing.table_uri} has the key "
-            f"{stored.get(CONFIG_KEY)}, the source {config[CONFIG_KEY]}: a new primary key "
-            "needs the table snapshotted again into a replacement (mysql_cdc_backfill with "
-            "replace)"
+            f"{stored.get(CONFIG_KEY)}, the source {config[CONFIG_KEY]}: {fix}"
         )
     check_same_lake_rules(
         table, stored.get(CONFIG_LAKE_RULES) or "", config.get(CONFIG_LAKE_RULES) or ""
@@ -174,15 +193,10 @@ def check_same_layout(table: TableId, existing: DeltaTable, planned: PlannedTabl
         raise SinkColumnsChangedError(
             f"the stream is changing the columns of the sink table of {table} ({layout.evolving})"
         )
-    problems = column_differences(layout, planned.schema)
-    if problems:
-        raise SinkColumnsChangedError(
-            f"the sink table of {table} at {existing.table_uri} has other columns than the "
-            f"source: {'; '.join(problems)}"
-        )
+    return layout
 
 
-def _check_same_kind(
+def _check_keyless_alike(
     table: TableId, existing: DeltaTable, stored: str | None, planned: str | None
 ) -> None:
     """Refuse a keyed table met by a keyless source table or the other way round: their

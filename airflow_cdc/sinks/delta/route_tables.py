@@ -23,14 +23,11 @@ from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import CDC_PREFIX, SOURCE_TABLE_COLUMN
 from airflow_cdc.sinks.columns_change import ColumnsChange, widens
-from airflow_cdc.sinks.conform import check_same_lake_rules
 from airflow_cdc.sinks.delta.layout import (
-    CONFIG_KEY,
-    CONFIG_LAKE_RULES,
     CONFIG_ROUTE_COLUMNS,
     layout_of,
 )
-from airflow_cdc.sinks.delta.planned import PlannedTable
+from airflow_cdc.sinks.delta.planned import PlannedTable, check_same_kind
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.route_columns import RouteColumns, TargetChange, source_change
 
@@ -51,12 +48,7 @@ def join_route(
 
     def attempt() -> bool:
         dt = open_table()
-        _check_same_kind(dt, table, planned)
-        layout = layout_of(dt, table)
-        if layout.evolving is not None:
-            raise SinkColumnsChangedError(
-                f"the stream is changing the columns of {table} ({layout.evolving})"
-            )
+        layout = check_same_kind(table, dt, planned)
         have = {f.name: f.type for f in layout.source_fields}
         want = [f for f in planned.schema if not f.name.startswith(CDC_PREFIX)]
         recorded = layout.route_columns.get(source)
@@ -91,19 +83,6 @@ def join_route(
     return changed
 
 
-def _check_same_kind(dt: DeltaTable, table: TableId, planned: PlannedTable) -> None:
-    """The key and the rules the table was made with are the source's."""
-    stored, config = dt.metadata().configuration, planned.configuration
-    if stored.get(CONFIG_KEY) != config[CONFIG_KEY]:
-        raise SinkError(
-            f"the routed table {table} has the key {stored.get(CONFIG_KEY)}, a source of it "
-            f"{config[CONFIG_KEY]}: the tables of a route must have the same key"
-        )
-    check_same_lake_rules(
-        table, stored.get(CONFIG_LAKE_RULES) or "", config.get(CONFIG_LAKE_RULES) or ""
-    )
-
-
 def route_properties(columns: RouteColumns) -> dict[str, str]:
     """The table properties that record each source's columns."""
     record = {source: list(names) for source, names in columns.sources.items()}
@@ -114,14 +93,16 @@ def route_change(dt: DeltaTable, table: TableId, change: ColumnsChange) -> Targe
     """The change of ``dt`` that ``change`` of one of its sources' columns makes; a
     :class:`SinkError` naming the way on when the table cannot take it."""
     source = change.source
+    if source is None:
+        raise ValueError(f"a change of {table}'s columns names no source table")
     layout = layout_of(dt, table)
     columns = RouteColumns(tuple(layout.source_fields), layout.route_columns)
-    mine = set(columns.of(source or ""))
+    mine = set(columns.of(source))
     # columns whose values in the source's rows may have to go: read to know
     maybe = [a.field.name for a in change.added if a.field.name in layout.source_columns]
     maybe += [] if change.keep_dropped else list(change.dropped)
     try:
-        return source_change(columns, change, _holding(dt, source or "", maybe, mine))
+        return source_change(columns, change, _holding(dt, source, maybe, mine))
     except ValueError as exc:
         raise SinkError(
             f"{exc}. The routed table {table} cannot take it: undo it on the source, or make "
