@@ -38,6 +38,7 @@ from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import add_actions, commit_actions
 from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
 from airflow_cdc.sinks.delta.layout import TableLayout
+from airflow_cdc.sinks.delta.own_commits import plain_protocol
 from airflow_cdc.sinks.delta.stagger import phase
 from airflow_cdc.sinks.last_writer_wins import Applied, apply_newer, rows_with_keys
 from airflow_cdc.sinks.storage import Location
@@ -47,7 +48,6 @@ __all__ = [
     "RewriteLimits",
     "SinkFile",
     "commit_rewrite",
-    "plain_protocol",
     "plan_rewrite",
     "rewrite_actions",
 ]
@@ -133,27 +133,6 @@ def plan_rewrite(
         return None
 
 
-#: Table features a rewrite of Parquet files honours as it is (``timestampNtz``: columns of
-#: zone-less timestamps, which every DATETIME column brings).
-_PLAIN_FEATURES = frozenset({"timestampNtz"})
-
-
-def plain_protocol(dt: DeltaTable) -> bool:
-    """Whether the table asks nothing of writers beyond files and their statistics (the
-    sink creates its tables so): deletion vectors, column mapping, a change data feed,
-    constraints and other features need more than a rewrite of Parquet files."""
-    protocol = dt.protocol()
-    readers = set(protocol.reader_features or ())
-    writers = set(protocol.writer_features or ())
-    reader_ok = protocol.min_reader_version == 1 or (
-        protocol.min_reader_version == 3 and readers <= _PLAIN_FEATURES
-    )
-    writer_ok = protocol.min_writer_version <= 2 or (
-        protocol.min_writer_version == 7 and writers <= _PLAIN_FEATURES
-    )
-    return reader_ok and writer_ok
-
-
 def _without_views(schema: pa.Schema) -> pa.Schema:
     """``schema`` with view types (delta-rs reads strings as ``string_view``) made plain
     large ones, which Arrow's joins and takes handle."""
@@ -201,7 +180,7 @@ def commit_rewrite(
     )
     if actions or record:
         try:
-            commit_actions(dt, actions, commit)
+            commit_actions(dt, actions, commit, location)
         except BaseException:
             remove_data_files(location, files)
             raise
