@@ -14,11 +14,12 @@ import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_cdc.model import TableId
-from airflow_cdc.sinks import DeltaSink
+from airflow_cdc.config import SinkConfig
+from airflow_cdc.model import Column, TableId, TableOptions, TableSchema
+from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.commits import NO_HOOKS, bucket_transactions
 from airflow_cdc.sinks.delta.own_commits import commit_own, writes_own_commit
@@ -94,9 +95,7 @@ COMMITS = st.lists(
 )
 
 
-@settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=12, deadline=None)
 @given(commits=COMMITS, checkpoint_at=st.integers(1, 8))
 def test_delta_rs_reads_an_own_commit_as_the_same_commit_of_its_own(
     tmp_path_factory: pytest.TempPathFactory, commits: list[tuple[object, ...]], checkpoint_at: int
@@ -204,10 +203,6 @@ def test_only_a_plain_local_table_gets_an_own_commit(tmp_path: Path) -> None:
 def test_the_stream_s_small_merges_commit_their_own(tmp_path: Path) -> None:
     """The wiring: a small merge of the streaming sink (``rewrite.commit_rewrite``) writes
     its commit itself, and readers see its rows."""
-    from airflow_cdc.config import SinkConfig
-    from airflow_cdc.model import Column, TableOptions, TableSchema
-    from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-
     table = TableId("db", "t")
     schema = TableSchema(table, (Column("id", "bigint", "bigint(20)", False),), ("id",))
     sink = DeltaSink.streaming(SinkConfig(str(tmp_path / "lake")))
