@@ -97,6 +97,19 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
         ">=",
     ),
     (
+        "hashed_key_snapshot_vs_plain",
+        "a table keyed by an email, its key hashed in the lake (every chunk a merge), "
+        "snapshotted against the same rows with the key as it is, the plain one's seconds "
+        "÷ the hashed one's (in-process, `bench/hashed_keys.py`; informational)",
+        ">=",
+    ),
+    (
+        "hashed_key_stream_vs_plain",
+        "the same one-row changes streamed into both, the plain stream's seconds ÷ the "
+        "hashed one's (informational)",
+        ">=",
+    ),
+    (
         "routed_snapshot_vs_own_tables",
         "sixteen shards with overlapping keys snapshotted into one Delta table (`routes`) "
         "÷ into a table each, seconds (in-process, `bench/routed_snapshot.py`; lower is "
@@ -124,6 +137,8 @@ TARGETS: dict[str, float | None] = {
     "keyless_snapshot_vs_keyed": 2.0,
     "keyless_stream_vs_keyed": 2.0,
     "masks_stream_vs_plain": 0.8,
+    "hashed_key_snapshot_vs_plain": None,
+    "hashed_key_stream_vs_plain": None,
     "routed_snapshot_vs_own_tables": 1.5,
 }
 
@@ -564,6 +579,32 @@ def masks_stream_lines(section: dict[str, Any]) -> list[str]:
     return _table(("rows / changes", "plain (runs)", "masked (runs)", "ratio"), rows)
 
 
+def hashed_keys_lines(section: dict[str, Any]) -> list[str]:
+    """A table keyed by hash against the same rows keyed as they are."""
+    rows = []
+    for figures in section.values():
+        seconds = figures.get("snapshot_seconds") or {}
+        streams = figures.get("stream_seconds") or {}
+        rows.append(
+            (
+                f"{figures.get('rows'):,} / {_num(figures.get('chunk_rows'))} / "
+                f"{_num(figures.get('changes_per_table'))}",
+                f"{seconds.get('plain')} s, {streams.get('plain')} s",
+                f"{seconds.get('hashed')} s, {streams.get('hashed')} s",
+                figures.get("hashed_key_snapshot_vs_plain"),
+                figures.get("hashed_key_stream_vs_plain"),
+            )
+        )
+    header = (
+        "rows / chunk rows / changes",
+        "plain: snapshot, stream (runs)",
+        "hashed: snapshot, stream (runs)",
+        "snapshot ratio",
+        "stream ratio",
+    )
+    return _table(header, rows)
+
+
 def routed_snapshot_lines(section: dict[str, Any]) -> list[str]:
     """Sharded tables snapshotted into one table and into a table each."""
     rows = []
@@ -974,6 +1015,21 @@ def render_markdown(results: dict[str, Any], png_name: str) -> str:
             "Python's `hmac`.",
             "",
             *masks_stream_lines(raw["masks_stream"]),
+            "",
+        ]
+    if raw.get("hashed_keys"):
+        parts += [
+            "## A key hashed in the lake: snapshot and stream",
+            "",
+            "`bench/hashed_keys.py`: two tables of the same rows keyed by an email (binary",
+            "collation), one with the key hashed (`masks`), each snapshotted in chunks run",
+            "one after another (the hashed table's are all merges, without pruning: a",
+            "hashed key says nothing of its range), the same one-row statements on both",
+            "(updates, inserts, deletes), each streamed in-process until caught up, twice",
+            "in alternating order (the faster counts), every lake checked against the",
+            "source with Python's `hmac`. Informational: no target.",
+            "",
+            *hashed_keys_lines(raw["hashed_keys"]),
             "",
         ]
     if raw.get("routed_snapshot"):

@@ -37,7 +37,9 @@ default; ``keyless_snapshot.py``); and **keyless_stream**: the same one-row chan
 keyless stream's time goes (``keyless_stream.py``); and **masks_stream**: the same one-row
 changes streamed into a table whose ``ssn`` is left out, ``email`` hashed and ``notes``
 truncated, with the change metadata columns, and into the same rows without
-(``masks_stream.py``); and **routed_snapshot**: sixteen shards with overlapping keys
+(``masks_stream.py``); and **hashed_keys**: a table whose key is hashed in the lake
+snapshotted and streamed against the same rows with the key as it is (``hashed_keys.py``);
+and **routed_snapshot**: sixteen shards with overlapping keys
 snapshotted into one Delta table by ``routes`` against the same shards into a table each
 (``routed_snapshot.py``).
 
@@ -93,6 +95,8 @@ KEYLESS_ROWS = 1_000_000
 KEYLESS_CHANGES = 100_000
 #: Rows of each table of the masks_stream section, and changes streamed into each.
 MASKS_ROWS, MASKS_CHANGES = 200_000, 50_000
+#: Rows of each table of the hashed_keys section, rows of its chunks, changes streamed.
+HASHED_ROWS, HASHED_CHUNK_ROWS, HASHED_CHANGES = 1_000_000, 50_000, 20_000
 #: Shards of the routed_snapshot section, and rows of each.
 ROUTED_SHARDS, ROUTED_ROWS = 16, 100_000
 #: Backlog sizes (row changes) of the stream sections: the mixed backlog and each of the three
@@ -127,6 +131,8 @@ HEADLINE_KEYS = (
     "keyless_snapshot_vs_keyed",
     "keyless_stream_vs_keyed",
     "masks_stream_vs_plain",
+    "hashed_key_snapshot_vs_plain",
+    "hashed_key_stream_vs_plain",
     "routed_snapshot_vs_own_tables",
 )
 RESULTS = BENCH / "results.json"
@@ -383,19 +389,38 @@ def verify_section(run: Run, server: LocalMariaDB, rows: int, workdir: Path) -> 
             run.raw["verify"] = {str(rows): result}
 
 
+def measured_section(
+    run: Run,
+    name: str,
+    size: int,
+    measure_with: Callable[[Callable[..., Any]], Any],
+    workdir: Path,
+    stage: str | None = None,
+) -> None:
+    """A section whose one measurement is ``bench/<name>.py``'s ``measure_<name>``, called
+    by ``measure_with``; its result keyed by ``size``, ``workdir`` removed after."""
+    measure, status = optional(name, f"measure_{name}")
+    run.sections[name] = status
+    if measure is None:
+        return
+    result = run.attempt(name, stage or name, lambda: measure_with(measure))
+    if result is not None:
+        run.raw[name] = {str(size): result}
+    with contextlib.suppress(OSError):
+        shutil.rmtree(workdir)
+
+
 def keyless_snapshot_section(run: Run, server: LocalMariaDB, rows: int, workdir: Path) -> None:
     """``keyless_snapshot.measure_keyless_snapshot``: a table without a key snapshotted
     against the same rows with a primary key, in the same run; keyed by the rows."""
-    measure, status = optional("keyless_snapshot", "measure_keyless_snapshot")
-    run.sections["keyless_snapshot"] = status
-    if measure is not None:
-        result = run.attempt(
-            "keyless_snapshot", f"keyless_snapshot.{rows}", lambda: measure(server, rows, workdir)
-        )
-        if result is not None:
-            run.raw["keyless_snapshot"] = {str(rows): result}
-        with contextlib.suppress(OSError):
-            shutil.rmtree(workdir)
+    measured_section(
+        run,
+        "keyless_snapshot",
+        rows,
+        lambda measure: measure(server, rows, workdir),
+        workdir,
+        f"keyless_snapshot.{rows}",
+    )
 
 
 def keyless_stream_section(
@@ -403,52 +428,51 @@ def keyless_stream_section(
 ) -> None:
     """``keyless_stream.measure_keyless_stream``: the same changes streamed into a table
     without a key and into the same rows with a primary key; keyed by the rows."""
-    measure, status = optional("keyless_stream", "measure_keyless_stream")
-    run.sections["keyless_stream"] = status
-    if measure is not None:
-        result = run.attempt(
-            "keyless_stream",
-            f"keyless_stream.{rows}",
-            lambda: measure(server, rows, workdir, changes),
-        )
-        if result is not None:
-            run.raw["keyless_stream"] = {str(rows): result}
-        with contextlib.suppress(OSError):
-            shutil.rmtree(workdir)
+    measured_section(
+        run,
+        "keyless_stream",
+        rows,
+        lambda measure: measure(server, rows, workdir, changes),
+        workdir,
+        f"keyless_stream.{rows}",
+    )
 
 
 def masks_stream_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``masks_stream.measure_masks_stream``: the same changes streamed with and without
     columns left out and masked and the change metadata columns; keyed by the rows."""
-    measure, status = optional("masks_stream", "measure_masks_stream")
-    run.sections["masks_stream"] = status
-    if measure is not None:
-        result = run.attempt(
-            "masks_stream",
-            "masks_stream",
-            lambda: measure(server, workdir, MASKS_ROWS, MASKS_CHANGES),
-        )
-        if result is not None:
-            run.raw["masks_stream"] = {str(MASKS_ROWS): result}
-        with contextlib.suppress(OSError):
-            shutil.rmtree(workdir)
+    measured_section(
+        run,
+        "masks_stream",
+        MASKS_ROWS,
+        lambda measure: measure(server, workdir, MASKS_ROWS, MASKS_CHANGES),
+        workdir,
+    )
+
+
+def hashed_keys_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
+    """``hashed_keys.measure_hashed_keys``: a table whose key is hashed in the lake
+    snapshotted and streamed against the same rows with the key as it is; keyed by the
+    rows."""
+    measured_section(
+        run,
+        "hashed_keys",
+        HASHED_ROWS,
+        lambda measure: measure(server, workdir, HASHED_ROWS, HASHED_CHUNK_ROWS, HASHED_CHANGES),
+        workdir,
+    )
 
 
 def routed_snapshot_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
     """``routed_snapshot.measure_routed_snapshot``: sharded tables snapshotted into one
     Delta table against a table each; keyed by the rows of a shard."""
-    measure, status = optional("routed_snapshot", "measure_routed_snapshot")
-    run.sections["routed_snapshot"] = status
-    if measure is not None:
-        result = run.attempt(
-            "routed_snapshot",
-            "routed_snapshot",
-            lambda: measure(server, workdir, ROUTED_SHARDS, ROUTED_ROWS),
-        )
-        if result is not None:
-            run.raw["routed_snapshot"] = {str(ROUTED_ROWS): result}
-        with contextlib.suppress(OSError):
-            shutil.rmtree(workdir)
+    measured_section(
+        run,
+        "routed_snapshot",
+        ROUTED_ROWS,
+        lambda measure: measure(server, workdir, ROUTED_SHARDS, ROUTED_ROWS),
+        workdir,
+    )
 
 
 def upkeep_section(run: Run, server: LocalMariaDB, workdir: Path) -> None:
@@ -647,6 +671,12 @@ def headlines(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int | None
         ),
         "keyless_stream_vs_keyed": _largest(raw.get("keyless_stream"), "keyless_stream_vs_keyed"),
         "masks_stream_vs_plain": _largest(raw.get("masks_stream"), "masks_stream_vs_plain"),
+        "hashed_key_snapshot_vs_plain": _largest(
+            raw.get("hashed_keys"), "hashed_key_snapshot_vs_plain"
+        ),
+        "hashed_key_stream_vs_plain": _largest(
+            raw.get("hashed_keys"), "hashed_key_stream_vs_plain"
+        ),
         "routed_snapshot_vs_own_tables": _largest(
             raw.get("routed_snapshot"), "routed_snapshot_vs_own_tables"
         ),
@@ -822,6 +852,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if "masks_stream" not in skip:
                 masks_stream_section(run, server, workdir / "masks_stream")
+            if "hashed_keys" not in skip:
+                hashed_keys_section(run, server, workdir / "hashed_keys")
             if "routed_snapshot" not in skip:
                 routed_snapshot_section(run, server, workdir / "routed_snapshot")
         finally:

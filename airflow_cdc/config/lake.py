@@ -5,11 +5,11 @@ have the change metadata columns (``_cdc_op``, ``_cdc_commit_ts``: ``sinks.cdc_c
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import TableOptions, TableSchema
+from airflow_cdc.model import TableId, TableOptions, TableSchema
 from airflow_cdc.model.lake_columns import LakeColumnRules, MaskKey, TableLakeColumns
 from airflow_cdc.model.lake_record import LakeRecord
 
@@ -78,6 +78,13 @@ class LakeColumnsConfig:
             return self.rules.for_table(schema)
         except ValueError as exc:
             raise _naming_the_settings(exc) from None
+
+    def keyed_by_hash(self, schemas: Iterable[TableSchema]) -> frozenset[TableId]:
+        """The tables among ``schemas`` whose lake key is hashed
+        (``TableLakeColumns.keyed_by_hash``)."""
+        if not self.masks:
+            return frozenset()
+        return frozenset(s.table for s in schemas if self.for_table(s).keyed_by_hash)
 
     def table_options(self, lake: TableLakeColumns, bucket_width: int | None) -> TableOptions:
         """How a writer asks for a lake table whose rules ``for_table`` resolved as

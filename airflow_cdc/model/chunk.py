@@ -54,5 +54,9 @@ class Chunk:
     chunk_no: int
     range: ChunkRange
 
-    def label(self) -> str:
+    def label(self, *, bounds: bool = True) -> str:
+        """``shop.orders #3 [100, 200)``; without ``bounds`` (a key hashed in the lake:
+        they are source key values), ``shop.orders #3``."""
+        if not bounds:
+            return f"{self.table} #{self.chunk_no}"
         return f"{self.table} #{self.chunk_no} {self.range.label()}"

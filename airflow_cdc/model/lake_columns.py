@@ -16,10 +16,17 @@ lose a row's identity or cannot be done to a column's type, naming the entry to 
   (HMAC-SHA256, hex) of the value's UTF-8 text: both are for text columns. ``null``
   suits any column but the key.
 
+A key column takes ``hash`` only: the hash of a key is as unique as the key, so the lake's
+rows keep their identity (updates and deletes find their row by the hashed key), while
+``null`` and ``truncate`` would make rows one. A table whose key is hashed is *keyed by
+hash* (:attr:`TableLakeColumns.keyed_by_hash`): its lake rows no longer say which chunk's
+key range they lie in, which the parts that find lake rows by range take into account
+(docs/architecture.md, "Hashed keys").
+
 A table without a key is held as counts of its row images (``sinks.keyless``): the
 images are those of the lake, so rows that differ only in what is left out or masked are
 one image counted twice. Its chunking column is its key here: it cannot be left out or
-masked. Masks of key columns are refused for now (a row is found by its key).
+masked.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from airflow_cdc.model.selection import TablePattern
-from airflow_cdc.model.table import TableSchema, _split_dotted, quote_identifier
+from airflow_cdc.model.table import TableId, TableSchema, _split_dotted, quote_identifier
 
 __all__ = [
     "ALL_COLUMNS",
@@ -140,6 +147,9 @@ class TableLakeColumns:
     kept: tuple[str, ...]
     left_out: tuple[str, ...] = ()
     masks: tuple[tuple[str, Mask], ...] = ()
+    #: A key column is hashed: the lake's rows are found by the hashed key, never by a
+    #: range of the source's keys (see the module docstring).
+    keyed_by_hash: bool = False
 
     @property
     def is_plain(self) -> bool:
@@ -205,7 +215,17 @@ class LakeColumnRules:
         _check_kept(schema, kept, matching)
         for name, mask in masks:
             _check_mask(schema, kept, name, mask)
-        return TableLakeColumns(kept, left_out, masks)
+        keyed_by_hash = not schema.keyless and self.keys_by_hash(schema.table, schema.key)
+        return TableLakeColumns(kept, left_out, masks, keyed_by_hash)
+
+    def keys_by_hash(self, table: TableId, key: Sequence[str]) -> bool:
+        """Whether a ``hash`` mask of ``table`` names a column of ``key`` (its key
+        columns): the table is keyed by hash, and its chunks' bounds, source key values,
+        are not shown (``Chunk.label``)."""
+        return any(
+            pattern.matches(table) and name in key and mask.kind is MaskKind.HASH
+            for pattern, name, mask in self.masks
+        )
 
     @property
     def hashes(self) -> bool:
@@ -285,8 +305,13 @@ def _check_kept(
 
 def _check_mask(schema: TableSchema, kept: tuple[str, ...], name: str, mask: Mask) -> None:
     where = f"the mask {mask.text!r} of {schema.table}.{name}"
-    if name in schema.key:
-        raise ValueError(f"{where}: a key column cannot be masked yet; drop the entry")
+    if name in schema.key and (schema.keyless or mask.kind is not MaskKind.HASH):
+        why = (
+            "a table without a key is chunked by it"
+            if schema.keyless
+            else "rows would become one; 'hash' keeps a key's rows apart"
+        )
+        raise ValueError(f"{where}: a key column takes 'hash' only ({why}); change the entry")
     if name not in kept:
         raise ValueError(f"{where}: 'columns' leaves the column out; drop one of the two")
     column = schema.column(name)

@@ -1,22 +1,29 @@
 """The XCom form of a plan: one small item per work unit (its chunk ids, table count,
 estimated rows and label), what the mapped chunk task and the sensor are given. No key
-values beyond the label, no secret."""
+values beyond the label (none of a key hashed in the lake), no secret."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow_cdc.config import ChunkingConfig
+from airflow_cdc.config import ChunkingConfig, LakeColumnsConfig
 from airflow_cdc.metadata.records import PlanRecord
 from airflow_cdc.planning.packing import PlannedChunk, pack_chunks
 
 __all__ = ["start_handle", "unit_handles"]
 
 
-def unit_handles(record: PlanRecord, chunking: ChunkingConfig) -> list[dict[str, Any]]:
+def unit_handles(
+    record: PlanRecord, chunking: ChunkingConfig, lake_columns: LakeColumnsConfig
+) -> list[dict[str, Any]]:
     """The XCom form of a plan, one item per work unit: small, JSON-safe, no key values
-    beyond the label."""
-    planned = [PlannedChunk.of(chunk) for chunk in record.chunks]
+    beyond the label; a chunk of a table keyed by hash (``lake_columns``) is labelled
+    without its bounds."""
+    rules = lake_columns.rules
+    planned = [
+        PlannedChunk.of(chunk, bounds=not rules.keys_by_hash(chunk.table, chunk.key))
+        for chunk in record.chunks
+    ]
     return [
         {
             "plan_id": record.plan_id,

@@ -197,7 +197,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
             self._replace(source, metadata_url, sink, lake_columns, record, context)
 
         self._log_plans(plans, asked.chunking.chunk_rows)
-        handles = unit_handles(record, asked.chunking)
+        handles = unit_handles(record, asked.chunking, lake_columns)
         self.log.info(
             "Plan %d stored: %d chunk(s) of %d table(s) in %d work unit(s), one mapped task each",
             record.plan_id,

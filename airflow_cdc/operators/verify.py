@@ -147,7 +147,7 @@ class VerifyOperator(LineageMixin, SelectedTablesOperator):
         record = store.plans.create(label=f"{label} repair", plans=plans)
         max_units = airflow_conf.getint("core", "max_map_length", fallback=1024)
         chunking = ChunkingConfig(chunk_rows=DEFAULT_CHUNK_ROWS, max_units=max_units)
-        handles = unit_handles(record, chunking)
+        handles = unit_handles(record, chunking, self.lake_columns())
         self.log.info(
             "Repair plan %d: %d range(s) in %d work unit(s) re-snapshot the keys that differ",
             record.plan_id,
@@ -180,6 +180,7 @@ def _figures(outcome: TableOutcome) -> dict[str, Any]:
         "passes": found.passes if found else 0,
         "differences": len(found.differences.keys) if found else 0,
         "repair_ranges": len(outcome.repair),
+        "removed_keys": outcome.removed,
         "seconds": round(found.seconds, 1) if found else 0.0,
         "error": outcome.error,
     }

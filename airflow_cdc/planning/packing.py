@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from airflow_cdc.model import TableId, describe_tables
+from airflow_cdc.model import Chunk, TableId, describe_tables
 
 __all__ = [
     "CHUNK_OVERHEAD_ROWS",
@@ -52,7 +52,10 @@ class StoredChunk(Protocol):
     def chunk_no(self) -> int: ...
     @property
     def estimated_rows(self) -> int: ...
-    def label(self) -> str: ...
+    @property
+    def chunk(self) -> Chunk: ...
+    @property
+    def key(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +69,10 @@ class PlannedChunk:
     label: str
 
     @classmethod
-    def of(cls, chunk: StoredChunk) -> PlannedChunk:
-        return cls(chunk.chunk_id, chunk.table, chunk.chunk_no, chunk.estimated_rows, chunk.label())
+    def of(cls, chunk: StoredChunk, *, bounds: bool = True) -> PlannedChunk:
+        """``chunk``, labelled without its bounds unless ``bounds`` (``Chunk.label``)."""
+        label = chunk.chunk.label(bounds=bounds)
+        return cls(chunk.chunk_id, chunk.table, chunk.chunk_no, chunk.estimated_rows, label)
 
     @property
     def weight(self) -> int:

@@ -80,7 +80,9 @@ class ChunkTask:
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
 
     def label(self) -> str:
-        return self.chunk.label()
+        """The chunk's label, without its bounds when its key is hashed in the lake."""
+        hashed = self.lake_columns.rules.keys_by_hash(self.chunk.table, self.key)
+        return self.chunk.label(bounds=not hashed)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from airflow_cdc.errors import SchemaChangedInWindowError, SourceError, wrapped_
 from airflow_cdc.model import (
     BinlogPosition,
     ChunkRange,
+    Key,
     TableSchema,
 )
 from airflow_cdc.model.gtid import MariaGtidPos
@@ -57,7 +58,7 @@ from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.gtid import end_and_gtid
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import DbConnection, connect, connection_broke
-from airflow_cdc.source.masking import lake_rows
+from airflow_cdc.source.masking import lake_keys, lake_rows
 from airflow_cdc.source.server import ServerInfo, server_info, server_time
 from airflow_cdc.source.watermark import ConsistentReadView
 
@@ -82,7 +83,6 @@ def snapshot_chunk(
     process reads (and writes) one partition more itself (:func:`with_driver_share`)."""
     if driver_share:
         runner = with_driver_share(runner, parallelism)
-    chunk = task.chunk
     staging = staging_folder(
         task.sink, f"chunk-{task.chunk_id}-{task.attempt}-{uuid.uuid4().hex[:8]}"
     )
@@ -98,7 +98,7 @@ def snapshot_chunk(
             if not connection_broke(exc):
                 raise
             raise SourceError(
-                f"the snapshot of {chunk.label()} lost its connection to the source server "
+                f"the snapshot of {task.label()} lost its connection to the source server "
                 f"{task.source.host}:{task.source.port} ({type(exc).__name__}: {exc}): the "
                 "server restarted, the connection was killed or the network failed. The chunk "
                 "is not done; a re-run of it (a retry, or clearing its task) reads it again"
@@ -174,7 +174,7 @@ def _snapshot_on(
     if schema.keyless:
         written = write_counts(conn, sink, stored, task.chunk.range, images, read.high.encode())
     else:
-        written = _write(conn, sink, task, corrected, read.results, runner, probe)
+        written = _write(conn, sink, task, lake, corrected, read.results, runner, probe)
     write_seconds = time.monotonic() - started
     probe.reach("after_commit")
     return ChunkOutcome(
@@ -295,8 +295,12 @@ def _correct(
         read.high_time,
     )
     if not lake.is_plain:
-        masked = lake_rows(corrected.upserts, lake, task.lake_columns.key)
-        corrected = dataclasses.replace(corrected, upserts=masked)
+        mask_key = task.lake_columns.key
+        corrected = dataclasses.replace(
+            corrected,
+            upserts=lake_rows(corrected.upserts, lake, mask_key),
+            deleted=lake_keys(corrected.deleted, schema.key, lake, mask_key),
+        )
     return corrected, len(events)
 
 
@@ -320,21 +324,25 @@ def _write(
     conn: DbConnection,
     sink: Sink,
     task: ChunkTask,
+    lake: TableLakeColumns,
     corrected: ChunkRows,
     results: list[PartitionResult],
     runner: Runner,
     probe: Probe,
 ) -> Written:
     """Step 5: new data files and one commit into a range the sink holds nothing of, else
-    a merge with delete markers (``snapshot.write``)."""
-    files = write_files(sink, corrected, runner)
-    probe.reach("files_written")
-    written = commit_files(sink, corrected, files)
+    a merge with delete markers (``snapshot.write``). A table keyed by hash always merges,
+    without the sweep: its lake rows do not say which range they lie in."""
+    written = None
+    if not lake.keyed_by_hash:
+        files = write_files(sink, corrected, runner)
+        probe.reach("files_written")
+        written = commit_files(sink, corrected, files)
     if written is None:
-        written = merge_rows(
-            sink,
-            corrected,
-            read_staged(results, arrow_schema(corrected.schema)),
-            lambda keys: in_range(conn, corrected.schema, task.chunk.range, keys),
-        )
+        staged = read_staged(results, arrow_schema(corrected.schema))
+
+        def in_chunk(keys: list[Key]) -> dict[Key, bool]:
+            return in_range(conn, corrected.schema, task.chunk.range, keys)
+
+        written = merge_rows(sink, corrected, staged, None if lake.keyed_by_hash else in_chunk)
     return written

@@ -33,7 +33,8 @@ def sweep_range(
     high: BinlogPosition,
 ) -> int:
     """Mark deleted at ``high`` the live rows of ``schema``'s table in ``rng`` whose
-    position is before ``high``; how many. The sink's candidates are a superset of the
+    position is before ``high``; how many. ``schema``: the lake's (without the columns
+    left out: the markers have its columns). The sink's candidates are a superset of the
     range: each key is placed in Python, or by ``source`` where Python cannot order it
     (``snapshot.membership``)."""
     position = high.encode()

@@ -153,7 +153,6 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
     attempts = store.chunks.start_many(spec.chunk_ids, spec.airflow_task)
     tasks = []
     for record, attempt in zip(records, attempts, strict=True):
-        log.info("snapshot of %s, attempt %d", record.label(), attempt)
         _remove_earlier_attempts(spec, record.chunk_id, attempt)
         tasks.append(
             ChunkTask(
@@ -171,6 +170,7 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
                 lake_columns=spec.lake_columns,
             )
         )
+        log.info("snapshot of %s, attempt %d", tasks[-1].label(), attempt)
     return tasks
 
 
@@ -240,7 +240,9 @@ def _sweep(
     (``snapshot.sweep``): a stream batch that read the marks before the record may have
     merged after the chunk's commit. A first attempt written as new files (into a range
     the sink held nothing of) needs it only when a stream follows the table: the sweep
-    reads the range's keys from the sink, every file of a table keyed by text."""
+    reads the range's keys from the sink, every file of a table keyed by text. A table
+    keyed by hash has no range to sweep in the sink; the stream filters none of its
+    changes, so no batch can bring back a row the chunk left out."""
     ranges = {task.chunk_id: task.chunk.range for task in tasks}
     done = [
         (outcome, outcome.schema)
@@ -248,6 +250,7 @@ def _sweep(
         if isinstance(outcome, ChunkOutcome)
         and outcome.schema is not None
         and not outcome.schema.keyless
+        and not spec.lake_columns.for_table(outcome.schema).keyed_by_hash
     ]
     first_files = {o.chunk_id: schema.table for o, schema in done if o.as_files and o.attempt == 1}
     streamed = store.stream_tables.joined_by_any(list(set(first_files.values())))
@@ -257,7 +260,8 @@ def _sweep(
             continue
         sink = sink or open_sink(spec.sink)
         rng = ranges[outcome.chunk_id]
-        swept = sweep_range(sink, spec.source, schema, rng, outcome.high)
+        stored = spec.lake_columns.for_table(schema).project(schema)
+        swept = sweep_range(sink, spec.source, stored, rng, outcome.high)
         if swept:
             log.info(
                 "chunk %d: %d row(s) of %s %s older than its high watermark marked deleted "

@@ -247,25 +247,17 @@ def merge_rows(
     sink: Sink,
     rows: ChunkRows,
     staged_rows: pa.Table,
-    in_range: Callable[[list[Key]], dict[Key, bool]],
+    in_range: Callable[[list[Key]], dict[Key, bool]] | None,
 ) -> Written:
     """The merge way: the rows less the corrected keys, the corrections, and delete markers
-    for sink rows of the range older than the chunk that the source no longer has."""
+    for sink rows of the range older than the chunk that the source no longer has (the
+    sweep; ``in_range`` None: none, the sink's rows of a table keyed by hash do not say
+    which range they lie in)."""
     schema = rows.schema
     key_names = list(schema.key)
     target = arrow_schema(schema)
     kept = without_keys(staged_rows, rows.replaced_keys(), key_names)
-    present = pa.concat_tables(
-        [kept.select(key_names), rows.upserts.select(key_names)], promote_options="permissive"
-    )
-    candidates = sink.candidates(rows.table, rows.range, below=rows.position)
-    if DELETED_COLUMN in candidates.column_names:
-        candidates = candidates.filter(pc.invert(candidates.column(DELETED_COLUMN)))
-    gone = without_keys(candidates.select(key_names), present, key_names)
-    gone_keys = [tuple(row[name] for name in key_names) for row in gone.to_pylist()]
-    member = in_range(gone_keys)
-    deleted = set(rows.deleted)  # marked already (corrected keys are present, not gone)
-    vanished = [k for k in gone_keys if member[k] and k not in deleted]
+    vanished = [] if in_range is None else _vanished(sink, rows, kept, in_range)
     changes = pa.concat_tables(
         [
             with_position(kept, target, rows.position, False, read_time=rows.read_time),
@@ -282,3 +274,25 @@ def merge_rows(
     sink.apply(rows.table, changes, keys_unique=True, wins_ties=True)
     tombstones = len(rows.deleted) + len(vanished)
     return Written(changes.num_rows - tombstones, tombstones, as_files=False)
+
+
+def _vanished(
+    sink: Sink,
+    rows: ChunkRows,
+    kept: pa.Table,
+    in_range: Callable[[list[Key]], dict[Key, bool]],
+) -> list[Key]:
+    """The keys of live sink rows of the chunk's range, older than it, that the chunk
+    neither read nor marked deleted: gone from the source."""
+    key_names = list(rows.schema.key)
+    present = pa.concat_tables(
+        [kept.select(key_names), rows.upserts.select(key_names)], promote_options="permissive"
+    )
+    candidates = sink.candidates(rows.table, rows.range, below=rows.position)
+    if DELETED_COLUMN in candidates.column_names:
+        candidates = candidates.filter(pc.invert(candidates.column(DELETED_COLUMN)))
+    gone = without_keys(candidates.select(key_names), present, key_names)
+    gone_keys = [tuple(row[name] for name in key_names) for row in gone.to_pylist()]
+    member = in_range(gone_keys)
+    deleted = set(rows.deleted)  # marked already (corrected keys are present, not gone)
+    return [k for k in gone_keys if member[k] and k not in deleted]

@@ -11,15 +11,16 @@ the key nobody can test a guess of a value against it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.config import LakeColumnsConfig
-from airflow_cdc.model import TableSchema
+from airflow_cdc.model import Key, TableSchema
 from airflow_cdc.model.lake_columns import Mask, MaskKey, MaskKind, TableLakeColumns
 
-__all__ = ["LakeRows", "hash_text", "hmac_pads", "lake_rows", "masked_array"]
+__all__ = ["LakeRows", "hash_text", "hmac_pads", "lake_keys", "lake_rows", "masked_array"]
 
 _BLOCK = 64  # SHA-256's block size, which HMAC pads its key to
 
@@ -79,6 +80,21 @@ def lake_rows(table: pa.Table, columns: TableLakeColumns, key: MaskKey | None) -
             array = masked_array(table.column(index), mask, key)
             table = table.set_column(index, table.field(index), array)
     return table
+
+
+def lake_keys(
+    keys: Sequence[Key], names: Sequence[str], columns: TableLakeColumns, key: MaskKey | None
+) -> list[Key]:
+    """``keys`` (values of the columns ``names``) as the lake holds them: a hashed key
+    column's values hashed (a key column takes ``hash`` only), the others as they are."""
+    masks = [columns.mask_of(name) for name in names]
+    if not any(masks):
+        return list(keys)
+    values = [[k[i] for k in keys] for i in range(len(names))]
+    for i, mask in enumerate(masks):
+        if mask is not None:
+            values[i] = masked_array(pa.array(values[i], pa.string()), mask, key).to_pylist()
+    return list(zip(*values, strict=True)) if keys else []
 
 
 class LakeRows:

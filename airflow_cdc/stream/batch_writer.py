@@ -102,7 +102,7 @@ class BatchWriter:
             else None
         )
         #: Chunk re-runs that finish under a batch (``stream.stale_marks``).
-        self.reruns = ChunkReruns(self.store, self.sink, spec.sink, spec.source)
+        self.reruns = ChunkReruns(self.store, self.sink, spec.sink, spec.source, spec.lake_columns)
         #: Where merges run as tasks, and on how many cores (``merge_on``); None: here.
         self._executors: tuple[Runner, int] | None = None
 

@@ -1,13 +1,14 @@
 """The driver's side of chunk re-runs that finish under a batch (``stream.stale_marks``
 says why): the batch's rows filtered again with the marks read before merging, and the
-ranges of chunks recorded while it merged swept after."""
+ranges of chunks recorded while it merged swept after. Tables keyed by hash are left
+alone: the stream filters none of their changes (``stream.emit_filter``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
 
-from airflow_cdc.config import SinkConfig, SourceConfig
+from airflow_cdc.config import LakeColumnsConfig, SinkConfig, SourceConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import TableId, TableSchema
@@ -30,12 +31,24 @@ class ChunkReruns:
     moved."""
 
     def __init__(
-        self, store: MetadataStore, sink: Sink, sink_config: SinkConfig, source: SourceConfig
+        self,
+        store: MetadataStore,
+        sink: Sink,
+        sink_config: SinkConfig,
+        source: SourceConfig,
+        lake_columns: LakeColumnsConfig | None = None,
     ) -> None:
         self._store = store
         self._sink = sink
         self._sink_config = sink_config
         self._source = source
+        self._lake_columns = lake_columns or LakeColumnsConfig()
+
+    def _filtered(self, schemas: Mapping[TableId, TableSchema]) -> dict[TableId, TableSchema]:
+        """The tables whose changes the emit filter filters: those with a key, not keyed
+        by hash."""
+        hashed = self._lake_columns.keyed_by_hash(schemas.values())
+        return {t: s for t, s in schemas.items() if not s.keyless and t not in hashed}
 
     def marks(self, schemas: Mapping[TableId, TableSchema]) -> dict[TableId, Marks]:
         """The tables' chunk marks now (one query)."""
@@ -53,7 +66,8 @@ class ChunkReruns:
     ) -> dict[TableId, list[Block]]:
         """The blocks of the tables whose marks moved since their slices filtered, filtered
         again with ``fresh`` (``put``: where the new blocks go); the others are left out."""
-        digests = {t: used.get(t, "") for t in blocks if not schemas[t].keyless}
+        filtered = self._filtered({t: schemas[t] for t in blocks})
+        digests = {t: used.get(t, "") for t in blocks if t in filtered}
         moved = stale_tables(digests, fresh)
         again: dict[TableId, list[Block]] = {}
         for table in moved:
@@ -84,13 +98,14 @@ class ChunkReruns:
     ) -> int:
         """Sweep the range of each chunk recorded since ``before`` was read
         (``snapshot.sweep``); rows marked deleted."""
-        keyed = {t: s for t, s in schemas.items() if t in before and not s.keyless}
+        keyed = {t: s for t, s in self._filtered(schemas).items() if t in before}
         after = self.marks(keyed)
         swept = 0
         for table, schema in keyed.items():
             now = after.get(table, TableWatermarks())
             for rng, high in new_marks(before[table], now, now.unread):
-                found = sweep_range(self._sink, self._source, schema, rng, high)
+                stored = self._lake_columns.for_table(schema).project(schema)
+                found = sweep_range(self._sink, self._source, stored, rng, high)
                 if found:
                     log.info(
                         "%s %s: %d row(s) older than the chunk's new high watermark %s "

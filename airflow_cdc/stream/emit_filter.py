@@ -16,13 +16,19 @@ emit. That is safe because the sink is last-writer-wins by position. Example: ch
 sink row at position 100: the older write loses, nothing changes. Dropping the change of
 ``'a'`` at position 110 because of a wrong chunk guess would lose it for good. So an
 unnecessary emit costs a little work, a wrong drop loses data: when in doubt, emit.
+
+A table keyed by hash in the lake (``model.lake_columns``) has every change emitted: its
+chunks cannot sweep the lake's rows of their ranges (a hashed key says nothing of its
+range), so a delete the filter dropped would leave a row no chunk removes; every change
+emitted, the last writer per key is the source's (a chunk's row at its high watermark wins
+over the older changes of its keys).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,14 +71,18 @@ class EmitFilter:
 
     ``watermarks``: per table, its chunks with their high watermarks, in any order (gaps
     emit; overlapping chunks raise :class:`ChunkOverlapError`). ``schemas`` give the key columns' types and
-    collations, which decide whether Python can order keys like the server.
+    collations, which decide whether Python can order keys like the server. ``emit_all``:
+    tables whose every change is emitted (keyed by hash in the lake: module docstring);
+    their watermarks still count for :meth:`min_high_watermark`.
     """
 
     def __init__(
         self,
         watermarks: Mapping[TableId, Sequence[tuple[ChunkRange, BinlogPosition]]],
         schemas: Mapping[TableId, TableSchema],
+        emit_all: Collection[TableId] = (),
     ) -> None:
+        self._emit_all = frozenset(emit_all)
         self._tables: dict[TableId, _TableMarks] = {}
         for table, marks in watermarks.items():
             if marks:
@@ -85,7 +95,7 @@ class EmitFilter:
         marks = self._tables.get(table)
         if marks is None or position > marks.max_high:
             return True  # no snapshot of the table, or after every chunk: the fast path
-        if marks.sort_key is None:
+        if marks.sort_key is None or table in self._emit_all:
             return True
         try:
             value = marks.sort_key(comparable_key(key))
@@ -104,7 +114,12 @@ class EmitFilter:
         (no snapshot of the table, or ``after`` is past every chunk's high watermark), so a
         caller holding many can skip asking per change."""
         marks = self._tables.get(table)
-        return marks is None or after > marks.max_high or marks.sort_key is None
+        return (
+            marks is None
+            or after > marks.max_high
+            or marks.sort_key is None
+            or table in self._emit_all
+        )
 
     def min_high_watermark(self, tables: Iterable[TableId] | None = None) -> BinlogPosition | None:
         """The lowest high watermark among ``tables``' chunks (all tables when None): where

@@ -92,7 +92,11 @@ class _Run:
         marks = context.store.watermarks.of_table(schema.table, sort_key=sort_key_for(schema))
         self.marks = {schema.table: marks}  # read before the sink: a keyless table's floors
         self.highs = [high for _, high in marks]
-        self.emit = EmitFilter({schema.table: marks}, {schema.table: schema})
+        self.emit = EmitFilter(
+            {schema.table: marks},
+            {schema.table: schema},
+            context.lake_columns.keyed_by_hash([schema]),
+        )
         self.pending: list[ChangeEvent] = []
         self.written = 0
         #: The first change whose images have other columns than the schema's, if any.

@@ -209,7 +209,7 @@ def _replay_pass(
     """One read of ``span`` under ``schemas``: None when it reached the end, else the
     position of a change of columns to read on from."""
     changes, written = counts
-    emit = EmitFilter(marks, schemas)
+    emit = EmitFilter(marks, schemas, context.lake_columns.keyed_by_hash(schemas.values()))
     pending: list[ChangeEvent] = []
 
     def flush() -> None:

@@ -87,7 +87,7 @@ def _read(
 ) -> tuple[list[SliceRow], int, int]:
     """The slice's block and aside rows, its changes read and rows (or halves) kept."""
     marks = {TableId.parse(name): m for name, m in plan.watermarks.items()}
-    emit = EmitFilter(marks, schemas)
+    emit = EmitFilter(marks, schemas, spec.lake_columns.keyed_by_hash(schemas.values()))
     changes = read_changes_in_columns(
         spec.source, schemas, plan.start, plan.end.position, plan.dump_from
     )

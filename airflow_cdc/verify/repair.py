@@ -15,6 +15,12 @@ column at or below the image's to its first value above it; those bounds are sou
 values too (or the table's ends), so the ranges are again the same or disjoint, and the
 chunk re-run writes each of its images' counts, 0 for an image the source lacks. A table
 read whole is one range, the whole table.
+
+A table keyed by hash (``model.lake_columns``) names its keys as the lake holds them: the
+source finds the rows of the keys it has by their hash (a scan of the table, on the
+server, per thousand keys), and their ranges are made from those rows' keys. A key only
+the lake has is in no range a chunk could sweep (its chunk's merge does not sweep): it is
+removed by a delete marker (:func:`remove_extra`).
 """
 
 from __future__ import annotations
@@ -22,21 +28,48 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_cdc.model import ChunkRange, Key, TablePlan, TableSchema, comparable_key
-from airflow_cdc.source.connection import DbConnection, fetch_one
+from airflow_cdc.model import (
+    BinlogPosition,
+    ChunkRange,
+    Key,
+    TablePlan,
+    TableSchema,
+    comparable_key,
+)
+from airflow_cdc.model.lake_columns import Mask
+from airflow_cdc.sinks.base import Sink
+from airflow_cdc.snapshot.write import delete_markers
+from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition, sql_identifier
+from airflow_cdc.verify.canonical import mysql_identity
 from airflow_cdc.verify.digest_prefixes import Differences
 
-__all__ = ["repair_plan", "repair_ranges"]
+__all__ = ["remove_extra", "repair_plan", "repair_ranges"]
+
+#: Hashed keys looked up in one query (each query scans the table).
+_HASHED_PER_QUERY = 1000
 
 
-def repair_ranges(conn: DbConnection, schema: TableSchema, found: Differences) -> list[ChunkRange]:
-    """Disjoint ranges holding every key of ``found`` (see the module docstring)."""
+def repair_ranges(
+    conn: DbConnection,
+    schema: TableSchema,
+    found: Differences,
+    masks: Sequence[tuple[str, Mask]] = (),
+) -> list[ChunkRange]:
+    """Disjoint ranges holding every key of ``found`` (see the module docstring);
+    ``masks``: the lake's, a hashed key's (on ``conn``: the mask key's session variables,
+    ``verify.source_side.use_mask_key``)."""
     ranges: dict[tuple[Any, Any], ChunkRange] = {}
 
     def add(lo: Key | None) -> None:
         rng = ChunkRange(lo, _next(conn, schema, lo))
         ranges[(rng.lo, rng.hi)] = rng
+
+    masked = {name for name, _ in masks}
+    if not schema.keyless and masked.intersection(schema.key):
+        for key in _source_keys(conn, schema, masks, [*found.missing, *found.changed]):
+            add(key)
+        return list(ranges.values())
 
     if schema.keyless:
         for image in found.keys:
@@ -50,6 +83,35 @@ def repair_ranges(conn: DbConnection, schema: TableSchema, found: Differences) -
     for key in found.extra:
         add(_before(conn, schema, comparable_key(key)))
     return list(ranges.values())
+
+
+def remove_extra(sink: Sink, schema: TableSchema, keys: Sequence[Key], cut: BinlogPosition) -> int:
+    """Delete markers at ``cut`` (the check's) of ``keys``, keys only the lake has of a
+    table keyed by hash: its rows compared were at or before the cut, and a change the
+    stream writes after it is newer than the marker. How many were written."""
+    if keys:
+        markers = delete_markers(schema, list(keys), cut.encode(), read_time=None)
+        sink.apply(schema.table, markers, keys_unique=True, wins_ties=True)
+    return len(keys)
+
+
+def _source_keys(
+    conn: DbConnection, schema: TableSchema, masks: Sequence[tuple[str, Mask]], keys: Sequence[Key]
+) -> list[Key]:
+    """The source's keys of the rows whose key the lake holds as ``keys`` (hashed)."""
+    identity = ", ".join(mysql_identity(schema, masks))
+    one = "(" + ", ".join(["%s"] * len(schema.key)) + ")"
+    found: list[Key] = []
+    for start in range(0, len(keys), _HASHED_PER_QUERY):
+        part = [comparable_key(k) for k in keys[start : start + _HASHED_PER_QUERY]]
+        rows = fetch_all(
+            conn,
+            f"SELECT {key_list(schema.key)} FROM {_table(schema)} "  # noqa: S608 - quoted names, values as parameters
+            f"WHERE ({identity}) IN ({', '.join([one] * len(part))})",
+            [value for key in part for value in key],
+        )
+        found.extend(tuple(row) for row in rows)
+    return found
 
 
 def _image_range(conn: DbConnection, schema: TableSchema, image: Key) -> ChunkRange:

@@ -17,12 +17,14 @@ from airflow_cdc.config import LakeColumnsConfig, SinkConfig, SourceConfig, Veri
 from airflow_cdc.errors import CdcError, first_line
 from airflow_cdc.metadata.verifications import Verification
 from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema
+from airflow_cdc.model.lake_columns import MaskKey, TableLakeColumns
 from airflow_cdc.sinks.conform import check_same_lake_rules
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.check import StreamPosition, TableCheck, check_table
-from airflow_cdc.verify.repair import repair_plan, repair_ranges
+from airflow_cdc.verify.repair import remove_extra, repair_plan, repair_ranges
+from airflow_cdc.verify.source_side import use_mask_key
 
 __all__ = ["TableOutcome", "verify_tables"]
 
@@ -38,6 +40,8 @@ class TableOutcome:
     check: TableCheck | None = None
     error: str | None = None
     repair: tuple[ChunkRange, ...] = ()
+    #: Keys only the lake had, marked deleted by the repair (a table keyed by hash).
+    removed: int = 0
 
     @property
     def table(self) -> TableId:
@@ -49,7 +53,7 @@ class TableOutcome:
             return "failed"
         if self.check.clean:
             return "clean"
-        return "repairing" if self.repair else "differs"
+        return "repairing" if self.repair or self.removed else "differs"
 
     def plans(self) -> list[TablePlan]:
         return repair_plan(self.schema, self.repair)
@@ -66,6 +70,8 @@ class TableOutcome:
         if found.clean:
             return f"{head}: equal to the source"
         repair = f"; {len(self.repair)} range(s) to re-snapshot" if self.repair else ""
+        if self.removed:
+            repair += f"; {self.removed} key(s) only in the lake marked deleted"
         return f"{head}: {found.differences.describe()}{repair}"
 
     def verification(self, label: str, repair_plan_id: int | None) -> Verification:
@@ -124,17 +130,34 @@ def verify_tables(
         except (CdcError, ValueError) as exc:
             outcome = TableOutcome(schema, error=first_line(str(exc), type(exc).__name__))
         else:
-            ranges: tuple[ChunkRange, ...] = ()
+            outcome = TableOutcome(schema, found)
             if repair and not found.clean:
-                conn = connect(source)
-                try:
-                    ranges = tuple(repair_ranges(conn, schema, found.differences))
-                finally:
-                    conn.close()
-            outcome = TableOutcome(schema, found, repair=ranges)
+                outcome = _repaired(source, sink, found, lake, rules.key)
         on_table(outcome)
         outcomes.append(outcome)
     return outcomes
+
+
+def _repaired(
+    source: SourceConfig,
+    sink: SinkConfig,
+    found: TableCheck,
+    lake: TableLakeColumns,
+    mask_key: MaskKey | None,
+) -> TableOutcome:
+    """``found``'s outcome with the ranges that re-snapshot its differing keys; of a table
+    keyed by hash, the keys only the lake has marked deleted (``verify.repair``)."""
+    schema = found.schema
+    conn = connect(source)
+    try:
+        use_mask_key(conn, lake.masks, mask_key)
+        ranges = tuple(repair_ranges(conn, schema, found.differences, lake.masks))
+    finally:
+        conn.close()
+    removed = 0
+    if lake.keyed_by_hash:
+        removed = remove_extra(open_sink(sink), schema, found.differences.extra, found.cut)
+    return TableOutcome(schema, found, repair=ranges, removed=removed)
 
 
 def _check_written_alike(sink: SinkConfig, table: TableId, given: str) -> None:

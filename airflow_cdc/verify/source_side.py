@@ -25,7 +25,7 @@ from typing import Any
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import ChunkRange, Key, TableSchema
 from airflow_cdc.model.lake_columns import Mask, MaskKey, MaskKind
-from airflow_cdc.source.connection import connect, fetch_all
+from airflow_cdc.source.connection import DbConnection, connect, fetch_all
 from airflow_cdc.source.keyset import range_condition, sql_identifier
 from airflow_cdc.source.masking import hmac_pads
 from airflow_cdc.source.server import ServerInfo
@@ -41,7 +41,7 @@ from airflow_cdc.verify.canonical import (
 from airflow_cdc.verify.digest_prefixes import listing, prefix_width
 from airflow_cdc.verify.sums import RangeSum
 
-__all__ = ["KEYS_PER_QUERY", "RowRate", "SourceShare"]
+__all__ = ["KEYS_PER_QUERY", "RowRate", "SourceShare", "use_mask_key"]
 
 #: Keys named in one statement (well below max_allowed_packet).
 KEYS_PER_QUERY = 500
@@ -106,12 +106,9 @@ class SourceShare:
         self._key_text = mysql_key_text(schema, masks)
         self._key_digest = mysql_key_digest(schema, masks)
         self._identity = ", ".join(mysql_identity(schema, masks))
+        self._masked = frozenset(name for name, _ in masks)
         self._conn = connect(cfg)
-        if any(mask.kind is MaskKind.HASH for _, mask in masks):
-            if mask_key is None:
-                raise ValueError("a 'hash' mask needs the mask key (the cdc_mask connection)")
-            inner, outer = hmac_pads(mask_key)
-            fetch_all(self._conn, f"SET {MASK_INNER} = %s, {MASK_OUTER} = %s", [inner, outer])
+        use_mask_key(self._conn, masks, mask_key)
         self._view = ConsistentReadView(self._conn, info)
         self._view.__enter__()
         #: Where the view stands in the binlog.
@@ -198,9 +195,12 @@ class SourceShare:
         texts): by the key's values (an index seek each) when the server takes them as
         literals, else by the texts, compared as bytes (a collation would take 'a' for
         'A'): a scan of the share, exact whatever the type. A keyless table's images by
-        their texts, within their chunking column's values when it takes literals."""
+        their texts, within their chunking column's values when it takes literals. A hashed
+        key (the lake's ``keys``) by its texts too."""
         key, keyless = self.schema.key, self.schema.keyless
-        literal = bool(key) and all(self.schema.column(k).data_type in _LITERAL_TYPES for k in key)
+        literal = bool(key) and all(
+            self.schema.column(k).data_type in _LITERAL_TYPES and k not in self._masked for k in key
+        )
         if literal and not keyless:
             return _in_values(key, keys)
         text = f"CAST({self._key_text} AS BINARY)"
@@ -237,6 +237,18 @@ class SourceShare:
         listed = ", ".join(["%s"] * len(within))
         where += f" AND LEFT({self._key_digest}, {prefix_width(level)}) IN ({listed})"
         return where, [*params, *within]
+
+
+def use_mask_key(
+    conn: DbConnection, masks: Sequence[tuple[str, Mask]], mask_key: MaskKey | None
+) -> None:
+    """Set the mask key's HMAC blocks as ``conn``'s session variables when a mask is
+    ``hash`` (``verify.canonical.masked_form``): the key never is a query's text."""
+    if any(mask.kind is MaskKind.HASH for _, mask in masks):
+        if mask_key is None:
+            raise ValueError("a 'hash' mask needs the mask key (the cdc_mask connection)")
+        inner, outer = hmac_pads(mask_key)
+        fetch_all(conn, f"SET {MASK_INNER} = %s, {MASK_OUTER} = %s", [inner, outer])
 
 
 def _in_values(columns: Sequence[str], keys: Sequence[Key]) -> tuple[str, list[Any]]:

@@ -12,6 +12,7 @@ points, so each interleaving is exact."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,13 +21,14 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.config import ChunkingConfig
+from airflow_cdc.config import ChunkingConfig, LakeColumnsConfig
 from airflow_cdc.metadata.records import ChunkRecord
 from airflow_cdc.model import TableId
+from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
-from tests.support.pipeline import arm, job_spec, plan, snapshot_all, stream_spec, wait_for
+from tests.support.pipeline import arm, job_spec, plan, stream_spec, wait_for
 from tests.support.stream_harness import InProcessStream
 
 pytestmark = pytest.mark.integration
@@ -41,11 +43,12 @@ class Setup:
     lake: Path
     stream: InProcessStream
     pause: Path
+    #: The lake's columns (here: a column left out, or none).
+    rules: LakeColumnsConfig = dataclasses.field(default_factory=LakeColumnsConfig)
 
     def rerun(self) -> None:
-        outcome = run_chunk(
-            job_spec(self.mariadb, self.chunk.chunk_id, self.meta, self.lake, self.pause)
-        )
+        spec = job_spec(self.mariadb, self.chunk.chunk_id, self.meta, self.lake, self.pause)
+        outcome = run_chunk(dataclasses.replace(spec, lake_columns=self.rules))
         assert outcome.attempt == 2
 
     def lagging_batch(self, *also: str) -> tuple[dict[str, Any], list[tuple[str, str, bytes]]]:
@@ -53,7 +56,7 @@ class Setup:
         read now, deleted after it."""
         quoted = self.table.quoted()
         self.mariadb.execute(
-            f"INSERT INTO {quoted} VALUES (999, 1)",
+            f"INSERT INTO {quoted} (id, v) VALUES (999, 1)",
             f"UPDATE {quoted} SET v = -v WHERE id = 5",
             *also,
         )
@@ -72,7 +75,34 @@ class Setup:
 
     def check(self) -> None:
         self.stream.run_batch()  # the delete: before the re-run's high watermark
-        assert_replica_equals_source(self.mariadb, str(self.lake), self.table, ["id"])
+        if self.rules.is_plain:
+            assert_replica_equals_source(self.mariadb, str(self.lake), self.table, ["id"])
+            return
+        lake = DeltaSink(str(self.lake)).read_live(self.table).to_pylist()
+        rows = self.mariadb.query(f"SELECT id, v FROM {self.table.quoted()} ORDER BY id")
+        assert sorted((row["id"], row["v"]) for row in lake) == [tuple(r) for r in rows]
+
+
+def _setup(
+    mariadb: LocalMariaDB, table: TableId, tmp_path: Path, rules: LakeColumnsConfig
+) -> Iterator[Setup]:
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    record = plan(mariadb, [str(table)], chunk_rows=1_000, metadata_url=meta)
+    (chunk,) = record.chunks
+    run_chunk(
+        dataclasses.replace(job_spec(mariadb, chunk.chunk_id, meta, lake), lake_columns=rules)
+    )
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", pause_dir=pause)
+    stream = InProcessStream(dataclasses.replace(spec, lake_columns=rules), tmp_path)
+    try:
+        stream.run_batch()
+        yield Setup(mariadb, table, chunk, meta, lake, stream, pause, rules)
+    finally:
+        for armed in pause.glob("*.pause"):
+            (pause / armed.name.replace(".pause", ".release")).touch()
+        stream.close()
 
 
 @pytest.fixture
@@ -82,21 +112,21 @@ def setup(mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path) -> Iterator[Setu
         f"CREATE TABLE {table.quoted()} (id INT PRIMARY KEY, v INT NOT NULL)",
         f"INSERT INTO {table.quoted()} VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 101)),
     )
-    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    record = plan(mariadb, [str(table)], chunk_rows=1_000, metadata_url=meta)
-    (chunk,) = record.chunks
-    snapshot_all(mariadb, record, meta, lake)
-    pause = tmp_path / "pause"
-    pause.mkdir()
-    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", pause_dir=pause)
-    stream = InProcessStream(spec, tmp_path)
-    try:
-        stream.run_batch()
-        yield Setup(mariadb, table, chunk, meta, lake, stream, pause)
-    finally:
-        for armed in pause.glob("*.pause"):
-            (pause / armed.name.replace(".pause", ".release")).touch()
-        stream.close()
+    yield from _setup(mariadb, table, tmp_path, LakeColumnsConfig())
+
+
+@pytest.fixture
+def setup_left_out(mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path) -> Iterator[Setup]:
+    """The table with a column the lake leaves out: the sweeps' delete markers have the
+    lake's columns."""
+    table = TableId(fresh_db, "t")
+    mariadb.execute(
+        f"CREATE TABLE {table.quoted()} (id INT PRIMARY KEY, v INT NOT NULL, secret TEXT)",
+        f"INSERT INTO {table.quoted()} VALUES "
+        + ", ".join(f"({i}, {i}, 'secret {i}')" for i in range(1, 101)),
+    )
+    rules = LakeColumnsConfig(columns={str(table): {"exclude": ["secret"]}})
+    yield from _setup(mariadb, table, tmp_path, rules)
 
 
 def paused_at(point: str, pause: Path, action: Callable[[], None]) -> threading.Thread:
@@ -156,6 +186,25 @@ def test_a_batch_merged_between_a_chunk_reruns_commit_and_record_is_swept_by_the
     the re-run records its mark: the chunk, after recording it, sweeps its range."""
     lagging = setup.lagging_batch()
     rerun = paused_at("after_commit", setup.pause, setup.rerun)
+    setup.stream.apply_read_batch(lagging)
+    joined(rerun, setup.pause)
+    setup.check()
+
+
+def test_sweeps_of_a_table_with_a_column_left_out_mark_its_rows(setup_left_out: Setup) -> None:
+    """The stream's sweep (a re-run recorded while a batch merged), then the chunk's (a
+    batch merged between the re-run's commit and record), of a table whose lake leaves a
+    column out."""
+    setup = setup_left_out
+    setup.rerun_while_applying(setup.lagging_batch(), "stream_before_apply")
+    setup.check()
+    lagging = setup.lagging_batch()
+    spec = job_spec(setup.mariadb, setup.chunk.chunk_id, setup.meta, setup.lake, setup.pause)
+    rerun = paused_at(
+        "after_commit",
+        setup.pause,
+        lambda: run_chunk(dataclasses.replace(spec, lake_columns=setup.rules)),
+    )
     setup.stream.apply_read_batch(lagging)
     joined(rerun, setup.pause)
     setup.check()

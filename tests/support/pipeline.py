@@ -222,12 +222,12 @@ def end_stream(job: subprocess.Popen[bytes] | None, timeout: float = 120) -> Non
             kill_group(job)
 
 
-def source_rows(server: LocalMariaDB, sql: str) -> dict[Any, dict[str, Any]]:
+def source_rows(server: LocalMariaDB, sql: str, key: str = "id") -> dict[Any, dict[str, Any]]:
     conn = server.root(cursorclass=__import__("pymysql").cursors.DictCursor)
     try:
         with conn.cursor() as cur:
             cur.execute(sql)
-            return {row["id"]: row for row in cur.fetchall()}
+            return {row[key]: row for row in cur.fetchall()}
     finally:
         conn.close()
 

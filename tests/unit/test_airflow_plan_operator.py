@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -122,6 +123,26 @@ def test_plan_returns_small_unit_handles(fake_source: dict[str, Any]) -> None:
         plan = store.plans.get(result[0]["plan_id"])
     assert plan.label == "manual__1"
     assert [c.chunk_id for c in plan.chunks] == [u["chunk_ids"][0] for u in result]
+
+
+def test_a_key_hashed_in_the_lake_shows_no_bound_in_xcom(fake_source: dict[str, Any]) -> None:
+    """A chunk's bounds are source key values: of a key hashed in the lake, the label
+    names the chunk by its number alone."""
+    op = _op(
+        tables=["shop.orders", "shop.people"],
+        chunk_keys={"shop.people": ["email"]},
+        masks={"shop.*.email": "hash"},
+    )
+    with mock.patch.dict(os.environ, {"AIRFLOW_CONN_CDC_MASK": "generic://:mask-secret@"}):
+        result = op.execute({"run_id": "manual__3", "ti": FakeTI()})  # type: ignore[arg-type]
+    labels = [u["label"] for u in result]
+    assert "shop.orders #1 [100, 200)" in labels
+    assert [label for label in labels if "people" in label] == [
+        "shop.people #0",
+        "shop.people #1",
+        "shop.people #2",
+    ]
+    assert "mask-secret" not in repr(result)
 
 
 def test_small_tables_share_a_unit(fake_source: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from airflow_cdc.model.lake_columns import (
     MaskKey,
     MaskKind,
 )
-from airflow_cdc.source.masking import hash_text, lake_rows, masked_array
+from airflow_cdc.source.masking import hash_text, lake_keys, lake_rows, masked_array
 
 PEOPLE = TableId("shop", "people")
 NAMES = ("id", "email", "ssn", "notes", "age", "a.b")
@@ -105,7 +105,9 @@ def test_masks_resolve_per_column_in_the_tables_order():
 @pytest.mark.parametrize(
     ("columns", "masks", "message"),
     [
-        ({}, {"shop.people.id": "null"}, "a key column cannot be masked"),
+        ({}, {"shop.people.id": "null"}, "a key column takes 'hash' only"),
+        ({}, {"shop.people.email": "truncate:3"}, "a key column takes 'hash' only"),
+        ({}, {"shop.people.id": "hash"}, "takes text columns only"),
         ({}, {"shop.people.age": "hash"}, "takes text columns only"),
         ({}, {"shop.people.age": "truncate:2"}, "takes text columns only"),
         (
@@ -120,8 +122,51 @@ def test_masks_resolve_per_column_in_the_tables_order():
     ],
 )
 def test_what_would_lose_a_row_or_cannot_be_done_is_refused(columns, masks, message):
+    schema = _schema()
+    if "truncate" in str(masks):
+        schema = dataclasses.replace(schema, key=("id", "email"))
     with pytest.raises(ValueError, match=message):
-        LakeColumnRules.parse(columns, masks).for_table(_schema())
+        LakeColumnRules.parse(columns, masks).for_table(schema)
+
+
+def test_a_hashed_key_column_keys_the_lake_table_by_hash():
+    rules = LakeColumnRules.parse({}, {"shop.people.email": "hash", "shop.people.notes": "null"})
+    assert not rules.for_table(_schema()).keyed_by_hash  # email is not the key here
+    by_email = rules.for_table(dataclasses.replace(_schema(), key=("email",)))
+    assert by_email.keyed_by_hash
+    assert by_email.masks == (("email", Mask(MaskKind.HASH)), ("notes", Mask(MaskKind.NULL)))
+    composite = rules.for_table(dataclasses.replace(_schema(), key=("id", "email")))
+    assert composite.keyed_by_hash
+    assert (
+        not LakeColumnRules.parse({}, {"shop.people.notes": "null"})
+        .for_table(dataclasses.replace(_schema(), key=("email",)))
+        .keyed_by_hash
+    )
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.text(max_size=12)), max_size=20),
+    st.booleans(),
+)
+def test_lake_keys_are_the_keys_of_lake_rows(keys, hashed):
+    """A key as the lake holds it is the key columns of the key's row as ``lake_rows``
+    makes it (the correction's deleted keys meet the rows the stream and chunks wrote)."""
+    masks = {"shop.people.email": "hash"} if hashed else {"shop.people.notes": "null"}
+    schema = dataclasses.replace(_schema(), key=("id", "email"))
+    lake = LakeColumnRules.parse({}, masks).for_table(schema)
+    mask_key = MaskKey(b"key")
+    rows = pa.table(
+        {"id": [k[0] for k in keys], "email": pa.array([k[1] for k in keys], pa.string())}
+    )
+    shaped = lake_rows(rows, lake, mask_key)
+    ids, emails = shaped.column("id").to_pylist(), shaped.column("email").to_pylist()
+    expected = list(zip(ids, emails, strict=True))
+    assert lake_keys(keys, schema.key, lake, mask_key) == expected
+    if hashed and keys:
+        assert (
+            lake_keys(keys, schema.key, lake, mask_key)[0][1]
+            == hmac.new(b"key", keys[0][1].encode(), hashlib.sha256).hexdigest()
+        )
 
 
 def test_a_table_without_a_key_keeps_only_its_chunking_column_untouched():
@@ -129,7 +174,9 @@ def test_a_table_without_a_key_keeps_only_its_chunking_column_untouched():
     unchunked = rules.for_table(_schema(keyless=True))
     assert (unchunked.left_out, [name for name, _ in unchunked.masks]) == (("ssn",), ["email"])
     chunked = dataclasses.replace(_schema(keyless=True), key=("email",))
-    with pytest.raises(ValueError, match=r"email: a key column cannot be masked"):
+    with pytest.raises(
+        ValueError, match=r"email: a key column takes 'hash' only \(a table without"
+    ):
         rules.for_table(chunked)
     with pytest.raises(ValueError, match=r"key of shop\.people \(ssn\)"):
         rules.for_table(dataclasses.replace(chunked, key=("ssn",)))

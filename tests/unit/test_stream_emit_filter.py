@@ -164,6 +164,19 @@ def test_rule_and_fast_path() -> None:
     assert flt.min_high_watermark([TableId("db", "other")]) is None
 
 
+def test_a_table_keyed_by_hash_has_every_change_emitted() -> None:
+    """Its chunks cannot sweep their ranges in the lake: nothing is dropped, and where the
+    stream starts is still the lowest high watermark."""
+    other = TableId("db", "other")
+    marks = plan([(100,), (200,)], [50, 80, 60])
+    flt = EmitFilter({T: marks, other: marks}, {T: INT_KEY, other: INT_KEY}, emit_all=[T])
+    assert flt.should_emit(T, (150,), at(10))
+    assert flt.emits_all(T, at(0))
+    assert not flt.should_emit(other, (150,), at(10))
+    assert not flt.emits_all(other, at(0))
+    assert flt.min_high_watermark([T]) == at(50)
+
+
 def test_fast_path_and_search_do_not_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = 0
     real = sort_key_for(INT_KEY)
