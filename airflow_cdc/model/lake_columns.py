@@ -215,10 +215,10 @@ class LakeColumnRules:
         _check_kept(schema, kept, matching)
         for name, mask in masks:
             _check_mask(schema, kept, name, mask)
-        keyed_by_hash = not schema.keyless and self.keys_by_hash(schema.table, schema.key)
+        keyed_by_hash = not schema.keyless and self.keyed_by_hash(schema.table, schema.key)
         return TableLakeColumns(kept, left_out, masks, keyed_by_hash)
 
-    def keys_by_hash(self, table: TableId, key: Sequence[str]) -> bool:
+    def keyed_by_hash(self, table: TableId, key: Sequence[str]) -> bool:
         """Whether a ``hash`` mask of ``table`` names a column of ``key`` (its key
         columns): the table is keyed by hash, and its chunks' bounds, source key values,
         are not shown (``Chunk.label``)."""

@@ -105,7 +105,8 @@ class LakeRowsOperator(LakeOperator):
         the columns that reach the lake (``model.lake_columns``; never a key column).
         Templated; a rendered JSON/dict string is accepted.
     :param masks: ``{"<table pattern>.<column>": "null" | "truncate:<n>" | "hash"}``: how a
-        column reaches the lake. Templated, like ``columns``.
+        column reaches the lake (a key column: ``hash`` only, which keeps each row's
+        identity). Templated, like ``columns``.
     :param mask_conn_id: the connection whose password is the key of ``hash`` masks (read
         only when one is set; it reaches a Spark job only in the job file).
     :param change_metadata: the Delta tables (of source tables with a key) get

@@ -21,7 +21,7 @@ def unit_handles(
     without its bounds."""
     rules = lake_columns.rules
     planned = [
-        PlannedChunk.of(chunk, bounds=not rules.keys_by_hash(chunk.table, chunk.key))
+        PlannedChunk.of(chunk, bounds=not rules.keyed_by_hash(chunk.table, chunk.key))
         for chunk in record.chunks
     ]
     return [

@@ -59,7 +59,8 @@ def lake_columns_params() -> dict[str, Param]:
             type="object",
             description=(
                 'How a column reaches the lake: {"shop.people.email": "hash"}, "null" or '
-                '"truncate:<n>"; "hash" is HMAC-SHA256 keyed by the cdc_mask connection'
+                '"truncate:<n>"; "hash" is HMAC-SHA256 keyed by the cdc_mask connection '
+                "(a key column takes hash only)"
             ),
         ),
     }

@@ -81,7 +81,7 @@ class ChunkTask:
 
     def label(self) -> str:
         """The chunk's label, without its bounds when its key is hashed in the lake."""
-        hashed = self.lake_columns.rules.keys_by_hash(self.chunk.table, self.key)
+        hashed = self.lake_columns.rules.keyed_by_hash(self.chunk.table, self.key)
         return self.chunk.label(bounds=not hashed)
 
 

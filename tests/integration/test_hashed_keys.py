@@ -22,9 +22,9 @@ records (a chunk is logged by its number: its bounds are source keys)."""
 from __future__ import annotations
 
 import dataclasses
-import logging
 import hashlib
 import hmac
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
