@@ -76,12 +76,17 @@ def carry_out(
     context: InOrder, schema: TableSchema, statement: Statement, highs: Sequence[BinlogPosition]
 ) -> Carried:
     """Decide ``statement`` (of ``schema.table``; its chunks' high watermarks: ``highs``),
-    record the decision and carry it out."""
+    record the decision and carry it out. A change of columns in place is carried out
+    before it is recorded: a sink that cannot take it (a routed table, a rename) stops the
+    stream with nothing saying it was applied."""
     table, position = schema.table, statement.position
     decided = _decide(context, schema, statement, coverage(position, highs))
     decision, reason = decided.decision, decided.reason
     if decision is Decision.DROP:
         reason = _follow_rename(context, schema, statement)
+    evolved = None
+    if decided.evolution is not None:
+        evolved = _evolve(context, schema, position, decided.evolution)
     detail = _record(context, statement, decision, reason)
     log.warning("%s at %s %s", table, position, detail)
     if decision is Decision.TRUNCATE:
@@ -105,8 +110,8 @@ def carry_out(
             decision,
             columns_from(context.store, position, _snapshot_columns(context, table, highs)),
         )
-    elif decided.evolution is not None:
-        return Carried(decision, _evolve(context, schema, position, decided.evolution))
+    elif evolved is not None:
+        return Carried(decision, evolved)
     elif decision is Decision.STOP:
         raise SchemaChangedError(
             f"{table} changed under the stream: {statement.text!r} at {position} {detail}. "

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 from airflow_cdc.config import LakeColumnsConfig, SinkConfig, VerifySettings
 from airflow_cdc.metadata import MetadataStore
@@ -295,3 +296,65 @@ def test_a_key_column_takes_no_mask_but_hash(
     with pytest.raises(ConfigurationError, match=r"accounts\.email: a key column takes 'hash'"):
         run_chunk(spec)
     assert not (lake / fresh_db / "accounts").exists()
+
+
+def test_routed_shards_keep_their_rows_apart_by_source_and_hashed_key(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """Two shards with the same emails routed into one table, the key hashed: the table's
+    key is the source table and the hashed email. Snapshot, stream (the same email changed
+    in one shard, deleted in the other), each shard's verify clean, then a row removed
+    from one shard outside the binlog found in that shard alone and repaired by a delete
+    marker of that shard's row."""
+    db = fresh_db
+    shards = [TableId(db, f"accounts_{n:02d}") for n in range(2)]
+    for shard in shards:
+        _accounts(mariadb, db)
+        mariadb.execute(f"RENAME TABLE {db}.accounts TO {shard.quoted()}")
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    routed = SinkConfig(str(lake), routes={f"{db}.accounts_*": f"{db}.accounts"})
+    rules = LakeColumnsConfig(masks={f"{db}.accounts_*.email": "hash"}, mask_key=KEY)
+    for chunk in plan(mariadb, [str(s) for s in shards], CHUNK_ROWS, meta).chunks:
+        spec = job_spec(mariadb, chunk.chunk_id, meta, lake)
+        run_chunk(dataclasses.replace(spec, sink=routed, lake_columns=rules))
+    spec = stream_spec(mariadb, [str(s) for s in shards], meta, lake, tmp_path / "ckpt")
+    stream = InProcessStream(dataclasses.replace(spec, sink=routed, lake_columns=rules), tmp_path)
+    try:
+        mariadb.execute(
+            f"UPDATE {shards[0].quoted()} SET balance = -5 WHERE email = '{_email(10)}'",
+            f"DELETE FROM {shards[1].quoted()} WHERE email = '{_email(10)}'",
+            f"INSERT INTO {shards[1].quoted()} VALUES ('{_email(500)}', 'S', 1, 'n')",
+        )
+        stream.run_until_caught_up()
+    finally:
+        stream.close()
+
+    def union() -> dict[tuple[str, str], tuple[int, str | None]]:
+        rows = {}
+        for shard in shards:
+            sql = f"SELECT * FROM {shard.quoted()}"
+            for email, row in source_rows(mariadb, sql, "email").items():
+                rows[(str(shard), _hashed(email))] = (row["balance"], row["notes"])
+        return rows
+
+    def merged() -> dict[tuple[str, str], tuple[int, str | None]]:
+        held = DeltaTable(str(lake / db / "accounts")).to_pyarrow_table().to_pylist()
+        rows = [r for r in held if not r["_cdc_deleted"]]
+        found = {(r["_cdc_source_table"], r["email"]): (r["balance"], r["notes"]) for r in rows}
+        assert len(found) == len(rows)
+        return found
+
+    assert merged() == union()
+    assert merged()[(str(shards[0]), _hashed(_email(10)))][0] == -5
+    for shard in shards:
+        assert verify_differences(mariadb, shard, meta, routed, rules) == []
+    mariadb.execute(
+        "SET SESSION sql_log_bin = 0",
+        f"DELETE FROM {shards[0].quoted()} WHERE email = '{_email(11)}'",
+    )
+    assert verify_differences(mariadb, shards[1], meta, routed, rules) == []
+    assert verify_differences(mariadb, shards[0], meta, routed, rules) == [(_hashed(_email(11)),)]
+    outcome = _verify_with_repair(mariadb, shards[0], meta, routed, rules)
+    assert (outcome.removed, outcome.repair) == (1, ())
+    assert merged() == union()
+    assert (str(shards[1]), _hashed(_email(11))) in merged()

@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
+from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.snapshot.unit import run_chunk
@@ -147,3 +148,6 @@ def test_shards_routed_into_one_table_equal_their_union(
             stream.run_until_caught_up()
     finally:
         stream.close()
+    with MetadataStore.connect(meta) as store:  # nothing says the rename was carried over
+        recorded = store.schema_changes.read(spec.stream_id)
+    assert [c for c in recorded if "thing" in (c.statement or "")] == []
