@@ -48,6 +48,7 @@ from typing import Any
 from airflow_cdc.config import parse_lake_rules
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TablePattern
+from airflow_cdc.model.lake_columns import LakeColumnRules
 from airflow_cdc.model.routes import Routes
 from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.rendered import as_bool
@@ -61,6 +62,7 @@ __all__ = [
     "configured_chunk_retries",
     "configured_columns",
     "configured_exclude_tables",
+    "configured_lake_rules",
     "configured_masks",
     "configured_max_lag_seconds",
     "configured_probe",
@@ -100,6 +102,13 @@ def configured_masks(environ: Mapping[str, str] | None = None) -> dict[str, str]
     """``CDC_MASKS`` (a JSON object, ``{"<table pattern>.<column>": "hash"}``), checked,
     or none."""
     return _lake_rules(os.environ if environ is None else environ)[1]
+
+
+def configured_lake_rules(environ: Mapping[str, str] | None = None) -> LakeColumnRules:
+    """``CDC_COLUMNS`` and ``CDC_MASKS`` parsed: the rules every task takes by default,
+    which the reports that read the metadata DB alone go by (a chunk of a table keyed by
+    hash labelled without its bounds)."""
+    return parse_lake_rules(*_lake_rules(os.environ if environ is None else environ))
 
 
 def configured_change_metadata(environ: Mapping[str, str] | None = None) -> bool:

@@ -17,6 +17,7 @@ from airflow_cdc.errors import first_line
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import ChunkRecord, PlanProgress
 from airflow_cdc.metadata.store import MetadataStore
+from airflow_cdc.model.lake_columns import ALL_COLUMNS, LakeColumnRules
 
 __all__ = [
     "PlanLook",
@@ -44,9 +45,11 @@ def plan_report(
     progress: PlanProgress,
     records: Sequence[ChunkRecord],
     now: dt.datetime,
+    rules: LakeColumnRules = ALL_COLUMNS,
 ) -> list[ReportLine]:
     """The lines of one look at plan ``plan_id``: its progress, each table not done, each
-    failed chunk (the first :data:`MAX_FAILED_LISTED`) with its error's first line."""
+    failed chunk (the first :data:`MAX_FAILED_LISTED`) with its error's first line, named
+    without its bounds when ``rules`` key its table by hash."""
     lines = [ReportLine(logging.INFO, f"Plan {plan_id}: {format_progress(progress, records, now)}")]
     lines += [
         ReportLine(
@@ -61,7 +64,8 @@ def plan_report(
     lines += [
         ReportLine(
             logging.WARNING,
-            f"Chunk {record.label()} (id {record.chunk_id}, attempt {record.attempts}) failed: "
+            f"Chunk {_label(record, rules)} (id {record.chunk_id}, attempt {record.attempts}) "
+            f"failed: "
             f"{first_line(record.error, NO_ERROR)}. Clear its task to re-run it.",
         )
         for record in failed[:MAX_FAILED_LISTED]
@@ -130,8 +134,15 @@ class PlanLook:
     lines: list[ReportLine]
 
 
-def look_at_plan(store: MetadataStore, plan_id: int, now: dt.datetime) -> PlanLook:
-    """Read plan ``plan_id``'s progress and chunks from ``store`` and report them."""
+def look_at_plan(
+    store: MetadataStore, plan_id: int, now: dt.datetime, rules: LakeColumnRules = ALL_COLUMNS
+) -> PlanLook:
+    """Read plan ``plan_id``'s progress and chunks from ``store`` and report them
+    (:func:`plan_report`)."""
     progress = store.plans.progress(plan_id)
     records = store.chunks.of_plan(plan_id)
-    return PlanLook(progress, plan_report(plan_id, progress, records, now))
+    return PlanLook(progress, plan_report(plan_id, progress, records, now, rules))
+
+
+def _label(record: ChunkRecord, rules: LakeColumnRules) -> str:
+    return record.chunk.label(bounds=not rules.keyed_by_hash(record.table, record.key))

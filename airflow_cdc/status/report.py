@@ -1,13 +1,16 @@
 """``airflow-cdc status``'s report as plain data: per table of the latest plan, chunks
 done/total, rows, failed chunks (with their error's first line); per stream: committed
 position, lag and last heartbeat, who holds it, its tables (joined, waiting, dropped in the
-source) and its newest schema changes; each table's latest verification."""
+source) and its newest schema changes; each table's latest verification. A failed chunk of
+a table keyed by hash in the lake (by the pipeline's configured ``masks``) is labelled
+without its bounds, source key values."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
+from airflow_cdc.configured import configured_lake_rules
 from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState, codec
 from airflow_cdc.status.pipelines import stream_group
 from airflow_cdc.stream.table_warnings import table_warnings
@@ -58,6 +61,7 @@ def _chunk_counts(store: MetadataStore, plan_id: int) -> dict[str, int]:
 def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
     """The plan, its tables' progress and its failed chunks (first line of each error)."""
     progress = store.plans.progress(plan.plan_id)
+    rules = configured_lake_rules()
     return {
         "plan": {
             "plan_id": plan.plan_id,
@@ -79,7 +83,7 @@ def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
         "failed_chunks": [
             {
                 "chunk_id": c.chunk_id,
-                "label": c.label(),
+                "label": c.chunk.label(bounds=not rules.keyed_by_hash(c.table, c.key)),
                 "attempts": c.attempts,
                 "error": (c.error or "").splitlines()[0] if c.error else "",
             }

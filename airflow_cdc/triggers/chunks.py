@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_cdc.configured import configured_lake_rules
 from airflow_cdc.errors import CdcError
 from airflow_cdc.hooks.metadata import CdcMetadataHook
 from airflow_cdc.hooks.metrics import emit_gauges
@@ -68,6 +69,7 @@ class ChunksCompleteTrigger(BaseTrigger):
         try:
             url = await CdcMetadataHook(self.metadata_conn_id).ametadata_url()
             store = await asyncio.to_thread(MetadataStore.connect, url, migrate=False)
+            rules = configured_lake_rules()
         except CdcError as exc:
             yield TriggerEvent({"status": FAILED, "plan_id": self.plan_id, "message": str(exc)})
             return
@@ -75,7 +77,7 @@ class ChunksCompleteTrigger(BaseTrigger):
             while True:
                 try:
                     look = await asyncio.to_thread(
-                        look_at_plan, store, self.plan_id, dt.datetime.now(dt.UTC)
+                        look_at_plan, store, self.plan_id, dt.datetime.now(dt.UTC), rules
                     )
                 except CdcError as exc:
                     message = str(exc)

@@ -53,6 +53,17 @@ def url(tmp_path: Path) -> str:
     return url
 
 
+def test_a_key_hashed_in_the_lake_shows_no_bound(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipeline's configured masks hash the key: a failed chunk is named by its number
+    (its bounds are source key values)."""
+    monkeypatch.setenv("CDC_MASKS", json.dumps({"shop.*.id": "hash"}))
+    assert main(["status", "--metadata-url", url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["failed_chunks"][0]["label"] == "shop.orders #1"
+
+
 def test_status_json(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--metadata-url", url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -65,6 +76,7 @@ def test_status_json(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert table["rows_done"] == 99
     assert report["failed_chunks"][0]["error"] == "SourceError: connection lost"
+    assert report["failed_chunks"][0]["label"] == "shop.orders #1 [100, +∞)"
     (stream,) = report["streams"]
     assert stream["committed_position"] == "b.000001:900"
     assert stream["lag_bytes"] == 42

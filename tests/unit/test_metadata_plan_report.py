@@ -10,6 +10,7 @@ from pathlib import Path
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.plan_report import MAX_FAILED_LISTED, look_at_plan
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
+from airflow_cdc.model.lake_columns import LakeColumnRules
 
 
 def test_a_look_names_tables_not_done_and_at_most_the_first_failed_chunks(tmp_path: Path) -> None:
@@ -44,3 +45,26 @@ def test_a_look_names_tables_not_done_and_at_most_the_first_failed_chunks(tmp_pa
     )
     assert warnings[-1] == f"... and {len(others) - MAX_FAILED_LISTED} more failed chunks"
     assert not any("Traceback" in text for text in texts)
+
+
+def test_a_failed_chunk_of_a_key_hashed_in_the_lake_is_named_by_its_number(
+    tmp_path: Path,
+) -> None:
+    people = TableId("shop", "people")
+    ranges = (ChunkRange(None, ("m@x.org",)), ChunkRange(("m@x.org",), None))
+    with MetadataStore.connect(f"sqlite:///{tmp_path}/meta.db") as store:
+        record = store.plans.create("r", [TablePlan(people, ("email",), ranges, 9, "even")])
+        for chunk in record.chunks:
+            store.chunks.start(chunk.chunk_id)
+            store.chunks.fail(chunk.chunk_id, "SourceError: boom")
+        now = dt.datetime.now(dt.UTC)
+        shown = look_at_plan(store, record.plan_id, now)
+        hashed = LakeColumnRules.parse(masks={"shop.people.email": "hash"})
+        hidden = look_at_plan(store, record.plan_id, now, hashed)
+    assert any("Chunk shop.people #0 [-∞, 'm@x.org')" in line.text for line in shown.lines)
+    texts = [line.text for line in hidden.lines if line.level == logging.WARNING]
+    assert [text.split(" (id")[0] for text in texts] == [
+        "Chunk shop.people #0",
+        "Chunk shop.people #1",
+    ]
+    assert not any("m@x.org" in line.text for line in hidden.lines)
