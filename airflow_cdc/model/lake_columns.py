@@ -305,13 +305,16 @@ def _check_kept(
 
 def _check_mask(schema: TableSchema, kept: tuple[str, ...], name: str, mask: Mask) -> None:
     where = f"the mask {mask.text!r} of {schema.table}.{name}"
-    if name in schema.key and (schema.keyless or mask.kind is not MaskKind.HASH):
-        why = (
-            "a table without a key is chunked by it"
-            if schema.keyless
-            else "rows would become one; 'hash' keeps a key's rows apart"
+    if name in schema.key and schema.keyless:
+        raise ValueError(
+            f"{where}: {schema.table} has no key and is chunked by this column, which "
+            "cannot be masked; drop the entry"
         )
-        raise ValueError(f"{where}: a key column takes 'hash' only ({why}); change the entry")
+    if name in schema.key and mask.kind is not MaskKind.HASH:
+        raise ValueError(
+            f"{where}: a key column takes 'hash' only (with {mask.text!r} rows would become "
+            "one; a hash keeps them apart); change the entry"
+        )
     if name not in kept:
         raise ValueError(f"{where}: 'columns' leaves the column out; drop one of the two")
     column = schema.column(name)
