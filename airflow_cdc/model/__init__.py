@@ -13,7 +13,7 @@ from airflow_cdc.model.keys import (
 )
 from airflow_cdc.model.partitioning import Partition, Partitioning, RowFilter, ValueRange
 from airflow_cdc.model.plan import SplitMethod, TablePlan
-from airflow_cdc.model.position import BinlogPosition, binlog_file_number
+from airflow_cdc.model.position import ROW_NUMBERS, BinlogPosition, binlog_file_number
 from airflow_cdc.model.schema_change import DdlKind, SchemaChange, SchemaEvent
 from airflow_cdc.model.selection import TablePattern, TableSelection
 from airflow_cdc.model.server_epoch import ServerEpoch
@@ -27,6 +27,7 @@ from airflow_cdc.model.table import (
 )
 
 __all__ = [
+    "ROW_NUMBERS",
     "BinlogPosition",
     "ChangeEvent",
     "ChangeKind",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["BinlogPosition", "binlog_file_number"]
+__all__ = ["ROW_NUMBERS", "BinlogPosition", "binlog_file_number"]
 
 _SUFFIX = re.compile(r"\.(\d+)$")
 
@@ -23,6 +23,8 @@ _OFFSET_DIGITS = 13
 _ROW_DIGITS = 9
 _OFFSET_SCALE: int = 10**_OFFSET_DIGITS
 _ROW_SCALE: int = 10**_ROW_DIGITS
+#: How many rows one offset can number (``BinlogPosition.row`` is below it).
+ROW_NUMBERS = _ROW_SCALE
 #: Offsets of a transaction boundary number (``boundary_number``): 2**32 < 10**10.
 _BOUNDARY_SCALE = 10**10
 #: Files up to ``.999999``: a server rotating hourly takes a century to get there.

@@ -175,7 +175,7 @@ class ColumnLatest:
         """One row event's rows, in binlog order after the ones added before."""
         if rows.count == 0:
             return
-        first = rows.end.at_row(0)
+        first = rows.position(0)
         base = first.encode()
         if base <= self._previous:
             raise ValueError(f"row events out of binlog order: {first} after a later one")

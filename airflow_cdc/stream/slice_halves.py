@@ -69,7 +69,7 @@ class ColumnHalves:
         """One row event's rows, in binlog order after the ones added before."""
         if rows.count == 0:
             return
-        base = rows.end.at_row(0).encode()
+        base = rows.position(0).encode()
         numbers = range(base, base + rows.count)
         source, at = len(self._buffers), len(self._positions)
         self._buffers.append(rows.data)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.model import BinlogPosition, binlog_file_number
+from airflow_cdc.source.binlog.event_types import plain_kind
 
 __all__ = [
     "FIRST_EVENT",
@@ -73,7 +74,11 @@ _REACH_SHARE = 0.25
 
 @dataclass(frozen=True)
 class EventRow:
-    """One row of ``SHOW BINLOG EVENTS``: where the event starts and ends, its type and info."""
+    """One row of ``SHOW BINLOG EVENTS``: where the event starts and ends, its type and info.
+
+    ``kind`` is the type of the event a compressed one stands for (``Query_compressed`` is a
+    ``Query``, ``source.binlog.event_types.plain_kind``): the server shows a compressed
+    query's statement uncompressed."""
 
     pos: int
     end: int
@@ -82,9 +87,12 @@ class EventRow:
 
 
 def is_boundary(event: EventRow) -> bool:
-    """Whether no transaction is open after ``event``: a commit (``Xid``, ``XA PREPARE``),
-    or a query that does not open one (``COMMIT``, DDL)."""
-    if event.kind in ("Xid", "XA_prepare"):
+    """Whether no transaction is open after ``event``: a commit (``Xid``, ``XA PREPARE``), a
+    query that does not open one (``COMMIT``, DDL), or a MySQL ``Transaction_payload`` (a
+    whole transaction). Not checked against a MySQL server here: whether its ``SHOW BINLOG
+    EVENTS`` lists a payload's inner events too is not known; if it does, their end is the
+    payload's, a boundary either way."""
+    if event.kind in ("Xid", "XA_prepare", "Transaction_payload"):
         return True
     if event.kind == "Query":
         return not leaves_transaction_open(event.info)
@@ -194,8 +202,8 @@ def cut_near(
             return event.end, event.end
         elif row_cut is not None and event.end - target > reach:
             return row_cut
-        elif row_cut is None and event.kind.startswith(_ROW_EVENTS):
-            row_cut = (event.end, last)
+        elif row_cut is None and event.kind.startswith(_ROW_EVENTS) and event.end > event.pos:
+            row_cut = (event.end, last)  # not an event listed inside a payload (no bytes)
     return row_cut
 
 
@@ -254,7 +262,7 @@ def events_query(conn: Any) -> EventsQuery:
                 (file,),
             )
             return [
-                EventRow(int(r[1]), int(r[4]), str(r[2]), str(r[5] or ""))
+                EventRow(int(r[1]), int(r[4]), plain_kind(str(r[2])), str(r[5] or ""))
                 for r in cursor.fetchall()
             ]
 

@@ -8,7 +8,7 @@ mid-transaction.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -23,6 +23,7 @@ __all__ = [
     "EventSource",
     "RawEvent",
     "RowsEvent",
+    "UnreadableEvent",
 ]
 
 
@@ -33,6 +34,10 @@ class RowsEvent:
     ``rows`` holds ``(before, after)`` per row, as decoded by the library (not yet
     converted with ``source.arrow_types.python_value``); the cursor numbers them.
     ``event_time``: the event's timestamp (seconds since the epoch, UTC; 0: not known).
+    ``first_row``: the number of its first row (``end.at_row(first_row + i)`` is row
+    ``i``'s position): 0, or for an event read from a MySQL transaction payload, whose
+    events share one offset, where the event starts in the payload (see
+    ``source.binlog.mysql_replication``).
     """
 
     table: TableId
@@ -40,6 +45,7 @@ class RowsEvent:
     end: BinlogPosition
     rows: Sequence[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
     event_time: int = 0
+    first_row: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +58,8 @@ class ColumnRows:
     after-image's value starts in ``data`` (-1: NULL; inserts and updates, None for
     deletes). ``before``: per ``key`` column, where each before-image's value starts
     (updates and deletes). ``after_keys``/``before_keys``: per row, the images' key values
-    as the library gives them. ``event_time``: as :attr:`RowsEvent.event_time`.
+    as the library gives them. ``event_time`` and ``first_row``: as :class:`RowsEvent`'s
+    (:meth:`from_row` moves ``first_row`` on).
     """
 
     table: TableId
@@ -67,10 +74,15 @@ class ColumnRows:
     before_keys: list[Key] | None
     count: int
     event_time: int = 0
+    first_row: int = 0
 
     @property
     def names(self) -> tuple[str, ...]:
         return self.plan.names
+
+    def position(self, row: int) -> BinlogPosition:
+        """The position of row ``row`` (0: the first this holds)."""
+        return self.end.at_row(self.first_row + row)
 
     def rows(self) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
         """The ``(before, after)`` images of :attr:`RowsEvent.rows` (before-images: the key
@@ -112,6 +124,7 @@ class ColumnRows:
             None if self.before_keys is None else self.before_keys[first:],
             max(0, self.count - first),
             self.event_time,
+            self.first_row + first,
         )
 
 
@@ -135,6 +148,21 @@ RawEvent: TypeAlias = RowsEvent | ColumnRows | Boundary
 
 class ConnectionLost(Exception):
     """The replication connection broke (killed, network, server restart): reopen it."""
+
+
+class UnreadableEvent(Exception):
+    """An event the reader does not apply (``source.binlog.event_types``' refused types, or
+    one that does not decode), ending at offset ``end`` of the dump's current file;
+    :meth:`at` is the message once the file is known."""
+
+    def __init__(self, end: int, explain: Callable[[str], str]) -> None:
+        super().__init__(explain(f"offset {end}"))
+        self.end = end
+        self._explain = explain
+
+    def at(self, file: str) -> str:
+        """The message, naming the event's position in ``file``."""
+        return self._explain(f"{file}:{self.end}")
 
 
 class DumpRefused(Exception):

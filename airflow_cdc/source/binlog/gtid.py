@@ -33,6 +33,7 @@ from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import MissingTransactionsError, SourceError
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.gtid import MariaGtid, MariaGtidPos
+from airflow_cdc.source.binlog.dump_connection import DumpConnection
 from airflow_cdc.source.binlog.mysql_replication import dump_settings
 from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.server import ServerInfo, current_position
@@ -108,6 +109,7 @@ def position_after(
         auto_position=str(gtid),
         is_mariadb=True,
         blocking=False,
+        pymysql_wrapper=DumpConnection,
     )
     file: str | None = None
     prelude = 0

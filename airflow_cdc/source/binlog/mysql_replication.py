@@ -27,29 +27,34 @@ Choices that matter (each found against the library and a real server):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 # At module level: this module is itself imported only when a binlog reader starts.
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
+from pymysqlreplication.row_event import PartialUpdateRowsEvent
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import BinlogSettingsError, SourceError
-from airflow_cdc.model import BinlogPosition, TableId, TableSchema
+from airflow_cdc.model import ROW_NUMBERS, BinlogPosition, TableId, TableSchema
 
 # Used through its module, so a test's stand-in (connect) is the one called.
 from airflow_cdc.source import connection
 from airflow_cdc.source.binlog.boundaries import leaves_transaction_open
+from airflow_cdc.source.binlog.dump_connection import DumpConnection, PayloadPlace
+from airflow_cdc.source.binlog.event_types import ROWS_AS_STATEMENT
 from airflow_cdc.source.binlog.events import (
     Boundary,
     ConnectionLost,
     DumpRefused,
     RawEvent,
     RowsEvent,
+    UnreadableEvent,
 )
 from airflow_cdc.source.binlog.library_rows import (
     column_rows,
@@ -68,6 +73,7 @@ from airflow_cdc.source.binlog.transaction_cut import (
 from airflow_cdc.source.catalog.shadow_tables import concerning
 from airflow_cdc.source.connection import LOST_CONNECTION_CODES
 from airflow_cdc.source.ddl import schema_changes
+from airflow_cdc.source.ddl.statement_rows import changed_tables
 
 __all__ = ["binary_logs", "dump_settings", "mysql_event_source"]
 
@@ -83,20 +89,6 @@ _READ_TIMEOUT_SECONDS = 60
 def _error_code(exc: BaseException) -> int | None:
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
-
-
-class _Connection(connection.PooledTlsConnection):
-    """A pymysql connection whose lost-connection errors escape mysql-replication's
-    internal retry (it catches only ``pymysql.OperationalError``), with the process's one
-    TLS context (each slice of each batch opens a dump: 28 ms for a context of its own)."""
-
-    def _read_packet(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super()._read_packet(*args, **kwargs)
-        except pymysql.err.OperationalError as exc:
-            if _error_code(exc) in LOST_CONNECTION_CODES:
-                raise ConnectionLost(str(exc)) from exc
-            raise
 
 
 def binary_logs(cfg: SourceConfig) -> list[str]:
@@ -229,8 +221,17 @@ def dump_settings(cfg: SourceConfig) -> dict[str, Any]:
     }
 
 
-#: The events a cursor reads.
-_CURSOR_EVENTS = (*ROW_EVENTS, XidEvent, QueryEvent, RotateEvent, XAPrepareEvent)
+#: The events a cursor reads (the dump's connection refuses the types that cannot pass,
+#: ``source.binlog.dump_connection``; a partial JSON update is read to be refused when it
+#: is a followed table's).
+_CURSOR_EVENTS = (
+    *ROW_EVENTS,
+    PartialUpdateRowsEvent,
+    XidEvent,
+    QueryEvent,
+    RotateEvent,
+    XAPrepareEvent,
+)
 
 
 def _open_stream(
@@ -261,7 +262,7 @@ def _open_stream(
         only_schemas=sorted({t.database for t in tables}) if watched_only else None,
         only_tables=sorted({t.table for t in tables}) if watched_only else None,
         slave_heartbeat=_HEARTBEAT_SECONDS if blocking else None,
-        pymysql_wrapper=_Connection,
+        pymysql_wrapper=DumpConnection,
         enable_logging=False,
         freeze_schema=True,
     )
@@ -274,6 +275,8 @@ def _next_event(stream: Any) -> Any:
         return stream.fetchone()
     except ConnectionLost:
         raise
+    except UnreadableEvent as exc:
+        raise BinlogSettingsError(exc.at(stream.log_file)) from None
     except (pymysql.err.OperationalError, pymysql.err.InternalError) as exc:
         code = _error_code(exc)
         if code == _DUMP_REFUSED:
@@ -312,15 +315,57 @@ def _raw_event(
     table = TableId(event.schema, event.table)
     if table not in tables:
         return None  # only_schemas x only_tables lets other pairs through
+    first_row = 0
+    place = stream._stream_connection.payload_place  # private: pinned library version
+    if place is not None:
+        end, first_row = _in_payload(end, place, int(event.event_size))
     if skip is not None and end.last_row() <= skip:
         return None
+    if isinstance(event, PartialUpdateRowsEvent):
+        raise BinlogSettingsError(_partial_json(table, end))
     key = tables[table]
     _refuse_partial_images(event, table, end, key)
     fast = column_rows(event, plans, table, end, key) if fast_decode else None
     if fast is not None:
-        return fast
+        return dataclasses.replace(fast, first_row=first_row) if first_row else fast
     kind, rows = library_rows(event, frozenset(key))
-    return RowsEvent(table, kind, end, rows, int(event.timestamp))
+    return RowsEvent(table, kind, end, rows, int(event.timestamp), first_row)
+
+
+def _in_payload(end: BinlogPosition, place: PayloadPlace, size: int) -> tuple[BinlogPosition, int]:
+    """Where the rows of an event read from a MySQL transaction payload lie: at the
+    payload's start offset, numbered from the event's start in the uncompressed payload.
+    The payload's events share its end offset, which is the transaction's boundary (a
+    watermark or a resume point), so their rows must lie before it, after the boundary
+    before the payload (its GTID event lies between), and in their order: an event
+    starting at byte ``o`` of the payload has fewer rows than bytes, so its rows
+    ``o, o + 1, ...`` stay below the next event's."""
+    if place.offset + size >= ROW_NUMBERS:
+        raise SourceError(
+            f"the compressed transaction ending at {end} holds more than {ROW_NUMBERS:,} "
+            "bytes, more than a position can number: turn binlog_transaction_compression "
+            "off for writers of transactions this large"
+        )
+    return end.moved_to(end.file, place.start), place.offset
+
+
+def _rows_as_statement(tables: Sequence[TableId], end: BinlogPosition, query: str) -> str:
+    named = ", ".join(str(table) for table in tables)
+    shown = query if len(query) <= 120 else query[:120] + "..."
+    return (
+        f"the query event ending at {end} changes rows of {named} as a statement ({shown!r}): "
+        f"{ROWS_AS_STATEMENT}. Nothing from this event on was applied"
+    )
+
+
+def _partial_json(table: TableId, end: BinlogPosition) -> str:
+    return (
+        f"the row event of {table} ending at {end} is a Partial_update_rows event: the "
+        "session that wrote it set binlog_row_value_options=PARTIAL_JSON, so its JSON "
+        "after-images are diffs, which airflow-cdc does not apply. Set "
+        "binlog_row_value_options to '' (the default) for every writer, globally and per "
+        f"session, then snapshot {table} again (mysql_cdc_backfill, replace mode)"
+    )
 
 
 def _refuse_partial_images(
@@ -349,6 +394,9 @@ def _query_boundary(
     parser can find is logged: row images with other columns still set their table aside
     (``source.schema_check``)."""
     schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
+    rows = changed_tables(event.query, schema, tables.keys())
+    if rows:
+        raise BinlogSettingsError(_rows_as_statement(rows, end, event.query))
     changes = schema_changes(event.query, schema)
     if any(change.table is None for change in changes):
         log.warning("binlog DDL at %s names no table the parser finds: %r", end, event.query)

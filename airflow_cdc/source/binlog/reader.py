@@ -212,7 +212,7 @@ class BinlogCursor:
                     if self._end is not None and raw.end > self._end:
                         return
                     if columns and isinstance(raw, ColumnRows) and self._in_columns(raw):
-                        last = raw.end.at_row(max(0, raw.count - 1))
+                        last = raw.position(max(0, raw.count - 1))
                         kept = self._new_rows(raw, last)
                         if kept.count:
                             self._last, failures = last, 0
@@ -258,16 +258,16 @@ class BinlogCursor:
         threshold = self._start if self._last is None else max(self._start, self._last)
         if raw.count == 0 or last <= threshold:
             return raw.from_row(raw.count)
-        if raw.end.at_row(0) > threshold:
+        if raw.position(0) > threshold:
             return raw
-        return raw.from_row(threshold.row + 1)  # the threshold is a row of this event
+        return raw.from_row(threshold.row + 1 - raw.first_row)  # a row of this event
 
     def _changes(self, raw: RowsEvent | ColumnRows) -> Iterator[ChangeEvent]:
         """The row changes of one row event not yielded yet (a reconnect reads it again)."""
         schema = self._schemas[raw.table]
         rows = raw.rows() if isinstance(raw, ColumnRows) else raw.rows
         for row_no, (before, after) in enumerate(rows):
-            position = raw.end.at_row(row_no)
+            position = raw.end.at_row(raw.first_row + row_no)
             if position <= self._start or (self._last is not None and position <= self._last):
                 continue
             yield ChangeEvent(

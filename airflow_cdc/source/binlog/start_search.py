@@ -55,6 +55,7 @@ from airflow_cdc.source.binlog.boundaries import (
     events_near,
     events_query,
 )
+from airflow_cdc.source.binlog.dump_connection import DumpConnection
 from airflow_cdc.source.binlog.gtid import position_after, server_gtid
 from airflow_cdc.source.binlog.mysql_replication import dump_settings
 from airflow_cdc.source.binlog.start_rules import (
@@ -328,6 +329,7 @@ def _dump(cfg: SourceConfig, file: str, server_id: int, events: Iterable[type]) 
         only_events=list(events),
         freeze_schema=True,
         enable_logging=False,
+        pymysql_wrapper=DumpConnection,
     )
     try:
         yield stream
