@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import pymysql
+
 from airflow_cdc.errors import BinlogSettingsError, PrivilegeError, SourceError, TableError
 from airflow_cdc.model import TableId, quote_identifier
 from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
@@ -71,6 +73,8 @@ def find_source_problems(
         )
     }
     problems = _binlog_problems(info, variables)
+    if not info.is_mariadb:
+        problems += _session_problems(conn)
     user = _current_user(conn)
     grants = Grants.parse(
         (str(row[0]) for row in fetch_all(conn, "SHOW GRANTS")),
@@ -127,6 +131,51 @@ def _binlog_problems(info: ServerInfo, variables: dict[str, str]) -> list[Source
             fix("binlog_order_commits", "ON", " (the snapshot low watermark relies on it)")
         )
     return problems
+
+
+#: Per-session values a writer may set that the binlog must not have, and what they must be:
+#: MySQL shows other sessions' values in ``performance_schema.variables_by_thread``.
+_SESSION_VALUES = {
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_value_options": "",
+}
+
+
+def _session_problems(conn: DbConnection) -> list[SourceProblem]:
+    """MySQL sessions (connected now) whose binlog settings make row events the stream
+    refuses when they change a followed table. MariaDB shows no other session's values, and
+    a user without access to ``performance_schema`` sees none either: the reader still
+    refuses such events at the first one (``source.binlog.event_types``)."""
+    marks = ", ".join(["%s"] * len(_SESSION_VALUES))
+    try:
+        rows = fetch_all(
+            conn,
+            "SELECT t.PROCESSLIST_USER, t.PROCESSLIST_HOST, t.PROCESSLIST_ID, "  # noqa: S608 - only %s placeholders
+            "v.VARIABLE_NAME, v.VARIABLE_VALUE FROM performance_schema.variables_by_thread v "
+            "JOIN performance_schema.threads t ON t.THREAD_ID = v.THREAD_ID "
+            f"WHERE v.VARIABLE_NAME IN ({marks}) AND t.PROCESSLIST_ID IS NOT NULL",
+            list(_SESSION_VALUES),
+        )
+    except pymysql.err.MySQLError:  # no performance_schema, or no access to it: not shown
+        return []
+    return [
+        SourceProblem(
+            "binlog",
+            f"the session {id_} of {user}@{host} has {name}={value or 'empty'}: its changes "
+            f"reach the binlog in a form the stream refuses; set {name}="
+            f"{_SESSION_VALUES[str(name).lower()] or chr(39) * 2} in that client (and do not "
+            "let writers change it per session)",
+        )
+        for user, host, id_, name, value in rows
+        if _offends(str(name).lower(), str(value or ""))
+    ]
+
+
+def _offends(name: str, value: str) -> bool:
+    if name == "binlog_row_value_options":
+        return "PARTIAL_JSON" in value.upper()
+    return value.upper() != _SESSION_VALUES[name]
 
 
 def _current_user(conn: DbConnection) -> str:

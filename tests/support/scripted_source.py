@@ -17,8 +17,12 @@ class ScriptedConnection:
         variables: dict[str, str],
         grants: Sequence[str],
         tables: Sequence[tuple[str, str, str]] = (("shop", "orders", "BASE TABLE"),),
+        sessions: Sequence[tuple[str, str, int, str, str]] = (),
     ) -> None:
         self.variables, self.grants, self.tables = variables, grants, tables
+        #: MySQL's ``performance_schema`` rows of other sessions' binlog settings: user,
+        #: host, connection id, variable, value.
+        self.sessions = sessions
         self._rows: list[tuple[Any, ...]] = []
 
     def cursor(self) -> ScriptedConnection:
@@ -39,6 +43,8 @@ class ScriptedConnection:
             self._rows = [("cdc@%",)]
         elif "information_schema.TABLES" in sql:
             self._rows = [t for t in self.tables if t[0] in args]
+        elif "performance_schema.variables_by_thread" in sql:
+            self._rows = [row for row in self.sessions if row[3] in args]
         elif sql == "SHOW DATABASES":
             self._rows = sorted({(t[0],) for t in self.tables})
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator
 from typing import Any
 
@@ -82,7 +83,8 @@ def in_columns(event: RawEvent) -> RawEvent:
         b"\x00" + after["id"].to_bytes(4, "little") + bytes([len(after["v"])]) + after["v"].encode()  # type: ignore[index]
         for _, after in event.rows
     )
-    return scan_rows(T, event.kind, event.end, PLAN, ("id",), data)
+    scanned = scan_rows(T, event.kind, event.end, PLAN, ("id",), data)
+    return dataclasses.replace(scanned, first_row=event.first_row)
 
 
 class Server:
@@ -113,7 +115,9 @@ class Server:
         yield Boundary(start)  # the fake rotate event at the start of a dump
         budget = self.breaks.pop(0) if self.breaks else None
         for event in BINLOG:
-            end = event.position if isinstance(event, Boundary) else event.end
+            # As the real source: a row event is left out when all its rows are at or
+            # before the start.
+            end = event.position if isinstance(event, Boundary) else event.end.last_row()
             if end <= start:
                 continue
             if budget is not None:
@@ -313,3 +317,55 @@ def test_a_start_inside_a_transaction_reads_on_from_its_dump_start() -> None:
     reader = cursor(server, start=pos(1, 300).last_row(), dump_from=pos(1, 230))
     assert ids(list(reader)) == [4, 5, 6, 7]
     assert server.opened == [pos(1, 230)]
+
+
+def column_positions(items: list[Any]) -> list[tuple[BinlogPosition, int]]:
+    return [(item.position(i), item.after_keys[i][0]) for item in items for i in range(item.count)]
+
+
+@pytest.mark.parametrize("row", [0, 1, 2])
+def test_a_start_inside_a_row_event_numbers_the_rows_after_it_as_the_row_path_does(
+    row: int,
+) -> None:
+    start = pos(1, 350).at_row(row)
+    by_rows = [(e.position, e.after["id"]) for e in cursor(Server(), start=start)]
+    items = list(cursor(Server(columns=True), start=start).in_columns())
+    assert column_positions(items) == by_rows
+    if row < 2:
+        assert by_rows[0] == (pos(1, 350).at_row(row + 1), 5 + row)
+
+
+#: A MySQL transaction payload between the boundaries at 100 and 300: its events share the
+#: payload's end (300); their rows lie at the payload's start (150), numbered from each
+#: event's place in the uncompressed payload (source.binlog.mysql_replication._in_payload).
+PAYLOAD: list[RawEvent] = [
+    RowsEvent(T, ChangeKind.INSERT, pos(1, 150), [(None, {"id": 1, "v": "a"})] * 2, 0, 40),
+    RowsEvent(T, ChangeKind.INSERT, pos(1, 150), [(None, {"id": 3, "v": "c"})], 0, 70),
+    Boundary(pos(1, 300)),
+]
+
+
+class PayloadServer(Server):
+    def _serve(self, start: BinlogPosition) -> Generator[RawEvent, None, None]:
+        yield Boundary(start)
+        for event in PAYLOAD:
+            end = event.position if isinstance(event, Boundary) else event.end.last_row()
+            if end > start:
+                yield in_columns(event) if self.columns else event
+
+
+@pytest.mark.parametrize("columns", [False, True])
+def test_rows_of_a_transaction_payload_lie_between_its_boundaries_in_order(
+    columns: bool,
+) -> None:
+    reader = cursor(PayloadServer(columns=columns))
+    if columns:
+        found = [p for p, _ in column_positions(list(reader.in_columns()))]
+    else:
+        found = [e.position for e in reader]
+    assert found == [pos(1, 150).at_row(40), pos(1, 150).at_row(41), pos(1, 150).at_row(70)]
+    assert pos(1, 100) < found[0]
+    assert found[-1] < pos(1, 300)
+    assert reader.last_boundary == pos(1, 300)
+    resumed = cursor(PayloadServer(columns=columns), start=pos(1, 150).at_row(40))
+    assert [e.position for e in resumed] == found[1:]

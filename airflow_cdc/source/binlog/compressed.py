@@ -66,6 +66,13 @@ class CompressedEventError(ValueError):
 
 def uncompressed_twin(event: bytes) -> bytes:
     """The plain event a MariaDB compressed query or row event stands for."""
+    try:
+        return _uncompressed_twin(event)
+    except (struct.error, IndexError):
+        raise CompressedEventError("the event is shorter than its format") from None
+
+
+def _uncompressed_twin(event: bytes) -> bytes:
     code = event[_TYPE_AT] if len(event) > HEADER_SIZE else -1
     entry = EVENT_TYPES.get(code)
     if entry is None or entry.handling is not Handling.UNCOMPRESSED or entry.twin is None:
@@ -113,6 +120,13 @@ def _inflated(event: bytes, at: int) -> tuple[bytes, bytes | None]:
 def payload_events(event: bytes) -> list[tuple[int, bytes]]:
     """The events a MySQL ``Transaction_payload`` event holds, in order, each with where it
     starts in the uncompressed payload (``source.binlog.reader`` numbers rows by it)."""
+    try:
+        return _payload_events(event)
+    except (struct.error, IndexError):
+        raise CompressedEventError("the event is shorter than its format") from None
+
+
+def _payload_events(event: bytes) -> list[tuple[int, bytes]]:
     fields, at = _payload_fields(event)
     size = fields.get(_FIELD_SIZE)
     compression = fields.get(_FIELD_COMPRESSION)

@@ -45,14 +45,14 @@ def changed_tables(
 
 
 def _names(found: list[Token], database: str) -> list[TableId]:
-    """Every name in the statement as a table: ``db.name`` pairs as written, every other
-    name in ``database`` (and the second part of a pair also as a bare name: a column
-    ``t.c`` is not a table, but ``db.t.c`` names ``db.t``)."""
+    """Every name in the statement as a table: a name after a dot with the name before it
+    (``db.t``, or the column ``t.c``), every other name in ``database``."""
     names: list[TableId] = []
     for i, token in enumerate(found):
         if not token.is_name:
             continue
-        names.append(TableId(database, token.text))
+        if i == 0 or not found[i - 1].is_symbol("."):
+            names.append(TableId(database, token.text))
         dotted = i + 2 < len(found) and found[i + 1].is_symbol(".") and found[i + 2].is_name
         if dotted:
             names.append(TableId(token.text, found[i + 2].text))
