@@ -21,7 +21,7 @@ from devtools.local_seaweedfs import LocalSeaweedFS
 from devtools.spark_cluster import LocalSparkCluster
 from devtools.spark_scratch import use_private_spark_scratch
 from devtools.temp_folder import started_in_temp_folder
-from tests.support.servers import own_mariadb
+from tests.support.servers import SHOP_ARGS, own_mariadb
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,6 +39,14 @@ use_private_spark_scratch()
 def mariadb() -> Iterator[LocalMariaDB]:
     """One MariaDB server (binlog ROW / FULL / metadata FULL) on a free port in a temp dir."""
     with own_mariadb("cdc-mariadb-") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def shop_mariadb() -> Iterator[LocalMariaDB]:
+    """A second MariaDB, configured as shops configure theirs (``tests.support.servers.
+    SHOP_ARGS``: compressed binlog events, no checksums, a time zone east of UTC, latin1)."""
+    with own_mariadb("cdc-shop-mariadb-", SHOP_ARGS) as server:
         yield server
 
 

@@ -27,8 +27,17 @@ from tests.support.pipeline import (
     spark_submit,
     wait_for,
 )
+from tests.support.servers import SERVERS, stock_or_shop
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def mariadb(request: pytest.FixtureRequest, mariadb: LocalMariaDB) -> LocalMariaDB:
+    """Each test on the stock server and on the shop server (compressed binlog events, no
+    checksums, another time zone, latin1)."""
+    return stock_or_shop(request, mariadb)
+
 
 ROWS = 3000
 

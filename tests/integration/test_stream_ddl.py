@@ -21,9 +21,18 @@ from airflow_cdc.model import TableId
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source, sink_table, source_table
 from tests.support.pipeline import arm, job_spec, plan, snapshot_all, stream_spec, wait_for
+from tests.support.servers import SERVERS, stock_or_shop
 from tests.support.stream_harness import InProcessStream
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def mariadb(request: pytest.FixtureRequest, mariadb: LocalMariaDB) -> LocalMariaDB:
+    """Each test on the stock server and on the shop server (compressed binlog events, no
+    checksums, another time zone, latin1)."""
+    return stock_or_shop(request, mariadb)
+
 
 KEY = ["id"]
 

@@ -24,8 +24,17 @@ from airflow_cdc.source.binlog.reader import BinlogCursor
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position, source_config, table_schemas
+from tests.support.servers import SERVERS, stock_or_shop
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def mariadb(request: pytest.FixtureRequest, mariadb: LocalMariaDB) -> LocalMariaDB:
+    """Each test on the stock server and on the shop server, whose row and query events
+    are compressed (every one of these rows is)."""
+    return stock_or_shop(request, mariadb)
+
 
 ROWS = 3000
 #: What the reader logs when it passes to an unmapped table's event.

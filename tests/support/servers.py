@@ -45,6 +45,19 @@ def own_mariadb(prefix: str, extra_args: tuple[str, ...] = ()) -> Iterator[Local
         yield server
 
 
+#: A server configured as shops configure theirs: every binlog event above 10 bytes
+#: compressed (``log_bin_compress``; the default threshold is 256), no binlog checksums, a
+#: time zone that is not UTC, and latin1 as the server's character set.
+SHOP_ARGS = (
+    "--log-bin-compress=ON",
+    "--log-bin-compress-min-len=10",
+    "--binlog-checksum=NONE",
+    "--default-time-zone=+05:30",
+    "--character-set-server=latin1",
+    "--collation-server=latin1_swedish_ci",
+)
+
+
 #: A GTID primary or replica whose binlog holds what it replicates (a promotable replica).
 GTID_ARGS = ("--log-slave-updates", "--gtid-strict-mode=1")
 
@@ -58,3 +71,17 @@ def gtid_pair() -> Iterator[tuple[LocalMariaDB, LocalMariaDB]]:
     ):
         replicate(replica, primary)
         yield primary, replica
+
+
+#: The servers a module runs its tests against when it runs them on both (see
+#: :func:`stock_or_shop`).
+SERVERS = ("stock", "shop")
+
+
+def stock_or_shop(request: pytest.FixtureRequest, stock: LocalMariaDB) -> LocalMariaDB:
+    """The server a module's ``mariadb`` fixture, parametrized by :data:`SERVERS`, gives:
+    the session's stock server or its shop server (``shop_mariadb``)."""
+    if request.param == "shop":
+        server: LocalMariaDB = request.getfixturevalue("shop_mariadb")
+        return server
+    return stock
