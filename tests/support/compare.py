@@ -9,7 +9,7 @@ from typing import Any
 
 import pymysql
 
-from airflow_cdc.model import TableId
+from airflow_cdc.model import TableId, quote_identifier
 from airflow_cdc.sinks.delta import DeltaSink
 from devtools.local_mariadb import LocalMariaDB
 
@@ -28,7 +28,14 @@ def source_table(
     conn = server.root(cursorclass=pymysql.cursors.DictCursor)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM {table.quoted()}")
+            # Every column by name: ``SELECT *`` leaves out INVISIBLE ones, the replica not.
+            cur.execute(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                (table.database, table.table),
+            )
+            columns = ", ".join(quote_identifier(row["COLUMN_NAME"]) for row in cur.fetchall())
+            cur.execute(f"SELECT {columns} FROM {table.quoted()}")
             return {
                 tuple(_norm(row[k]) for k in key): {c: _norm(v) for c, v in row.items()}
                 for row in cur.fetchall()
