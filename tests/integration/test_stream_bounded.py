@@ -44,6 +44,7 @@ def mariadb(request: pytest.FixtureRequest, mariadb: LocalMariaDB) -> LocalMaria
     among compressed row events."""
     return stock_or_shop(request, mariadb)
 
+
 #: ``batch 3 from b.000001:4: 120 changes, 118 applied to db.t in 0.21 s (2 slices decoded in
 #: 0.1 s, 1 merges)``
 BATCH_LINE = re.compile(

@@ -337,7 +337,7 @@ def test_a_start_inside_a_row_event_numbers_the_rows_after_it_as_the_row_path_do
 
 #: A MySQL transaction payload between the boundaries at 100 and 300: its events share the
 #: payload's end (300); their rows lie at the payload's start (150), numbered from each
-#: event's place in the uncompressed payload (source.binlog.mysql_replication._in_payload).
+#: event's place in the uncompressed payload (source.binlog.dump_connection.PayloadPlace.rows_at).
 PAYLOAD: list[RawEvent] = [
     RowsEvent(T, ChangeKind.INSERT, pos(1, 150), [(None, {"id": 1, "v": "a"})] * 2, 0, 40),
     RowsEvent(T, ChangeKind.INSERT, pos(1, 150), [(None, {"id": 3, "v": "c"})], 0, 70),

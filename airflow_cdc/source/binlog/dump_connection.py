@@ -29,6 +29,8 @@ from typing import Any, assert_never
 import pymysql
 from pymysql.protocol import MysqlPacket
 
+from airflow_cdc.errors import SourceError
+from airflow_cdc.model import ROW_NUMBERS, BinlogPosition
 from airflow_cdc.source import connection
 from airflow_cdc.source.binlog.compressed import (
     HEADER_SIZE,
@@ -61,6 +63,22 @@ class PayloadPlace:
 
     start: int
     offset: int
+
+    def rows_at(self, end: BinlogPosition, size: int) -> tuple[BinlogPosition, int]:
+        """Where the rows of the inner event of ``size`` bytes ending (as the payload) at
+        ``end`` lie: at the payload's start offset, numbered from the event's start in the
+        uncompressed payload. The payload's events share its end, which is the
+        transaction's boundary (a watermark, a resume point), so their rows must lie
+        before it, after the boundary before the payload (its GTID event lies between),
+        and in their order: an event starting at byte ``o`` has fewer rows than bytes, so
+        its rows ``o, o + 1, ...`` stay below the next event's."""
+        if self.offset + size >= ROW_NUMBERS:
+            raise SourceError(
+                f"the compressed transaction ending at {end} holds more than "
+                f"{ROW_NUMBERS:,} bytes, more than a position can number: turn "
+                "binlog_transaction_compression off for writers of transactions this large"
+            )
+        return end.moved_to(end.file, self.start), self.offset
 
 
 def dump_events(event: bytes) -> list[tuple[bytes, PayloadPlace | None]]:

@@ -30,7 +30,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
 # At module level: this module is itself imported only when a binlog reader starts.
@@ -41,13 +41,12 @@ from pymysqlreplication.row_event import PartialUpdateRowsEvent
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import BinlogSettingsError, SourceError
-from airflow_cdc.model import ROW_NUMBERS, BinlogPosition, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 
 # Used through its module, so a test's stand-in (connect) is the one called.
 from airflow_cdc.source import connection
 from airflow_cdc.source.binlog.boundaries import leaves_transaction_open
-from airflow_cdc.source.binlog.dump_connection import DumpConnection, PayloadPlace
-from airflow_cdc.source.binlog.event_types import ROWS_AS_STATEMENT
+from airflow_cdc.source.binlog.dump_connection import DumpConnection
 from airflow_cdc.source.binlog.events import (
     Boundary,
     ConnectionLost,
@@ -59,7 +58,11 @@ from airflow_cdc.source.binlog.events import (
 from airflow_cdc.source.binlog.library_rows import (
     column_rows,
     library_rows,
-    missing_image_columns,
+)
+from airflow_cdc.source.binlog.refused_rows import (
+    partial_json,
+    refuse_partial_images,
+    rows_as_statement,
 )
 from airflow_cdc.source.binlog.transaction_cut import (
     ROW_EVENTS,
@@ -318,72 +321,18 @@ def _raw_event(
     first_row = 0
     place = stream._stream_connection.payload_place  # private: pinned library version
     if place is not None:
-        end, first_row = _in_payload(end, place, int(event.event_size))
+        end, first_row = place.rows_at(end, int(event.event_size))
     if skip is not None and end.last_row() <= skip:
         return None
     if isinstance(event, PartialUpdateRowsEvent):
-        raise BinlogSettingsError(_partial_json(table, end))
+        raise BinlogSettingsError(partial_json(table, end))
     key = tables[table]
-    _refuse_partial_images(event, table, end, key)
+    refuse_partial_images(event, table, end, key)
     fast = column_rows(event, plans, table, end, key) if fast_decode else None
     if fast is not None:
         return dataclasses.replace(fast, first_row=first_row) if first_row else fast
     kind, rows = library_rows(event, frozenset(key))
     return RowsEvent(table, kind, end, rows, int(event.timestamp), first_row)
-
-
-def _in_payload(end: BinlogPosition, place: PayloadPlace, size: int) -> tuple[BinlogPosition, int]:
-    """Where the rows of an event read from a MySQL transaction payload lie: at the
-    payload's start offset, numbered from the event's start in the uncompressed payload.
-    The payload's events share its end offset, which is the transaction's boundary (a
-    watermark or a resume point), so their rows must lie before it, after the boundary
-    before the payload (its GTID event lies between), and in their order: an event
-    starting at byte ``o`` of the payload has fewer rows than bytes, so its rows
-    ``o, o + 1, ...`` stay below the next event's."""
-    if place.offset + size >= ROW_NUMBERS:
-        raise SourceError(
-            f"the compressed transaction ending at {end} holds more than {ROW_NUMBERS:,} "
-            "bytes, more than a position can number: turn binlog_transaction_compression "
-            "off for writers of transactions this large"
-        )
-    return end.moved_to(end.file, place.start), place.offset
-
-
-def _rows_as_statement(tables: Sequence[TableId], end: BinlogPosition, query: str) -> str:
-    named = ", ".join(str(table) for table in tables)
-    shown = query if len(query) <= 120 else query[:120] + "..."
-    return (
-        f"the query event ending at {end} changes rows of {named} as a statement ({shown!r}): "
-        f"{ROWS_AS_STATEMENT}. Nothing from this event on was applied"
-    )
-
-
-def _partial_json(table: TableId, end: BinlogPosition) -> str:
-    return (
-        f"the row event of {table} ending at {end} is a Partial_update_rows event: the "
-        "session that wrote it set binlog_row_value_options=PARTIAL_JSON, so its JSON "
-        "after-images are diffs, which airflow-cdc does not apply. Set "
-        "binlog_row_value_options to '' (the default) for every writer, globally and per "
-        f"session, then snapshot {table} again (mysql_cdc_backfill, replace mode)"
-    )
-
-
-def _refuse_partial_images(
-    event: Any, table: TableId, end: BinlogPosition, key: tuple[str, ...]
-) -> None:
-    """Stop at a row event whose images lack columns (``library_rows.missing_image_columns``)
-    rather than apply its rows with NULLs where values were left out."""
-    missing = missing_image_columns(event, frozenset(key))
-    if missing is None:
-        return
-    image, columns = missing
-    raise BinlogSettingsError(
-        f"the row event of {table} ending at {end} has no value for {', '.join(columns)} in "
-        f"its {image}-image: the session that wrote it set binlog_row_image to MINIMAL or "
-        "NOBLOB (the server's global value is FULL). The stream needs whole images: make "
-        "every writer use FULL (do not let writers set binlog_row_image per session), then "
-        f"snapshot {table} again (mysql_cdc_backfill, replace mode)"
-    )
 
 
 def _query_boundary(
@@ -396,7 +345,7 @@ def _query_boundary(
     schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
     rows = changed_tables(event.query, schema, tables.keys())
     if rows:
-        raise BinlogSettingsError(_rows_as_statement(rows, end, event.query))
+        raise BinlogSettingsError(rows_as_statement(rows, end, event.query))
     changes = schema_changes(event.query, schema)
     if any(change.table is None for change in changes):
         log.warning("binlog DDL at %s names no table the parser finds: %r", end, event.query)
