@@ -134,3 +134,54 @@ def test_a_writable_sink_path_is_left_as_it_was(tmp_path: Path) -> None:
     check_writable(Location(str(tmp_path / "new" / "lake")))
     check_writable(Location(f"file://{tmp_path}"))
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+MYSQL_VARIABLES = {
+    "log_bin": "ON",
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+    "binlog_row_value_options": "",
+    "binlog_order_commits": "ON",
+    "lower_case_table_names": "0",
+}
+
+
+def test_mysql_sessions_whose_binlog_settings_the_stream_refuses_are_named() -> None:
+    """MySQL only (no MySQL server runs here; the rows are performance_schema's documented
+    columns): connected sessions that set binlog_format, binlog_row_image or
+    binlog_row_value_options per session are named with the setting to change."""
+    from airflow_cdc.source.validation import find_source_problems
+
+    sessions = [
+        ("app", "10.0.0.5", 41, "binlog_format", "STATEMENT"),
+        ("app", "10.0.0.5", 41, "binlog_row_image", "FULL"),
+        ("etl", "10.0.0.9", 42, "binlog_row_value_options", "PARTIAL_JSON"),
+        ("etl", "10.0.0.9", 42, "binlog_format", "ROW"),
+        ("bi", "10.0.0.7", 43, "binlog_row_image", "MINIMAL"),
+    ]
+    problems = find_source_problems(
+        ScriptedConnection(MYSQL_VARIABLES, BINLOG_OFF_GRANTS, sessions=sessions),
+        ServerInfo("mysql", (8, 4, 2)),
+        [TableId("shop", "orders")],
+    )
+    named = [p.message for p in problems if p.kind == "binlog"]
+    assert named == [
+        "the session 41 of app@10.0.0.5 has binlog_format=STATEMENT: its changes reach the "
+        "binlog in a form the stream refuses; set binlog_format=ROW in that client (and do "
+        "not let writers change it per session)",
+        "the session 42 of etl@10.0.0.9 has binlog_row_value_options=PARTIAL_JSON: its "
+        "changes reach the binlog in a form the stream refuses; set "
+        "binlog_row_value_options='' in that client (and do not let writers change it per "
+        "session)",
+        "the session 43 of bi@10.0.0.7 has binlog_row_image=MINIMAL: its changes reach the "
+        "binlog in a form the stream refuses; set binlog_row_image=FULL in that client (and "
+        "do not let writers change it per session)",
+    ]
+    # MariaDB shows no other session's values: nothing is asked.
+    mariadb = find_source_problems(
+        ScriptedConnection(MYSQL_VARIABLES, BINLOG_OFF_GRANTS, sessions=sessions),
+        ServerInfo("mariadb", (10, 11, 6)),
+        [TableId("shop", "orders")],
+    )
+    assert [p for p in mariadb if p.kind == "binlog"] == []
