@@ -5,6 +5,9 @@ headers and scan a file for a time, the only modules that import it).
 
 Choices that matter (each found against the library and a real server):
 
+* every dump reads through ``source.binlog.dump_connection``: each event is handled by its
+  type before the library sees it (compressed events decoded, transaction payloads
+  unwrapped, refused types raised), so none passes by being unknown to the library;
 * file/position dump with ``is_mariadb=False`` also against MariaDB: with ``is_mariadb=True``
   the library ignores ``log_file``/``log_pos`` and reads from the first binlog;
 * the library silently reconnects on errors 2006/2013 at the end of the last event it read,
@@ -224,17 +227,9 @@ def dump_settings(cfg: SourceConfig) -> dict[str, Any]:
     }
 
 
-#: The events a cursor reads (the dump's connection refuses the types that cannot pass,
-#: ``source.binlog.dump_connection``; a partial JSON update is read to be refused when it
-#: is a followed table's).
-_CURSOR_EVENTS = (
-    *ROW_EVENTS,
-    PartialUpdateRowsEvent,
-    XidEvent,
-    QueryEvent,
-    RotateEvent,
-    XAPrepareEvent,
-)
+#: The events a cursor reads (every other type is harmless or refused by the dump's
+#: connection, ``source.binlog.dump_connection``).
+_CURSOR_EVENTS = (*ROW_EVENTS, XidEvent, QueryEvent, RotateEvent, XAPrepareEvent)
 
 
 def _open_stream(

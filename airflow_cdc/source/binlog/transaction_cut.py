@@ -26,7 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from airflow_cdc.errors import SourceError
 from airflow_cdc.model import BinlogPosition
@@ -41,8 +46,9 @@ __all__ = [
     "take_row_events",
 ]
 
-#: The library's row event classes.
-ROW_EVENTS = frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent})
+#: The library's row event classes (a partial JSON update is read to be refused when it is
+#: a followed table's, ``source.binlog.refused_rows``).
+ROW_EVENTS = frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent})
 #: The library's filter of the events it builds (name-mangled attribute).
 _PACKET_FILTER = "_BinLogStreamReader__allowed_events_in_packet"
 
