@@ -38,11 +38,10 @@ def get_provider_info() -> dict[str, Any]:
         "operators": _modules("operators.plan", "operators.snapshot"),
         "sensors": _modules("sensors.chunks"),
         "triggers": _modules("triggers.chunks"),
-        # The CDC page (Airflow loads providers' plugins with [core] lazy_discover_providers
-        # = False): a FastAPI app mounted at /cdc and an entry in the navigation.
-        "plugins": [
-            {"name": "airflow_cdc", "plugin-class": "airflow_cdc.plugins.cdc_page.CdcPagePlugin"}
-        ],
+        # No "plugins": the CDC page is the ``airflow.plugins`` entry point's (pyproject),
+        # which Airflow loads whatever [core] lazy_discover_providers says; listed here too,
+        # Airflow would register it a second time when providers are not lazy ("Plugin
+        # 'airflow_cdc' already registered", a plugin import error). Cosmos does the same.
         # Own connection types, so the UI offers a form even where the MySQL provider is not
         # installed. The hooks also accept the common types (mysql, sqlite, postgres, ...).
         "connection-types": [

@@ -2,8 +2,9 @@
 :data:`URL_PREFIX` (``/cdc/``: the page, ``/cdc/api/pipelines``: its data as JSON) and an
 entry in the navigation that opens it (an *external view*).
 
-Airflow loads the plugin from the provider info (``plugins``); it loads providers' plugins
-only with ``[core] lazy_discover_providers = False`` (``plugins_manager._get_plugins``).
+Airflow loads the plugin from the package's ``airflow.plugins`` entry point, with its
+defaults (``plugins_manager._load_entrypoint_plugins``); a provider-info plugin would load
+only with ``[core] lazy_discover_providers = False``.
 
 Access: every route depends on Airflow's own ``requires_access_view(AccessView.WEBSITE)``:
 the caller's JWT (the ``Authorization: Bearer`` header, or the UI's session cookie) is

@@ -93,8 +93,6 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
             "CDC_TABLES": json.dumps(configured),
             **probe_environment(pause_dir),
             "CDC_CHUNK_RETRIES": "0",  # the failed chunk waits for an operator to clear it
-            # Providers discovered at start-up, so the api-server loads the CDC page.
-            "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": "False",
         },
     )
     deployment = AirflowDeployment.create(

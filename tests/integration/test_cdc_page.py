@@ -71,7 +71,6 @@ def test_the_page_and_its_api_behind_airflow_login(tmp_path: Path) -> None:
     passwords.write_text(json.dumps({"watcher": "watcher-pw"}))
     env.update(
         {
-            "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": "False",
             # A credential in the connection (SQLite ignores it): it must not show.
             "AIRFLOW_CONN_CDC_METADATA": json.dumps(
                 {"conn_type": "sqlite", "password": secret, "extra": {"url": meta}}

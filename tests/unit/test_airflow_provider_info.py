@@ -80,15 +80,21 @@ def test_airflow_providers_list_shows_airflow_cdc(tmp_path: Path) -> None:
     assert providers["airflow-cdc"]["version"] == "0.1.0"
 
 
-def test_the_provider_plugin_is_a_valid_airflow_plugin_with_the_page() -> None:
+def test_the_plugin_entry_point_is_a_valid_airflow_plugin_with_the_page() -> None:
+    """The page is the ``airflow.plugins`` entry point's (loaded with Airflow's defaults),
+    and not also the provider info's (which would register it twice)."""
+    from importlib.metadata import entry_points
+
     from airflow.plugins_manager import AirflowPlugin, is_valid_plugin
 
-    (entry,) = get_provider_info()["plugins"]
-    module, _, name = entry["plugin-class"].rpartition(".")
-    plugin = getattr(importlib.import_module(module), name)
+    assert "plugins" not in get_provider_info()
+    (entry,) = [
+        e for e in entry_points(group="airflow.plugins") if e.module.startswith("airflow_cdc")
+    ]
+    plugin = entry.load()
     assert issubclass(plugin, AirflowPlugin)
     assert is_valid_plugin(plugin)
-    assert plugin.name == entry["name"]
+    assert plugin.name == entry.name == "airflow_cdc"
     (app,) = plugin.fastapi_apps
     routes = {getattr(route, "path", None) for route in app["app"].routes}
     assert {"/", "/api/pipelines"} <= routes
