@@ -6,6 +6,9 @@ tables (joined, waiting, dropped in the source) and its newest schema changes.
 
     airflow-cdc status --metadata-url sqlite:////var/lib/cdc/meta.db
     AIRFLOW_CONN_CDC_METADATA=postgresql://... airflow-cdc status
+
+``airflow-cdc dags install``: the shipped DAG files into Airflow's DAGs folder
+(``airflow_cdc.dag_files``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from airflow_cdc.dag_files import install_dags
 from airflow_cdc.errors import CdcError
 from airflow_cdc.status.report import SCHEMA_CHANGES_SHOWN, status_report
 
@@ -84,6 +89,21 @@ def _print_schema_changes(stream: dict[str, Any]) -> None:
         print(f"    {c['position']} {c['table']} {c['kind']} -> {c['decision']}{detail}")
 
 
+def _install_dags(folder: str | None, *, force: bool) -> int:
+    if folder is None:
+        from airflow.configuration import conf  # only here: the status command needs no Airflow
+
+        folder = conf.get("core", "dags_folder")
+    try:
+        installed = install_dags(Path(folder).expanduser(), force=force)
+    except CdcError as exc:
+        print(f"airflow-cdc: {exc}", file=sys.stderr)
+        return 2
+    for dag in installed:
+        print(f"{dag.action:>9} {dag.path}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="airflow-cdc",
@@ -97,7 +117,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="SQLAlchemy URL (default: the cdc_metadata connection's env var, else $AIRFLOW_HOME/cdc_metadata.db)",
     )
     status.add_argument("--json", action="store_true", help="print JSON")
+    dags = commands.add_parser("dags", help="the shipped DAG files")
+    dags_commands = dags.add_subparsers(dest="dags_command", required=True)
+    install = dags_commands.add_parser(
+        "install", help="copy the DAG files into a DAGs folder (default: Airflow's dags_folder)"
+    )
+    install.add_argument("--folder", help="the DAGs folder (default: [core] dags_folder)")
+    install.add_argument(
+        "--force", action="store_true", help="replace files that differ from the shipped ones"
+    )
     args = parser.parse_args(argv)
+    if args.command == "dags":
+        return _install_dags(args.folder, force=args.force)
     try:
         report = status_report(_metadata_url(args.metadata_url))
     except CdcError as exc:

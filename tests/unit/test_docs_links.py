@@ -22,11 +22,17 @@ def anchors(page: Path) -> set[str]:
     return {anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
 
 
+#: The README's links into this repository are absolute (they must work on a package index).
+REPOSITORY = "https://github.com/airflow-cdc/airflow-cdc/blob/main/"
+
+
 def broken_links(pages: list[Path], root: Path = ROOT) -> list[str]:
     found = []
     for page in pages:
         for link in LINK.findall(page.read_text()):
-            if re.match(r"[a-z]+:", link):  # https:, mailto:
+            if link.startswith(REPOSITORY):
+                link = str(root / link.removeprefix(REPOSITORY))
+            elif re.match(r"[a-z]+:", link):  # https:, mailto:
                 continue
             path, _, fragment = link.partition("#")
             target = (page.parent / path).resolve() if path else page
@@ -56,3 +62,13 @@ def test_a_link_to_a_moved_section_is_named(tmp_path: Path) -> None:
         "b.md: (a.md#not-a-heading): no heading #not-a-heading",
         "b.md: (c.md): no such file",
     ]
+
+
+def test_the_readme_links_by_absolute_addresses_only() -> None:
+    """On a package index a relative link of the README leads nowhere."""
+    relative = [
+        link
+        for link in LINK.findall((ROOT / "README.md").read_text())
+        if not re.match(r"[a-z]+:", link) and not link.startswith("#")
+    ]
+    assert relative == []

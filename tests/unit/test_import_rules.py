@@ -47,11 +47,13 @@ ORDER = (
     "operators",
     "plugins",
     "provider_info",
+    "dag_files",
     "cli",
 )
 #: The repository's tools and tests: outside the wheel, so the product never imports them.
 OUTSIDE_THE_WHEEL = {"devtools", "tests"}
-AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers", "plugins"}
+#: The command line reads Airflow's configuration (``airflow-cdc dags install``'s folder).
+AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers", "plugins", "cli"}
 #: Packages whose modules only their own package imports; others import the facade.
 FACADES = ("sinks.delta",)
 
