@@ -12,6 +12,7 @@ from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableId, TableOptions, TableSchema
 from airflow_cdc.model.lake_columns import LakeColumnRules, MaskKey, TableLakeColumns
 from airflow_cdc.model.lake_record import LakeRecord
+from airflow_cdc.model.lake_rule_matches import check_entries_match
 
 __all__ = ["DEFAULT_MASK_CONN_ID", "LakeColumnsConfig", "parse_lake_rules"]
 
@@ -76,6 +77,15 @@ class LakeColumnsConfig:
             return TableLakeColumns(tuple(c.name for c in schema.columns))
         try:
             return self.rules.for_table(schema)
+        except ValueError as exc:
+            raise _naming_the_settings(exc) from None
+
+    def check_matches(self, tables: Mapping[TableId, Sequence[str]]) -> None:
+        """:class:`ConfigurationError` naming every entry that matches nothing of
+        ``tables``, the tables a run follows with their columns
+        (``model.lake_rule_matches``)."""
+        try:
+            check_entries_match(self.rules, tables)
         except ValueError as exc:
             raise _naming_the_settings(exc) from None
 

@@ -16,6 +16,10 @@ lose a row's identity or cannot be done to a column's type, naming the entry to 
   (HMAC-SHA256, hex) of the value's UTF-8 text: both are for text columns. ``null``
   suits any column but the key.
 
+A rule names a column as the server compares column names, without case
+(``model.column_names``): ``shop.*.Email`` masks the column ``email``. Every entry must
+name something the run follows (``model.lake_rule_matches``, checked by the plan).
+
 A key column takes ``hash`` only: the hash of a key is as unique as the key, so the lake's
 rows keep their identity (updates and deletes find their row by the hashed key), while
 ``null`` and ``truncate`` would make rows one. A table whose key is hashed is *keyed by
@@ -35,6 +39,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from airflow_cdc.model.column_names import column_named, same_column_name
 from airflow_cdc.model.selection import TablePattern
 from airflow_cdc.model.table import TableId, TableSchema, _split_dotted, quote_identifier
 
@@ -46,6 +51,7 @@ __all__ = [
     "MaskKey",
     "MaskKind",
     "TableLakeColumns",
+    "mask_entry",
 ]
 
 #: Column types whose values are text (``information_schema`` DATA_TYPE): what ``truncate``
@@ -122,13 +128,29 @@ class ColumnChoice:
                 f"not {given!r}"
             )
         ((kind, names),) = given.items()
-        if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-            raise ValueError(f"columns of {entry!r}: {kind} takes a list of column names")
+        if isinstance(names, str) or not names or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(
+                f"columns of {entry!r}: {kind} takes a list of column names (at least one)"
+            )
         if kind == "include":
             return cls(include=tuple(names))
         return cls(exclude=tuple(names))
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The columns the entry names (included or excluded)."""
+        return self.exclude if self.include is None else self.include
+
+    def on(self, columns: Sequence[str]) -> ColumnChoice:
+        """This choice with its names as ``columns`` (a table's) spell them
+        (``model.column_names``); a name that is none of them is dropped."""
+        spelled = (column_named(name, columns) for name in self.names)
+        found = tuple(dict.fromkeys(name for name in spelled if name is not None))
+        return ColumnChoice(exclude=found) if self.include is None else ColumnChoice(found)
+
     def keeps(self, name: str) -> bool:
+        """Whether the column ``name`` stays (the choice's names spelled as the table's:
+        :meth:`on`)."""
         if self.include is not None:
             return name in self.include
         return name not in self.exclude
@@ -195,10 +217,7 @@ class LakeColumnRules:
     def texts(self) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
         """The rules in the form :meth:`parse` takes (what job files carry)."""
         columns = {pattern.text: choice.as_dict() for pattern, choice in self.columns}
-        masks = {
-            f"{pattern.text}.{quote_identifier(name) if '.' in name else name}": mask.text
-            for pattern, name, mask in self.masks
-        }
+        masks = {mask_entry(pattern, name): mask.text for pattern, name, mask in self.masks}
         return columns, masks
 
     def for_table(self, schema: TableSchema) -> TableLakeColumns:
@@ -207,7 +226,8 @@ class LakeColumnRules:
         out or one of a type the mask does not take, or when two masks of a column differ."""
         matching = [(p, choice) for p, choice in self.columns if p.matches(schema.table)]
         names = [c.name for c in schema.columns]
-        kept = tuple(n for n in names if all(choice.keeps(n) for _, choice in matching))
+        spelled = [choice.on(names) for _, choice in matching]
+        kept = tuple(n for n in names if all(choice.keeps(n) for choice in spelled))
         left_out = tuple(n for n in names if n not in kept)
         masks = _masks_of(schema, self.masks)
         if not masks and not left_out:
@@ -223,7 +243,9 @@ class LakeColumnRules:
         columns): the table is keyed by hash, and its chunks' bounds, source key values,
         are not shown (``Chunk.label``)."""
         return any(
-            pattern.matches(table) and name in key and mask.kind is MaskKind.HASH
+            pattern.matches(table)
+            and mask.kind is MaskKind.HASH
+            and any(same_column_name(name, column) for column in key)
             for pattern, name, mask in self.masks
         )
 
@@ -234,6 +256,12 @@ class LakeColumnRules:
 
 
 ALL_COLUMNS = LakeColumnRules()
+
+
+def mask_entry(pattern: TablePattern, name: str) -> str:
+    """The ``masks`` entry of ``pattern``'s column ``name``, as :meth:`LakeColumnRules.parse`
+    takes it (a name holding a dot in backticks)."""
+    return f"{pattern.text}.{quote_identifier(name) if '.' in name else name}"
 
 
 def _split_mask_entry(entry: str) -> tuple[TablePattern, str]:
@@ -267,11 +295,14 @@ def _masks_of(
     """The masks of ``schema``'s columns, in the table's column order."""
     names = [c.name for c in schema.columns]
     found: dict[str, Mask] = {}
-    for pattern, name, mask in entries:
+    for pattern, given, mask in entries:
         if not pattern.matches(schema.table):
             continue
-        if name not in names and pattern.exact_table is not None:
-            raise ValueError(f"a mask names a column {schema.table} does not have: {name!r}")
+        name = column_named(given, names)
+        if name is None:
+            if pattern.exact_table is not None:
+                raise ValueError(f"a mask names a column {schema.table} does not have: {given!r}")
+            continue
         if name in found and found[name] != mask:
             raise ValueError(
                 f"{schema.table}.{name} has two masks ({found[name].text!r} and "
@@ -294,11 +325,11 @@ def _check_kept(
             f"the key of {schema.table} ({', '.join(schema.key)}) must reach the lake, but "
             f"'columns' leaves out {left_out}: keep them (a row is found by its key)"
         )
-    names = {c.name for c in schema.columns}
+    names = [c.name for c in schema.columns]
     for pattern, choice in matching:
         if pattern.exact_table is None:
             continue
-        unknown = sorted(set(choice.include or ()) - names)
+        unknown = sorted(n for n in choice.include or () if column_named(n, names) is None)
         if unknown:
             raise ValueError(f"'columns' includes columns {schema.table} does not have: {unknown}")
 

@@ -158,6 +158,15 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
                     "CDC_TABLES of the DAG files)"
                 )
 
+    def followed(self, selection: TableSelection) -> TableSelection | None:
+        """Beside the planned tables, the tables ``columns`` and ``masks`` are judged
+        against (``planning.lake_rules``): with ``allowed_tables`` (a backfill of one
+        table of the configured set), that set, less ``selection``'s excluded ones."""
+        if self.allowed_tables is None or self.allowed_tables == "":
+            return None
+        allowed = table_selection(self.allowed_tables, None, name="allowed_tables")
+        return TableSelection(allowed.include, selection.exclude)
+
     def chunking_config(self) -> ChunkingConfig:
         """The rendered ``chunking``, at most as many work units as Airflow maps."""
         given = as_config("chunking", ChunkingConfig, self.chunking)
@@ -186,8 +195,6 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         metadata_url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
         planned = self._plan(source, metadata_url, asked, context, sink, lake_columns)
         record, plans = planned.record, planned.plans
-        for schema in planned.schemas or ():
-            lake_columns.for_table(schema)  # the rules apply to every table, or say why not
         check_routes(sink, planned.schemas or ())
         self.note_lineage(source, sink, planned.schemas or record.tables, metadata_url=metadata_url)
         if not asked.startup.snapshots:
@@ -257,6 +264,8 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
                         str(context["run_id"]),
                         chunk_keys=keys,
                         key_range=key_range,
+                        lake_columns=lake_columns,
+                        followed=self.followed(asked.selection),
                     )
                 else:
                     planned = self._start(
@@ -294,6 +303,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
             str(context["run_id"]),
             chunk_keys=keys,
             lake_columns=lake_columns,
+            followed=self.followed(self.selection()),
         )
         self.log.info(
             "No snapshot (startup_mode %s): plan %d starts %d table(s) at binlog position %s; "

@@ -17,13 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_cdc.config import ChunkingConfig
+from airflow_cdc.config import ChunkingConfig, LakeColumnsConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import PlanRecord
-from airflow_cdc.model import TableId, TablePlan, TableSchema
+from airflow_cdc.model import TableId, TablePlan, TableSchema, TableSelection
 from airflow_cdc.planning.chunk_column import keyless_note, with_chunk_column
 from airflow_cdc.planning.key_range import key_range_from_json
+from airflow_cdc.planning.lake_rules import check_lake_rules
 from airflow_cdc.planning.planner import plan_range, plan_tables
 from airflow_cdc.source.catalog import load_table_indexes, load_table_schemas
 from airflow_cdc.source.catalog.table_keys import unique_key_note
@@ -55,12 +56,16 @@ def plan_snapshot(
     *,
     chunk_keys: Mapping[TableId, tuple[str, ...]] | None = None,
     key_range: Any = None,
+    lake_columns: LakeColumnsConfig | None = None,
+    followed: TableSelection | None = None,
 ) -> SnapshotPlan:
     """Check the server and ``tables``, plan them whole (or, with ``key_range``, the
     ``{"lo": [...], "hi": [...]}`` of the one table given: a backfill) in chunks of about
     ``chunking.chunk_rows`` rows, and record the plan labelled ``label``, its chunks
     pending. ``chunk_keys``: the chunk key of a table without a primary key (a keyless
-    table's: the one column it is chunked by)."""
+    table's: the one column it is chunked by). ``lake_columns``: the run's rules, checked
+    against the tables (and those of ``followed``) before a row is read
+    (``planning.lake_rules``); a table joining a stream is checked by its caller."""
     if key_range is not None and len(tables) != 1:
         raise ConfigurationError(
             f"key_range applies to one table, but {len(tables)} are selected: "
@@ -69,6 +74,7 @@ def plan_snapshot(
     info = server_info(conn)
     validate_source(conn, info, tables)
     schemas = chunked_schemas(conn, load_table_schemas(conn, tables, chunk_keys))
+    check_lake_rules(conn, lake_columns, schemas, followed)
     for note in filter(None, map(unique_key_note, schemas)):
         log.info("%s", note)  # a key the user did not name: said where the plan is made
     for note in filter(None, map(keyless_note, schemas)):

@@ -26,9 +26,10 @@ from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FinishedChunk
-from airflow_cdc.model import BinlogPosition, TableId, TablePlan, TableSchema
+from airflow_cdc.model import BinlogPosition, TableId, TablePlan, TableSchema, TableSelection
 from airflow_cdc.model.plan import EVERY_KEY
 from airflow_cdc.planning.chunk_column import keyless_note
+from airflow_cdc.planning.lake_rules import check_lake_rules
 from airflow_cdc.planning.partitions import bucket_width
 from airflow_cdc.planning.plan_snapshot import SnapshotPlan, chunked_schemas
 from airflow_cdc.sinks.base import Sink
@@ -83,17 +84,20 @@ def record_start_plan(
     *,
     chunk_keys: Mapping[TableId, tuple[str, ...]] | None = None,
     lake_columns: LakeColumnsConfig,
+    followed: TableSelection | None = None,
 ) -> tuple[SnapshotPlan, BinlogPosition]:
     """Check the server and ``tables`` as a snapshot's plan does, make their Delta tables
     (empty, when missing), and record a plan of one done chunk per table holding no rows
     at the start position of ``startup``; the plan and that position. A table without a
     key gets the chunking column a snapshot's plan would give it (its Delta table's
-    layout, which later chunks of it write too)."""
+    layout, which later chunks of it write too). The rules are checked first, as a
+    snapshot's plan checks them (``followed``: ``plan_snapshot``'s)."""
     server = store.servers.current(source, may_switch=not store.streams.any_committed())
     info = server_info(conn, server)
     validate_source(conn, info, tables)
     schemas, position = _schemas_at_start(conn, source, info, tables, startup, chunk_keys)
     schemas = chunked_schemas(conn, schemas)
+    check_lake_rules(conn, lake_columns, schemas, followed)
     for schema in schemas:
         note = unique_key_note(schema) or keyless_note(schema)
         if note:

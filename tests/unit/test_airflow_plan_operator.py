@@ -13,7 +13,7 @@ from unittest import mock
 import pytest
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema
+from airflow_cdc.model import ChunkRange, Column, TableId, TablePlan, TableSchema
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 
 PASSWORD = "Plan-Secret-789"
@@ -66,9 +66,10 @@ def fake_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, An
     def load(conn: Any, tables: list[TableId], chunk_keys: Any = None) -> list[TableSchema]:
         for table in tables:
             seen.setdefault("chunk_keys", {})[str(table)] = (chunk_keys or {}).get(table)
+        keys = [tuple((chunk_keys or {}).get(table) or ("id",)) for table in tables]
         return [
-            TableSchema(table, (), tuple((chunk_keys or {}).get(table) or ("id",)))
-            for table in tables
+            TableSchema(table, tuple(Column(n, "varchar", "varchar(10)", False) for n in key), key)
+            for table, key in zip(tables, keys, strict=True)
         ]
 
     monkeypatch.setattr(catalog, "load_table_schemas", load)

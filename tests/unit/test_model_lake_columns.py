@@ -37,7 +37,7 @@ def _schema(table: TableId = PEOPLE, *, keyless: bool = False) -> TableSchema:
     return TableSchema(table, columns, () if keyless else ("id",), keyless=keyless)
 
 
-subsets = st.lists(st.sampled_from(NAMES), unique=True, max_size=len(NAMES))
+subsets = st.lists(st.sampled_from(NAMES), unique=True, min_size=1, max_size=len(NAMES))
 choices = st.one_of(
     subsets.map(lambda names: ColumnChoice(include=tuple(names))),
     subsets.map(lambda names: ColumnChoice(exclude=tuple(names))),
@@ -129,6 +129,23 @@ def test_what_would_lose_a_row_or_cannot_be_done_is_refused(columns, masks, mess
         LakeColumnRules.parse(columns, masks).for_table(schema)
 
 
+def test_rules_name_columns_without_case_as_the_server_does():
+    rules = LakeColumnRules.parse(
+        {"shop.people": {"exclude": ["SSN"]}, "shop.*": {"include": ["ID", "Email", "ssn", "A.B"]}},
+        {"shop.*.EMAIL": "hash", "shop.people.`a.B`": "null"},
+    )
+    lake = rules.for_table(_schema())
+    assert (lake.kept, lake.left_out) == (("id", "email", "a.b"), ("ssn", "notes", "age"))
+    assert lake.masks == (("email", Mask(MaskKind.HASH)), ("a.b", Mask(MaskKind.NULL)))
+    by_email = dataclasses.replace(_schema(), key=("email",))
+    assert rules.keyed_by_hash(PEOPLE, by_email.key)
+    assert rules.for_table(by_email).keyed_by_hash
+    with pytest.raises(ValueError, match=r"shop\.people\.email has two masks"):
+        LakeColumnRules.parse({}, {"shop.*.Email": "hash", "shop.people.email": "null"}).for_table(
+            _schema()
+        )
+
+
 def test_a_hashed_key_column_keys_the_lake_table_by_hash():
     rules = LakeColumnRules.parse({}, {"shop.people.email": "hash", "shop.people.notes": "null"})
     assert not rules.for_table(_schema()).keyed_by_hash  # email is not the key here
@@ -186,6 +203,7 @@ def test_a_table_without_a_key_keeps_only_its_chunking_column_untouched():
         ({"shop.people": {"include": ["id"], "exclude": ["ssn"]}}, {}),
         ({"shop.people": {"exclude": "ssn"}}, {}),
         ({"shop.people": ["ssn"]}, {}),
+        ({"shop.people": {"exclude": []}}, {}),
         ({}, {"people.email": "hash"}),
         ({}, {"email": "hash"}),
     ],

@@ -4,9 +4,9 @@
 (``shadow_tables``, pure).
 
 The table reads are the package's own names (``load_table_schema``, ``load_table_schemas``,
-``load_table_indexes``, ``list_tables``, ``resolve_selection``, ``key_problem``), loaded on
-first use: the binlog
-reader on a worker takes ``shadow_tables`` only.
+``load_column_names``, ``load_table_indexes``, ``list_tables``, ``resolve_selection``,
+``key_problem``), loaded on first use: the binlog reader on a worker takes
+``shadow_tables`` only.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from airflow_cdc.source.catalog.tables import (
         key_problem,
         list_tables,
+        load_column_names,
         load_table_indexes,
         load_table_schema,
         load_table_schemas,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "key_problem": "tables",
     "list_tables": "tables",
+    "load_column_names": "tables",
     "load_table_indexes": "tables",
     "load_table_schema": "tables",
     "load_table_schemas": "tables",
@@ -37,6 +39,7 @@ _HOMES = {
 __all__ = [
     "key_problem",
     "list_tables",
+    "load_column_names",
     "load_table_indexes",
     "load_table_schema",
     "load_table_schemas",

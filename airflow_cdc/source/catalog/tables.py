@@ -32,6 +32,7 @@ __all__ = [
     "KEY_TYPES",
     "key_problem",
     "list_tables",
+    "load_column_names",
     "load_table_indexes",
     "load_table_schema",
     "load_table_schemas",
@@ -80,6 +81,26 @@ def load_table_schemas(
         )
         for table in tables
     ]
+
+
+def load_column_names(
+    conn: DbConnection, tables: Sequence[TableId]
+) -> dict[TableId, tuple[str, ...]]:
+    """The column names of ``tables`` in ordinal order (a table the server does not show:
+    absent), one catalog query per ``_DATABASES_PER_QUERY`` databases."""
+    wanted = set(tables)
+    names: dict[TableId, list[str]] = {}
+    for where, args in _filters(tables) if tables else ():
+        for db, name, column in fetch_all(
+            conn,
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "  # noqa: S608
+            f"WHERE {where} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
+            args,
+        ):
+            table = TableId(str(db), str(name))
+            if table in wanted:
+                names.setdefault(table, []).append(str(column))
+    return {table: tuple(columns) for table, columns in names.items()}
 
 
 def list_tables(conn: DbConnection, databases: Sequence[str] | None = None) -> list[TableId]:
