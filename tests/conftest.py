@@ -21,6 +21,7 @@ from devtools.local_seaweedfs import LocalSeaweedFS
 from devtools.spark_cluster import LocalSparkCluster
 from devtools.spark_scratch import use_private_spark_scratch
 from devtools.temp_folder import started_in_temp_folder
+from tests.support import wheel_env
 from tests.support.servers import SHOP_ARGS, own_mariadb
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,6 +34,13 @@ if "AIRFLOW_HOME" not in os.environ:
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # Before any test starts spark-submit (see devtools.spark_scratch).
 use_private_spark_scratch()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The wheel's fresh environment starts building now, in the background, when its test
+    runs this session (``tests.support.wheel_env``)."""
+    if any(item.path.name == "test_wheel_install.py" for item in session.items):
+        wheel_env.start()
 
 
 @pytest.fixture(scope="session")

@@ -2,21 +2,19 @@
 3.11 environment by pip's resolver from the package index (not the lock), then used alone:
 every module of the package imports, Airflow lists the provider and the plugin, and the
 shipped DAG files, put into a DAGs folder by ``airflow-cdc dags install``, parse without an
-import error. (A few minutes: most of it is pip downloading and installing Airflow.)"""
+import error. (The environment is made in the background from the end of collection on,
+``tests.support.wheel_env``: most of its minutes are pip installing Airflow.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from tests.support.wheel_env import WheelEnv, clean_env, started
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _run(args: list[str], env: dict[str, str], timeout: float = 900) -> str:
@@ -33,25 +31,6 @@ def _json(output: str) -> list[dict[str, object]]:
     """A command's JSON list, after whatever Airflow logged before it."""
     found: list[dict[str, object]] = json.loads(output[output.index("[") :])
     return found
-
-
-def _clean_env(home: Path) -> dict[str, str]:
-    """The environment of a user's shell: nothing of this checkout's or its venv's."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AIRFLOW", "PYTHON", "CDC_", "VIRTUAL_ENV", "SPARK"))
-    }
-    env.update(
-        {
-            "HOME": str(home),
-            "AIRFLOW_HOME": str(home / "airflow"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "airflow" / "dags"),
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        }
-    )
-    return env
 
 
 PARSE = """
@@ -72,49 +51,22 @@ print(len(names), airflow_cdc.__file__)
 """
 
 
-def _source_copy(target: Path) -> Path:
-    """The checkout's tracked files as they are now (links kept), where a build may write
-    its ``build/`` and ``*.egg-info`` without touching the checkout."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source, copy = REPO / name, target / name
-        if not source.exists() and not source.is_symlink():
-            continue  # deleted in the working tree
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, copy, follow_symlinks=False)
-    return target
-
-
-def test_the_wheel_works_alone_in_a_fresh_environment(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    env = _clean_env(home)
-    venv = tmp_path / "venv"
-    _run(["python3.11", "-m", "venv", str(venv)], env)
-    python, bin_ = venv / "bin" / "python", venv / "bin"
-    env["PATH"] = f"{bin_}{os.pathsep}{env.get('PATH', '')}"
-    source = _source_copy(tmp_path / "source")
-    _run(
-        [str(python), "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
-        env,
-    )
-    (wheel,) = tmp_path.glob("airflow_cdc-*.whl")
-    _run([str(python), "-m", "pip", "install", "-q", "--no-compile", str(wheel)], env, 1500)
-
-    imported = _run([str(python), "-c", IMPORT_ALL], env).splitlines()[-1].split()
+def test_the_wheel_works_alone_in_a_fresh_environment() -> None:
+    wheel: WheelEnv = started()
+    wheel.wait()
+    env = clean_env(wheel.home, wheel.bin)
+    python = str(wheel.bin / "python")
+    imported = _run([python, "-c", IMPORT_ALL], env).splitlines()[-1].split()
     assert int(imported[0]) > 200
-    assert imported[1].startswith(str(venv))  # the wheel's, not this checkout's
-    providers = _json(_run([str(bin_ / "airflow"), "providers", "list", "-o", "json"], env))
+    assert imported[1].startswith(str(wheel.root / "venv"))  # the wheel's, not the checkout's
+    providers = _json(_run([str(wheel.bin / "airflow"), "providers", "list", "-o", "json"], env))
     assert "airflow-cdc" in {p["package_name"] for p in providers}
-    plugins = _run([str(bin_ / "airflow"), "plugins", "-o", "json"], env)
-    assert "airflow_cdc" in {p["name"] for p in _json(plugins)}
-    installed = _run([str(bin_ / "airflow-cdc"), "dags", "install"], env)  # to dags_folder
+    plugins = _json(_run([str(wheel.bin / "airflow"), "plugins", "-o", "json"], env))
+    assert "airflow_cdc" in {p["name"] for p in plugins}
+    installed = _run([str(wheel.bin / "airflow-cdc"), "dags", "install"], env)  # dags_folder
     assert installed.count("added") == 5, installed
-    parsed = json.loads(
-        _run([str(python), "-c", PARSE, str(home / "airflow" / "dags")], env).splitlines()[-1]
-    )
+    folder = wheel.home / "airflow" / "dags"
+    parsed = json.loads(_run([python, "-c", PARSE, str(folder)], env).splitlines()[-1])
     assert parsed["errors"] == {}
     assert parsed["dags"] == [
         "mysql_cdc",
