@@ -9,12 +9,15 @@ LINT_PATHS := $(wildcard airflow_cdc devtools tests dags spark_jobs bench docker
 # the environment, `make -e` and command-line assignments), and pytest's own environment
 # variable is dropped. To narrow the run, name the tests: `make test-some TESTS="..."`.
 override PYTEST_FLAGS := -q -p no:cacheprovider --durations=30
+# Property tests draw the same examples every run (tests/conftest.py's "ci" profile), so a
+# run fails only for a reason; `make test-random` searches with fresh seeds.
+override PROPERTY_FLAGS := --hypothesis-profile=ci
 unexport PYTEST_ADDOPTS
 BENCH_ARGS ?=
 SOAK_ARGS ?=
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: help setup lint test test-some demo demo-cluster lock bench soak
+.PHONY: help setup lint test test-some test-random demo demo-cluster lock bench soak
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -31,13 +34,26 @@ lint: setup  ## ruff (lint + format check) and mypy --strict
 	exit $$status
 
 test: lint  ## set up, lint, then run every test
-	$(PY) -m pytest $(PYTEST_FLAGS)
+	$(PY) -m pytest $(PYTEST_FLAGS) $(PROPERTY_FLAGS)
 
 # TESTS counts only when given on the command line, never from the environment.
 test-some: setup  ## run the tests pytest selects: make test-some TESTS="tests/unit -k emit"
 	@$(if $(and $(filter command line,$(origin TESTS)),$(strip $(TESTS))),true,\
 		echo 'name the tests on the command line: make test-some TESTS="tests/unit -k emit"' >&2; exit 2)
-	$(PY) -m pytest $(PYTEST_FLAGS) $(TESTS)
+	$(PY) -m pytest $(PYTEST_FLAGS) $(PROPERTY_FLAGS) $(TESTS)
+
+# Every property test (hypothesis's `hypothesis` marker), or those of TESTS="tests/unit", with
+# a fresh seed a round, printed: SEED=n replays one, ROUNDS=n searches n rounds (stopping at
+# the first failure). Each failure found is kept in its test as an explicit @example.
+# TESTS, SEED and ROUNDS count only when given on the command line.
+test-random: setup  ## property tests with random seeds: make test-random TESTS=tests/unit ROUNDS=5
+	@rounds=$(if $(filter command line,$(origin SEED)),1,$(if $(filter command line,$(origin ROUNDS)),$(ROUNDS),1)); \
+	for round in $$(seq "$$rounds"); do \
+		seed=$(if $(filter command line,$(origin SEED)),$(SEED),$$($(PY) -c 'import secrets; print(secrets.randbits(32))')); \
+		echo "[test-random] round $$round of $$rounds: --hypothesis-seed=$$seed (replay: make test-random SEED=$$seed)"; \
+		$(PY) -m pytest $(PYTEST_FLAGS) --hypothesis-profile=random --hypothesis-seed=$$seed -m hypothesis \
+			$(if $(filter command line,$(origin TESTS)),$(TESTS)) || exit 1; \
+	done
 
 demo: setup  ## run the end-to-end demo
 	$(PY) -m devtools.demo

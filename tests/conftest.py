@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, core, settings
 
 from devtools.airflow_deployment import AirflowDeployment
 from devtools.airflow_env import base_env, migrated_template
@@ -34,6 +35,38 @@ if "AIRFLOW_HOME" not in os.environ:
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # Before any test starts spark-submit (see devtools.spark_scratch).
 use_private_spark_scratch()
+
+# Property tests fail only for a reason. "ci" (every run unless told otherwise, `make test`):
+# each test draws the same examples every run, from a seed that is a digest of its own
+# code, and no example saved by an earlier run is replayed. "random" (`make test-random`):
+# fresh examples from the seed printed, which `--hypothesis-seed` replays; a failure it
+# finds is kept in its test as an explicit `@example`. Neither times a test (no deadline,
+# no too-slow health check): a loaded machine is no reason to fail.
+_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
+settings.register_profile("ci", derandomize=True, database=None, **_UNTIMED)
+settings.register_profile("random", derandomize=False, database=None, **_UNTIMED)
+settings.load_profile("ci")  # `--hypothesis-profile` (pytest_configure) loads another
+
+
+def _hypothesis_seed() -> str:
+    """How the property tests of this run draw their examples."""
+    profile = settings.get_current_profile_name()
+    if settings.default.derandomize:
+        return (
+            f"hypothesis profile {profile!r}: derandomized, each test's seed a digest of its code"
+        )
+    seed = core.global_force_seed
+    if seed is None:
+        return f"hypothesis profile {profile!r}: a random seed per test (printed with a failure)"
+    return f"hypothesis profile {profile!r}: --hypothesis-seed={seed} (the same seed replays it)"
+
+
+def pytest_report_header() -> str:
+    return _hypothesis_seed()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    terminalreporter.write_line(_hypothesis_seed())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

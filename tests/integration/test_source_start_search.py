@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pymysql
 import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import ConfigurationError, PositionPurgedError
 from airflow_cdc.model import BinlogPosition, binlog_file_number
 from airflow_cdc.source.binlog import start_search
-from airflow_cdc.source.binlog.boundaries import binary_logs
+from airflow_cdc.source.binlog.boundaries import _WINDOW, FIRST_EVENT, binary_logs, events_query
 from airflow_cdc.source.binlog.start_search import (
     check_start_position,
     position_at_time,
@@ -39,6 +40,7 @@ from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import server_info
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import server_position, source_config
+from tests.support.scripted_binlog import WRONG_OFFSET, ScriptedBinlog
 from tests.support.servers import own_mariadb
 
 pytestmark = pytest.mark.integration
@@ -395,3 +397,120 @@ def test_a_gtid_position_is_where_the_transactions_after_it_start(
     assert position_of_gtid(cfg, last, server_id=DUMP_ID) == binlog.end
     with pytest.raises(ConfigurationError, match=r"start_position '0-1-99999999' is not in"):
         position_of_gtid(cfg, "0-1-99999999", server_id=DUMP_ID)
+
+
+# -- where no event starts: what MariaDB answers, and that the search never asks there ------
+
+
+@dataclass(frozen=True)
+class WindowFile:
+    """A server whose first file was rotated and whose active file holds exactly one
+    window of ``SHOW BINLOG EVENTS`` rows (``boundaries._WINDOW``), its last transaction
+    last: the search around a place inside it reads to the file's end in one window."""
+
+    server: LocalMariaDB
+    rotated: str
+    active: str
+
+
+@pytest.fixture(scope="module")
+def window_file() -> Iterator[WindowFile]:
+    """Its own server: the files it writes leave the time-ordered binlog above alone."""
+    with own_mariadb("cdc-start-window-") as server:
+        server.execute(f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.t (id INT PRIMARY KEY)")
+        server.execute("INSERT INTO t VALUES (1)", "FLUSH BINARY LOGS", database=DB)
+        rotated, active = (str(r[0]) for r in server.query("SHOW BINARY LOGS")[-2:])
+        settle(server, active)
+        n = 0
+        while (gap := _WINDOW - len(events_of(server, active))) > 0:
+            # An insert writes 5 events (Gtid, Annotate_rows, Table_map, Write_rows, Xid), a
+            # DDL 2 (Gtid, Query): DDLs until the gap is a multiple of 5, then inserts.
+            n += 1
+            insert = gap % 5 == 0
+            statement = (
+                f"INSERT INTO t VALUES ({n + 1})" if insert else f"CREATE TABLE d{n} (i INT)"
+            )
+            server.execute(statement, database=DB)
+        assert len(events_of(server, active)) == _WINDOW
+        assert events_of(server, active)[-1][2] == "Xid"
+        yield WindowFile(server, rotated, active)
+
+
+def answers(conn: Any, file: str, known: int, skip: int = 0) -> tuple[str, Any]:
+    """The rows the product's ``SHOW BINLOG EVENTS`` query reads, or the error's code."""
+    try:
+        return "rows", events_query(conn)(file, known, skip, 5)
+    except pymysql.err.MySQLError as exc:
+        return "error", exc.args[0]
+
+
+def test_the_unit_tests_scripted_server_answers_as_mariadb_does(window_file: WindowFile) -> None:
+    """At every event's start, inside each event, at a file's end and past it, of a rotated
+    and of the active file: the scripted server of the unit tests answers as MariaDB (no
+    rows from a file's end, error 1220 inside an event and past the end)."""
+    conn = window_file.server.root()
+    try:
+        for file in (window_file.rotated, window_file.active):
+            rows = events_query(conn)(file, FIRST_EVENT, 0, 10 * _WINDOW)
+            scripted = ScriptedBinlog({file: rows})
+            size = rows[-1].end
+            assert dict(binary_logs(conn))[file] == size
+            offsets = {0, 3, size, size + 1, *(r.pos for r in rows), *(r.pos + 1 for r in rows)}
+            for known in sorted(offsets):
+                assert answers(conn, file, known) == answers(scripted, file, known), known
+            assert answers(conn, file, size) == ("rows", [])
+            assert answers(conn, file, rows[-1].pos + 1) == ("error", WRONG_OFFSET)
+            assert answers(conn, file, size + 1) == ("error", WRONG_OFFSET)
+            past = len(rows) + 3  # a skip past the file's end, from an event's start
+            assert answers(conn, file, FIRST_EVENT, past) == answers(scripted, file, 4, past)
+    finally:
+        conn.close()
+
+
+class Recording:
+    """A connection that keeps the ``FROM`` offset of every ``SHOW BINLOG EVENTS`` asked."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.asked: list[tuple[str, int]] = []
+
+    def cursor(self) -> Any:
+        cursor = self.conn.cursor()
+        execute = cursor.execute
+
+        def recorded(sql: str, args: Any = None) -> Any:
+            found = re.match(r"SHOW BINLOG EVENTS IN %s FROM (\d+)", sql)
+            if found:
+                self.asked.append((args[0], int(found.group(1))))
+            return execute(sql, args)
+
+        cursor.execute = recorded
+        return cursor
+
+
+def test_a_start_position_in_the_last_transaction_asks_only_where_events_start(
+    window_file: WindowFile,
+) -> None:
+    """Every event's end and every place inside an event of a file of one window, checked:
+    taken where a transaction starts (a GTID event, the header's events, the file's end),
+    refused elsewhere, and the events were asked for only from where an event starts."""
+    file = window_file.active
+    conn = window_file.server.root()
+    try:
+        info = server_info(conn)
+        rows = events_query(conn)(file, FIRST_EVENT, 0, 10 * _WINDOW)
+        header = {"Format_desc", "Gtid_list", "Binlog_checkpoint"}
+        boundaries = {r.pos for r in rows if r.kind == "Gtid" or r.kind in header} | {rows[-1].end}
+        recording = Recording(conn)
+        for offset in sorted({r.end for r in rows} | {r.pos + 1 for r in rows}):
+            position = BinlogPosition(file, offset)
+            if offset in boundaries:
+                assert check_start_position(recording, info, position) == position
+            else:
+                with pytest.raises(ConfigurationError, match="is not a transaction boundary"):
+                    check_start_position(recording, info, position)
+        starts = {r.pos for r in rows}
+        assert recording.asked
+        assert [(f, k) for f, k in recording.asked if f != file or k not in starts] == []
+    finally:
+        conn.close()

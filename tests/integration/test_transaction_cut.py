@@ -178,7 +178,7 @@ def test_a_savepoint_inside_a_transaction_is_no_place_to_cut(
         (commit,) = [e for e in events if e.kind == "Xid"]
         assert savepoint.end < commit.end
         found = boundaries.boundary_after(
-            events_query(reading), start.file, start.offset, savepoint.end
+            events_query(reading), start.file, start.offset, savepoint.end, end.offset
         )
         assert found == commit.end == end.offset
     finally:

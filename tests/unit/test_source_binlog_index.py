@@ -21,8 +21,9 @@ from airflow_cdc.source.binlog.boundaries import (
 )
 
 
-def scripted_file(transactions: list[int], seed: int = 0) -> list[EventRow]:
-    """A binlog file: per transaction a Gtid, a table map, ``n`` row events, an Xid."""
+def scripted_file(transactions: list[int], seed: int = 0, rotated: bool = False) -> list[EventRow]:
+    """A binlog file: per transaction a Gtid, a table map, ``n`` row events, an Xid; a
+    Rotate event last when ``rotated``."""
     rng = random.Random(seed)
     events: list[EventRow] = [EventRow(FIRST_EVENT, 256, "Format_desc", "")]
     pos = 256
@@ -39,6 +40,8 @@ def scripted_file(transactions: list[int], seed: int = 0) -> list[EventRow]:
         for _ in range(rows):
             add("Update_rows_v1", "")
         add("Xid", "COMMIT /* xid=1 */")
+    if rotated:
+        add("Rotate", "mysql-bin.000002;pos=4")
     return events
 
 
@@ -50,7 +53,9 @@ def query(events: list[EventRow], scanned: list[int] | None = None):  # type: ig
 
     def run(file: str, known: int, skip: int, count: int) -> list[EventRow]:
         calls.append(skip)
-        start = starts[known]  # a KeyError: a query from a place that is not an event start
+        # A KeyError: a query from where no event starts (the file's end too), which the
+        # searches never ask for, whatever a server answers there.
+        start = starts[known]
         found = events[start + skip : start + skip + count]
         if scanned is not None:
             scanned.append(skip + len(found))
@@ -84,14 +89,18 @@ def test_boundaries_are_commits_and_non_opening_queries() -> None:
     st.lists(st.integers(0, 60), min_size=1, max_size=300),
     st.integers(0, 2**16),
     st.floats(0.0, 1.0),
+    st.booleans(),
 )
+# A file of exactly one window of events (400) ending in a Rotate, the target after its
+# last commit: no window is asked for from the file's end.
+@example(transactions=[395], seed=0, fraction=1.0, rotated=True)
 def test_the_found_cut_is_the_first_boundary_at_or_after_the_target(
-    transactions: list[int], seed: int, fraction: float
+    transactions: list[int], seed: int, fraction: float, rotated: bool
 ) -> None:
-    events = scripted_file(transactions, seed)
+    events = scripted_file(transactions, seed, rotated)
     target = FIRST_EVENT + int(fraction * (events[-1].end - FIRST_EVENT))
     run, _ = query(events)
-    found = boundary_after(run, "mysql-bin.000001", FIRST_EVENT, target)
+    found = boundary_after(run, "mysql-bin.000001", FIRST_EVENT, target, events[-1].end)
     expected = next((e.end for e in events if e.end >= target and is_boundary(e)), None)
     assert found == expected
 
@@ -100,7 +109,7 @@ def test_a_far_target_is_reached_by_skipping_not_by_reading_every_window() -> No
     events = scripted_file([3] * 20_000)
     run, calls = query(events)
     target = events[len(events) * 3 // 4].pos
-    found = boundary_after(run, "mysql-bin.000001", FIRST_EVENT, target)
+    found = boundary_after(run, "mysql-bin.000001", FIRST_EVENT, target, events[-1].end)
     assert found == next(e.end for e in events if e.end >= target and is_boundary(e))
     assert len(calls) <= 8  # a few seeks, not ~190 windows of 400 events
 
@@ -134,10 +143,13 @@ def is_rows(event: EventRow) -> bool:
     st.integers(0, 2**16),
     st.floats(0.0, 1.0),
     st.integers(0, 20_000),
+    st.booleans(),
 )
 # A target at the file's last byte: the jump overshoots the end, and must scan on from the
 # last window it read (CI found it).
-@example(transactions=[0, 0, 0, 0, 178, 200, 200, 200], seed=651, fraction=1.0, reach=0)
+@example(
+    transactions=[0, 0, 0, 0, 178, 200, 200, 200], seed=651, fraction=1.0, reach=0, rotated=False
+)
 # A jump that lands on an event starting exactly at the target: the event ending there is
 # the one to find, before the window (hypothesis found it).
 @example(
@@ -145,14 +157,18 @@ def is_rows(event: EventRow) -> bool:
     seed=22,
     fraction=0.44928532419734746,
     reach=0,
+    rotated=False,
 )
+# A file of exactly one window of events (400) ending in a Rotate, the target after its
+# last commit: no window is asked for from the file's end.
+@example(transactions=[395], seed=0, fraction=1.0, reach=0, rotated=True)
 def test_a_cut_waits_for_a_near_commit_else_cuts_the_transaction_at_a_row_event(
-    transactions: list[int], seed: int, fraction: float, reach: int
+    transactions: list[int], seed: int, fraction: float, reach: int, rotated: bool
 ) -> None:
-    events = scripted_file(transactions, seed)
+    events = scripted_file(transactions, seed, rotated)
     target = FIRST_EVENT + int(fraction * (events[-1].end - FIRST_EVENT))
     run, _ = query(events)
-    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, target, reach)
+    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, target, events[-1].end, reach)
     after = [e for e in events if e.end >= target]
     first_boundary = next((e for e in after if is_boundary(e)), None)
     first_rows = next((e for e in after if is_rows(e)), None)
@@ -184,7 +200,9 @@ def test_the_server_scans_the_bytes_before_a_cut_about_once() -> None:
     scanned: list[int] = []
     run, _ = query(events, scanned)
     half = len(events) // 2
-    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, events[half].pos, reach=2_000_000)
+    found = cut_near(
+        run, "mysql-bin.000001", FIRST_EVENT, events[half].pos, events[-1].end, reach=2_000_000
+    )
     assert found is not None
     assert found[1] is None  # no commit near: cut inside the transaction
     windows = 2_000_000 // 465 // 400  # about 10 windows of 400 events of 465 bytes on average
@@ -196,7 +214,7 @@ def test_a_huge_transaction_is_cut_near_the_target() -> None:
     events = scripted_file([50_000])
     run, _ = query(events)
     target = events[len(events) // 2].pos
-    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, target, reach=10_000)
+    found = cut_near(run, "mysql-bin.000001", FIRST_EVENT, target, events[-1].end, reach=10_000)
     assert found is not None
     offset, dump_from = found
     assert 0 <= offset - target < 1_000  # the next row event's end

@@ -5,6 +5,12 @@ slices at transaction boundaries, and each slice is read by its own dump connect
 (a dump must start where no transaction is open: a row event needs the table map written
 earlier in its transaction). The cuts are found here with ``SHOW BINLOG EVENTS``, which
 the server answers by scanning its own files: a few small queries per cut, no row decoding.
+Every query starts where an event starts: a place the caller knows (a file's first event, a
+transaction boundary it read) or the end of an event listed before it, never at or past the
+file's end (its size in ``SHOW BINARY LOGS``, or the end of the range read). MariaDB 10.11
+answers no rows from a file's end and refuses an offset past it or inside an event (error
+1220, ``tests/integration/test_source_start_search.py``); what MySQL answers there is not
+known here, so the search never depends on it.
 
 * :func:`byte_targets` (pure) spreads ``parts - 1`` targets evenly over the bytes of the
   range, across files (a new file always starts at a boundary, so file starts are free cuts);
@@ -171,14 +177,15 @@ class Cut:
 
 
 def boundary_after(
-    events: EventsQuery, file: str, known: int, target: int, until: int | None = None
+    events: EventsQuery, file: str, known: int, target: int, until: int
 ) -> int | None:
     """The end offset of the first boundary event of ``file`` that ends at or after
     ``target``, scanning from ``known`` (an event start: the range's start or the file's
-    first event) through however long a transaction. None when no boundary ends by ``until``
-    (the file's end when None)."""
-    for event in events_near(events, file, known, target, bounded=False):
-        if until is not None and event.end > until:
+    first event) through however long a transaction. None when no boundary ends by
+    ``until`` (the file's size, or the end of the range: no events are asked for from
+    there)."""
+    for event in events_near(events, file, known, target, until, bounded=False):
+        if event.end > until:
             return None
         if event.end >= target and is_boundary(event):
             return event.end
@@ -186,16 +193,16 @@ def boundary_after(
 
 
 def cut_near(
-    events: EventsQuery, file: str, known: int, target: int, reach: int
+    events: EventsQuery, file: str, known: int, target: int, size: int, reach: int
 ) -> tuple[int, int | None] | None:
-    """A cut of ``file`` at or after ``target``: the end of the first boundary event within
-    ``reach`` bytes of it, else of the first row event after it (inside a transaction too
-    big to wait for). Returns the cut's offset and where a dump may open to read on from
-    it (the cut itself, or the last boundary seen before a row event cut; None when none
-    was seen), or None when the file has neither."""
+    """A cut of ``file`` (``size`` bytes, ``SHOW BINARY LOGS``) at or after ``target``: the
+    end of the first boundary event within ``reach`` bytes of it, else of the first row
+    event after it (inside a transaction too big to wait for). Returns the cut's offset and
+    where a dump may open to read on from it (the cut itself, or the last boundary seen
+    before a row event cut; None when none was seen), or None when the file has neither."""
     last: int | None = None
     row_cut: tuple[int, int | None] | None = None
-    for event in events_near(events, file, known, target):
+    for event in events_near(events, file, known, target, size):
         if event.end < target:
             last = event.end if is_boundary(event) else last
         elif is_boundary(event) and (row_cut is None or event.end - target <= reach):
@@ -208,30 +215,38 @@ def cut_near(
 
 
 def events_near(
-    events: EventsQuery, file: str, known: int, target: int, *, bounded: bool = True
+    events: EventsQuery, file: str, known: int, target: int, end: int, *, bounded: bool = True
 ) -> Iterator[EventRow]:
     """``file``'s events from a window near ``target`` on (:func:`_window_near`: it starts
     at or before ``target``), each window read on from where the last one ended: up to
-    ``_MAX_WINDOWS`` windows when ``bounded``, else to the file's end in windows that grow
-    (``source.binlog.start_search`` reads the events around a start position the user gave)."""
-    window, size = _window_near(events, file, known, target), _WINDOW
+    ``_MAX_WINDOWS`` windows when ``bounded``, else in windows that grow
+    (``source.binlog.start_search`` reads the events around a start position the user
+    gave), until the events reach ``end``: the file's size (``SHOW BINARY LOGS``) or an
+    event start before it. No window is asked for from ``end`` or past it, where no event
+    starts (or none the caller asks about)."""
+    window, size = _window_near(events, file, known, target, end), _WINDOW
     for count in itertools.count(1):
         yield from window
-        if len(window) < size or (bounded and count >= _MAX_WINDOWS):
+        if len(window) < size or window[-1].end >= end or (bounded and count >= _MAX_WINDOWS):
             return
         size = size if bounded else min(2 * size, _MAX_WINDOW)
         window = events(file, window[-1].end, 0, size)
 
 
-def _window_near(events: EventsQuery, file: str, known: int, target: int) -> list[EventRow]:
-    """A window of ``file``'s events (from ``known``, an event start) that ends at or after
-    ``target`` and starts at or before it when it can, found by jumping on the mean event
-    size. Each jump starts from the end of the last window read before the target: the
-    server scans the events it skips, so it never scans the same bytes twice."""
+def _window_near(
+    events: EventsQuery, file: str, known: int, target: int, end: int
+) -> list[EventRow]:
+    """A window of ``file``'s events (from ``known``, an event start before ``end``) that
+    ends at or after ``target`` and starts at or before it when it can, found by jumping on
+    the mean event size. Each jump starts from the end of the last window read before the
+    target, an event start while it is before ``end``: the server scans the events it
+    skips, so it never scans the same bytes twice."""
+    if known >= end:
+        return []
     window = events(file, known, 0, _WINDOW)
     skip: int | None = None  # the next jump from the end of ``window``
     for _ in range(_MAX_SEEKS):
-        if not window or window[-1].end >= target:
+        if not window or window[-1].end >= min(target, end):
             break
         origin = window[-1].end
         if skip is None:
@@ -246,7 +261,7 @@ def _window_near(events: EventsQuery, file: str, known: int, target: int) -> lis
             skip = min(skip - 1, shorter)
             continue
         if not found:
-            break  # ``origin`` is the file's end
+            break  # no event after ``origin`` (the file ended there)
         window, skip = found, None
     return window
 
@@ -342,7 +357,7 @@ def _cut_at(
         first = start.moved_to(target.file, FIRST_EVENT)
         return Cut(first, first)
     known = after.offset if target.file == after.file else FIRST_EVENT
-    found = cut_near(events, target.file, known, target.offset, reach)
+    found = cut_near(events, target.file, known, target.offset, dict(files)[target.file], reach)
     if found is not None:
         offset, dump_from = found
         if dump_from == offset:

@@ -125,13 +125,15 @@ def check_start_position(
         )
     if position.offset == size:  # a file's end: no transaction spans two files
         return position  # (and no event starts there to read events from)
+    # Events are read from the file's first event and from the ends of events listed, up to
+    # its size: never from the offset given, which may be inside an event.
     events = events_query(conn)
-    near = events_near(events, position.file, FIRST_EVENT, position.offset, bounded=False)
+    near = events_near(events, position.file, FIRST_EVENT, position.offset, size, bounded=False)
     before, after = boundaries_around(near, position.offset, size)
     if before == position.offset:
         return position
     if before is None:  # the events read began inside a long transaction: from the start
-        whole = events_near(events, position.file, FIRST_EVENT, FIRST_EVENT, bounded=False)
+        whole = events_near(events, position.file, FIRST_EVENT, FIRST_EVENT, size, bounded=False)
         before, _ = boundaries_around(whole, position.offset, size)
     raise ConfigurationError(
         f"{where} is not a transaction boundary of the source ({info}): a transaction is "
