@@ -300,8 +300,13 @@ def _timed_events(stream: Any, file: str) -> Iterator[tuple[str, TimedEvent]]:
             continue
         kind = _kind(event)
         if kind is not None:
-            start = int(event.packet.log_pos) - int(event.packet.event_size)
-            yield file, TimedEvent(int(event.timestamp), start, kind)
+            # An event of a MySQL transaction payload starts where the payload does (its
+            # end and size are not the file's, source.binlog.dump_connection).
+            place = stream._stream_connection.payload_place  # private: pinned library version
+            start = (
+                place.start if place is not None else event.packet.log_pos - event.packet.event_size
+            )
+            yield file, TimedEvent(int(event.timestamp), int(start), kind)
 
 
 def _kind(event: Any) -> EventKind | None:
