@@ -14,7 +14,7 @@ import functools
 import logging
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import pymysql
@@ -31,6 +31,7 @@ __all__ = [
     "connect",
     "connection_broke",
     "fetch_all",
+    "fetch_batches",
     "fetch_one",
     "on_server",
     "retry_unreachable",
@@ -222,6 +223,18 @@ def fetch_all(
     with conn.cursor() as cur:
         cur.execute(sql, tuple(args or ()))
         return [tuple(row) for row in cur.fetchall()]
+
+
+def fetch_batches(
+    conn: DbConnection, sql: str, args: Sequence[Any] | None = None, *, rows: int = 10_000
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Run one statement and yield its rows in lists of at most ``rows``, streamed (an
+    unbuffered cursor: the result is never held whole); read them all before ``conn``'s
+    next statement (``sql`` as in :func:`fetch_all`)."""
+    with pymysql.cursors.SSCursor(conn) as cur:
+        cur.execute(sql, tuple(args or ()))
+        while batch := cur.fetchmany(rows):
+            yield [tuple(row) for row in batch]
 
 
 def fetch_one(

@@ -27,8 +27,8 @@ _BLOCK = 64  # SHA-256's block size, which HMAC pads its key to
 
 def hmac_pads(key: MaskKey) -> tuple[bytes, bytes]:
     """HMAC-SHA256's inner and outer key blocks of ``key`` (RFC 2104): the hash of a value
-    is ``SHA256(outer + SHA256(inner + value))``, which verify has the source server compute
-    (``verify.canonical``)."""
+    is ``SHA256(outer + SHA256(inner + value))``. Either block gives the key back: they
+    never leave this process (verify hashes in its own, ``verify.source_hashed``)."""
     secret = key.secret
     if len(secret) > _BLOCK:
         secret = hashlib.sha256(secret).digest()
@@ -36,8 +36,9 @@ def hmac_pads(key: MaskKey) -> tuple[bytes, bytes]:
     return bytes(b ^ 0x36 for b in secret), bytes(b ^ 0x5C for b in secret)
 
 
-def hash_text(key: MaskKey, values: list[str | None]) -> list[str | None]:
-    """HMAC-SHA256 (hex) of each value's UTF-8 text under ``key``; None stays None. The
+def hash_text(key: MaskKey, values: Sequence[str | bytes | None]) -> list[str | None]:
+    """HMAC-SHA256 (hex) of each value's UTF-8 text under ``key`` (a ``bytes`` value: the
+    text's UTF-8 already, as a server sends a text cast to binary); None stays None. The
     inner and outer pads are hashed once for all values (HMAC as RFC 2104 defines it)."""
     inner_pad, outer_pad = hmac_pads(key)
     inner, outer = hashlib.sha256(inner_pad), hashlib.sha256(outer_pad)
@@ -47,7 +48,7 @@ def hash_text(key: MaskKey, values: list[str | None]) -> list[str | None]:
             hashed.append(None)
             continue
         step = inner.copy()
-        step.update(value.encode("utf-8"))
+        step.update(value if isinstance(value, bytes) else value.encode("utf-8"))
         last = outer.copy()
         last.update(step.digest())
         hashed.append(last.hexdigest())

@@ -33,6 +33,14 @@ digits, because the two sides print a binary fraction differently (MariaDB ``1e2
 DuckDB ``1e+20``; a FLOAT's shortest text differs once widened); the report names such columns
 (:attr:`ColumnForm.note`). ``tests/integration/test_verify_canonical.py`` holds every type
 of the mapping to the same fingerprint on both sides, value by value.
+
+Columns the lake holds masked are compared as the lake holds them: ``null`` and
+``truncate`` computed by the server (:func:`masked_form`); ``hash`` takes the mask key,
+which never goes to the server, so a row with hashed columns is fingerprinted in two steps
+(``verify.hashed_fingerprint``): the server hashes the text of its other columns
+(:func:`mysql_plain_digest`), the verify process reads the hashed columns' values
+(:func:`hashed_forms`) and masks them as the snapshot does; DuckDB computes the same two
+steps over the lake (:func:`duckdb_row_hash` with the hashed columns' names).
 """
 
 from __future__ import annotations
@@ -40,8 +48,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 from airflow_cdc.model import Column, TableSchema
 from airflow_cdc.model.lake_columns import Mask, MaskKind
@@ -49,17 +58,19 @@ from airflow_cdc.source.keyset import sql_identifier
 
 __all__ = [
     "HASH_MODULUS",
-    "MASK_INNER",
-    "MASK_OUTER",
     "ColumnForm",
     "column_form",
     "duckdb_key_digest",
     "duckdb_key_text",
     "duckdb_row_hash",
+    "hashed_forms",
+    "hashed_names",
     "masked_form",
     "mysql_identity",
     "mysql_key_digest",
     "mysql_key_text",
+    "mysql_parts",
+    "mysql_plain_digest",
     "mysql_row_hash",
     "notes",
 ]
@@ -180,22 +191,29 @@ def _bit_width(column_type: str) -> int:
     return int(found.group(1)) if found else 1
 
 
-#: Session variables holding the mask key's HMAC blocks (``source.masking.hmac_pads``), set
-#: on a verify connection when a column is hashed: the key is never part of a query's text.
-MASK_INNER, MASK_OUTER = "@cdc_mask_inner", "@cdc_mask_outer"
+def hashed_names(masks: Sequence[tuple[str, Mask]]) -> frozenset[str]:
+    """The columns ``masks`` hash: the source server cannot mask them (that takes the
+    mask key, which never goes to it), the verify process does (``verify.source_hashed``)."""
+    return frozenset(name for name, mask in masks if mask.kind is MaskKind.HASH)
 
 
 def masked_form(form: ColumnForm, mask: Mask) -> ColumnForm:
     """``form`` with its source side masked as the lake holds it (``model.lake_columns``):
-    NULL; the first ``n`` characters (MariaDB's ``LEFT``, as Python slices); the HMAC-SHA256
-    hex of the UTF-8 text, from the key blocks in :data:`MASK_INNER` and :data:`MASK_OUTER`.
-    The lake side reads the stored value as it is."""
-    if mask.kind is MaskKind.NULL:
-        return dataclasses.replace(form, mysql="NULL", nullable=True, note="")
-    if mask.kind is MaskKind.TRUNCATE:
-        return dataclasses.replace(form, mysql=f"LEFT({form.mysql}, {mask.length})")
-    inner = f"UNHEX(SHA2(CONCAT({MASK_INNER}, {form.mysql}), 256))"
-    return dataclasses.replace(form, mysql=f"SHA2(CONCAT({MASK_OUTER}, {inner}), 256)")
+    NULL, or the first ``n`` characters (MariaDB's ``LEFT``, as Python slices). The lake
+    side reads the stored value as it is. A ``hash`` is no server expression: the row's
+    fingerprint takes it another way (``verify.hashed_fingerprint``)."""
+    match mask.kind:
+        case MaskKind.NULL:
+            return dataclasses.replace(form, mysql="NULL", nullable=True, note="")
+        case MaskKind.TRUNCATE:
+            return dataclasses.replace(form, mysql=f"LEFT({form.mysql}, {mask.length})")
+        case MaskKind.HASH:
+            raise ValueError(
+                f"column {form.name} is hashed: the source server cannot compute its mask "
+                "(the key never goes to it); verify hashes it in its own process"
+            )
+        case _:
+            assert_never(mask.kind)
 
 
 def _forms(columns: Sequence[Column], masks: Sequence[tuple[str, Mask]]) -> list[ColumnForm]:
@@ -225,15 +243,53 @@ def _duckdb_text(forms: Sequence[ColumnForm]) -> str:
 
 def mysql_row_hash(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> str:
     """The row's fingerprint as a MySQL expression (an unsigned 64-bit integer); with
-    ``masks``, of the row as the lake holds it (:func:`masked_form`)."""
+    ``masks`` (none a ``hash``), of the row as the lake holds it (:func:`masked_form`)."""
     text = _mysql_text(_forms(schema.columns, masks))
     return f"CAST(CONV(LEFT(MD5({text}), 16), 16, 10) AS UNSIGNED)"
 
 
-def duckdb_row_hash(schema: TableSchema) -> str:
-    """The same fingerprint as a DuckDB expression over the lake's columns (UBIGINT)."""
-    text = _duckdb_text([column_form(c) for c in schema.columns])
+def duckdb_row_hash(schema: TableSchema, hashed: Collection[str] = frozenset()) -> str:
+    """The same fingerprint as a DuckDB expression over the lake's columns (UBIGINT); of a
+    row with ``hashed`` columns, in two steps (``verify.hashed_fingerprint``): the MD5
+    (hex) of the other columns' text, ``|``, the hashed columns' parts."""
+    forms = [column_form(c) for c in schema.columns]
+    text = _duckdb_text(forms)
+    if hashed:
+        plain = _duckdb_text([f for f in forms if f.name not in hashed]) or "''"
+        masked = _duckdb_text([f for f in forms if f.name in hashed])
+        text = f"md5({plain}) || '|' || {masked}"
     return f"('0x' || left(md5({text}), 16))::UBIGINT"
+
+
+def mysql_plain_digest(schema: TableSchema, masks: Sequence[tuple[str, Mask]]) -> str:
+    """The MD5 (hex) of the canonical text of the row's columns but the hashed ones (the
+    others masked as :func:`masked_form` does), as a MySQL expression: the server's share of
+    the fingerprint of a row with hashed columns (``verify.hashed_fingerprint``)."""
+    hashed = hashed_names(masks)
+    forms = _forms([c for c in schema.columns if c.name not in hashed], _unhashed(masks))
+    text = _mysql_text(forms) if forms else "''"
+    return f"MD5({text})"
+
+
+def mysql_parts(
+    schema: TableSchema, names: Sequence[str], masks: Sequence[tuple[str, Mask]]
+) -> list[str]:
+    """The columns ``names`` (none hashed) each as its part of a canonical text (its text,
+    a free text's length before it, ``N`` for NULL), as MySQL text expressions: joined by
+    ``|`` they are the columns' canonical text."""
+    forms = _forms([schema.column(n) for n in names], _unhashed(masks))
+    return [f"CONCAT({_mysql_part(f)})" for f in forms]
+
+
+def hashed_forms(schema: TableSchema, masks: Sequence[tuple[str, Mask]]) -> list[ColumnForm]:
+    """The hashed columns' forms, unmasked, in the table's order: the texts the verify
+    process reads from the source and hashes (as the snapshot does)."""
+    hashed = hashed_names(masks)
+    return [column_form(c) for c in schema.columns if c.name in hashed]
+
+
+def _unhashed(masks: Sequence[tuple[str, Mask]]) -> list[tuple[str, Mask]]:
+    return [(name, mask) for name, mask in masks if mask.kind is not MaskKind.HASH]
 
 
 def _key_columns(schema: TableSchema) -> list[Column]:
@@ -250,7 +306,7 @@ def mysql_key_text(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) 
 
 def mysql_identity(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> list[str]:
     """The identity columns as MySQL expressions of what the lake holds: a masked one (a
-    keyless table's) masked, so no raw value of it leaves the server."""
+    keyless table's; none hashed) masked by the server."""
     masked = dict(masks)
     return [
         masked_form(column_form(c), masked[c.name]).mysql

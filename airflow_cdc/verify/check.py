@@ -40,7 +40,7 @@ from airflow_cdc.sinks.base import Sink
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
-from airflow_cdc.verify.canonical import notes
+from airflow_cdc.verify.canonical import hashed_names, notes
 from airflow_cdc.verify.digest_prefixes import (
     Differences,
     differing,
@@ -227,7 +227,8 @@ class _Run:
                     view.close()
 
     def _lake(self) -> LakeVersion:
-        return LakeVersion(self.sink.scan(self.schema.table), self.schema)
+        hashed = hashed_names(self.masks)
+        return LakeVersion(self.sink.scan(self.schema.table), self.schema, hashed)
 
     def _wait_for_stream(self, views: Sequence[SourceShare]) -> BinlogPosition:
         """Wait until the stream has committed every view's position (none follows: no

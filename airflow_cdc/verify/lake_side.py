@@ -14,7 +14,7 @@ images newer than the cut are left out as keys are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import duckdb
@@ -34,9 +34,11 @@ _POSITION, _DELETED, _COUNT = (f'"{c}"' for c in (POSITION_COLUMN, DELETED_COLUM
 class LakeVersion:
     """A version of a sink table, read with DuckDB (one connection, this thread)."""
 
-    def __init__(self, scan: TableScan, schema: TableSchema):
+    def __init__(self, scan: TableScan, schema: TableSchema, hashed: Collection[str] = ()):
+        """``hashed``: the columns the lake holds hashed (``canonical.duckdb_row_hash``)."""
         self.version = scan.version
         self.schema = schema
+        self._row_hash = duckdb_row_hash(schema, frozenset(hashed))
         #: Rows a sink row stands for, and the filter of live ones: one each but delete
         #: markers, or an image's count, live above 0.
         self._rows = _COUNT if schema.keyless else "1"
@@ -84,7 +86,7 @@ class LakeVersion:
         """The rows and their fingerprints' total as SQL aggregates: an image's count times
         its fingerprint as a ``HUGEINT`` (their sum stays below 2**127 while the table
         holds fewer than 2**63 rows); a keyed table's as they are (no wider type)."""
-        row_hash = duckdb_row_hash(self.schema)
+        row_hash = self._row_hash
         if self.schema.keyless:
             return f"sum({_COUNT}), sum(CAST({_COUNT} AS HUGEINT) * {row_hash})"
         return f"count(*), sum({row_hash})"
@@ -103,7 +105,7 @@ class LakeVersion:
         if newer:
             columns, at = keys, f"{_POSITION} > ?::DECIMAL(38, 0)"
         else:
-            columns = f"{duckdb_row_hash(self.schema)}, {self._rows}, {keys}"
+            columns = f"{self._row_hash}, {self._rows}, {keys}"
             at = f"{self._live} AND {_POSITION} <= ?::DECIMAL(38, 0)"
         return self._db.execute(
             f"SELECT {duckdb_key_text(self.schema)}, {columns} FROM lake "  # noqa: S608 - quoted names, values as parameters

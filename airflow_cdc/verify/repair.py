@@ -17,8 +17,9 @@ chunk re-run writes each of its images' counts, 0 for an image the source lacks.
 read whole is one range, the whole table.
 
 A table keyed by hash (``model.lake_columns``) names its keys as the lake holds them: the
-source finds the rows of the keys it has by their hash (a scan of the table, on the
-server, per thousand keys), and their ranges are made from those rows' keys. A key only
+rows of the keys the source has are found by their hash in this process (one scan of the
+table's keys, streamed, hashed as the snapshot hashes them: the mask key never goes to the
+server, ``verify.source_hashed``), and their ranges are made from those rows' keys. A key only
 the lake has is in no range a chunk could sweep (its chunk's merge does not sweep): it is
 removed by a delete marker (:func:`remove_extra`).
 """
@@ -36,18 +37,15 @@ from airflow_cdc.model import (
     TableSchema,
     comparable_key,
 )
-from airflow_cdc.model.lake_columns import Mask
+from airflow_cdc.model.lake_columns import Mask, MaskKey
 from airflow_cdc.sinks.base import Sink
 from airflow_cdc.snapshot.write import delete_markers
-from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
+from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition, sql_identifier
-from airflow_cdc.verify.canonical import mysql_identity
 from airflow_cdc.verify.digest_prefixes import Differences
+from airflow_cdc.verify.source_hashed import HashedColumns
 
 __all__ = ["remove_extra", "repair_plan", "repair_ranges"]
-
-#: Hashed keys looked up in one query (each query scans the table).
-_HASHED_PER_QUERY = 1000
 
 
 def repair_ranges(
@@ -55,10 +53,10 @@ def repair_ranges(
     schema: TableSchema,
     found: Differences,
     masks: Sequence[tuple[str, Mask]] = (),
+    mask_key: MaskKey | None = None,
 ) -> list[ChunkRange]:
     """Disjoint ranges holding every key of ``found`` (see the module docstring);
-    ``masks``: the lake's, a hashed key's (on ``conn``: the mask key's session variables,
-    ``verify.source_side.use_mask_key``)."""
+    ``masks``: the lake's, a hashed key's under ``mask_key``."""
     ranges: dict[tuple[Any, Any], ChunkRange] = {}
 
     def add(lo: Key | None) -> None:
@@ -67,7 +65,8 @@ def repair_ranges(
 
     masked = {name for name, _ in masks}
     if not schema.keyless and masked.intersection(schema.key):
-        for key in _source_keys(conn, schema, masks, [*found.missing, *found.changed]):
+        hashed = HashedColumns(schema, masks, mask_key)
+        for key in hashed.source_keys(conn, [*found.missing, *found.changed]):
             add(key)
         return list(ranges.values())
 
@@ -93,25 +92,6 @@ def remove_extra(sink: Sink, schema: TableSchema, keys: Sequence[Key], cut: Binl
         markers = delete_markers(schema, list(keys), cut.encode(), read_time=None)
         sink.apply(schema.table, markers, keys_unique=True, wins_ties=True)
     return len(keys)
-
-
-def _source_keys(
-    conn: DbConnection, schema: TableSchema, masks: Sequence[tuple[str, Mask]], keys: Sequence[Key]
-) -> list[Key]:
-    """The source's keys of the rows whose key the lake holds as ``keys`` (hashed)."""
-    identity = ", ".join(mysql_identity(schema, masks))
-    one = "(" + ", ".join(["%s"] * len(schema.key)) + ")"
-    found: list[Key] = []
-    for start in range(0, len(keys), _HASHED_PER_QUERY):
-        part = [comparable_key(k) for k in keys[start : start + _HASHED_PER_QUERY]]
-        rows = fetch_all(
-            conn,
-            f"SELECT {key_list(schema.key)} FROM {_table(schema)} "  # noqa: S608 - quoted names, values as parameters
-            f"WHERE ({identity}) IN ({', '.join([one] * len(part))})",
-            [value for key in part for value in key],
-        )
-        found.extend(tuple(row) for row in rows)
-    return found
 
 
 def _image_range(conn: DbConnection, schema: TableSchema, image: Key) -> ChunkRange:

@@ -24,7 +24,6 @@ from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.check import StreamPosition, TableCheck, check_table
 from airflow_cdc.verify.repair import remove_extra, repair_plan, repair_ranges
-from airflow_cdc.verify.source_side import use_mask_key
 
 __all__ = ["TableOutcome", "verify_tables"]
 
@@ -150,8 +149,7 @@ def _repaired(
     schema = found.schema
     conn = connect(source)
     try:
-        use_mask_key(conn, lake.masks, mask_key)
-        ranges = tuple(repair_ranges(conn, schema, found.differences, lake.masks))
+        ranges = tuple(repair_ranges(conn, schema, found.differences, lake.masks, mask_key))
     finally:
         conn.close()
     removed = 0

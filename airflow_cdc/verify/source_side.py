@@ -11,6 +11,12 @@ for the shared :class:`RowRate` first, which bounds the rows the check reads per
 A table without a key is summed row by row the same way, its equal rows adding up (the
 lake counts them); its ranges are of its chunking column (one, the whole table, when it
 has none), and the rows of images are found by their canonical text (the whole row).
+
+A table with ``hash``-masked columns is summed the same way in this process instead: the
+server cannot compute the mask, whose key never goes to it; the share reads the rows of its
+ranges (the hashed columns' values, the other columns' digest, the identity's parts) and
+masks them as the snapshot does (``verify.source_hashed``). The server still narrows the
+rows read by range, and by prefix and key when the identity holds no hashed column.
 """
 
 from __future__ import annotations
@@ -24,24 +30,23 @@ from typing import Any
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import ChunkRange, Key, TableSchema
-from airflow_cdc.model.lake_columns import Mask, MaskKey, MaskKind
-from airflow_cdc.source.connection import DbConnection, connect, fetch_all
+from airflow_cdc.model.lake_columns import Mask, MaskKey
+from airflow_cdc.source.connection import connect, fetch_all
 from airflow_cdc.source.keyset import range_condition, sql_identifier
-from airflow_cdc.source.masking import hmac_pads
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.watermark import ConsistentReadView
 from airflow_cdc.verify.canonical import (
-    MASK_INNER,
-    MASK_OUTER,
+    hashed_names,
     mysql_identity,
     mysql_key_digest,
     mysql_key_text,
     mysql_row_hash,
 )
 from airflow_cdc.verify.digest_prefixes import listing, prefix_width
+from airflow_cdc.verify.source_hashed import HashedColumns
 from airflow_cdc.verify.sums import RangeSum
 
-__all__ = ["KEYS_PER_QUERY", "RowRate", "SourceShare", "use_mask_key"]
+__all__ = ["KEYS_PER_QUERY", "RowRate", "SourceShare"]
 
 #: Keys named in one statement (well below max_allowed_packet).
 KEYS_PER_QUERY = 500
@@ -95,20 +100,24 @@ class SourceShare:
         mask_key: MaskKey | None = None,
     ) -> None:
         """``masks``: the columns the lake holds masked (``schema``: the lake's columns),
-        hashed with ``mask_key``'s blocks set as session variables."""
+        a ``hash`` under ``mask_key``, in this process."""
         if not ranges:
             raise ValueError("a share holds at least one range")
         self.schema = schema
         self._ranges = list(ranges)  # each with its estimated rows
         self._rate = rate
-        self._row_hash = mysql_row_hash(schema, masks)
-        # A keyless table's identity is its whole row, masked columns too: as the lake's.
-        self._key_text = mysql_key_text(schema, masks)
-        self._key_digest = mysql_key_digest(schema, masks)
-        self._identity = ", ".join(mysql_identity(schema, masks))
         self._masked = frozenset(name for name, _ in masks)
+        self._hashed = HashedColumns(schema, masks, mask_key) if hashed_names(masks) else None
+        #: Whether the server computes each row's identity (its text, digest and values).
+        self._server_identity = self._hashed is None or not self._hashed.identity_hashed
+        if self._hashed is None:
+            self._row_hash = mysql_row_hash(schema, masks)
+        if self._server_identity:
+            # A keyless table's identity is its whole row, masked columns too: as the lake's.
+            self._key_text = mysql_key_text(schema, masks)
+            self._key_digest = mysql_key_digest(schema, masks)
+            self._identity = ", ".join(mysql_identity(schema, masks))
         self._conn = connect(cfg)
-        use_mask_key(self._conn, masks, mask_key)
         self._view = ConsistentReadView(self._conn, info)
         self._view.__enter__()
         #: Where the view stands in the binlog.
@@ -126,6 +135,8 @@ class SourceShare:
     def prefix_sums(self, level: int, within: Sequence[str] | None) -> dict[str, RangeSum]:
         """The share's rows summed by prefix at ``level``, of the level ``level - 1``
         prefixes ``within`` (None: every row)."""
+        if self._hashed is not None:
+            return self._hashed_sums(self._hashed, level, within)
         sums: dict[str, RangeSum] = {}
         for rng, rows in self._ranges:
             where, params = self._where(rng, level - 1, within)
@@ -148,6 +159,8 @@ class SourceShare:
         """The rows this view sees of ``keys`` (their canonical ``texts`` beside) within the
         share, summed by prefix: what to take out of :meth:`prefix_sums` for keys the lake
         holds newer versions of."""
+        if self._hashed is not None:
+            return self._hashed_keys_sums(self._hashed, level, keys, texts)
         sums: dict[str, RangeSum] = {}
         span, span_params = self._range(self.span)
         for start in range(0, len(keys), KEYS_PER_QUERY):
@@ -167,6 +180,8 @@ class SourceShare:
         """The share's rows in the level-``level`` prefixes ``within``: key text ->
         (fingerprint, rows, key): a key's one row, or a keyless table's image and how many
         rows have it."""
+        if self._hashed is not None:
+            return self._hashed_rows(self._hashed, level, within)
         listed: list[tuple[str, int, int, Key]] = []
         key, text, row_hash = self._identity, self._key_text, self._row_hash
         for rng, rows in self._ranges:
@@ -187,6 +202,67 @@ class SourceShare:
                 found = fetch_all(self._conn, sql, params)
             listed.extend((str(t), int(h), int(n), tuple(values)) for t, h, n, *values in found)
         return listing(listed)
+
+    # -- a table with hashed columns: summed in this process ----------------------------
+
+    def _hashed_sums(
+        self, hashed: HashedColumns, level: int, within: Sequence[str] | None
+    ) -> dict[str, RangeSum]:
+        sums: dict[str, RangeSum] = {}
+        for rng, rows in self._ranges:
+            where, params = self._hashed_where(rng, level - 1, within)
+            with self._rate.reading(rows):
+                found = hashed.sums(
+                    self._conn, self._from(where, params), level, within, **self._at(level)
+                )
+            for prefix, part in found.items():
+                sums[prefix] = sums.get(prefix, RangeSum()).plus(part)
+        return sums
+
+    def _hashed_keys_sums(
+        self, hashed: HashedColumns, level: int, keys: Sequence[Key], texts: Sequence[str]
+    ) -> dict[str, RangeSum]:
+        """:meth:`keys_sums` of a table with hashed columns: the rows found by key on the
+        server when it computes the identity, else the share's rows read and matched
+        here by their identity's text."""
+        where, params = self._range(self.span)
+        if not self._server_identity:
+            return hashed.sums(self._conn, self._from(where, params), level, texts=texts)
+        sums: dict[str, RangeSum] = {}
+        for start in range(0, len(keys), KEYS_PER_QUERY):
+            end = start + KEYS_PER_QUERY
+            match, matched = self._match(keys[start:end], texts[start:end])
+            source = self._from(f"({where}) AND ({match})", [*params, *matched])
+            for prefix, part in hashed.sums(self._conn, source, level, **self._at(level)).items():
+                sums[prefix] = sums.get(prefix, RangeSum()).plus(part)
+        return sums
+
+    def _hashed_rows(
+        self, hashed: HashedColumns, level: int, within: Sequence[str]
+    ) -> dict[str, tuple[int, int, Key]]:
+        """:meth:`rows` of a table with hashed columns (a keyless table's equal images
+        added up by :func:`listing`)."""
+        listed: list[tuple[str, int, int, Key]] = []
+        for rng, rows in self._ranges:
+            where, params = self._hashed_where(rng, level, within)
+            with self._rate.reading(rows):
+                listed.extend(hashed.listed(self._conn, self._from(where, params), level, within))
+        return listing(listed)
+
+    def _from(self, where: str, params: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+        return f"FROM {self._table} WHERE {where}", params
+
+    def _at(self, level: int) -> dict[str, str]:
+        """The server's expression of a row's prefix at ``level``, when it places rows."""
+        return {"prefix": self._prefix(level)} if self._server_identity and level else {}
+
+    def _hashed_where(
+        self, rng: ChunkRange, level: int, within: Sequence[str] | None
+    ) -> tuple[str, list[Any]]:
+        """The range, narrowed by the server to the prefixes when it places the rows."""
+        if self._server_identity:
+            return self._where(rng, level, within)
+        return self._range(rng)
 
     # -- SQL ---------------------------------------------------------------------------
 
@@ -237,18 +313,6 @@ class SourceShare:
         listed = ", ".join(["%s"] * len(within))
         where += f" AND LEFT({self._key_digest}, {prefix_width(level)}) IN ({listed})"
         return where, [*params, *within]
-
-
-def use_mask_key(
-    conn: DbConnection, masks: Sequence[tuple[str, Mask]], mask_key: MaskKey | None
-) -> None:
-    """Set the mask key's HMAC blocks as ``conn``'s session variables when a mask is
-    ``hash`` (``verify.canonical.masked_form``): the key never is a query's text."""
-    if any(mask.kind is MaskKind.HASH for _, mask in masks):
-        if mask_key is None:
-            raise ValueError("a 'hash' mask needs the mask key (the cdc_mask connection)")
-        inner, outer = hmac_pads(mask_key)
-        fetch_all(conn, f"SET {MASK_INNER} = %s, {MASK_OUTER} = %s", [inner, outer])
 
 
 def _in_values(columns: Sequence[str], keys: Sequence[Key]) -> tuple[str, list[Any]]:
