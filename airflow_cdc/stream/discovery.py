@@ -24,9 +24,10 @@ planned. A stream of named tables (no pattern) looks for those in the same way, 
 of it dropped and created again (an ORM's ``DROP TABLE`` + ``CREATE TABLE``) is snapshotted
 into a new generation of its replica and followed again.
 
-A table whose key cannot be used, or without a key (``stream.read_schemas.
-followable_schemas``: replicating it as a multiset of rows is not built yet, issue 47), is
-logged once and left out.
+A table without a key is planned with the chunking column a plan gives it (``stream.
+read_schemas.followable_schemas``) and followed as a multiset of rows, as a planned one is.
+A table the catalog read or the lake's rules refuse (gone again before it is read, a mask
+its columns cannot take) is logged once and left out.
 """
 
 from __future__ import annotations
