@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.errors import SinkError
+from airflow_cdc.errors import SinkError, TableError
 from airflow_cdc.model import Column, TableSchema, quote_identifier
 
 __all__ = [
@@ -61,6 +61,9 @@ _SPATIAL = {
 }
 _UTC = dt.UTC
 _DATES = {"date", "datetime"}
+_TEMPORAL = {"time", "datetime", "timestamp"}
+#: How MariaDB's COLUMN_TYPE marks a temporal column still in MariaDB 5.3's format.
+_OLD_TEMPORAL = "/* mariadb-5.3 */"
 _FIRST_DAY = dt.date(1, 1, 1)
 #: What mysql-replication gives for the zero year (YEAR 0000): its stored byte 0 plus 1900.
 _LIBRARY_ZERO_YEAR = 1900
@@ -70,6 +73,8 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 def arrow_type(column: Column) -> pa.DataType:
     """The Arrow (and so Delta) type that holds every value of ``column`` without loss."""
     kind = column.data_type
+    if kind in _TEMPORAL and _OLD_TEMPORAL in column.column_type:
+        _check_old_temporal(column)
     if kind in _SIGNED:
         if not column.unsigned:
             return _SIGNED[kind]
@@ -103,6 +108,22 @@ def arrow_type(column: Column) -> pa.DataType:
     raise SinkError(
         f"column {column.name!r} has type {column.column_type!r}, which the Delta sink cannot hold; "
         "exclude the table or open an issue with the type"
+    )
+
+
+def _check_old_temporal(column: Column) -> None:
+    """Refuse a column in MariaDB 5.3's temporal format (MariaDB marks its type so) that
+    mysql-replication misreads: a TIME (it reads a negative time as a huge positive one),
+    or any with fractions of a second (it reads too few bytes, and every value after
+    them is garbage). Without fractions, its DATETIME and TIMESTAMP are read right."""
+    if column.data_type != "time" and not column.datetime_precision:
+        return
+    raise TableError(
+        f"column {column.name!r} has type {column.column_type!r}: MariaDB 5.3's format of "
+        f"{column.data_type.upper()}, whose binlog values the reader cannot decode (negative "
+        "times, fractions of a second); rewrite the table in the current format with "
+        "ALTER TABLE ... FORCE (mysql56_temporal_format=ON, MariaDB's default), or exclude "
+        "the table"
     )
 
 

@@ -22,6 +22,7 @@ import pymysql
 import pytest
 from deltalake import DeltaTable
 
+from airflow_cdc.errors import TableError
 from airflow_cdc.model import ChunkRange, TableId, TableOptions
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
@@ -452,3 +453,46 @@ def test_evolved_columns_same_value_by_stream_and_snapshot(
         again,
     )
     _assert_evolved_replica(mariadb, db, again)  # a snapshot's, after the ALTER
+
+
+def test_mariadb_5_3_temporal_columns_are_refused_until_rewritten(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """A table made under ``mysql56_temporal_format=OFF`` (or on MariaDB before 10.1.2)
+    keeps MariaDB 5.3's TIME and fractional DATETIME formats, whose binlog values the
+    library misreads (seen here: a negative TIME as 1677:12:16; a TIME(3) as garbage and
+    rows that were never written). The chunk job refuses the table, naming the column
+    and ``ALTER TABLE ... FORCE``, before it writes; after that ALTER the table is
+    snapshotted and streamed exactly."""
+    db, table = fresh_db, TableId(fresh_db, "old")
+    mariadb.execute("SET GLOBAL mysql56_temporal_format = OFF")
+    try:
+        mariadb.execute(
+            f"CREATE TABLE `{db}`.old (id INT PRIMARY KEY, t3 TIME(3), t0 TIME, d0 DATETIME)"
+        )
+    finally:
+        mariadb.execute("SET GLOBAL mysql56_temporal_format = ON")
+    rows = "'-01:02:03.456', '-01:00:00', '2024-02-29 12:34:56'"
+    mariadb.execute(f"INSERT INTO `{db}`.old VALUES (1, {rows})")
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    with pytest.raises(TableError) as refused:
+        snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    message = str(refused.value)
+    assert "column 't3' has type 'time(3) /* mariadb-5.3 */'" in message
+    assert "ALTER TABLE ... FORCE" in message
+    assert not DeltaSink(str(lake)).exists(table)
+
+    mariadb.execute(f"ALTER TABLE `{db}`.old FORCE")
+    assert "mariadb-5.3" not in table_schema(mariadb, table).column("t3").column_type
+    meta = f"sqlite:///{tmp_path / 'again.db'}"
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    mariadb.execute(
+        f"INSERT INTO `{db}`.old VALUES (2, {rows}), (3, '838:59:59.999', '838:59:59', NULL)"
+    )
+    stream_in_process(mariadb, meta, lake, [table])
+    live = {r["id"]: r for r in DeltaSink(str(lake)).read_live(table).to_pylist()}
+    assert [(live[i]["t3"], live[i]["t0"]) for i in (1, 2, 3)] == [
+        ("-01:02:03.456", "-01:00:00"),
+        ("-01:02:03.456", "-01:00:00"),
+        ("838:59:59.999", "838:59:59"),
+    ]

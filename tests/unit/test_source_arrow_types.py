@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import RowsEvent as LibraryRowsEvent
 
+from airflow_cdc.errors import TableError
 from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.source.arrow_types import (
     arrow_type,
@@ -260,3 +261,28 @@ def test_a_date_of_year_0_read_plain_becomes_null_as_the_binlog_gives_it() -> No
     ]
     assert "YEAR(`d`) = 0" in select_expression(schema.columns[1])
     assert "YEAR(`dt`) = 0" in select_expression(schema.columns[2])
+
+
+@pytest.mark.parametrize(
+    ("data_type", "column_type", "precision"),
+    [
+        ("time", "time /* mariadb-5.3 */", 0),
+        ("time", "time(3) /* mariadb-5.3 */", 3),
+        ("datetime", "datetime(6) /* mariadb-5.3 */", 6),
+        ("timestamp", "timestamp(1) /* mariadb-5.3 */", 1),
+    ],
+)
+def test_mariadb_5_3_temporal_formats_the_binlog_reader_misreads_are_refused(
+    data_type: str, column_type: str, precision: int
+) -> None:
+    column = Column("at", data_type, column_type, True, datetime_precision=precision)
+    with pytest.raises(TableError) as refused:
+        arrow_type(column)
+    assert "column 'at'" in str(refused.value)
+    assert "ALTER TABLE ... FORCE" in str(refused.value)
+
+
+def test_mariadb_5_3_datetime_and_timestamp_without_fractions_are_read_right() -> None:
+    for kind in ("datetime", "timestamp"):
+        column = Column("at", kind, f"{kind} /* mariadb-5.3 */", True, datetime_precision=0)
+        assert arrow_type(column) == arrow_type(col(kind))
