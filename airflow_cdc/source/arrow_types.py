@@ -16,14 +16,16 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from airflow_cdc.errors import SinkError
+from airflow_cdc.errors import SinkError, TableError
 from airflow_cdc.model import Column, TableSchema, quote_identifier
 
 __all__ = [
     "arrow_schema",
     "arrow_type",
     "mysql_json_text",
+    "no_calendar_date",
     "python_value",
     "python_values",
     "rows_to_arrow",
@@ -58,12 +60,21 @@ _SPATIAL = {
     "geometrycollection",
 }
 _UTC = dt.UTC
+_DATES = {"date", "datetime"}
+_TEMPORAL = {"time", "datetime", "timestamp"}
+#: How MariaDB's COLUMN_TYPE marks a temporal column still in MariaDB 5.3's format.
+_OLD_TEMPORAL = "/* mariadb-5.3 */"
+_FIRST_DAY = dt.date(1, 1, 1)
+#: What mysql-replication gives for the zero year (YEAR 0000): its stored byte 0 plus 1900.
+_LIBRARY_ZERO_YEAR = 1900
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def arrow_type(column: Column) -> pa.DataType:
     """The Arrow (and so Delta) type that holds every value of ``column`` without loss."""
     kind = column.data_type
+    if kind in _TEMPORAL and _OLD_TEMPORAL in column.column_type:
+        _check_old_temporal(column)
     if kind in _SIGNED:
         if not column.unsigned:
             return _SIGNED[kind]
@@ -100,6 +111,22 @@ def arrow_type(column: Column) -> pa.DataType:
     )
 
 
+def _check_old_temporal(column: Column) -> None:
+    """Refuse a column in MariaDB 5.3's temporal format (MariaDB marks its type so) that
+    mysql-replication misreads: a TIME (it reads a negative time as a huge positive one),
+    or any with fractions of a second (it reads too few bytes, and every value after
+    them is garbage). Without fractions, its DATETIME and TIMESTAMP are read right."""
+    if column.data_type != "time" and not column.datetime_precision:
+        return
+    raise TableError(
+        f"column {column.name!r} has type {column.column_type!r}: MariaDB 5.3's format of "
+        f"{column.data_type.upper()}, whose binlog values the reader cannot decode (negative "
+        "times, fractions of a second); rewrite the table in the current format with "
+        "ALTER TABLE ... FORCE (mysql56_temporal_format=ON, MariaDB's default), or exclude "
+        "the table"
+    )
+
+
 def arrow_schema(schema: TableSchema) -> pa.Schema:
     """The source columns of the sink table (without the ``_cdc_`` metadata columns)."""
     # Every non-key column is nullable in the sink: a delete marker holds only its key.
@@ -127,10 +154,8 @@ def select_expression(column: Column, *, plain_temporal: bool = False) -> str:
     if kind == "timestamp":
         # Epoch 0 is the zero TIMESTAMP ('0000-00-00 00:00:00'): NULL (see python_value).
         return f"CAST(NULLIF(UNIX_TIMESTAMP({name}), 0) * 1000000 AS SIGNED)"
-    if kind in {"date", "datetime"}:
-        # Zero dates and dates with a zero month or day (lax sql_mode) have no value in
-        # Arrow/Delta: NULL, as the binlog path gives.
-        return f"IF(MONTH({name}) = 0 OR DAYOFMONTH({name}) = 0, NULL, {name})"
+    if kind in _DATES:
+        return f"IF({no_calendar_date(name)}, NULL, {name})"
     if kind == "bigint" and column.unsigned:
         return f"CAST({name} AS CHAR)"
     if kind == "decimal":
@@ -147,6 +172,26 @@ def select_expression(column: Column, *, plain_temporal: bool = False) -> str:
     return name
 
 
+def no_calendar_date(name: str) -> str:
+    """SQL that is true when the DATE or DATETIME ``name`` (an expression) holds no
+    calendar date: a zero year, month or day (``'0000-00-00'``, ``'2024-00-10'`` under a
+    lax sql_mode; ``'0000-01-01'``, which a strict one takes too) or a day past its
+    month's end (``'2024-02-30'``, sql_mode ALLOW_INVALID_DATES). Such a value has no
+    lake value: NULL, by the snapshot and by the binlog (whose decoders give None)."""
+    day = f"DAYOFMONTH({name})"
+    return f"YEAR({name}) = 0 OR MONTH({name}) = 0 OR {day} = 0 OR {day} > DAYOFMONTH(LAST_DAY({name}))"
+
+
+def _calendar_dates(array: Any) -> Any:
+    """``array`` (DATE or DATETIME as read plain) with NULL for a date before 0001-01-01:
+    year 0, which the fast reader returns as it is (see :func:`no_calendar_date`)."""
+    first = pa.scalar(_FIRST_DAY, type=pa.date32()).cast(array.type)
+    before = pc.less(array, first)
+    if not pc.any(before).as_py():
+        return array
+    return pc.if_else(before, pa.scalar(None, type=array.type), array)
+
+
 def conform(table: pa.Table, schema: TableSchema) -> pa.Table:
     """Cast what a reader returned (from ``select_expression``) to :func:`arrow_schema`."""
     target = arrow_schema(schema)
@@ -158,7 +203,8 @@ def conform(table: pa.Table, schema: TableSchema) -> pa.Table:
             if pa.types.is_timestamp(array.type):  # plain, read in a UTC session
                 array = array.cast(pa.timestamp("us"))
             array = array.cast(pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-        arrays.append(array.cast(field.type) if array.type != field.type else array)
+        array = array.cast(field.type) if array.type != field.type else array
+        arrays.append(_calendar_dates(array) if column.data_type in _DATES else array)
     return pa.Table.from_arrays(arrays, schema=target)
 
 
@@ -173,6 +219,20 @@ def _format_time(value: dt.timedelta, fsp: int) -> str:
     if fsp:
         text += "." + f"{fraction:06d}"[:fsp]
     return text
+
+
+def _stored_time(value: dt.timedelta) -> dt.timedelta:
+    """The TIME value mysql-replication read as ``value``.
+
+    The library reads a negative TIME2's whole seconds from the two's complement of its
+    integer part, one second too many when there is a fraction, and the fraction as a
+    negative number: -(s + f) comes out as -(s + 1 - f). A negative time without a
+    fraction and every positive one come out right."""
+    micros = -((value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds)
+    seconds, fraction = divmod(micros, 1_000_000)
+    if micros <= 0 or fraction == 0:
+        return value
+    return -dt.timedelta(seconds=seconds, microseconds=1_000_000 - fraction)
 
 
 def python_value(column: Column, value: Any) -> Any:
@@ -190,7 +250,11 @@ def python_value(column: Column, value: Any) -> Any:
     if kind == "decimal" and (column.precision or 0) > 38:
         return format(value, "f")  # plain digits like the server's text, never "1E-30"
     if kind == "time" and isinstance(value, dt.timedelta):
-        return _format_time(value, column.datetime_precision or 0)
+        return _format_time(_stored_time(value), column.datetime_precision or 0)
+    if kind == "year":
+        # The library reads YEAR's byte plus 1900, the zero year's 0 too; 1900 is no YEAR
+        # value (1901..2155 and 0000), so it is the year 0 the server shows.
+        return 0 if value == _LIBRARY_ZERO_YEAR else value
     if kind == "set" and isinstance(value, set | frozenset):
         order = _set_members(column)
         return ",".join(sorted(value, key=lambda member: order.get(member, len(order))))
@@ -222,7 +286,6 @@ _AS_DECODED = {
     "integer",
     "float",
     "double",
-    "year",
     "date",
     "datetime",
 }
@@ -239,6 +302,8 @@ def python_values(column: Column, values: list[Any]) -> list[Any]:
     if kind in _AS_DECODED:
         return values
     if kind == "bigint" and not column.unsigned:
+        return values
+    if kind == "year" and _LIBRARY_ZERO_YEAR not in values:
         return values
     if kind == "decimal" and (column.precision or 0) <= 38:
         return values

@@ -54,6 +54,7 @@ from typing import assert_never
 
 from airflow_cdc.model import Column, TableSchema
 from airflow_cdc.model.lake_columns import Mask, MaskKind
+from airflow_cdc.source.arrow_types import no_calendar_date
 from airflow_cdc.source.keyset import sql_identifier
 
 __all__ = [
@@ -116,7 +117,9 @@ def column_form(column: Column) -> ColumnForm:
     # MySQL names are quoted for a pymysql format string (``%`` doubled): queries pass values.
     m, d, kind = sql_identifier(column.name), _duck(column.name), column.data_type
     if kind in _INTEGERS or (kind == "decimal"):  # CONCAT_WS makes the digits
-        return ColumnForm(column.name, m, f"CAST({d} AS VARCHAR)", nullable=column.nullable)
+        # YEAR's text is four digits ('0000' the zero year): + 0 makes it the lake's integer.
+        mysql = f"({m} + 0)" if kind == "year" else m
+        return ColumnForm(column.name, mysql, f"CAST({d} AS VARCHAR)", nullable=column.nullable)
     if kind == "bit":
         size = _bit_width(column.column_type)
         if size == 1:
@@ -131,14 +134,15 @@ def column_form(column: Column) -> ColumnForm:
     if kind == "date":
         return ColumnForm(
             column.name,
-            f"IF(MONTH({m}) = 0 OR DAYOFMONTH({m}) = 0, NULL, CAST({m} AS CHAR))",
+            f"IF({no_calendar_date(m)}, NULL, CAST({m} AS CHAR))",
             f"CAST({d} AS VARCHAR)",
         )
     if kind in {"datetime", "timestamp"}:  # microseconds since 1970 (the server: a zero
         # date is no date, NULL, as in the lake; a TIMESTAMP in the UTC session)
         return ColumnForm(
             column.name,
-            f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {m})",
+            f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
+            f"IF({no_calendar_date(m)}, NULL, {m}))",
             f"CAST(epoch_us({d}) AS VARCHAR)",
         )
     if kind == "time":

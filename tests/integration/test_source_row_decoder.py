@@ -96,7 +96,7 @@ def changes(mariadb: LocalMariaDB) -> tuple[SourceConfig, dict, BinlogPosition, 
         # Every column to another value (and NULLs to values), the key moved on one row.
         cur.execute(
             "UPDATE t SET ti = 1, tu = 7, si = 1, su = 2, mi = -1, mu = 1, i = 5,"
-            " iu = 6, bi = -7, bu = 8, f = 0.5, d = -2.25, y = 1999, d1 = 0.01, d2 = -1,"
+            " iu = 6, bi = -7, bu = 8, f = 0.5, d = -2.25, y = 0, d1 = 0.01, d2 = -1,"
             " d3 = 0.5, d4 = 12, dt = '2020-02-02', t0 = '2020-02-02 02:02:02',"
             " t3 = '2020-02-02 02:02:02.002', t6 = '2020-02-02 02:02:02.000002',"
             " t1 = '2020-02-02 02:02:02.2', ts0 = '2020-02-02 02:02:02',"

@@ -22,14 +22,17 @@ import pymysql
 import pytest
 from deltalake import DeltaTable
 
+from airflow_cdc.errors import TableError
 from airflow_cdc.model import ChunkRange, TableId, TableOptions
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
+from airflow_cdc.source.binlog.column_decoder import column_array
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import plan, snapshot_all, source_config, table_schema
 from tests.support.type_matrix import (
+    FAST,
     LOW,
     WRITABLE,
     binlog_rows_and_updates,
@@ -87,19 +90,19 @@ def sink_value(column: str, value: Any) -> Any:
     return value
 
 
-def _source_rows(server: LocalMariaDB, db: str) -> dict[int, dict[str, Any]]:
+def _source_rows(server: LocalMariaDB, db: str, table: str) -> dict[int, dict[str, Any]]:
     conn = server.root(cursorclass=pymysql.cursors.DictCursor)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM `{db}`.types")
+            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
             return {row["id"]: dict(row) for row in cur.fetchall()}
     finally:
         conn.close()
 
 
-def _compare(server: LocalMariaDB, db: str, lake: Path) -> int:
-    source = _source_rows(server, db)
-    rows = DeltaSink(str(lake)).read_live(TableId(db, "types")).to_pylist()
+def _compare(server: LocalMariaDB, db: str, lake: Path, table: str = "types") -> int:
+    source = _source_rows(server, db, table)
+    rows = DeltaSink(str(lake)).read_live(TableId(db, table)).to_pylist()
     sink = {row["id"]: row for row in rows}
     assert sorted(sink) == sorted(source)
     problems = []
@@ -126,7 +129,7 @@ def test_every_type_same_value_by_snapshot_and_binlog(
     table = create_types_table(mariadb, db)
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake, engine=engine)
-    assert _compare(mariadb, db, lake) == 4  # the snapshot path
+    assert _compare(mariadb, db, lake) == 5  # the snapshot path
 
     # The binlog path: new rows, every column updated to other values, to NULL, deletes.
     mariadb.execute(
@@ -144,18 +147,71 @@ def test_every_type_same_value_by_snapshot_and_binlog(
     stream_in_process(mariadb, meta, lake, [table], sink)
     history = DeltaTable(sink.table_uri(table)).history(1)
     assert history[0]["operation"] == ("WRITE" if rewrite else "MERGE")
-    assert _compare(mariadb, db, lake) == 7
+    assert _compare(mariadb, db, lake) == 9
 
 
-def test_zero_dates_become_null_by_both_paths(
-    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+@pytest.mark.parametrize("engine", ["connectorx", "pymysql"])
+def test_the_fast_decoders_types_same_value_by_snapshot_and_stream(
+    mariadb: LocalMariaDB,
+    fresh_db: str,
+    tmp_path: Path,
+    engine: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Documented policy: a zero date or a date with a zero month or day (allowed by a lax
-    sql_mode) has no value in Delta's types and arrives as NULL, by either path."""
+    """The matrix's columns of the types the stream's fast decoders read (a table of them
+    alone: the stream job decodes its slices a column at a time), every row of it, the
+    edge values included (YEAR 0000 among them), by the snapshot and by the stream job's
+    reader and batch function in-process; the stream's rows are the matrix's inserted
+    anew and its rows moved to each other's values."""
+    from airflow_cdc.stream import apply
+    from tests.support.pipeline import stream_spec
+    from tests.support.stream_harness import InProcessStream
+
+    db = fresh_db
+    create_types_table(mariadb, db)
+    columns = ", ".join(FAST)
+    mariadb.execute(
+        f"CREATE TABLE fast (PRIMARY KEY (id)) SELECT {columns} FROM types",
+        database=db,
+    )
+    table = TableId(db, "fast")
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake, engine=engine)
+    assert _compare(mariadb, db, lake, "fast") == 5
+    decoded = []
+    monkeypatch.setattr(
+        apply, "column_array", lambda *a: decoded.append(a[2].name) or column_array(*a)
+    )
+    stream = InProcessStream(
+        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c"), tmp_path
+    )
+    try:
+        moved = ", ".join(f"f.{c} = t.{c}" for c in FAST[1:])
+        mariadb.execute(
+            f"INSERT INTO fast SELECT id + 10, {columns[len('id, ') :]} FROM types",
+            f"UPDATE fast f JOIN types t ON t.id = f.id % 5 + 1 SET {moved} WHERE f.id <= 5",
+            "DELETE FROM fast WHERE id = 14",
+            database=db,
+        )
+        stream.run_batch()
+    finally:
+        stream.close()
+    assert set(decoded) == set(FAST)  # the column path, every column
+    assert _compare(mariadb, db, lake, "fast") == 9
+
+
+@pytest.mark.parametrize("engine", ["connectorx", "pymysql"])
+def test_zero_dates_become_null_by_both_paths(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, engine: str
+) -> None:
+    """Documented policy: a date with a zero year, month or day ('0000-00-00' and a zero
+    month or day under a lax sql_mode; year 0, which a strict one takes too) or a day past
+    its month's end (ALLOW_INVALID_DATES; here DATETIMEs, see the guide for DATE) has no
+    value in Delta's types and arrives as NULL, by either path and either read engine."""
     db, table = fresh_db, TableId(fresh_db, "z")
     create_zero_dates_table(mariadb, db)
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
-    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake, engine=engine)
     create_zero_dates_table(mariadb, db, first_id=10)
     stream_in_process(mariadb, meta, lake, [table])
     rows = {r["id"]: r for r in DeltaSink(str(lake)).read_live(table).to_pylist()}
@@ -166,6 +222,10 @@ def test_zero_dates_become_null_by_both_paths(
         assert rows[offset + 1]["ts"] == dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
         assert rows[offset + 2]["d"] == dt.date(2024, 2, 29)
         assert rows[offset + 2]["t6"] == dt.datetime(2024, 2, 29, 10, 0, 0, 500000)
+        assert [rows[offset + 3][c] for c in ("d", "t", "t6")] == [None, None, None]
+        assert rows[offset + 3]["ts"] == dt.datetime(2038, 1, 19, 3, 14, 7, tzinfo=dt.UTC)
+        assert [rows[offset + 4][c] for c in ("d", "t", "t6")] == [dt.date(2023, 2, 28), None, None]
+        assert rows[offset + 4]["ts"] == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)
 
 
 def test_only_a_zero_date_sends_the_read_to_the_zero_date_safe_select(
@@ -393,3 +453,46 @@ def test_evolved_columns_same_value_by_stream_and_snapshot(
         again,
     )
     _assert_evolved_replica(mariadb, db, again)  # a snapshot's, after the ALTER
+
+
+def test_mariadb_5_3_temporal_columns_are_refused_until_rewritten(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """A table made under ``mysql56_temporal_format=OFF`` (or on MariaDB before 10.1.2)
+    keeps MariaDB 5.3's TIME and fractional DATETIME formats, whose binlog values the
+    library misreads (seen here: a negative TIME as 1677:12:16; a TIME(3) as garbage and
+    rows that were never written). The chunk job refuses the table, naming the column
+    and ``ALTER TABLE ... FORCE``, before it writes; after that ALTER the table is
+    snapshotted and streamed exactly."""
+    db, table = fresh_db, TableId(fresh_db, "old")
+    mariadb.execute("SET GLOBAL mysql56_temporal_format = OFF")
+    try:
+        mariadb.execute(
+            f"CREATE TABLE `{db}`.old (id INT PRIMARY KEY, t3 TIME(3), t0 TIME, d0 DATETIME)"
+        )
+    finally:
+        mariadb.execute("SET GLOBAL mysql56_temporal_format = ON")
+    rows = "'-01:02:03.456', '-01:00:00', '2024-02-29 12:34:56'"
+    mariadb.execute(f"INSERT INTO `{db}`.old VALUES (1, {rows})")
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    with pytest.raises(TableError) as refused:
+        snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    message = str(refused.value)
+    assert "column 't3' has type 'time(3) /* mariadb-5.3 */'" in message
+    assert "ALTER TABLE ... FORCE" in message
+    assert not DeltaSink(str(lake)).exists(table)
+
+    mariadb.execute(f"ALTER TABLE `{db}`.old FORCE")
+    assert "mariadb-5.3" not in table_schema(mariadb, table).column("t3").column_type
+    meta = f"sqlite:///{tmp_path / 'again.db'}"
+    snapshot_all(mariadb, plan(mariadb, [str(table)], 1000, meta), meta, lake)
+    mariadb.execute(
+        f"INSERT INTO `{db}`.old VALUES (2, {rows}), (3, '838:59:59.999', '838:59:59', NULL)"
+    )
+    stream_in_process(mariadb, meta, lake, [table])
+    live = {r["id"]: r for r in DeltaSink(str(lake)).read_live(table).to_pylist()}
+    assert [(live[i]["t3"], live[i]["t0"]) for i in (1, 2, 3)] == [
+        ("-01:02:03.456", "-01:00:00"),
+        ("-01:02:03.456", "-01:00:00"),
+        ("838:59:59.999", "838:59:59"),
+    ]

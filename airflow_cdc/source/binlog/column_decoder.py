@@ -6,7 +6,8 @@ those offsets with numpy, a few array operations for every row at once instead o
 Python call per value. The result is exactly the array the row path builds (the library's
 value through ``source.arrow_types.python_value`` into ``pa.array``), a test holds the two
 equal on every type, including the library's quirks: an invalid DATETIME is NULL, an odd
-fractional precision drops a digit, a TIMESTAMP of 0 is NULL, YEAR 0 reads 1900.
+fractional precision drops a digit, a TIMESTAMP of 0 is NULL; and as the conversion
+undoes the library's YEAR 0000 (1900), the zero year is 0 here.
 
 A column this module does not vectorise (DECIMAL over 18 digits, text in a character set
 other than UTF-8, BINARY(n), a value the per-value decoder would refuse) is decoded value
@@ -126,7 +127,8 @@ def _floating(
 def _year(
     layout: rd.ColumnLayout, raw: np.ndarray, starts: np.ndarray, nulls: np.ndarray, target: Any
 ) -> pa.Array:
-    return _numbers(raw[starts].astype(np.int64) + 1900, nulls, target)
+    stored = raw[starts].astype(np.int64)
+    return _numbers(np.where(stored == 0, 0, stored + 1900), nulls, target)  # 0: YEAR 0000
 
 
 def _days(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:

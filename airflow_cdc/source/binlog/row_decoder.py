@@ -139,6 +139,8 @@ def _int24(unsigned: bool) -> tuple[Decode, Skip]:
 
 
 def _year() -> tuple[Decode, Skip]:
+    # As the library: the zero year's byte 0 too reads 1900 (``arrow_types.python_value``
+    # makes it 0, the year the server shows).
     return (lambda buf, pos: (buf[pos] + 1900, pos + 1)), (lambda buf, pos: pos + 1)
 
 
