@@ -6,7 +6,7 @@ pymysql -> Arrow), then rows are inserted,
 updated and deleted and the binlog path applies them (the stream's code, in-process:
 mysql-replication -> ``python_value``). Every live row in Delta must equal what the source
 returns when read back with pymysql, converted here, independently of the product's code,
-to the documented sink representation (docs/user-guide.md, "Type mapping").
+to the documented sink representation (docs/reference.md, "Type mapping").
 """
 
 from __future__ import annotations
