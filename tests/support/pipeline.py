@@ -280,7 +280,8 @@ def stream_spec(
         sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
         checkpoint_dir=str(checkpoint),
         mode=mode,
-        bounds=StreamBounds(**{"trigger_seconds": 1.0, **bounds}),
+        # A short lease: a test that kills a stream restarts it after at most 15 s.
+        bounds=StreamBounds(**{"trigger_seconds": 1.0, "lease_seconds": 15.0, **bounds}),
         discovery=DiscoveryConfig(**discovery),
         schema_changes=SchemaChangeConfig(**changes),
         on_purged=on_purged,
