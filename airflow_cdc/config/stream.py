@@ -10,6 +10,7 @@ from airflow_cdc.errors import ConfigurationError
 
 __all__ = [
     "DROPPED_COLUMN_MODES",
+    "MIN_LEASE_SECONDS",
     "NOT_IN_PLACE_MODES",
     "ON_PURGED_MODES",
     "STREAM_MODES",
@@ -22,6 +23,8 @@ STREAM_MODES = ("continuous", "until_caught_up")
 #: What a stream does when the binlog it needs is no longer on the server: ``fail`` (stop
 #: with ``PositionPurgedError``), or ``resnapshot`` the tables concerned (``stream.purged``).
 ON_PURGED_MODES = ("fail", "resnapshot")
+#: The shortest lease a stream takes (``StreamBounds.lease_seconds``).
+MIN_LEASE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,20 @@ class StreamBounds:
     start_batch_bytes: int = 4 * 1024 * 1024
     #: How often the committed position's GTID state is recorded (``stream.gtid_recorder``).
     gtid_record_seconds: float = 10.0
+    #: How long the stream's lease lasts without a renewal (``stream.lease``: renewed every
+    #: third of it): how long a restart after a crash waits for the dead run's lease, and
+    #: about how long a metadata DB outage the stream rides through.
+    lease_seconds: float = 60.0
 
     def __post_init__(self) -> None:
-        for name in ("trigger_seconds", "gtid_record_seconds"):
+        for name in ("trigger_seconds", "gtid_record_seconds", "lease_seconds"):
             check_positive(name, getattr(self, name))
+        if self.lease_seconds < MIN_LEASE_SECONDS:
+            raise ConfigurationError(
+                f"lease_seconds must be at least {MIN_LEASE_SECONDS:.0f} (some metadata DBs "
+                "keep the lease's times to the second, and renewals must fit well inside "
+                f"it), got {self.lease_seconds!r}"
+            )
         for name in (
             "max_batch_bytes",
             "min_slice_bytes",

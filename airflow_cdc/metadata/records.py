@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
 from airflow_cdc.config import AirflowTask
+from airflow_cdc.metadata.lease_rule import Lease, is_live
 from airflow_cdc.model import BinlogPosition, Chunk, ChunkRange, TableId, TableSchema
 
 __all__ = [
@@ -175,7 +176,9 @@ class StreamState:
 
     ``last_batch_id`` / ``last_batch_rows`` describe the last micro-batch recorded;
     ``rows_total`` sums the rows of every distinct batch recorded (a replayed batch id is
-    not counted twice). ``owner`` is ``None`` when no process holds the lease.
+    not counted twice). ``owner`` is the token of the stream run holding the lease
+    (``metadata.lease_rule``), ``None`` when none holds it; ``owner_process`` says where
+    that run is, for people (``"<hostname> pid <pid>"``): no rule reads it.
     """
 
     stream_id: str
@@ -192,12 +195,18 @@ class StreamState:
     rows_total: int = 0
     #: How long the last recorded micro-batch took, from its start to its commit.
     last_batch_seconds: float | None = None
+    #: Where the lease's owner runs, as it said when it took the lease (revision 0011).
+    owner_process: str | None = None
+
+    @property
+    def lease(self) -> Lease:
+        """The lease as ``metadata.lease_rule`` sees it."""
+        return Lease(self.owner, self.lease_expires_at)
 
     def lease_live(self, now: dt.datetime | None = None) -> bool:
-        """Whether some process holds the lease at ``now`` (default: the current time)."""
-        if self.owner is None or self.lease_expires_at is None:
-            return False
-        return self.lease_expires_at > (now or dt.datetime.now(dt.UTC))
+        """Whether some stream run holds the lease at ``now`` (default: this host's clock;
+        the lease's own decisions read the metadata DB's, ``metadata.db_clock``)."""
+        return is_live(self.lease, now or dt.datetime.now(dt.UTC))
 
 
 @dataclass(frozen=True, slots=True)

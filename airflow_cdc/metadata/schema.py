@@ -123,6 +123,8 @@ stream_state = sa.Table(
     sa.Column("rows_total", sa.BigInteger, nullable=False, server_default=sa.text("0")),
     # Revision 0006: the last micro-batch's duration.
     sa.Column("last_batch_seconds", sa.Float, nullable=True),
+    # Revision 0011: where the lease's owner (a token, in ``owner``) runs, for people.
+    sa.Column("owner_process", sa.Text, nullable=True),
 )
 
 #: One row (``lock_id = 1``) that every lease acquisition updates first: the row lock

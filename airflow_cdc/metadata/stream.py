@@ -1,21 +1,18 @@
 """The stream's row in the metadata DB (``MetadataStore.streams``): its lease and its
 progress.
 
-Only one stream may run for a set of tables. A stream holds a *lease* on its row in
-``cdc_stream_state``: an owner string (who runs it) and an expiry time. It takes the lease
-when it starts (:meth:`Streams.acquire_lease`), extends it while it runs
-(:meth:`Streams.renew_lease`, more often than the TTL) and gives it back when it stops
-(:meth:`Streams.release_lease`). A stream killed without releasing (SIGKILL, a lost host)
-blocks the tables until its lease expires, so the TTL bounds how long a restart may have to
-wait.
+Only one stream may run for a set of tables. A stream run holds a *lease* on its row in
+``cdc_stream_state``: its owner (a random token of that run) and an expiry time, by the
+metadata DB's clock. It takes the lease when it starts (:meth:`Streams.acquire_lease`),
+extends it while it runs (:meth:`Streams.renew_lease`, more often than the TTL) and gives
+it back when it stops (:meth:`Streams.release_lease`); who may do which is
+``metadata.lease_rule``, the transactions are ``metadata.stream_lease``. A run killed
+without releasing (SIGKILL, a lost host) blocks the tables until its lease expires, so the
+TTL bounds how long a restart may have to wait.
 
-Acquisition is one write transaction that first updates the single row of
-``cdc_stream_lease_lock``; that row lock serializes every acquisition on PostgreSQL and
-MySQL (SQLite serializes writers with ``BEGIN IMMEDIATE`` anyway), so of two processes
-racing for the same stream, or for two streams sharing a table, exactly one wins.
-
-Times are the writers' clocks in UTC: hosts running streams need synchronized clocks (NTP);
-a skew shortens or lengthens leases by as much.
+Progress (position, lag, heartbeat) is written under the lease: a write by a run that no
+longer holds it is refused. The heartbeat's time is the writer's clock (shown, never
+decided on).
 """
 
 from __future__ import annotations
@@ -29,19 +26,19 @@ from typing import Any, Unpack
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
-from airflow_cdc.errors import MetadataError, StreamLeaseError
-from airflow_cdc.metadata import codec
+from airflow_cdc.errors import MetadataError
+from airflow_cdc.metadata import codec, stream_lease
 from airflow_cdc.metadata.engine import CONNECTION_ID, upsert, with_retry
+from airflow_cdc.metadata.lease_rule import is_holder
 from airflow_cdc.metadata.marker_floor import MarkerFloor
 from airflow_cdc.metadata.position_marks import PositionMarks
 from airflow_cdc.metadata.records import BatchProgress, StreamState
-from airflow_cdc.metadata.schema import stream_lease_lock as t_lock
 from airflow_cdc.metadata.schema import stream_state as t_stream
+from airflow_cdc.metadata.stream_lease import LeaseRefusal
+from airflow_cdc.metadata.stream_rows import stream_record, stream_row
 from airflow_cdc.model import BinlogPosition, TableId
 
 __all__ = ["Streams", "table_names"]
-
-_LOCK_ID = 1
 
 
 def table_names(tables: Sequence[str | TableId]) -> list[str]:
@@ -70,10 +67,10 @@ class Streams:
         """The stream's lease and progress, ``None`` for a stream that never took a lease."""
 
         def read(connection: Connection) -> RowMapping | None:
-            return _row(connection, stream_id)
+            return stream_row(connection, stream_id)
 
         row = with_retry(self._engine, read, write=False, what="reading the stream state from")
-        return None if row is None else _record(row)
+        return None if row is None else stream_record(row)
 
     def states(self) -> list[StreamState]:
         """Every stream's lease and progress, by stream id (for status displays)."""
@@ -83,7 +80,8 @@ class Streams:
             return list(connection.execute(query).mappings().all())
 
         what = "reading the stream states from"
-        return [_record(row) for row in with_retry(self._engine, read, write=False, what=what)]
+        rows = with_retry(self._engine, read, write=False, what=what)
+        return [stream_record(row) for row in rows]
 
     def any_committed(self) -> bool:
         """Whether a stream of this metadata DB committed a batch: from then on positions
@@ -104,6 +102,7 @@ class Streams:
             "last_batch_id": state.last_batch_id,
             "last_batch_rows": state.last_batch_rows,
             "rows_total": state.rows_total,
+            "owner_process": state.owner_process,
         }
 
         def write(connection: Connection) -> None:
@@ -117,22 +116,43 @@ class Streams:
         tables: Sequence[str | TableId],
         owner: str,
         ttl_seconds: float,
+        *,
+        process: str | None = None,
     ) -> StreamState:
-        """Atomically take the stream's lease for ``owner`` until now + ``ttl_seconds``, if
-        it is free, expired or already ``owner``'s (then it is extended).
+        """Atomically take the stream's lease for the token ``owner`` until now +
+        ``ttl_seconds``, if it is free, expired or already ``owner``'s (then it is extended);
+        ``process`` says where ``owner`` runs (shown to people only).
 
         Raises :class:`~airflow_cdc.errors.StreamLeaseError` (the message says who holds it,
         until when, and how long to wait) when another owner holds it, or when another
         stream id holds a live lease on any of ``tables`` (one stream per set of tables).
         The row's table list becomes ``tables``.
         """
+        taken = self.take_lease(stream_id, tables, owner, ttl_seconds, process=process)
+        if isinstance(taken, LeaseRefusal):
+            raise taken.error()
+        return taken
+
+    def take_lease(
+        self,
+        stream_id: str,
+        tables: Sequence[str | TableId],
+        owner: str,
+        ttl_seconds: float,
+        *,
+        process: str | None = None,
+    ) -> StreamState | LeaseRefusal:
+        """:meth:`acquire_lease` that returns its refusal (the live lease in the way, for a
+        caller that may wait for it: ``stream.lease.take_lease_waiting``) instead of raising."""
         _check_args(stream_id, owner, ttl_seconds)
         names = table_names(tables)
 
-        def write(connection: Connection) -> None:
-            _take_lease(connection, stream_id, names, owner, ttl_seconds)
+        def write(connection: Connection) -> LeaseRefusal | None:
+            return stream_lease.take(connection, stream_id, names, owner, ttl_seconds, process)
 
-        with_retry(self._engine, write, write=True, what="taking the stream lease in")
+        refused = with_retry(self._engine, write, write=True, what="taking the stream lease in")
+        if refused is not None:
+            return refused
         state = self.state(stream_id)
         assert state is not None  # written just above
         return state
@@ -147,21 +167,7 @@ class Streams:
         _check_args(stream_id, owner, ttl_seconds)
 
         def write(connection: Connection) -> dt.datetime:
-            now = codec.utc_now()
-            expires = now + dt.timedelta(seconds=ttl_seconds)
-            renewed = connection.execute(
-                sa.update(t_stream)
-                .where(
-                    t_stream.c.stream_id == stream_id,
-                    t_stream.c.owner == owner,
-                    t_stream.c.lease_expires_at > codec.to_db_time(now),
-                )
-                .values(lease_expires_at=codec.to_db_time(expires))
-            ).rowcount
-            if renewed:
-                return expires
-            row = _row(connection, stream_id)
-            raise _lost(stream_id, owner, None if row is None else _record(row), now)
+            return stream_lease.renew(connection, stream_id, owner, ttl_seconds)
 
         return with_retry(self._engine, write, write=True, what="renewing the stream lease in")
 
@@ -170,12 +176,7 @@ class Streams:
         it. Never raises for a lost lease, so a stopping stream can always call it."""
 
         def write(connection: Connection) -> bool:
-            released = connection.execute(
-                sa.update(t_stream)
-                .where(t_stream.c.stream_id == stream_id, t_stream.c.owner == owner)
-                .values(owner=None, lease_expires_at=None)
-            ).rowcount
-            return bool(released)
+            return stream_lease.release(connection, stream_id, owner)
 
         return with_retry(self._engine, write, write=True, what="releasing the stream lease in")
 
@@ -206,10 +207,10 @@ class Streams:
         went on past a purged binlog, ``stream.purged``). Fenced like a batch's record."""
 
         def write(connection: Connection) -> None:
-            row = _row(connection, stream_id, for_update=True)
-            state = None if row is None else _record(row)
-            if state is None or state.owner != owner:
-                raise _lost(stream_id, owner, state, codec.utc_now())
+            row = stream_row(connection, stream_id, for_update=True)
+            state = None if row is None else stream_record(row)
+            if state is None or not is_holder(state.lease, owner):
+                raise stream_lease.lost(stream_id, owner, state, codec.utc_now())
             connection.execute(
                 sa.update(t_stream)
                 .where(t_stream.c.stream_id == stream_id)
@@ -233,59 +234,22 @@ class Streams:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _take_lease(
-    connection: Connection, stream_id: str, names: list[str], owner: str, ttl_seconds: float
-) -> None:
-    """:meth:`Streams.acquire_lease` in the caller's transaction."""
-    # First statement of the transaction: the row lock serializes acquisitions (and on
-    # MySQL's REPEATABLE READ, the reads below see every acquisition committed before).
-    bumped = connection.execute(
-        sa.update(t_lock)
-        .where(t_lock.c.lock_id == _LOCK_ID)
-        .values(acquisitions=t_lock.c.acquisitions + 1)
-    ).rowcount
-    if not bumped:
-        connection.execute(sa.insert(t_lock).values(lock_id=_LOCK_ID, acquisitions=1))
-    now = codec.utc_now()
-    wanted = set(names)
-    own: StreamState | None = None
-    for row in connection.execute(sa.select(t_stream)).mappings():
-        state = _record(row)
-        if state.stream_id == stream_id:
-            own = state
-        elif state.lease_live(now):
-            shared = sorted(wanted & {codec.table_to_text(t) for t in state.tables})
-            if shared:
-                raise _busy(state, now, shared=shared)
-    if own is not None and own.lease_live(now) and own.owner != owner:
-        raise _busy(own, now)
-    expires = now + dt.timedelta(seconds=ttl_seconds)
-    values: dict[str, Any] = {
-        "tables": json.dumps(names),
-        "owner": owner,
-        "lease_expires_at": codec.to_db_time(expires),
-    }
-    if own is None or own.owner != owner or not own.lease_live(now):
-        values["lease_acquired_at"] = codec.to_db_time(now)
-    upsert(connection, t_stream, {"stream_id": stream_id}, values)
-
-
 def _write_progress(
     connection: Connection, stream_id: str, owner: str | None, progress: BatchProgress
 ) -> None:
     """:meth:`Streams.record_progress` in the caller's transaction."""
     # Locked (server DBs) so the owner check and the update see the same row: a lease
     # taken over in between must fence this write, and a replay must not count twice.
-    row = _row(connection, stream_id, for_update=True)
+    row = stream_row(connection, stream_id, for_update=True)
     if row is None:
         raise MetadataError(
             f"stream {stream_id!r} has no row in the metadata DB (Airflow connection "
             f"'{CONNECTION_ID}'): take its lease before recording progress"
         )
-    state = _record(row)
+    state = stream_record(row)
     now = codec.utc_now()
-    if owner is not None and state.owner != owner:
-        raise _lost(stream_id, owner, state, now)
+    if owner is not None and not is_holder(state.lease, owner):
+        raise stream_lease.lost(stream_id, owner, state, now)
     rows, batch_id = progress["rows"], progress["batch_id"]
     replay = state.last_batch_id == batch_id
     connection.execute(
@@ -313,82 +277,3 @@ def _check_args(stream_id: str, owner: str, ttl_seconds: float) -> None:
         ttl_seconds <= 0
     ):
         raise ValueError(f"ttl_seconds must be a positive number, got {ttl_seconds!r}")
-
-
-def _row(connection: Connection, stream_id: str, *, for_update: bool = False) -> RowMapping | None:
-    query = sa.select(t_stream).where(t_stream.c.stream_id == stream_id)
-    if for_update:
-        query = query.with_for_update()  # SQLite: left out (BEGIN IMMEDIATE serializes)
-    return connection.execute(query).mappings().first()
-
-
-def _record(row: RowMapping) -> StreamState:
-    tables = json.loads(row["tables"])
-    if not isinstance(tables, list) or not all(isinstance(name, str) for name in tables):
-        raise MetadataError(
-            f"stream {row['stream_id']!r}: expected a JSON list of tables in the metadata DB, "
-            f"got {row['tables']!r}"
-        )
-    return StreamState(
-        stream_id=row["stream_id"],
-        tables=tuple(codec.table_from_text(name) for name in tables),
-        committed_position=codec.decode_position(row["committed_position"]),
-        lag_seconds=row["lag_seconds"],
-        lag_bytes=row["lag_bytes"],
-        heartbeat_at=codec.from_db_time(row["heartbeat_at"]),
-        owner=row["owner"],
-        lease_expires_at=codec.from_db_time(row["lease_expires_at"]),
-        lease_acquired_at=codec.from_db_time(row["lease_acquired_at"]),
-        last_batch_id=row["last_batch_id"],
-        last_batch_rows=row["last_batch_rows"],
-        rows_total=int(row["rows_total"] or 0),
-        last_batch_seconds=row["last_batch_seconds"],
-    )
-
-
-def _tables_text(state: StreamState) -> str:
-    return ", ".join(str(table) for table in state.tables) or "(none)"
-
-
-def _wait_text(state: StreamState, now: dt.datetime) -> tuple[str, int]:
-    assert state.lease_expires_at is not None
-    wait = max(0, math.ceil((state.lease_expires_at - now).total_seconds()))
-    return state.lease_expires_at.isoformat(timespec="seconds"), wait
-
-
-def _busy(
-    state: StreamState, now: dt.datetime, *, shared: list[str] | None = None
-) -> StreamLeaseError:
-    until, wait = _wait_text(state, now)
-    message = (
-        f"stream {state.stream_id} for tables {_tables_text(state)} is already running "
-        f"(owner {state.owner}, lease until {until}); stop it first, or wait {wait} s for its "
-        "lease to expire"
-    )
-    if shared:
-        message += (
-            f". It already streams {', '.join(shared)}: only one stream per set of tables "
-            "(use its stream_id, or stream other tables)"
-        )
-    return StreamLeaseError(message)
-
-
-def _lost(
-    stream_id: str, owner: str, state: StreamState | None, now: dt.datetime
-) -> StreamLeaseError:
-    if state is None or state.owner is None:
-        holder = "nobody holds it now"
-    elif state.owner == owner:
-        holder = "it expired" + (
-            f" at {state.lease_expires_at.isoformat(timespec='seconds')}"
-            if state.lease_expires_at is not None
-            else ""
-        )
-    else:
-        holder = f"owner {state.owner} holds it"
-        if state.lease_expires_at is not None:
-            holder += f" until {state.lease_expires_at.isoformat(timespec='seconds')}"
-    return StreamLeaseError(
-        f"stream {stream_id}: lease of {owner} was lost ({holder}); stop writing and take the "
-        "lease again (another copy of the stream may have started)"
-    )

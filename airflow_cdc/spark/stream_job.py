@@ -35,10 +35,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,10 +54,10 @@ from airflow_cdc.spark._entry import (
 from airflow_cdc.spark.checkpoint import read_checkpoint, set_aside_if_stale
 from airflow_cdc.spark.environment import prefer_installed_pyspark
 from airflow_cdc.spark.snapshot_job import spark_runner
-from airflow_cdc.stream.batch_writer import LEASE_SECONDS, START_BATCH_ID, BatchWriter
+from airflow_cdc.stream.batch_writer import START_BATCH_ID, BatchWriter
 from airflow_cdc.stream.discovery import Discovery, every
 from airflow_cdc.stream.joining import joined_tables
-from airflow_cdc.stream.lease import LeaseKeeper, reclaim_dead_owner
+from airflow_cdc.stream.lease import LeaseKeeper, new_token, owner_process, take_lease_waiting
 from airflow_cdc.stream.purged import go_on_after_purge
 from airflow_cdc.stream.slice_rows import Offset
 
@@ -114,18 +112,18 @@ def run_stream(spec: StreamJobSpec, job_file: str) -> int:
     from pyspark.sql import SparkSession
 
     store = MetadataStore.connect(spec.metadata_url)
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    reclaim_dead_owner(store, spec.stream_id)
+    owner, ttl = new_token(), spec.bounds.lease_seconds
     tables = [TableId.parse(name) for name in spec.tables]
     joined = [t for t in joined_tables(store, spec.stream_id) if t not in tables]
-    store.streams.acquire_lease(spec.stream_id, [*tables, *joined], owner, LEASE_SECONDS)
+    take_lease_waiting(store, spec.stream_id, [*tables, *joined], owner, ttl)
+    log.info("stream %s holds its lease as %s (%s)", spec.stream_id, owner, owner_process())
     # The spec's tables are the stream's own: each joins at the first batch that can read it
     # (one dropped in the source stays dropped: a backfill or a pattern brings it back).
     store.stream_tables.request(
         spec.stream_id, tables, requested_by="stream job", rearm_dropped=False
     )
     stop = threading.Event()
-    keeper = LeaseKeeper(store, spec.stream_id, owner, LEASE_SECONDS)
+    keeper = LeaseKeeper(store, spec.stream_id, owner, ttl)
     renewer = threading.Thread(
         target=keeper.run,
         args=(stop, lambda: os.kill(os.getpid(), signal.SIGTERM)),  # stops the query

@@ -180,7 +180,9 @@ class PipelineView:
 
     stream_id: str
     running: bool
+    #: The lease's owner: its run's token, and where that run is (for people).
     owner: str | None
+    owner_process: str | None
     committed_position: str | None
     lag_seconds: float | None
     lag_bytes: int | None
@@ -218,6 +220,7 @@ def build_pipeline(inputs: PipelineInputs, now: dt.datetime) -> PipelineView:
         stream_id=state.stream_id,
         running=state.lease_live(now),
         owner=state.owner,
+        owner_process=state.owner_process,
         committed_position=_text(state.committed_position),
         lag_seconds=state.lag_seconds,
         lag_bytes=state.lag_bytes,

@@ -109,6 +109,7 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
         else round((now - codec.as_utc(heartbeat)).total_seconds(), 1),
         "running": state.lease_live(),
         "owner": state.owner,
+        "owner_process": state.owner_process,
     }
     entry.update(_tables_report(store, state.stream_id))
     entries = store.stream_tables.read(state.stream_id)

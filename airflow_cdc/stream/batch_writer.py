@@ -57,12 +57,10 @@ from airflow_cdc.stream.schema_statements import InOrder
 from airflow_cdc.stream.slice_blocks import SliceBlocks, staging_dir
 from airflow_cdc.stream.slice_rows import SliceBatch, slice_batch
 
-__all__ = ["LEASE_SECONDS", "START_BATCH_ID", "BatchWriter"]
+__all__ = ["START_BATCH_ID", "BatchWriter"]
 
 log = logging.getLogger("airflow_cdc.stream")
 
-#: How long the stream's lease lasts without renewal.
-LEASE_SECONDS = 60.0
 #: The batch id the driver's start batch is recorded with (Spark's batches count from 0).
 START_BATCH_ID = -1
 #: Tables a batch's log line names one by one; more are counted.
@@ -355,7 +353,7 @@ class BatchWriter:
             return []
         try:
             self.store.streams.acquire_lease(
-                self.spec.stream_id, [*joined, *fresh], self.owner, LEASE_SECONDS
+                self.spec.stream_id, [*joined, *fresh], self.owner, self.spec.bounds.lease_seconds
             )
         except CdcError as exc:
             # Another stream holds one of them: leave them out, and say so every batch.

@@ -1,4 +1,9 @@
-"""Keeping the stream's lease while it runs (plain Python; the stream job runs it in a thread).
+"""The stream's lease while it runs (plain Python; the stream job runs it in a thread).
+
+Each run of a stream takes the lease under a token of its own (:func:`new_token`, random:
+nothing else names the owner; ``metadata.lease_rule``), waiting for a lease that expires
+soon (:func:`take_lease_waiting`: a run killed a moment ago) but never for one whose owner
+still renews it.
 
 The lease (``metadata``: one stream per set of tables) expires ``ttl`` seconds after its last
 renewal, so a stream that can no longer renew must stop writing before it expires: another
@@ -16,17 +21,73 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_cdc.errors import CdcError, StreamLeaseError
+from airflow_cdc.metadata.lease_rule import waiting
+from airflow_cdc.metadata.records import StreamState
 
 if TYPE_CHECKING:
     from airflow_cdc.metadata import MetadataStore
+    from airflow_cdc.metadata.stream_lease import LeaseRefusal
+    from airflow_cdc.model import TableId
 
-__all__ = ["LeaseKeeper", "process_has_exited", "reclaim_dead_owner"]
+__all__ = ["LeaseKeeper", "new_token", "owner_process", "take_lease_waiting"]
 
 log = logging.getLogger(__name__)
+
+#: The shortest wait between two tries of a lease that is about to expire.
+_RETRY_SECONDS = 0.2
+
+
+def new_token() -> str:
+    """A lease token for one run of a stream: 128 random bits, no secret (shown in logs)."""
+    return uuid.uuid4().hex
+
+
+def owner_process() -> str:
+    """Where this run is, for people reading a lease's owner (no rule reads it)."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def take_lease_waiting(
+    store: MetadataStore,
+    stream_id: str,
+    tables: Sequence[TableId],
+    token: str,
+    ttl: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> StreamState:
+    """Take the stream's lease for ``token``. A live lease in the way is waited for while it
+    may be a dead run's (it expires within ``ttl`` and its owner does not renew it), asking
+    again every ``ttl / 6`` (a live owner renews every ``ttl / 3``); an owner seen renewing,
+    or a lease further than ``ttl`` from its expiry, stops this run with
+    :class:`StreamLeaseError` naming the owner."""
+    first: LeaseRefusal | None = None
+    while True:
+        taken = store.streams.take_lease(stream_id, tables, token, ttl, process=owner_process())
+        if isinstance(taken, StreamState):
+            return taken
+        refusal = taken
+        if first is None or first.holder.stream_id != refusal.holder.stream_id:
+            first = refusal
+        wait = waiting(first.holder.lease, refusal.holder.lease, refusal.now, ttl)
+        if wait is None:
+            raise refusal.error(renewed=refusal.holder.lease != first.holder.lease)
+        if refusal is first:
+            log.warning(
+                "stream %s waits up to %.0f s for the lease of stream %s to expire: its owner "
+                "%s may have died; if it renews the lease meanwhile, it is alive, and this run "
+                "stops",
+                stream_id,
+                wait,
+                refusal.holder.stream_id,
+                refusal.holder.owner,
+            )
+        sleep(min(max(wait, _RETRY_SECONDS), ttl / 6))
 
 
 class LeaseKeeper:
@@ -90,39 +151,3 @@ class LeaseKeeper:
                 on_lost()
                 return
             wait = self.ttl / 3 if self.expires > before else self.ttl / 6
-
-
-def process_has_exited(pid: int) -> bool:
-    """Whether ``pid`` names no running process. A zombie has exited too: a killed driver is
-    an orphan of its killed JVM, and an init that reaps orphans lazily leaves it a zombie
-    for a second or more, which ``kill(pid, 0)`` alone would take for alive."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # another user's live process
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            # "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ")"
-            state = stat.read().rpartition(")")[2].split()[0]
-    except FileNotFoundError:  # gone meanwhile; without /proc (not Linux) kill() is the answer
-        return os.path.isdir("/proc")
-    return state in ("Z", "X")
-
-
-def reclaim_dead_owner(store: MetadataStore, stream_id: str) -> None:
-    """Release a lease left by a driver of this stream that died on this host (SIGKILL, OOM),
-    so a restart need not wait for the lease to expire. Another host's lease is left alone."""
-    state = store.streams.state(stream_id)
-    if state is None or not state.lease_live() or not state.owner:
-        return
-    host, _, rest = state.owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return
-    if process_has_exited(int(pid_text)):
-        log.warning(
-            "reclaiming the lease of stream %s from dead process %s", stream_id, state.owner
-        )
-        store.streams.release_lease(stream_id, state.owner)

@@ -407,7 +407,7 @@ def test_a_second_stream_for_the_same_tables(
     )
     url = f"sqlite:///{tmp_path / 'meta.db'}"
     store = MetadataStore.connect(url)
-    running = f"{socket.gethostname()}:{os.getpid()}:running"  # alive, on this host
+    running = f"{socket.gethostname()}:{os.getpid()}:running"  # a live run: a token, unparsed
     store.streams.acquire_lease("mysql_cdc", [f"{fresh_db}.a", f"{fresh_db}.b"], running, 600)
     for stream_id, tables, shared in (
         ("mysql_cdc", [f"{fresh_db}.a", f"{fresh_db}.b"], False),

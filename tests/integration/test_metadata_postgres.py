@@ -34,6 +34,7 @@ ORDERS = TableId("shop", "orders")
 ITEMS = TableId("shop", "order_items")
 TIMEOUT = 60
 CONTEXT = "fork"
+MINUTE = dt.timedelta(seconds=60)
 
 
 @pytest.fixture
@@ -371,4 +372,24 @@ def test_last_two_chunks_finishing_at_once_mark_the_plan_done(pg_url: str) -> No
     per_worker = [[r.chunks[n].chunk_id for r in records] for n in range(2)]
     _run(_finish_together_worker, lambda n: (pg_url, per_worker[n], n), 2)
     assert [store.plans.get(r.plan_id).status for r in records] == ["done"] * len(records)
+    store.close()
+
+
+def test_lease_times_are_the_servers_utc_in_any_session_time_zone(pg_url: str) -> None:
+    """The lease's clock is the server's (``clock_timestamp()``), read as UTC whatever the
+    session's TimeZone: a session at +05:30 writes the same expiry as a UTC one would."""
+    url = f"{pg_url}?options=-c%20TimeZone%3DAsia%2FKolkata"
+    store = MetadataStore.connect(url)
+    before = dt.datetime.now(dt.UTC)
+    held = store.streams.acquire_lease("s", ["shop.orders"], "run-1", 60, process="h pid 1")
+    after = dt.datetime.now(dt.UTC)
+    assert held.lease_expires_at is not None
+    # This host runs the server: one clock, so the expiry lies a TTL after the call.
+    slack = dt.timedelta(seconds=5)
+    assert before + MINUTE - slack <= held.lease_expires_at <= after + MINUTE + slack
+    with pytest.raises(StreamLeaseError, match="owner run-1 on h pid 1, lease until"):
+        store.streams.acquire_lease("s", ["shop.orders"], "run-2", 60)
+    assert store.streams.renew_lease("s", "run-1", 60) >= held.lease_expires_at
+    assert store.streams.release_lease("s", "run-2") is False
+    assert store.streams.release_lease("s", "run-1") is True
     store.close()

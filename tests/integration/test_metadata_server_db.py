@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from airflow_cdc.errors import MetadataError
+from airflow_cdc.errors import MetadataError, StreamLeaseError
 from airflow_cdc.metadata import MetadataStore, StreamState
+from airflow_cdc.metadata.migrate import open_engine
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TablePlan
 from devtools.local_mariadb import LocalMariaDB
 
 pytestmark = pytest.mark.integration
+
+MINUTE = dt.timedelta(seconds=60)
 
 
 @pytest.fixture
@@ -83,3 +88,47 @@ def test_schema_changes_and_dropped_tables_on_a_server_db(server_url: str) -> No
     (entry,) = store.stream_tables.read("s")
     assert entry.dropped
     store.close()
+
+
+class DbClock:
+    """The server's clock as the store's sessions see it: each connection checked out sets
+    ``@@timestamp`` to :attr:`at` (MariaDB's ``UTC_TIMESTAMP()`` follows it)."""
+
+    def __init__(self, at: dt.datetime) -> None:
+        self.at = at
+
+    def store(self, url: str) -> MetadataStore:
+        engine = open_engine(url, migrate=True)
+        engine.dispose()  # every connection from here on is checked out with the clock set
+
+        def set_clock(connection: Any, _record: Any, _proxy: Any) -> None:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET @@timestamp = {self.at.timestamp():.6f}")
+
+        sa.event.listen(engine, "checkout", set_clock)
+        return MetadataStore(engine)
+
+
+def test_a_lease_expires_by_the_metadata_dbs_clock_not_the_hosts(server_url: str) -> None:
+    """The server's clock a day behind this host's: a lease whose expiry lies long in the
+    host's past is live while the server's clock says so, and is taken over only once the
+    server's clock reaches its expiry; the old owner's renewal is refused from then on."""
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    clock = DbClock(start)
+    first, second = clock.store(server_url), clock.store(server_url)
+    held = first.streams.acquire_lease("s", ["shop.orders"], "run-1", 60, process="h pid 1")
+    assert held.lease_expires_at is not None
+    assert abs(held.lease_expires_at - (start + MINUTE)) < dt.timedelta(seconds=1)
+    clock.at = start + dt.timedelta(seconds=59)
+    with pytest.raises(StreamLeaseError, match="owner run-1 on h pid 1, lease until"):
+        second.streams.acquire_lease("s", ["shop.orders"], "run-2", 60)
+    assert first.streams.renew_lease("s", "run-1", 60) > held.lease_expires_at
+    clock.at = start + dt.timedelta(seconds=59 + 60)
+    taken = second.streams.acquire_lease("s", ["shop.orders"], "run-2", 60)
+    assert taken.owner == "run-2"
+    with pytest.raises(StreamLeaseError, match="lease of run-1 was lost \\(owner run-2"):
+        first.streams.renew_lease("s", "run-1", 60)
+    assert first.streams.release_lease("s", "run-1") is False
+    assert second.streams.release_lease("s", "run-2") is True
+    first.close()
+    second.close()

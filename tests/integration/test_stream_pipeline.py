@@ -94,7 +94,7 @@ def test_stream_replica_equals_source(
             )
             job = spark_submit_stream(spec, tmp_path)
             wait_for(pause / "stream_after_apply.reached", job, timeout=300)
-            kill_group(job)  # its lease stays behind; the restart reclaims it (same host, dead pid)
+            kill_group(job)  # its lease stays behind: the restart waits for it to expire
         run_until_caught_up(
             stream_spec(mariadb, tables, meta, lake, checkpoint, **merge_on), tmp_path
         )

@@ -34,6 +34,7 @@ from tests.support.pipeline import plan, snapshot_all, source_config, table_sche
 from tests.support.type_matrix import (
     FAST,
     LOW,
+    UTC_SESSION,
     WRITABLE,
     binlog_rows_and_updates,
     create_types_table,
@@ -94,6 +95,7 @@ def _source_rows(server: LocalMariaDB, db: str, table: str) -> dict[int, dict[st
     conn = server.root(cursorclass=pymysql.cursors.DictCursor)
     try:
         with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")  # TIMESTAMPs as UTC (a server may not be)
             cur.execute(f"SELECT * FROM `{db}`.`{table}`")
             return {row["id"]: dict(row) for row in cur.fetchall()}
     finally:
@@ -148,6 +150,27 @@ def test_every_type_same_value_by_snapshot_and_binlog(
     history = DeltaTable(sink.table_uri(table)).history(1)
     assert history[0]["operation"] == ("WRITE" if rewrite else "MERGE")
     assert _compare(mariadb, db, lake) == 9
+
+
+def test_every_type_same_value_on_a_server_configured_as_shops_configure_theirs(
+    shop_mariadb: LocalMariaDB, tmp_path: Path
+) -> None:
+    """The matrix on the shop server: every row event and query compressed, no checksums,
+    +05:30, latin1 as the server's character set."""
+    server, db = shop_mariadb, "shop_types"
+    server.execute(f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`")
+    table = create_types_table(server, db)
+    meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
+    snapshot_all(server, plan(server, [str(table)], 1000, meta), meta, lake)
+    assert _compare(server, db, lake) == 5
+    server.execute(
+        UTC_SESSION,
+        *binlog_rows_and_updates(db),
+        update_row(db, 4, LOW),
+        f"DELETE FROM `{db}`.types WHERE id = 14",
+    )
+    stream_in_process(server, meta, lake, [table], DeltaSink(str(lake), keep_open=True))
+    assert _compare(server, db, lake) == 9
 
 
 @pytest.mark.parametrize("engine", ["connectorx", "pymysql"])

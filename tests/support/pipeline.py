@@ -109,15 +109,22 @@ def job_spec(
 
 
 def run_spark_submit(
-    script: Path, arguments: Sequence[str], log_path: Path, *, master: str = "local[2]"
+    script: Path,
+    arguments: Sequence[str],
+    log_path: Path,
+    *,
+    master: str = "local[2]",
+    wrapper: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Run a script with the real spark-submit (``master``: local[2] unless a caller, such
-    as the benchmark of one against two cores, asks otherwise) in its own process group."""
+    as the benchmark of one against two cores, asks otherwise) in its own process group;
+    ``wrapper``: a command that runs it (``container_like``)."""
     env = dict(os.environ)
     env.update(spark_environment())
     log = open(log_path, "ab")  # noqa: SIM115
     return subprocess.Popen(
         [
+            *wrapper,
             spark_submit_binary(),
             "--master",
             master,
@@ -273,7 +280,8 @@ def stream_spec(
         sink=SinkConfig(str(sink_root), storage_options=storage_options or {}),
         checkpoint_dir=str(checkpoint),
         mode=mode,
-        bounds=StreamBounds(**{"trigger_seconds": 1.0, **bounds}),
+        # A short lease: a test that kills a stream restarts it after at most 15 s.
+        bounds=StreamBounds(**{"trigger_seconds": 1.0, "lease_seconds": 15.0, **bounds}),
         discovery=DiscoveryConfig(**discovery),
         schema_changes=SchemaChangeConfig(**changes),
         on_purged=on_purged,
@@ -282,14 +290,46 @@ def stream_spec(
 
 
 def spark_submit_stream(
-    spec: Any, workdir: Path, *, master: str = "local[2]"
+    spec: Any,
+    workdir: Path,
+    *,
+    master: str = "local[2]",
+    log_name: str = "stream.log",
+    wrapper: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start the stream job (on ``master``, see :func:`run_spark_submit`); its log is
-    ``stream.log``."""
+    """Start the stream job (on ``master``, in ``wrapper``, see :func:`run_spark_submit`);
+    its log is ``log_name``."""
     job_file = spec.write(workdir / f"stream-{time.monotonic_ns()}.json")
     return run_spark_submit(
-        STREAM_SCRIPT, ["--job-file", str(job_file)], workdir / "stream.log", master=master
+        STREAM_SCRIPT,
+        ["--job-file", str(job_file)],
+        workdir / log_name,
+        master=master,
+        wrapper=wrapper,
     )
+
+
+def container_like(hostname: str, workdir: Path) -> list[str]:
+    """A command prefix that runs a command as in a container of its own named
+    ``hostname``: its own UTS namespace (host name), pid namespace (with its own ``/proc``),
+    so no pid of one such "container" is seen from another, and mount namespace, where
+    ``/etc/hosts`` also names ``hostname`` (as a container's does; Spark looks its host up).
+    Root only."""
+    hosts = workdir / f"hosts-{hostname}"
+    hosts.write_text(f"{Path('/etc/hosts').read_text()}\n127.0.1.1 {hostname}\n")
+    return [
+        "unshare",
+        "--uts",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+        "sh",
+        "-c",
+        'hostname "$0" && mount --bind "$1" /etc/hosts && shift && exec "$@"',
+        hostname,
+        str(hosts),
+    ]
 
 
 def snapshot_all(

@@ -146,10 +146,15 @@ def null_row(db: str, row_id: int) -> str:
     return f"INSERT INTO `{db}`.types (id) VALUES ({row_id})"
 
 
+#: The matrix's TIMESTAMP literals are UTC, whatever the server's time zone.
+UTC_SESSION = "SET time_zone = '+00:00'"
+
+
 def create_types_table(server: LocalMariaDB, db: str) -> TableId:
     """``db.types`` with every type of the matrix, rows 1-3 at the low, high and middle
     values, row 4 NULL in every column and row 5 at the :data:`EDGE` values."""
     server.execute(
+        UTC_SESSION,
         f"CREATE TABLE `{db}`.types ({COLUMNS}) CHARACTER SET utf8mb4",
         insert_row(db, 1, LOW),
         insert_row(db, 2, HIGH),

@@ -235,6 +235,8 @@ def test_snapshot_only_skips_the_stream_before_spark_submit(fake_spark: Path, ou
         ({"bounds": {"trigger_seconds": float("inf")}}, "trigger_seconds"),
         ({"bounds": {"max_batch_bytes": "-5"}}, "max_batch_bytes"),
         ({"bounds": {"block_rows": "0"}}, "block_rows"),
+        ({"bounds": {"lease_seconds": "1"}}, "lease_seconds must be at least 5"),
+        ({"bounds": {"lease_seconds": float("nan")}}, "lease_seconds must be a positive"),
         (
             {"bounds": {"block_rows": 100, "max_merge_rows": 10}},
             "max_merge_rows at least block_rows",

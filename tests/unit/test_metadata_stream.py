@@ -19,6 +19,7 @@ from airflow_cdc.model import BinlogPosition, TableId
 ORDERS = TableId("shop", "orders")
 ITEMS = TableId("shop", "order_items")
 TIMEOUT = 240
+FIVE_MINUTES = dt.timedelta(minutes=5)
 
 
 @pytest.fixture
@@ -136,6 +137,44 @@ def test_renew_and_release(store: MetadataStore) -> None:
     store.streams.acquire_lease("other", ["shop.orders"], "you", 30)
 
 
+def test_a_live_lease_is_never_taken_or_given_back_by_an_owner_naming_the_same_host_and_pid(
+    store: MetadataStore,
+) -> None:
+    """Two containers with one host name (and pids that mean nothing across them): the
+    second run's token differs, so it neither takes, renews, fences nor releases the first
+    run's live lease, whatever the tokens look like."""
+    first, second = "airflow-scheduler:7:1a2b3c4d", "airflow-scheduler:7:5e6f7a8b"
+    held = store.streams.acquire_lease("s", ["shop.orders"], first, 60, process="sched pid 7")
+    with pytest.raises(StreamLeaseError) as refused:
+        store.streams.acquire_lease("s", ["shop.orders"], second, 60, process="sched pid 7")
+    assert f"owner {first} on sched pid 7, lease until" in str(refused.value)
+    with pytest.raises(StreamLeaseError, match=f"owner {first} on sched pid 7 holds it"):
+        store.streams.renew_lease("s", second, 60)
+    with pytest.raises(StreamLeaseError, match="was lost"):
+        store.streams.record_progress(
+            "s", committed=pos(4), lag_seconds=0, lag_bytes=0, batch_id=0, rows=1, owner=second
+        )
+    assert store.streams.release_lease("s", second) is False
+    assert store.streams.state("s") == held
+    assert store.streams.release_lease("s", first) is True
+    released = store.streams.state("s")
+    assert released is not None
+    assert (released.owner, released.owner_process) == (None, None)
+
+
+def test_the_owners_process_is_kept_while_it_holds_and_replaced_by_a_new_holder(
+    store: MetadataStore,
+) -> None:
+    first = store.streams.acquire_lease("s", [ORDERS], "one", 60, process="host-a pid 1")
+    assert first.owner_process == "host-a pid 1"
+    joined = store.streams.acquire_lease("s", [ORDERS, ITEMS], "one", 60)  # a table joins
+    assert joined.owner_process == "host-a pid 1"
+    assert joined.lease_acquired_at == first.lease_acquired_at
+    expire(store, "s")
+    taken = store.streams.acquire_lease("s", [ORDERS], "two", 60)
+    assert (taken.owner, taken.owner_process) == ("two", None)
+
+
 @pytest.mark.parametrize(
     ("stream_id", "tables", "owner", "ttl"),
     [
@@ -250,6 +289,40 @@ def test_upgrade_from_0001_keeps_stream_rows(tmp_path: Path) -> None:
         assert state.committed_position == pos(77)
         assert (state.rows_total, state.last_batch_id, state.lease_acquired_at) == (0, None, None)
         assert store.streams.acquire_lease("s", ["shop.orders"], "o", 5).owner == "o"
+
+
+def test_upgrade_from_0010_keeps_a_live_lease_with_its_owner_as_a_token(tmp_path: Path) -> None:
+    """A lease taken before revision 0011 (owner ``host:pid:suffix``) stays its owner's:
+    a new run on the same host is refused until it expires, then takes it."""
+    from alembic import command
+
+    from airflow_cdc.metadata.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    old_owner = "airflow-scheduler:4242:0a1b2c3d"
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0010")
+        connection.execute(
+            sa.text(
+                "INSERT INTO cdc_stream_state (stream_id, tables, owner, lease_expires_at, "
+                "rows_total) VALUES ('s', '[\"shop.orders\"]', :owner, :expires, 0)"
+            ),
+            {
+                "owner": old_owner,
+                "expires": dt.datetime.now(dt.UTC).replace(tzinfo=None) + FIVE_MINUTES,
+            },
+        )
+    engine.dispose()
+    with MetadataStore.connect(url) as store:
+        state = store.streams.state("s")
+        assert state is not None
+        assert (state.owner, state.owner_process) == (old_owner, None)
+        assert state.lease_live()
+        with pytest.raises(StreamLeaseError, match=f"owner {old_owner}, lease until"):
+            store.streams.acquire_lease("s", ["shop.orders"], "airflow-scheduler:4243:x", 60)
+        expire(store, "s")
+        assert store.streams.acquire_lease("s", ["shop.orders"], "new", 60).owner == "new"
 
 
 # -- races between processes ----------------------------------------------------------------

@@ -51,7 +51,7 @@ def _record_state(store: MetadataStore) -> None:
     for chunk_id in _plan(store, ITEMS, "items first"):
         _finish(store, chunk_id, 5)
     _plan(store, ITEMS, "items again")  # a replacement: the earlier rows stay readable
-    store.streams.acquire_lease("s1", [str(ORDERS)], "host:1:x", 600)
+    store.streams.acquire_lease("s1", [str(ORDERS)], "token-x", 600, process="host pid 1")
     store.streams.record_progress(
         "s1", committed=_pos(1000), lag_seconds=2.4862, lag_bytes=4096, batch_id=7, rows=12
     )
@@ -71,7 +71,8 @@ def _record_state(store: MetadataStore) -> None:
 def test_each_table_phase_and_figure_is_what_was_recorded(store: MetadataStore) -> None:
     _record_state(store)
     (pipeline,) = read_pipelines(store)
-    assert (pipeline.stream_id, pipeline.running, pipeline.owner) == ("s1", True, "host:1:x")
+    assert (pipeline.stream_id, pipeline.running, pipeline.owner) == ("s1", True, "token-x")
+    assert pipeline.owner_process == "host pid 1"
     assert (pipeline.committed_position, pipeline.lag_seconds, pipeline.lag_bytes) == (
         "b.000001:1000",
         2.4862,

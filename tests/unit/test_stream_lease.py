@@ -1,18 +1,24 @@
 """The stream's lease keeper: a refused renewal stops the stream at once, a metadata DB
 that is unavailable for less than the lease's life is ridden through, a longer outage stops
-the stream with an error before the lease expires."""
+the stream with an error before the lease expires. Taking the lease at the start: a lease
+nobody renews is waited for until it expires, an owner seen renewing stops the new run."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
-import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any, cast
+
+import pytest
 
 from airflow_cdc.errors import MetadataError, StreamLeaseError
-from airflow_cdc.stream.lease import LeaseKeeper, process_has_exited
+from airflow_cdc.metadata import StreamState
+from airflow_cdc.metadata.stream_lease import LeaseRefusal
+from airflow_cdc.model import TableId
+from airflow_cdc.stream.lease import LeaseKeeper, new_token, take_lease_waiting
 
 TTL = 60.0
 
@@ -130,23 +136,100 @@ def test_a_lease_taken_over_in_a_real_metadata_db_stops_the_keeper(tmp_path: Pat
     assert "other:2" in keeper.lost
 
 
-def test_a_zombie_owner_counts_as_exited() -> None:
-    """A SIGKILLed driver lingers as a zombie until its parent (here: us) reaps it; the
-    lease it left must be reclaimable meanwhile, not only once it is reaped."""
-    child = subprocess.Popen(["sleep", "30"])
-    try:
-        assert not process_has_exited(child.pid)
-        os.kill(child.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
-            assert time.monotonic() < deadline, "the child never became a zombie"
-            time.sleep(0.01)
-        assert process_has_exited(child.pid)  # a zombie, not reaped yet
-    finally:
-        child.kill()
-        child.wait()
-    assert process_has_exited(child.pid)  # reaped: the pid names nothing
+# -- taking the lease at the start -----------------------------------------------------------
+
+T0 = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+TABLES = [TableId("db", "t")]
 
 
-def test_a_live_process_has_not_exited() -> None:
-    assert not process_has_exited(os.getpid())
+def held(expires_in: float, owner: str = "first-run") -> StreamState:
+    return StreamState(
+        "s",
+        tuple(TABLES),
+        owner=owner,
+        owner_process="airflow-scheduler pid 7",
+        lease_expires_at=T0 + dt.timedelta(seconds=expires_in),
+    )
+
+
+class Takes:
+    """``take_lease`` answers from a script: refusals (the holder, the DB's seconds past
+    T0), then the lease."""
+
+    def __init__(self, *answers: tuple[StreamState, float] | StreamState) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, str | None]] = []
+
+    def take_lease(
+        self, stream_id: str, tables: object, owner: str, ttl: float, *, process: str | None
+    ) -> StreamState | LeaseRefusal:
+        self.calls.append((owner, process))
+        answer = self.answers.pop(0)
+        if isinstance(answer, StreamState):
+            return answer
+        holder, seconds = answer
+        return LeaseRefusal(holder, T0 + dt.timedelta(seconds=seconds))
+
+
+class TakeStore:
+    def __init__(self, *answers: tuple[StreamState, float] | StreamState) -> None:
+        self.streams = Takes(*answers)
+        self.slept: list[float] = []
+
+    def take(self) -> StreamState:
+        """``take_lease_waiting`` for the token ``second-run``, sleeping into ``slept``."""
+        store = cast(Any, self)
+        return take_lease_waiting(store, "s", TABLES, "second-run", TTL, sleep=self.slept.append)
+
+
+def test_a_lease_nobody_renews_is_waited_for_then_taken() -> None:
+    mine = held(60, owner="second-run")
+    store = TakeStore((held(15), 0), (held(15), 10), (held(15), 15), mine)
+    assert store.take() is mine
+    # asked every sixth of a TTL, until it expired, then once more (the DB's clock)
+    assert store.slept == [10.0, 5.0, 0.2]
+    owners = {owner for owner, _ in store.streams.calls}
+    assert owners == {"second-run"}
+    assert all(process and " pid " in process for _, process in store.streams.calls)
+
+
+def test_an_owner_seen_renewing_stops_the_new_run_naming_it() -> None:
+    store = TakeStore((held(40), 0), (held(40), 10), (held(68), 20))  # renewed meanwhile
+    with pytest.raises(StreamLeaseError) as raised:
+        store.take()
+    assert store.slept == [10.0, 10.0]
+    message = str(raised.value)
+    assert message.startswith(
+        "stream s for tables db.t is running: its owner first-run on airflow-scheduler pid 7 "
+        "renewed its lease (now until 2026-12-01T12:01:08+00:00) while this stream waited"
+    )
+    assert "stop it first" in message
+
+
+def test_a_lease_further_than_a_ttl_from_its_expiry_stops_the_new_run_at_once() -> None:
+    store = TakeStore((held(600), 0))
+    with pytest.raises(StreamLeaseError, match="wait 600 s for its lease to expire"):
+        store.take()
+    assert store.slept == []
+
+
+def test_a_dead_runs_lease_in_a_real_metadata_db_is_taken_once_it_expired(tmp_path: Path) -> None:
+    """Against the real store (SQLite file): a lease left by a run that died (no renewal)
+    is waited for and taken after its expiry, never before."""
+    from airflow_cdc.metadata import MetadataStore
+
+    store = MetadataStore.connect(f"sqlite:///{tmp_path / 'meta.db'}")
+    dead = store.streams.acquire_lease("s", TABLES, "dead-run", 1.5, process="h pid 1")
+    assert dead.lease_expires_at is not None
+    taken = take_lease_waiting(store, "s", TABLES, "next-run", TTL)
+    assert taken.owner == "next-run"
+    assert taken.lease_acquired_at is not None
+    assert taken.lease_acquired_at >= dead.lease_expires_at
+    assert taken.owner_process is not None
+    assert taken.owner_process.endswith(f"pid {os.getpid()}")
+
+
+def test_tokens_are_new_for_each_run() -> None:
+    tokens = {new_token() for _ in range(100)}
+    assert len(tokens) == 100
+    assert all(len(token) == 32 for token in tokens)
