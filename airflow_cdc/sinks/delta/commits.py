@@ -23,9 +23,7 @@ from airflow_cdc.errors import SinkError
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.files import DataFile
 from airflow_cdc.sinks.delta.layout import CHECKPOINT_INTERVAL
-from airflow_cdc.sinks.delta.own_commits import commit_own, writes_own_commit
 from airflow_cdc.sinks.delta.stagger import due
-from airflow_cdc.sinks.storage import Location
 
 __all__ = [
     "NO_HOOKS",
@@ -83,24 +81,18 @@ def commit_actions(
     dt: DeltaTable,
     actions: list[AddAction | RemoveAction],
     commit: CommitProperties,
-    location: Location | None = None,
 ) -> None:
     """Commit ``actions`` to ``dt`` in one transaction and bring ``dt`` up to date; no
-    actions make an empty commit, which still records the application transactions.
-    Given the table's ``location``, the sink writes the commit itself where it can
-    (:mod:`.own_commits`), else delta-rs does."""
-    if location is not None and writes_own_commit(dt, location):
-        commit_own(dt, location, actions, commit, [BUCKET_COLUMN])
-    else:
-        dt.create_write_transaction(
-            actions,
-            mode="append",
-            schema=dt.schema(),
-            partition_by=[BUCKET_COLUMN],
-            commit_properties=commit,
-            post_commithook_properties=NO_HOOKS,
-        )
-        dt.update_incremental()
+    actions make an empty commit, which still records the application transactions."""
+    dt.create_write_transaction(
+        actions,
+        mode="append",
+        schema=dt.schema(),
+        partition_by=[BUCKET_COLUMN],
+        commit_properties=commit,
+        post_commithook_properties=NO_HOOKS,
+    )
+    dt.update_incremental()
     checkpoint_if_due(dt)
 
 

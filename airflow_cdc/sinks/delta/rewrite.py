@@ -37,8 +37,7 @@ from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import add_actions, commit_actions
 from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
-from airflow_cdc.sinks.delta.layout import TableLayout
-from airflow_cdc.sinks.delta.own_commits import plain_protocol
+from airflow_cdc.sinks.delta.layout import TableLayout, plain_protocol
 from airflow_cdc.sinks.delta.stagger import phase
 from airflow_cdc.sinks.last_writer_wins import Applied, apply_newer, rows_with_keys
 from airflow_cdc.sinks.storage import Location
@@ -180,7 +179,7 @@ def commit_rewrite(
     )
     if actions or record:
         try:
-            commit_actions(dt, actions, commit, location)
+            commit_actions(dt, actions, commit)
         except BaseException:
             remove_data_files(location, files)
             raise
