@@ -52,8 +52,8 @@ from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, CHANGE_METADATA_FIELDS
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
-from airflow_cdc.sinks.delta.commits import add_actions
-from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
+from airflow_cdc.sinks.delta.commits import Adding, add_actions, commit_actions
+from airflow_cdc.sinks.delta.files import DataFile, write_data_files
 from airflow_cdc.sinks.delta.layout import (
     CONFIG_DROPPED,
     CONFIG_EVOLVING,
@@ -248,7 +248,8 @@ def _rewrite(
     commit: CommitProperties | None,
 ) -> None:
     """Every data file read, conformed and written anew; one overwrite commit with the new
-    schema replaces them (the new files are deleted again when it fails)."""
+    schema replaces them (the new files are deleted again when it provably did not land,
+    :func:`~.commits.commit_actions`)."""
     before = layout.change_schema
     cdc = [f for f in before if f.name not in layout.source_columns]
     after = pa.schema(fields + cdc)
@@ -263,17 +264,13 @@ def _rewrite(
     with ThreadPoolExecutor(_REWRITE_THREADS, thread_name_prefix="evolve") as pool:
         files = [f for written in pool.map(rewrite_file, paths) for f in written]
     bucket = pa.field(BUCKET_COLUMN, pa.int64())
-    try:
-        dt.create_write_transaction(
-            list(add_actions(files, int(time.time() * 1000))),
-            mode="overwrite",
-            schema=DeltaSchema.from_arrow(after.append(bucket)),
-            partition_by=[BUCKET_COLUMN],
-            commit_properties=commit,
-        )
-    except BaseException:
-        remove_data_files(location, files)
-        raise
+    commit_actions(
+        dt,
+        add_actions(files, int(time.time() * 1000)),
+        commit,
+        Adding(location, tuple(files), discard=True),
+        overwrite=DeltaSchema.from_arrow(after.append(bucket)),
+    )
     log.info("rewrote %d data files of %s into %d", len(paths), dt.table_uri, len(files))
 
 

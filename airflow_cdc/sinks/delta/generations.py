@@ -37,6 +37,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.model import TableId
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.delta.commits import commit_actions
 from airflow_cdc.sinks.delta.evolve import COLUMNS_APP, enable_zoneless_timestamps
 from airflow_cdc.sinks.delta.layout import CONFIG_EVOLVING, CONFIG_REPLACED
 from airflow_cdc.sinks.delta.planned import PlannedTable, create_table, write_table_metadata
@@ -194,12 +195,11 @@ def _swap(
         apps.append(Transaction(COLUMNS_APP, int(columns)))
     for app, version in sorted(writers.items()):  # never behind what the live table holds
         apps.append(Transaction(app, max(version, int(live.transaction_version(app) or -1))))
-    live.create_write_transaction(
+    commit_actions(
+        live,
         _add_actions(generation, found.folder),
-        mode="overwrite",
-        schema=DeltaSchema.from_arrow(schema),
-        partition_by=[BUCKET_COLUMN],
-        commit_properties=CommitProperties(app_transactions=apps),
+        CommitProperties(app_transactions=apps),
+        overwrite=DeltaSchema.from_arrow(schema),
     )
 
 

@@ -54,11 +54,16 @@ __all__ = [
     "delta_arrow_schema",
     "delta_fields",
     "layout_of",
+    "plain_protocol",
     "stats_columns",
     "writable_layout",
 ]
 
 log = logging.getLogger(__name__)
+
+#: Table features a writer of plain Parquet files and their statistics honours as it is
+#: (``timestampNtz``: columns of zone-less timestamps, which every DATETIME column brings).
+_PLAIN_FEATURES = frozenset({"timestampNtz"})
 
 CONFIG_KEY = "airflow_cdc.key"
 #: "true" for a table of a source table without a key (a multiset of rows).
@@ -250,3 +255,20 @@ def stats_columns(schema: pa.Schema) -> str:
         if f.name != BUCKET_COLUMN and not (pa.types.is_decimal(f.type) and f.type.precision > 18)
     ]
     return ",".join(quote_column(name) for name in names)
+
+
+def plain_protocol(dt: DeltaTable) -> bool:
+    """Whether the table asks nothing of writers and readers beyond data files and their
+    statistics (the sink creates its tables so): deletion vectors, column mapping, a change
+    data feed, constraints and other features need more than Parquet files and a commit of
+    them."""
+    protocol = dt.protocol()
+    readers = set(protocol.reader_features or ())
+    writers = set(protocol.writer_features or ())
+    reader_ok = protocol.min_reader_version == 1 or (
+        protocol.min_reader_version == 3 and readers <= _PLAIN_FEATURES
+    )
+    writer_ok = protocol.min_writer_version <= 2 or (
+        protocol.min_writer_version == 7 and writers <= _PLAIN_FEATURES
+    )
+    return reader_ok and writer_ok

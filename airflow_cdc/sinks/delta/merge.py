@@ -14,7 +14,7 @@ from deltalake import CommitProperties, DeltaTable
 from airflow_cdc.sinks.base import ApplyResult
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.changes import Batch
-from airflow_cdc.sinks.delta.commits import commit_actions
+from airflow_cdc.sinks.delta.commits import NO_HOOKS, after_commit, commit_actions
 from airflow_cdc.sinks.last_writer_wins import newer_than_target
 from airflow_cdc.sinks.naming import quote_column
 
@@ -42,6 +42,7 @@ def merge(
                 target_alias="t",
                 streamed_exec=streamed_exec,
                 commit_properties=commit,
+                post_commithook_properties=NO_HOOKS,
             )
             .when_matched_update(
                 columns, predicate=newer_than_target("s", "t", wins_ties=batch.wins_ties)
@@ -51,6 +52,8 @@ def merge(
         )
         inserted = int(metrics["num_target_rows_inserted"])
         updated = int(metrics["num_target_rows_updated"])
+        if dt.version() != before:  # its checkpoint and clean-up are the sink's own
+            after_commit(dt, before, refreshed=True)
     if batch.app is not None and dt.version() == before:
         # delta-rs commits nothing when a merge changes no row, which would drop the
         # application transaction; record it in an empty commit instead.

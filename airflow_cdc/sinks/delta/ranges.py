@@ -28,9 +28,15 @@ from airflow_cdc.sinks.cdc_columns import (
     SOURCE_TABLE_COLUMN,
 )
 from airflow_cdc.sinks.delta.buckets import bucket_of
-from airflow_cdc.sinks.delta.commits import add_actions, commit_actions, commit_properties
+from airflow_cdc.sinks.delta.commits import (
+    Adding,
+    add_actions,
+    commit_actions,
+    commit_properties,
+)
 from airflow_cdc.sinks.delta.files import DataFile
 from airflow_cdc.sinks.delta.layout import TableLayout, column_differences, writable_layout
+from airflow_cdc.sinks.storage import Location
 
 __all__ = ["RangeRows", "commit_files", "commit_if_empty", "range_rows"]
 
@@ -85,13 +91,14 @@ def commit_if_empty(
     written_with: pa.Schema,
     rows_in: RangeRows = range_rows,
     *,
+    location: Location,
     source: str | None = None,
 ) -> bool:
     """One attempt of :meth:`DeltaSink.commit_new_range` on ``dt``: ``files`` committed
     when ``rng`` holds no row (else False); :class:`SinkColumnsChangedError` when the
     table's columns are no longer those the files were written with (``written_with``:
-    the columns they were written for, :attr:`TableLayout.change_schema`); ``source``:
-    only that source table's rows in ``rng`` count."""
+    the columns they were written for, :attr:`TableLayout.change_schema`); ``location``:
+    the table's; ``source``: only that source table's rows in ``rng`` count."""
     layout = writable_layout(dt, table)
     if layout.change_schema != written_with:
         raise SinkColumnsChangedError(
@@ -103,15 +110,17 @@ def commit_if_empty(
         held = held.filter(pc.equal(held.column(SOURCE_TABLE_COLUMN), source))
     if held.num_rows:
         return False
-    commit_files(dt, files)
+    commit_files(dt, location, files)
     return True
 
 
-def commit_files(dt: DeltaTable, files: Sequence[DataFile]) -> None:
-    """Append ``files`` to ``dt`` in one commit that names their buckets."""
+def commit_files(dt: DeltaTable, location: Location, files: Sequence[DataFile]) -> None:
+    """Append ``files`` to ``dt`` (at ``location``) in one commit that names their
+    buckets. They stay whatever the commit does: a lost race is tried again with them."""
     buckets = sorted({f.bucket for f in files})
     adds = add_actions(files, int(time.time() * 1000))
-    commit_actions(dt, adds, commit_properties(buckets, dt.version()))
+    adding = Adding(location, tuple(files), discard=False)
+    commit_actions(dt, adds, commit_properties(buckets, dt.version()), adding)
 
 
 def _is_integer_like(kind: pa.DataType) -> bool:

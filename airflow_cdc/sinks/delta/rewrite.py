@@ -35,10 +35,9 @@ from deltalake.transaction import AddAction, RemoveAction
 from airflow_cdc.sinks.base import ApplyResult
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.changes import Batch
-from airflow_cdc.sinks.delta.commits import add_actions, commit_actions
-from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
-from airflow_cdc.sinks.delta.layout import TableLayout
-from airflow_cdc.sinks.delta.own_commits import plain_protocol
+from airflow_cdc.sinks.delta.commits import Adding, add_actions, commit_actions
+from airflow_cdc.sinks.delta.files import DataFile, write_data_files
+from airflow_cdc.sinks.delta.layout import TableLayout, plain_protocol
 from airflow_cdc.sinks.delta.stagger import phase
 from airflow_cdc.sinks.last_writer_wins import Applied, apply_newer, rows_with_keys
 from airflow_cdc.sinks.storage import Location
@@ -173,17 +172,13 @@ def commit_rewrite(
     record: bool,
 ) -> ApplyResult:
     """Write and commit ``rewrite`` (its new files are deleted again when the commit
-    fails); with ``record``, an empty commit when nothing changed, for the application
-    transaction."""
+    provably did not land, :func:`~.commits.commit_actions`); with ``record``, an empty
+    commit when nothing changed, for the application transaction."""
     files, actions = rewrite_actions(
         location, rewrite, layout.change_schema, layout.key, layout.bucket_width
     )
     if actions or record:
-        try:
-            commit_actions(dt, actions, commit, location)
-        except BaseException:
-            remove_data_files(location, files)
-            raise
+        commit_actions(dt, actions, commit, Adding(location, tuple(files), discard=True))
     applied = rewrite.applied
     rows_in = applied.inserted + applied.updated + applied.skipped
     return ApplyResult(rows_in, applied.inserted, applied.updated, applied.skipped, 0, dt.version())

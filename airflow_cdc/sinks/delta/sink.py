@@ -242,7 +242,14 @@ class DeltaSink(DeltaTables):
         def attempt() -> bool:
             current = self._open(table)
             return commit_if_empty(
-                current, table, written, rng, schema, self._range_rows, source=source
+                current,
+                table,
+                written,
+                rng,
+                schema,
+                self._range_rows,
+                location=self.table_location(table),
+                source=source,
             )
 
         what = f"commit {len(files)} data files of {table} {rng.label()}"

@@ -14,7 +14,8 @@ them and still lands at once:
    transaction (:func:`commit_split`), naming every bucket it writes and the writer's
    application transaction: the batch is in the table whole or not at all, as one merge
    would leave it. A concurrent commit into the same buckets fails it: the new files are
-   removed and the caller plans again from the table's new version.
+   removed (once the log shows the commit did not land, :mod:`.commits`) and the caller
+   plans again from the table's new version.
 
 Only tables whose first key column is a signed integer with statistics in every file can
 be split (the sink writes them so); :func:`plan_split` says None otherwise and the caller
@@ -38,8 +39,8 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, POSITION_COLUMN
-from airflow_cdc.sinks.delta.commits import add_actions, commit_actions
-from airflow_cdc.sinks.delta.files import DataFile, remove_data_files, write_data_files
+from airflow_cdc.sinks.delta.commits import Adding, add_actions, commit_actions
+from airflow_cdc.sinks.delta.files import DataFile, write_data_files
 from airflow_cdc.sinks.delta.layout import TableLayout
 from airflow_cdc.sinks.delta.rewrite import (  # same package
     SinkFile,
@@ -268,8 +269,9 @@ def commit_split(
 ) -> None:
     """Commit every part's new files and the removal of the files they replace in one
     transaction on ``dt`` (the version the parts were planned on); the new files are
-    removed again when the commit fails. ``commit`` names the buckets and the writer's
-    application transaction (an empty commit still records it)."""
+    removed again when the commit provably did not land (:func:`~.commits.commit_actions`).
+    ``commit`` names the buckets and the writer's application transaction (an empty
+    commit still records it)."""
     stamp = int(time.time() * 1000)
     written = [f for rewrite in rewrites for f in rewrite.written]
     actions: list[AddAction | RemoveAction] = add_actions(written, stamp)
@@ -278,11 +280,7 @@ def commit_split(
         for rewrite in rewrites
         for f in rewrite.replaced
     ]
-    try:
-        commit_actions(dt, actions, commit)
-    except BaseException:
-        remove_data_files(location, written)
-        raise
+    commit_actions(dt, actions, commit, Adding(location, tuple(written), discard=True))
 
 
 def split_buckets(rewrites: Sequence[PartRewrite]) -> list[int]:

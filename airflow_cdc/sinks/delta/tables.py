@@ -12,8 +12,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.model import ChunkRange, TableId
 from airflow_cdc.sinks.base import TableScan, TableShape
-from airflow_cdc.sinks.delta.layout import TableLayout, layout_of
-from airflow_cdc.sinks.delta.own_commits import plain_protocol
+from airflow_cdc.sinks.delta.layout import TableLayout, layout_of, plain_protocol
 from airflow_cdc.sinks.delta.places import TablePlaces
 from airflow_cdc.sinks.delta.ranges import range_rows
 from airflow_cdc.sinks.delta.reads import all_rows, held_counts, live_rows

@@ -32,7 +32,12 @@ from airflow_cdc.sinks.cdc_columns import (
     OP_DELETE,
     POSITION_COLUMN,
 )
-from airflow_cdc.sinks.delta.commits import commit_actions, commit_properties
+from airflow_cdc.sinks.delta.commits import (
+    NO_HOOKS,
+    after_commit,
+    commit_actions,
+    commit_properties,
+)
 from airflow_cdc.sinks.delta.layout import TableLayout
 from airflow_cdc.sinks.delta.older import (
     OlderRows,
@@ -100,8 +105,11 @@ def truncate_older(
             updates=marker_updates(layout, position, event_time),
             predicate=truncate_predicate(older.buckets, position, where),
             commit_properties=commit,
+            post_commithook_properties=NO_HOOKS,
         )
         marked = int(metrics["num_updated_rows"])
+        if dt.version() != read_version:
+            after_commit(dt, read_version, refreshed=True)
     if app is not None and dt.version() == read_version:
         commit_actions(dt, [], commit)
     return marked

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.sinks.delta.commits import NO_HOOKS
+from airflow_cdc.sinks.delta.commits import NO_HOOKS, clean_up_log
 from airflow_cdc.sinks.delta.purge import purge_markers_before
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 
@@ -131,7 +131,7 @@ def upkeep_table(
     _keep_log_as_long_as_files(dt, open_table, settings, retry, what)
     dt.update_incremental()
     dt.create_checkpoint()
-    dt.cleanup_metadata()
+    clean_up_log(dt)  # the stream's own may run at the same time
     vacuumed = dt.vacuum(
         retention_hours=settings.vacuum_retention_hours,
         dry_run=False,
