@@ -67,7 +67,8 @@ class DdlKind(StrEnum):
 class SchemaChange:
     """One change to ``table``. ``column``: the column changed (its old name for a rename);
     ``new_name``: a renamed column's new name; ``new_table``: a renamed table's new name;
-    ``definition``: the column's new type as the statement wrote it (``BIGINT``);
+    ``definition``: the column's new type as the statement wrote it (``BIGINT``; of an
+    ``UNKNOWN`` change, why it is one, when the parser read the statement);
     ``default``: an added column's ``DEFAULT`` expression as SQL (``5``, ``'a'``,
     ``CURRENT_TIMESTAMP()``), None without a ``DEFAULT`` clause; ``partitions``: the
     partitions a partition statement names; ``from_table``: where a swap's or an

@@ -41,6 +41,7 @@ from airflow_cdc.stream.own_plans import (
     start_again,
 )
 from airflow_cdc.stream.partition_rows import NotMapped, partition_rows
+from airflow_cdc.stream.renames_checked import still_there
 from airflow_cdc.stream.schema_decisions import (
     Coverage,
     Decision,
@@ -152,6 +153,8 @@ def _decide(
     setting that turns a replacement into a stop."""
     decision = statement_decision(statement.changes, where)
     decided = _Decided(decision)
+    if decision is Decision.DROP and (why := still_there(context, statement)) is not None:
+        decided = _Decided(Decision.REPLACE, why)  # the rename may be a temporary table's
     swapped = next((c for c in statement.changes if c.kind is DdlKind.SWAP_TABLE), None)
     if decision is Decision.REPLACE and swapped is not None and swapped.from_table is not None:
         decided = _swap(context, schema, statement, swapped.from_table)

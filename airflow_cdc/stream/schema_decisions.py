@@ -236,5 +236,5 @@ def _describe(change: SchemaChange) -> str:
         DdlKind.SWAP_TABLE: f"puts {other} in the table's place",
         DdlKind.TRIGGER: f"creates a trigger ({change.definition or 'on its rows'})",
         DdlKind.TABLE_OPTIONS: "changes table options or indexes",
-        DdlKind.UNKNOWN: "is DDL the parser cannot read",
+        DdlKind.UNKNOWN: change.definition or "is DDL the parser cannot read",
     }[change.kind]

@@ -55,6 +55,12 @@ SETUPS: dict[str, tuple[str, ...]] = {
         "CREATE TABLE _t_gho LIKE t",
         "CREATE TABLE t_new LIKE t",
     ),
+    # A temporary t hides the real t in the session that made it (and runs the statement).
+    "temporary": (
+        "CREATE TABLE u (id INT PRIMARY KEY)",
+        f"CREATE TABLE t {_COLUMNS}",
+        "CREATE TEMPORARY TABLE t (id INT PRIMARY KEY, v INT)",
+    ),
 }
 
 
@@ -597,4 +603,39 @@ CORPUS: list[Ddl] = [
     Ddl("copy and swap", "CREATE TABLE t_new LIKE t", None),
     Ddl("copy and swap", "RENAME TABLE t TO t_old, t_new TO t", "replace", "shadow"),
     Ddl("copy and swap", "RENAME TABLE t TO tmp, t_new TO t, tmp TO t_old", "replace", "shadow"),
+    # -- temporary tables named like t (ROW format: MariaDB writes none of them) ------------
+    *_many(
+        "temporary tables",
+        None,
+        "CREATE TEMPORARY TABLE t (id INT PRIMARY KEY, v INT)",
+        "create temporary table if not exists `{db}`.`t` (id int)",
+        "CREATE TEMPORARY TABLE t LIKE u",
+        "CREATE TEMPORARY TABLE t AS SELECT * FROM u",
+        "CREATE TEMPORARY TABLE t (id INT PRIMARY KEY) ENGINE=MEMORY SELECT id FROM u",
+        "CREATE OR REPLACE TEMPORARY TABLE t (id INT)",
+        "CREATE /*!40005 TEMPORARY */ TABLE t (id INT)",
+        "CREATE /* a note */ TEMPORARY -- here\n TABLE `t` (id INT)",
+    ),
+    *_many(
+        "temporary tables",
+        None,
+        "DROP TEMPORARY TABLE t",
+        "drop temporary table if exists t",
+        "DROP TEMPORARY TABLE IF EXISTS `{db}`.`t`",
+        "DROP TEMPORARY TABLES IF EXISTS t, nothing_here",
+        "DROP /*!40005 TEMPORARY */ TABLE IF EXISTS `t`",
+        "DROP /* a note */ TEMPORARY /* another */ TABLE {db}.t",
+        setup="temporary",
+    ),
+    # The server drops, alters or truncates the temporary t and logs nothing of it.
+    Ddl("temporary tables", "DROP TABLE `{db}`.t", "drop", "temporary", logged=False),
+    Ddl(
+        "temporary tables",
+        "ALTER TABLE t ADD COLUMN only_temp INT",
+        "evolve",
+        "temporary",
+        logged=False,
+    ),
+    Ddl("temporary tables", "TRUNCATE TABLE {db}.t", "truncate", "temporary", logged=False),
+    Ddl("temporary tables", "CREATE INDEX i_v ON t (v)", "nothing", "temporary", logged=False),
 ]

@@ -79,6 +79,7 @@ from airflow_cdc.source.binlog.transaction_cut import (
 from airflow_cdc.source.catalog.shadow_tables import concerning
 from airflow_cdc.source.connection import LOST_CONNECTION_CODES
 from airflow_cdc.source.ddl import schema_changes
+from airflow_cdc.source.ddl.session_tables import THREAD_SPECIFIC
 from airflow_cdc.source.ddl.statement_rows import changed_tables
 
 __all__ = ["binary_logs", "dump_settings", "mysql_event_source"]
@@ -336,12 +337,14 @@ def _query_boundary(
     """The end of a ``COMMIT`` or DDL query event; a DDL's changes to the watched tables
     (and to their shadows, ``source.catalog.shadow_tables``) ride along. DDL naming no table the
     parser can find is logged: row images with other columns still set their table aside
-    (``source.schema_check``)."""
+    (``source.schema_check``). The header's flags say whether the statement used a
+    temporary table of its session (``source.ddl.session_tables``)."""
     schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
     rows = changed_tables(event.query, schema, tables.keys())
     if rows:
         raise BinlogSettingsError(rows_as_statement(rows, end, event.query))
-    changes = schema_changes(event.query, schema)
+    thread_specific = bool(event.packet.flags & THREAD_SPECIFIC)
+    changes = schema_changes(event.query, schema, thread_specific=thread_specific)
     if any(change.table is None for change in changes):
         log.warning("binlog DDL at %s names no table the parser finds: %r", end, event.query)
     kept = concerning(changes, tables.keys())

@@ -5,8 +5,8 @@
 
 The table reads are the package's own names (``load_table_schema``, ``load_table_schemas``,
 ``load_column_names``, ``load_table_indexes``, ``list_tables``, ``resolve_selection``,
-``key_problem``), loaded on first use: the binlog reader on a worker takes
-``shadow_tables`` only.
+``key_problem``, ``table_exists``), loaded on first use: the binlog reader on a worker
+takes ``shadow_tables`` only.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         load_table_schema,
         load_table_schemas,
         resolve_selection,
+        table_exists,
     )
 
 #: Each name's module, imported on first use.
@@ -34,6 +35,7 @@ _HOMES = {
     "load_table_schema": "tables",
     "load_table_schemas": "tables",
     "resolve_selection": "tables",
+    "table_exists": "tables",
 }
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "load_table_schema",
     "load_table_schemas",
     "resolve_selection",
+    "table_exists",
 ]
 
 

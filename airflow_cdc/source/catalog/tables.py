@@ -37,6 +37,7 @@ __all__ = [
     "load_table_schema",
     "load_table_schemas",
     "resolve_selection",
+    "table_exists",
 ]
 
 log = logging.getLogger(__name__)
@@ -234,6 +235,19 @@ def _schema(
             schema = TableSchema(table, columns, chosen.columns, key_index=chosen.name)
     _check_key_types(schema)
     return schema
+
+
+def table_exists(conn: DbConnection, table: TableId) -> bool:
+    """Whether ``table`` is a table (of any kind, a view too) in the catalog now, its name
+    compared exactly (the catalog compares without case). A temporary table is in no
+    other session's catalog."""
+    rows = fetch_all(
+        conn,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+        (table.database, table.table),
+    )
+    return any(TableId(str(db), str(name)) == table for db, name in rows)
 
 
 def key_problem(conn: DbConnection, table: TableId, key: Sequence[str]) -> str | None:
