@@ -44,7 +44,7 @@ from pymysqlreplication.row_event import PartialUpdateRowsEvent
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.errors import BinlogSettingsError, SourceError
-from airflow_cdc.model import BinlogPosition, TableId, TableSchema
+from airflow_cdc.model import BinlogPosition, DdlKind, SchemaChange, TableId, TableSchema
 
 # Used through its module, so a test's stand-in (connect) is the one called.
 from airflow_cdc.source import connection
@@ -79,7 +79,7 @@ from airflow_cdc.source.binlog.transaction_cut import (
 from airflow_cdc.source.catalog.shadow_tables import concerning
 from airflow_cdc.source.connection import LOST_CONNECTION_CODES
 from airflow_cdc.source.ddl import schema_changes
-from airflow_cdc.source.ddl.session_tables import THREAD_SPECIFIC
+from airflow_cdc.source.ddl.session_tables import MAY_BE_TEMPORARY, THREAD_SPECIFIC
 from airflow_cdc.source.ddl.statement_rows import changed_tables
 
 __all__ = ["binary_logs", "dump_settings", "mysql_event_source"]
@@ -340,10 +340,25 @@ def _query_boundary(
     (``source.schema_check``). The header's flags say whether the statement used a
     temporary table of its session (``source.ddl.session_tables``)."""
     schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
-    rows = changed_tables(event.query, schema, tables.keys())
-    if rows:
-        raise BinlogSettingsError(rows_as_statement(rows, end, event.query))
     thread_specific = bool(event.packet.flags & THREAD_SPECIFIC)
+    rows = changed_tables(event.query, schema, tables.keys())
+    if rows and not thread_specific:
+        raise BinlogSettingsError(rows_as_statement(rows, end, event.query))
+    if rows:
+        # A statement of a session with a temporary table of such a name: its rows may be
+        # the temporary table's or the real one's. A new snapshot is exact for both.
+        log.warning(
+            "rows changed as a statement at %s by a session with a temporary table, of %s "
+            "or a temporary table of that name: snapshotting again",
+            end,
+            ", ".join(map(str, rows)),
+        )
+        return Boundary(
+            end,
+            tuple(SchemaChange(DdlKind.UNKNOWN, t, definition=MAY_BE_TEMPORARY) for t in rows),
+            event.query,
+            int(event.timestamp),
+        )
     changes = schema_changes(event.query, schema, thread_specific=thread_specific)
     if any(change.table is None for change in changes):
         log.warning("binlog DDL at %s names no table the parser finds: %r", end, event.query)
