@@ -16,9 +16,11 @@ class ScriptedConnection:
         self,
         variables: dict[str, str],
         grants: Sequence[str],
-        tables: Sequence[tuple[str, str, str]] = (("shop", "orders", "BASE TABLE"),),
+        tables: Sequence[tuple[str, ...]] = (("shop", "orders", "BASE TABLE"),),
     ) -> None:
-        self.variables, self.grants, self.tables = variables, grants, tables
+        """``tables``: (database, table, TABLE_TYPE) or with its ENGINE too (else InnoDB)."""
+        self.variables, self.grants = variables, grants
+        self.tables = [(*t, "InnoDB") if len(t) == 3 else tuple(t) for t in tables]
         self._rows: list[tuple[Any, ...]] = []
 
     def cursor(self) -> ScriptedConnection:
@@ -39,6 +41,8 @@ class ScriptedConnection:
             self._rows = [("cdc@%",)]
         elif "information_schema.TABLES" in sql:
             self._rows = [t for t in self.tables if t[0] in args]
+        elif "information_schema.COLUMNS" in sql and "ROW END" in sql:
+            self._rows = []  # no row end column named: hidden versioning
         elif sql == "SHOW DATABASES":
             self._rows = sorted({(t[0],) for t in self.tables})
         else:
