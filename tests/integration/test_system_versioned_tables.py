@@ -44,6 +44,7 @@ import pymysql
 import pytest
 
 from airflow_cdc.cli import main as cli_main
+from airflow_cdc.config import SinkConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.operators.plan import PlanSnapshotOperator
@@ -51,7 +52,13 @@ from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.status.report import status_report
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import _norm
-from tests.support.pipeline import plan, snapshot_all, stream_spec, table_schema
+from tests.support.pipeline import (
+    plan,
+    snapshot_all,
+    stream_spec,
+    table_schema,
+    verify_differences,
+)
 from tests.support.stream_harness import InProcessStream
 from tests.support.task_instance import RecordingTI
 
@@ -291,6 +298,8 @@ def test_versioned_tables_by_pattern_hold_their_current_rows_and_the_rest_is_nam
         columns = set(DeltaSink(str(lake)).read_live(table).column_names)
         assert not columns & {"row_start", "row_end", "since", "until"}, columns
     assert "extra" in DeltaSink(str(lake)).read_live(TableId(db, "hidden")).column_names
+    for table in followed:  # verify compares the current rows too
+        assert verify_differences(mariadb, table, meta, SinkConfig(str(lake))) == [], table
 
     left_out = {f"{db}.shown": "a view", f"{db}.numbers": "a sequence"}
     left_out[f"{db}.by_trx"] = "it is system-versioned by transaction id"
