@@ -1,8 +1,9 @@
 """``airflow-cdc status``: what the snapshot and the stream are doing, from the metadata DB.
 
 Per table of the latest plan: chunks done/total, rows, failed chunks (with their error's
-first line); per stream: committed position, lag and last heartbeat, who holds it, its
-tables (joined, waiting, dropped in the source) and its newest schema changes.
+first line), the tables its patterns matched and left out (with the reason); per stream:
+committed position, lag and last heartbeat, who holds it, its tables (joined, waiting,
+dropped in the source, left out) and its newest schema changes.
 
     airflow-cdc status --metadata-url sqlite:////var/lib/cdc/meta.db
     AIRFLOW_CONN_CDC_METADATA=postgresql://... airflow-cdc status
@@ -51,6 +52,8 @@ def _print(report: dict[str, Any]) -> None:
             print(f"  {t['table']:<32} {chunks:>11} {t['failed']:>6} {rows:>14}")
         for c in report["failed_chunks"]:
             print(f"  FAILED {c['label']} (attempts {c['attempts']}): {c['error']}")
+        for t in report["left_out"]:
+            print(f"  LEFT OUT {t['table']}: {t['reason']}")
     for p in report["unfinished_plans"]:
         done = f"{p['chunks_done']}/{p['chunks_total']} chunks done"
         print(f"unfinished plan {p['plan_id']} ({p['label']}): {done}")
@@ -69,6 +72,8 @@ def _print(report: dict[str, Any]) -> None:
             print(f"  waiting to join (after their snapshot): {', '.join(s['waiting_tables'])}")
         for line in s["warnings"]:
             print(f"  WARNING {line}")
+        for t in s["left_out"]:
+            print(f"  LEFT OUT {t['table']}: {t['reason']}")
         _print_schema_changes(s)
     for v in report["verifications"]:
         found = "equal to the source" if v["status"] == "clean" else v["keys"]

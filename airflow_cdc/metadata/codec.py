@@ -21,6 +21,7 @@ from airflow_cdc.model import (
     Key,
     Partition,
     Partitioning,
+    SystemVersioning,
     TableId,
     TableSchema,
     decode_key,
@@ -87,9 +88,9 @@ def names_from_text(text: str) -> list[str]:
 
 
 def schema_to_text(schema: TableSchema | None) -> str | None:
-    """A table's columns and key as JSON (each column by its fields' names). ``keyless``
-    and ``partitioning`` are written only when set: a keyed table's text stays what it was
-    before they existed, so older records read the same and compare equal
+    """A table's columns and key as JSON (each column by its fields' names). ``keyless``,
+    ``partitioning`` and ``versioning`` are written only when set: a keyed table's text
+    stays what it was before they existed, so older records read the same and compare equal
     (``metadata.schema_history.write_schema`` skips a record equal to the newest)."""
     if schema is None:
         return None
@@ -102,6 +103,8 @@ def schema_to_text(schema: TableSchema | None) -> str | None:
         value["keyless"] = True
     if schema.partitioning is not None:
         value["partitioning"] = asdict(schema.partitioning)
+    if schema.versioning is not None:
+        value["versioning"] = asdict(schema.versioning)
     return json.dumps(value)
 
 
@@ -119,7 +122,15 @@ def schema_from_text(text: str | None) -> TableSchema | None:
         if not isinstance(keyless, bool):
             raise TypeError(f"keyless is {keyless!r}")
         partitioning = _partitioning(value.get("partitioning"))
-        return TableSchema(table, columns, key, partitioning, keyless=keyless)
+        versioning = value.get("versioning")  # absent: not system-versioned
+        return TableSchema(
+            table,
+            columns,
+            key,
+            partitioning,
+            keyless=keyless,
+            versioning=None if versioning is None else SystemVersioning(**versioning),
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise MetadataError(f"unreadable table schema in the metadata DB: {text[:200]!r}") from exc
 

@@ -41,7 +41,7 @@ __all__ = [
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: The newest revision under ``migrations/versions``; kept here so the common "already at
 #: head" check needs no Alembic import (about 0.7 s per chunk-job process).
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"
 _VERSION_TABLE = "alembic_version"
 #: Arbitrary constant key of the PostgreSQL advisory lock serializing migrations.
 _PG_LOCK_KEY = 0x0CDC_3E7A

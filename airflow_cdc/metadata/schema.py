@@ -18,6 +18,7 @@ __all__ = [
     "PLAN_STATUSES",
     "TABLE_NAME_LENGTH",
     "chunks",
+    "left_out",
     "metadata",
     "plan_tables",
     "plans",
@@ -243,4 +244,16 @@ verifications = sa.Table(
     sa.Column("repair_plan_id", sa.Integer, nullable=True),
     sa.Column("seconds", sa.Float, nullable=False),
     sa.Column("notes", sa.Text, nullable=False),
+)
+
+#: Revision 0011: the tables a selection's patterns matched that were left out, and why
+#: (``metadata.left_out``), one row per table of each plan (``noted_by`` ``plan:<id>``) or
+#: stream (``stream:<id>``, the tables its search for new ones left out).
+left_out = sa.Table(
+    "cdc_left_out",
+    metadata,
+    sa.Column("noted_by", sa.String(250), primary_key=True),
+    sa.Column("table_name", sa.String(TABLE_NAME_LENGTH), primary_key=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("noted_at", sa.DateTime, nullable=False),
 )

@@ -7,8 +7,8 @@ of its parts is a class of its own module, holding the engine and owning its que
 ``store.plans`` (``plans``), ``store.chunks`` (``chunks``), ``store.watermarks``
 (``watermarks``), ``store.streams`` (``stream``), ``store.stream_tables``
 (``stream_tables``), ``store.schema_changes`` (``schema_changes``),
-``store.schema_history`` (``schema_history``), ``store.servers`` (``servers``) and
-``store.verifications`` (``verifications``).
+``store.schema_history`` (``schema_history``), ``store.servers`` (``servers``),
+``store.verifications`` (``verifications``) and ``store.left_out`` (``left_out``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from types import TracebackType
 from sqlalchemy.engine import Engine
 
 from airflow_cdc.metadata.chunks import Chunks
+from airflow_cdc.metadata.left_out import LeftOutTables
 from airflow_cdc.metadata.migrate import open_engine
 from airflow_cdc.metadata.plans import Plans
 from airflow_cdc.metadata.schema_changes import SchemaChanges
@@ -113,3 +114,9 @@ class MetadataStore:
     def verifications(self) -> Verifications:
         """Each table's verifications (``metadata.verifications``)."""
         return Verifications(self._engine)
+
+    @property
+    def left_out(self) -> LeftOutTables:
+        """The tables selections' patterns matched and left out, and why
+        (``metadata.left_out``)."""
+        return LeftOutTables(self._engine)

@@ -15,10 +15,11 @@ from airflow_cdc.model.partitioning import Partition, Partitioning, RowFilter, V
 from airflow_cdc.model.plan import SplitMethod, TablePlan
 from airflow_cdc.model.position import ROW_NUMBERS, BinlogPosition, binlog_file_number
 from airflow_cdc.model.schema_change import DdlKind, SchemaChange, SchemaEvent
-from airflow_cdc.model.selection import TablePattern, TableSelection
+from airflow_cdc.model.selection import LeftOut, TablePattern, TableSelection
 from airflow_cdc.model.server_epoch import ServerEpoch
 from airflow_cdc.model.table import (
     Column,
+    SystemVersioning,
     TableId,
     TableOptions,
     TableSchema,
@@ -37,6 +38,7 @@ __all__ = [
     "DdlKind",
     "Key",
     "KeyScalar",
+    "LeftOut",
     "Partition",
     "Partitioning",
     "Row",
@@ -45,6 +47,7 @@ __all__ = [
     "SchemaEvent",
     "ServerEpoch",
     "SplitMethod",
+    "SystemVersioning",
     "TableId",
     "TableOptions",
     "TablePattern",

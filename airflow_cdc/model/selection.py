@@ -24,7 +24,7 @@ from typing import Literal
 
 from airflow_cdc.model.table import TableId, _split_dotted
 
-__all__ = ["TablePattern", "TableSelection"]
+__all__ = ["LeftOut", "TablePattern", "TableSelection"]
 
 _REGEX_PREFIX = "re:"
 _GLOB_CHARACTERS = frozenset("*?[")
@@ -211,3 +211,15 @@ def _has_glob(text: str) -> bool:
 def _escape(name: str) -> str:
     """A literal name as an ``fnmatch`` pattern."""
     return "".join(f"[{ch}]" if ch in _GLOB_CHARACTERS else ch for ch in name)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A table a selection's patterns match that is not followed, and why
+    (``source.catalog.followable``)."""
+
+    table: TableId
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.table}: {self.reason}"

@@ -10,6 +10,7 @@ from airflow_cdc.model.partitioning import Partitioning
 
 __all__ = [
     "Column",
+    "SystemVersioning",
     "TableId",
     "TableOptions",
     "TableSchema",
@@ -96,6 +97,19 @@ class Column:
 
 
 @dataclass(frozen=True, slots=True)
+class SystemVersioning:
+    """A MariaDB table ``WITH SYSTEM VERSIONING`` (by ``TIMESTAMP(6)``, the one kind the
+    product follows): the columns holding when each row version began and ended, hidden
+    ``row_start``/``row_end`` or named by ``PERIOD FOR SYSTEM_TIME``. They are not among
+    the schema's columns (the lake holds the current rows without them); their row images
+    carry them, and ``end`` tells a current row from history
+    (``source.system_versioning``)."""
+
+    start: str = "row_start"
+    end: str = "row_end"
+
+
+@dataclass(frozen=True, slots=True)
 class TableSchema:
     """The columns of a table and the columns its snapshot ranges are taken over.
 
@@ -107,7 +121,9 @@ class TableSchema:
     known: a schema recorded before partitions were); ``key_index``: the index the catalog
     took the key from (``PRIMARY``, or a unique index of a table without a primary key;
     None: a chunk key given by the user, or a schema recorded in the metadata DB). It says
-    where the key came from only, so schemas that differ in it alone are equal."""
+    where the key came from only, so schemas that differ in it alone are equal.
+    ``versioning``: the table is system-versioned (its ``key`` is the user's, without the
+    row end MariaDB adds to its keys), else None."""
 
     table: TableId
     columns: tuple[Column, ...]
@@ -115,6 +131,7 @@ class TableSchema:
     partitioning: Partitioning | None = None
     key_index: str | None = field(default=None, compare=False)
     keyless: bool = field(default=False, kw_only=True)
+    versioning: SystemVersioning | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         """Refuse what no reader of a schema could use: a keyed table without key
@@ -129,13 +146,21 @@ class TableSchema:
             )
 
     @property
-    def identity_columns(self) -> tuple[str, ...]:
-        """The columns whose values tell a row apart, so the ones a before-image (an
-        update's or a delete's old row) must be decoded for: the key, or every column of
-        a keyless table."""
+    def row_identity(self) -> tuple[str, ...]:
+        """The columns whose values tell a row apart: the key, or every column of a
+        keyless table."""
         if self.keyless:
             return tuple(column.name for column in self.columns)
         return self.key
+
+    @property
+    def identity_columns(self) -> tuple[str, ...]:
+        """The columns a before-image (an update's or a delete's old row) must be decoded
+        for: :attr:`row_identity`, and a system-versioned table's row end, which tells a
+        current row from history."""
+        if self.versioning is None:
+            return self.row_identity
+        return (*self.row_identity, self.versioning.end)
 
     def column(self, name: str) -> Column:
         for column in self.columns:

@@ -18,7 +18,7 @@ from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook
 from airflow_cdc.metadata.codec import table_to_text
-from airflow_cdc.model import TableId, TableSchema, TableSelection
+from airflow_cdc.model import LeftOut, TableId, TableSchema, TableSelection
 from airflow_cdc.model.lake_columns import LakeColumnRules
 from airflow_cdc.rendered import as_bool, as_mapping, as_str_list, parse_literal
 
@@ -56,8 +56,16 @@ def table_selection(include: Any, exclude: Any = None, *, name: str = "tables") 
         raise ConfigurationError(f"{name}: {exc}") from exc
 
 
-def selected_tables(tables: list[TableId], selection: TableSelection) -> list[TableId]:
-    """``tables``, what ``selection`` picked on the server; refused when it is nothing."""
+def selected_tables(
+    tables: list[TableId], selection: TableSelection, left_out: Sequence[LeftOut] = ()
+) -> list[TableId]:
+    """``tables``, what ``selection`` picked on the server; refused when it is nothing
+    (naming what its patterns matched and left out, if anything)."""
+    if not tables and left_out:
+        raise ConfigurationError(
+            f"no table {selection.describe()} matches can be followed: "
+            f"{'; '.join(entry.line() for entry in left_out[:20])}"
+        )
     if not tables:
         raise ConfigurationError(
             f"no table on the source matches {selection.describe()}; check the patterns "

@@ -17,7 +17,7 @@ from airflow_cdc.config import ChunkingConfig, LakeColumnsConfig, SinkConfig, So
 from airflow_cdc.config.startup import StartupConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
-from airflow_cdc.model import TableId, TablePlan, TableSelection
+from airflow_cdc.model import LeftOut, TableId, TablePlan, TableSelection
 from airflow_cdc.operators._base import SelectedTablesOperator
 from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import (
@@ -244,6 +244,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         # Heavy imports (pymysql, SQLAlchemy) stay in the methods: the DAG processor imports
         # this module at every parse, and only a running task needs them.
         from airflow_cdc.metadata import MetadataStore
+        from airflow_cdc.metadata.left_out import plan_scope
         from airflow_cdc.planning.plan_snapshot import plan_snapshot
         from airflow_cdc.source.connection import connect
         from airflow_cdc.source.server import server_info
@@ -251,7 +252,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         keys, startup = asked.keys, asked.startup
         conn = connect(source)
         try:
-            tables = self._resolve(conn, asked.selection)
+            tables, left_out = self._resolve(conn, asked.selection)
             self.log.info("Source server %s; planning %d table(s)", server_info(conn), len(tables))
             key_range = key_range_data(self.key_range) if asked.ranged else None
             with MetadataStore.connect(metadata_url) as store:
@@ -271,6 +272,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
                     planned = self._start(
                         conn, source, store, sink, lake_columns, tables, startup, keys, context
                     )
+                store.left_out.note(plan_scope(planned.record.plan_id), left_out)
                 self._join(store, tables, context)
             return planned
         finally:
@@ -373,12 +375,21 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
                 plan.method,
             )
 
-    def _resolve(self, conn: Any, selection: TableSelection) -> list[TableId]:
-        """The tables the selection picks on the server, checked against the allowed set."""
+    def _resolve(self, conn: Any, selection: TableSelection) -> tuple[list[TableId], list[LeftOut]]:
+        """The tables the selection picks on the server, checked against the allowed set,
+        and those its patterns match that are left out, each logged with the reason."""
         # Imported when the task runs, not at every DAG parse.
         from airflow_cdc.source import catalog
 
-        tables = selected_tables(catalog.resolve_selection(conn, selection), selection)
+        resolution = catalog.resolve_tables(conn, selection)
+        for entry in resolution.left_out:
+            self.log.warning(
+                "%s matches %s but is left out: %s",
+                entry.table,
+                selection.describe(),
+                entry.reason,
+            )
+        tables = selected_tables(resolution.tables, selection, resolution.left_out)
         if not selection.is_exact:
             shown = ", ".join(map(str, tables[:50]))
             more = f" and {len(tables) - 50} more" if len(tables) > 50 else ""
@@ -386,4 +397,4 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
                 "%s selects %d table(s): %s%s", selection.describe(), len(tables), shown, more
             )
         self.check_allowed(tables)
-        return tables
+        return tables, resolution.left_out

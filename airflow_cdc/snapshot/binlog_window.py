@@ -13,6 +13,7 @@ from airflow_cdc.errors import SchemaChangedError, SchemaChangedInWindowError
 from airflow_cdc.model import BinlogPosition, ChangeEvent, SchemaEvent, TableSchema
 from airflow_cdc.source.binlog.reader import BinlogCursor, reader_server_id
 from airflow_cdc.source.schema_check import image_drift, way_on
+from airflow_cdc.source.system_versioning import current_items
 
 __all__ = ["read_window", "reader_server_id"]
 
@@ -26,7 +27,9 @@ def read_window(
     high: BinlogPosition,
 ) -> Iterator[ChangeEvent]:
     """Yield the row changes of ``schema.table`` with ``low < position <= high``, in binlog
-    order, each with a unique position (event end offset + row number). A DDL statement of
+    order, each with a unique position (event end offset + row number); of a
+    system-versioned table, as changes of its current rows (``source.system_versioning``).
+    A DDL statement of
     the table in the window raises :class:`SchemaChangedInWindowError` (even one that
     changes no column, as a TRUNCATE: the rows read may predate it).
 
@@ -35,7 +38,7 @@ def read_window(
     """
     # For a chunk the fix of a purged position is simpler than for the stream.
     cursor = BinlogCursor(cfg, {schema.table: schema}, low, high, purged_advice=_CHUNK_ADVICE)
-    for event in cursor:
+    for event in current_items(cursor, {schema.table: schema}):
         if isinstance(event, SchemaEvent):
             raise SchemaChangedInWindowError(
                 f"{schema.table} changed while its chunk was read: "

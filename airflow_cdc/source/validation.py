@@ -16,6 +16,8 @@ import pymysql
 
 from airflow_cdc.errors import BinlogSettingsError, PrivilegeError, SourceError, TableError
 from airflow_cdc.model import TableId, quote_identifier
+from airflow_cdc.source.catalog.followable import left_out_reason
+from airflow_cdc.source.catalog.listing import table_facts
 from airflow_cdc.source.connection import DbConnection, fetch_all, fetch_one
 from airflow_cdc.source.grants import Grants
 from airflow_cdc.source.server import ServerInfo
@@ -228,23 +230,13 @@ def _table_problems(
 ) -> list[SourceProblem]:
     if not tables:
         return []
-    databases = sorted({t.database for t in tables})
-    marks = ", ".join(["%s"] * len(databases))
-    found = {
-        TableId(str(db), str(name)): str(kind)
-        for db, name, kind in fetch_all(
-            conn,
-            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES "  # noqa: S608 - only %s placeholders
-            f"WHERE TABLE_SCHEMA IN ({marks})",
-            databases,
-        )
-    }
+    found = table_facts(conn, sorted({t.database for t in tables}))
     databases_seen = [str(row[0]) for row in fetch_all(conn, "SHOW DATABASES")]
     missing: list[str] = []
     problems: list[SourceProblem] = []
     for table in tables:
-        kind = found.get(table)
-        if kind is None:
+        facts = found.get(table)
+        if facts is None:
             if table.database in databases_seen:
                 candidates = [t.table for t in found if t.database == table.database]
                 close = [f"{table.database}.{c}" for c in _close_matches(table.table, candidates)]
@@ -253,12 +245,8 @@ def _table_problems(
                     f"{db}.{table.table}" for db in _close_matches(table.database, databases_seen)
                 ]
             missing.append(str(table) + (f" (did you mean {', '.join(close)}?)" if close else ""))
-        elif kind != "BASE TABLE":
-            problems.append(
-                SourceProblem(
-                    "table", f"{table} is a {kind.lower()}, not a table; CDC reads tables"
-                )
-            )
+        elif (reason := left_out_reason(facts)) is not None:
+            problems.append(SourceProblem("table", f"{table} cannot be followed: {reason}"))
     if missing:
         problems.insert(
             0,

@@ -1,7 +1,9 @@
 """``airflow-cdc status``'s report as plain data: per table of the latest plan, chunks
-done/total, rows, failed chunks (with their error's first line); per stream: committed
-position, lag and last heartbeat, who holds it, its tables (joined, waiting, dropped in the
-source) and its newest schema changes; each table's latest verification. A failed chunk of
+done/total, rows, failed chunks (with their error's first line), and the tables its
+patterns matched and left out, with the reason; per stream: committed position, lag and
+last heartbeat, who holds it, its tables (joined, waiting, dropped in the source, left out
+by its search for new tables) and its newest schema changes; each table's latest
+verification. A failed chunk of
 a table keyed by hash in the lake (by the pipeline's configured ``masks``) is labelled
 without its bounds, source key values."""
 
@@ -12,6 +14,8 @@ from typing import Any
 
 from airflow_cdc.configured import configured_lake_rules
 from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState, codec
+from airflow_cdc.metadata.left_out import plan_scope, stream_scope
+from airflow_cdc.model import LeftOut
 from airflow_cdc.status.pipelines import stream_group
 from airflow_cdc.stream.table_warnings import table_warnings
 
@@ -24,7 +28,13 @@ SCHEMA_CHANGES_SHOWN = 20
 def status_report(url: str) -> dict[str, Any]:
     """The status as plain data (``--json`` prints it as is)."""
     store = MetadataStore.connect(url, migrate=False)
-    report: dict[str, Any] = {"plan": None, "tables": [], "failed_chunks": [], "streams": []}
+    report: dict[str, Any] = {
+        "plan": None,
+        "tables": [],
+        "failed_chunks": [],
+        "left_out": [],
+        "streams": [],
+    }
     plan = store.plans.latest()
     if plan is not None:
         report.update(_plan_report(store, plan))
@@ -90,7 +100,12 @@ def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
             for c in store.chunks.of_plan(plan.plan_id)
             if c.status == "failed"
         ],
+        "left_out": _left_out(store.left_out.read(plan_scope(plan.plan_id))),
     }
+
+
+def _left_out(entries: list[LeftOut]) -> list[dict[str, str]]:
+    return [{"table": str(entry.table), "reason": entry.reason} for entry in entries]
 
 
 def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -> dict[str, Any]:
@@ -112,6 +127,7 @@ def _stream_report(store: MetadataStore, state: StreamState, now: dt.datetime) -
         "owner_process": state.owner_process,
     }
     entry.update(_tables_report(store, state.stream_id))
+    entry["left_out"] = _left_out(store.left_out.read(stream_scope(state.stream_id)))
     entries = store.stream_tables.read(state.stream_id)
     waiting = [e.table for e in entries if not e.joined and not e.dropped]
     entry["warnings"] = table_warnings(

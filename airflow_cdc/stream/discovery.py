@@ -26,8 +26,10 @@ into a new generation of its replica and followed again.
 
 A table without a key is planned with the chunking column a plan gives it (``stream.
 read_schemas.followable_schemas``) and followed as a multiset of rows, as a planned one is.
-A table the catalog read or the lake's rules refuse (gone again before it is read, a mask
-its columns cannot take) is logged once and left out.
+A table the pattern matches that the product does not follow (a view, a sequence, an
+engine it cannot read: ``source.catalog.followable``), or whose columns' rules cannot be
+used, or that is gone again before it is read, is logged once, noted for ``airflow-cdc
+status`` (``metadata.left_out``, as the stream's) and left out.
 """
 
 from __future__ import annotations
@@ -41,13 +43,14 @@ from typing import TYPE_CHECKING
 from airflow_cdc.config import ChunkingConfig, StreamJobSpec
 from airflow_cdc.errors import ConfigurationError, TableError
 from airflow_cdc.metadata import MetadataStore
+from airflow_cdc.metadata.left_out import stream_scope
 from airflow_cdc.metadata.records import FullSnapshot, PlanRecord
-from airflow_cdc.model import TableId, TableSelection
+from airflow_cdc.model import LeftOut, TableId, TableSelection
 from airflow_cdc.planning.plan_snapshot import plan_snapshot
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.snapshot.replacement import replace_planned
-from airflow_cdc.source.catalog import list_tables, resolve_selection
+from airflow_cdc.source.catalog import list_tables, resolve_tables
 from airflow_cdc.source.connection import on_server
 from airflow_cdc.stream.own_plans import (
     is_own,
@@ -87,7 +90,8 @@ class Discovery:
     """The stream's search for new tables (``spec.discovery.patterns``); see the module docstring."""
 
     spec: StreamJobSpec
-    #: Tables logged as unusable (their key), not tried again until the stream restarts.
+    #: Tables logged as left out (not followed, or their key unusable), not tried again
+    #: until the stream restarts.
     refused: set[TableId] = field(default_factory=set)
 
     @functools.cached_property
@@ -108,11 +112,12 @@ class Discovery:
         selection = self.selection
         if selection is None:
             return [], set(), set()
-        matched = on_server(
+        matched, left_out = on_server(
             self.spec.source,
             lambda conn: _existing(conn, selection),
             what="listing the tables the stream's pattern selects",
         )
+        self._leave_out(store, [entry for entry in left_out if entry.table not in self.refused])
         entries = store.stream_tables.read(self.spec.stream_id)
         joined = {entry.table for entry in entries if entry.joined and not entry.dropped}
         # A dropped table found again was created again: not followed, and its latest full
@@ -150,14 +155,26 @@ class Discovery:
             snapshotted += snapshot_plan(self.spec, store, plan_id, runner, parallelism)
         return snapshotted + run_own_plans(self.spec, store, runner, parallelism)
 
+    def _leave_out(self, store: MetadataStore, entries: Sequence[LeftOut]) -> None:
+        """Log and note ``entries`` as left out (once each while the stream runs)."""
+        for entry in entries:
+            log.warning(
+                "%s matches the stream's pattern but is left out: %s", entry.table, entry.reason
+            )
+        store.left_out.note(stream_scope(self.spec.stream_id), entries)
+        self.refused.update(entry.table for entry in entries)
+
     def _plan(self, store: MetadataStore, tables: Sequence[TableId], dropped: set[TableId]) -> None:
         """Plan the tables whole, record the plan and ask for them. A table found again
         after it was dropped (created again, or another renamed to its name) gets a
         replacement Delta table: the one kept holds the old table (``snapshot.
         replacement``)."""
 
+        refused: list[LeftOut] = []
+
         def plan(conn: DbConnection) -> PlanRecord | None:
             schemas = []
+            refused.clear()
             for table in tables:
                 try:
                     found = followable_schemas(conn, [table])
@@ -165,8 +182,7 @@ class Discovery:
                         self.spec.lake_columns.for_table(schema)
                     schemas.extend(found)
                 except (TableError, ConfigurationError) as exc:
-                    self.refused.add(table)
-                    log.warning("%s matches the stream's pattern but is left out: %s", table, exc)
+                    refused.append(LeftOut(table, str(exc)))
             if not schemas:
                 return None
             label = plan_label(self.spec.stream_id)
@@ -192,6 +208,7 @@ class Discovery:
         # The plan first: a dropped table asked for again joins once its latest full plan
         # is done, which must not be the old table's (a driver dying in between).
         record = on_server(self.spec.source, plan, what="planning new tables")
+        self._leave_out(store, refused)
         if record is None:
             return
         store.stream_tables.request(
@@ -207,13 +224,14 @@ class Discovery:
         )
 
 
-def _existing(conn: DbConnection, selection: TableSelection) -> list[TableId]:
-    """The tables ``selection`` picks that the server has now."""
-    picked = resolve_selection(conn, selection)
+def _existing(conn: DbConnection, selection: TableSelection) -> tuple[list[TableId], list[LeftOut]]:
+    """The tables ``selection`` picks that the server has now, and those its patterns
+    match that are left out (``source.catalog.listing.resolve_tables``)."""
+    resolution = resolve_tables(conn, selection)
     if not selection.is_exact:
-        return picked
-    there = set(list_tables(conn, sorted({t.database for t in picked})))
-    return [table for table in picked if table in there]
+        return resolution.tables, resolution.left_out
+    there = set(list_tables(conn, sorted({t.database for t in resolution.tables})))
+    return [table for table in resolution.tables if table in there], []
 
 
 def every(seconds: float, stop: Callable[[float], bool], action: Callable[[], object]) -> None:

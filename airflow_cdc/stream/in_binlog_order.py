@@ -28,6 +28,7 @@ from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog.reader import read_changes
 from airflow_cdc.source.schema_check import Drift, screen_events
+from airflow_cdc.source.system_versioning import current_items
 from airflow_cdc.stream.apply import apply_batch
 from airflow_cdc.stream.carry_out import carry_out, replace_unexplained
 from airflow_cdc.stream.emit_filter import EmitFilter
@@ -108,7 +109,8 @@ class _Run:
         """Where to read again and under which schema (``None`` position: done; ``None``
         schema: the table was dropped or is being replaced)."""
         table = self.schema.table
-        items = read_changes(self.context.source, {table: self.schema}, start, end)
+        schemas = {table: self.schema}
+        items = current_items(read_changes(self.context.source, schemas, start, end), schemas)
         for item in statements(items):
             if isinstance(item, ChangeEvent):
                 if self.applied_before is None or item.position > self.applied_before:

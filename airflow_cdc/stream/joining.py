@@ -34,6 +34,7 @@ from airflow_cdc.model import (
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog.reader import read_changes
 from airflow_cdc.source.schema_check import Drift, screen_events
+from airflow_cdc.source.system_versioning import current_items
 from airflow_cdc.stream.apply import apply_batch
 from airflow_cdc.stream.carry_out import carry_out, replace_unexplained
 from airflow_cdc.stream.emit_filter import EmitFilter
@@ -215,7 +216,9 @@ def _replay_pass(
     def flush() -> None:
         _apply_pending(context, schemas, marks, emit, pending, written)
 
-    items = read_changes(context.source, dict(schemas), *span, server_id=server_id)
+    items = current_items(
+        read_changes(context.source, dict(schemas), *span, server_id=server_id), schemas
+    )
     for event in statements(items):
         if event.table not in schemas:
             continue

@@ -25,6 +25,7 @@ from airflow_cdc.model import ChangeEvent, SchemaEvent, TableId, TableSchema
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.reader import ColumnItem, read_changes_in_columns
 from airflow_cdc.source.schema_check import Drift, screen_events
+from airflow_cdc.source.system_versioning import current_items
 from airflow_cdc.stream.apply import reduce_slice
 from airflow_cdc.stream.column_slice import ColumnSlice
 from airflow_cdc.stream.emit_filter import EmitFilter
@@ -88,8 +89,11 @@ def _read(
     """The slice's block and aside rows, its changes read and rows (or halves) kept."""
     marks = {TableId.parse(name): m for name, m in plan.watermarks.items()}
     emit = EmitFilter(marks, schemas, spec.lake_columns.keyed_by_hash(schemas.values()))
-    changes = read_changes_in_columns(
-        spec.source, schemas, plan.start, plan.end.position, plan.dump_from
+    changes = current_items(
+        read_changes_in_columns(
+            spec.source, schemas, plan.start, plan.end.position, plan.dump_from
+        ),
+        schemas,
     )
     put = SliceBlocks(staging_dir(spec.sink, spec.stream_id), spec.bounds.inline_slice_bytes)
     staged: list[tuple[str, TableId, Block]] = []

@@ -298,7 +298,7 @@ def _unhashed(masks: Sequence[tuple[str, Mask]]) -> list[tuple[str, Mask]]:
 
 def _key_columns(schema: TableSchema) -> list[Column]:
     """The columns that tell a row apart: the key, or every column of a keyless table."""
-    return [schema.column(name) for name in schema.identity_columns]
+    return [schema.column(name) for name in schema.row_identity]
 
 
 def mysql_key_text(schema: TableSchema, masks: Sequence[tuple[str, Mask]] = ()) -> str:

@@ -101,7 +101,7 @@ class LakeVersion:
         """Per row matching ``where``: its key text, its row hash and the rows it stands
         for, then its key's values (a keyless table's: the whole image); the live rows at
         or before ``cut``, or (``newer``, without the hash and rows) every row after it."""
-        keys = ", ".join(_quoted(k) for k in self.schema.identity_columns)
+        keys = ", ".join(_quoted(k) for k in self.schema.row_identity)
         if newer:
             columns, at = keys, f"{_POSITION} > ?::DECIMAL(38, 0)"
         else:

@@ -100,7 +100,7 @@ def _image_range(conn: DbConnection, schema: TableSchema, image: Key) -> ChunkRa
     if not schema.key:
         return ChunkRange(None, None)
     (column,) = schema.key
-    value = comparable_key((image[schema.identity_columns.index(column)],))
+    value = comparable_key((image[schema.row_identity.index(column)],))
     above = _first(conn, schema, ChunkRange(value, None), descending=False, past=True)
     if above is None:
         return ChunkRange(_first(conn, schema, ChunkRange(None, None), descending=True), None)

@@ -282,7 +282,7 @@ class SourceShare:
         text = f"CAST({self._key_text} AS BINARY)"
         match, params = f"{text} IN ({', '.join(['%s'] * len(texts))})", list(texts)
         if literal:  # the images' values of the column the table is chunked by
-            at = self.schema.identity_columns.index(key[0])
+            at = self.schema.row_identity.index(key[0])
             seek, values = _in_values(key, list(dict.fromkeys((image[at],) for image in keys)))
             return f"{seek} AND {match}", [*values, *params]
         return match, params

@@ -38,7 +38,7 @@ class Catalog:
         self.table = table
         self.columns = [
             (table.database, table.table, name, TYPES[kind][0], TYPES[kind][1],
-             "YES" if nullable else "NO", None, None, None, *TYPES[kind][2:], "")
+             "YES" if nullable else "NO", None, None, None, *TYPES[kind][2:], "", None)
             for name, kind, nullable in columns
         ]  # fmt: skip
         self.statistics = [
@@ -82,6 +82,8 @@ class _Cursor:
             self.rows = list(self.catalog.statistics)
         elif "information_schema.PARTITIONS" in sql:
             self.rows = []
+        elif "FROM information_schema.TABLES" in sql and "TABLE_TYPE = %s" in sql:
+            self.rows = []  # not system-versioned
         elif "FROM information_schema.TABLES" in sql and "TABLE_ROWS" in sql:
             self.rows = [(self.catalog.table.table, self.catalog.rows)]
         else:

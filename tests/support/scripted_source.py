@@ -16,10 +16,12 @@ class ScriptedConnection:
         self,
         variables: dict[str, str],
         grants: Sequence[str],
-        tables: Sequence[tuple[str, str, str]] = (("shop", "orders", "BASE TABLE"),),
+        tables: Sequence[tuple[str, ...]] = (("shop", "orders", "BASE TABLE"),),
         sessions: Sequence[tuple[str, str, int, str, str]] = (),
     ) -> None:
-        self.variables, self.grants, self.tables = variables, grants, tables
+        """``tables``: (database, table, TABLE_TYPE) or with its ENGINE too (else InnoDB)."""
+        self.variables, self.grants = variables, grants
+        self.tables = [(*t, "InnoDB") if len(t) == 3 else tuple(t) for t in tables]
         #: MySQL's ``performance_schema`` rows of other sessions' binlog settings: user,
         #: host, connection id, variable, value.
         self.sessions = sessions
@@ -45,6 +47,8 @@ class ScriptedConnection:
             self._rows = [t for t in self.tables if t[0] in args]
         elif "performance_schema.variables_by_thread" in sql:
             self._rows = [row for row in self.sessions if row[3] in args]
+        elif "information_schema.COLUMNS" in sql and "ROW END" in sql:
+            self._rows = []  # no row end column named: hidden versioning
         elif sql == "SHOW DATABASES":
             self._rows = sorted({(t[0],) for t in self.tables})
         else:

@@ -217,7 +217,7 @@ def test_discovery_takes_a_dropped_table_found_again_for_a_new_one(
         discovery=DiscoveryConfig(patterns=("shop.*",)),
     )
     matched = [ORDERS, ITEMS]
-    monkeypatch.setattr(discovery_module, "on_server", lambda *a, **k: list(matched))
+    monkeypatch.setattr(discovery_module, "on_server", lambda *a, **k: (list(matched), []))
     store.stream_tables.request("s", [ORDERS, ITEMS])
     for table in (ORDERS, ITEMS):
         full_plan(store, table, 10)

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata.codec import schema_from_text, schema_to_text
-from airflow_cdc.model import Column, Partition, Partitioning, TableId, TableSchema
+from airflow_cdc.model import (
+    Column,
+    Partition,
+    Partitioning,
+    SystemVersioning,
+    TableId,
+    TableSchema,
+)
 
 T = TableId("shop", "log")
 COLUMNS = (
@@ -62,7 +69,10 @@ def schemas(draw: st.DrawFn) -> TableSchema:
     keyless = draw(st.booleans())
     sizes = st.integers(0, 1) if keyless else st.integers(1, min(3, len(drawn)))
     key = tuple(c.name for c in drawn[: draw(sizes)])
-    return TableSchema(table, drawn, key, draw(partitionings), keyless=keyless)
+    versioning = draw(st.none() | st.builds(SystemVersioning, names, names))
+    return TableSchema(
+        table, drawn, key, draw(partitionings), keyless=keyless, versioning=versioning
+    )
 
 
 def test_a_schema_is_keyed_unless_it_says_otherwise() -> None:
@@ -109,12 +119,23 @@ def test_before_images_need_the_key_or_every_column_of_a_keyless_table() -> None
     assert TableSchema(T, COLUMNS, (), keyless=True).identity_columns == ("c", "v", "b")
 
 
+def test_before_images_of_a_versioned_table_need_its_row_end_too() -> None:
+    """Its row end tells a current row's image from history (``source.system_versioning``),
+    a delete of history rows from one of the current row."""
+    versioned = SystemVersioning("s", "e")
+    keyed = TableSchema(T, COLUMNS, ("c",), versioning=versioned)
+    assert (keyed.identity_columns, keyed.row_identity) == (("c", "e"), ("c",))
+    keyless = TableSchema(T, COLUMNS, (), keyless=True, versioning=versioned)
+    assert keyless.identity_columns == ("c", "v", "b", "e")
+
+
 @given(schemas())
 def test_a_schema_round_trips_through_the_metadata_db_text(schema: TableSchema) -> None:
     text = schema_to_text(schema)
     assert text is not None
     assert schema_from_text(text) == schema
     assert ("keyless" in json.loads(text)) == schema.keyless  # written only when set
+    assert ("versioning" in json.loads(text)) == (schema.versioning is not None)
 
 
 def test_a_record_written_before_keyless_tables_reads_as_keyed_and_is_written_the_same() -> None:

@@ -108,5 +108,27 @@ def test_missing_database_suggests_close_name() -> None:
 
 def test_view_is_not_a_table() -> None:
     conn = ScriptedConnection(GOOD_VARIABLES, ALL_GRANTS, [("shop", "orders", "VIEW")])
-    with pytest.raises(TableError, match="is a view"):
+    with pytest.raises(TableError, match=r"shop\.orders cannot be followed: a view"):
         validate_source(conn, MARIADB, [ORDERS])
+
+
+@pytest.mark.parametrize(
+    ("kind", "engine", "refused"),
+    [
+        ("SEQUENCE", "InnoDB", "a sequence"),
+        ("BASE TABLE", "BLACKHOLE", "ENGINE=BLACKHOLE: it keeps no rows"),
+        ("BASE TABLE", "FEDERATED", "ENGINE=FEDERATED: its rows are on another server"),
+        ("BASE TABLE", "ColumnStore", "ENGINE=ColumnStore is not one the product follows"),
+    ],
+)
+def test_a_table_named_that_cannot_be_followed_is_refused_saying_why(
+    kind: str, engine: str, refused: str
+) -> None:
+    conn = ScriptedConnection(GOOD_VARIABLES, ALL_GRANTS, [("shop", "orders", kind, engine)])
+    with pytest.raises(TableError, match=f"shop.orders cannot be followed: {refused}"):
+        validate_source(conn, MARIADB, [ORDERS])
+
+
+def test_a_system_versioned_table_named_is_followed() -> None:
+    tables = [("shop", "orders", "SYSTEM VERSIONED", "InnoDB")]
+    validate_source(ScriptedConnection(GOOD_VARIABLES, ALL_GRANTS, tables), MARIADB, [ORDERS])

@@ -22,31 +22,28 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_cdc.errors import TableError
-from airflow_cdc.model import Column, TableId, TableSchema, TableSelection, quote_identifier
+from airflow_cdc.model import Column, TableId, TableSchema, quote_identifier
+from airflow_cdc.source.catalog.followable import SYSTEM_VERSIONED
 from airflow_cdc.source.catalog.partitions import load_partitioning
-from airflow_cdc.source.catalog.shadow_tables import without_shadows
 from airflow_cdc.source.catalog.table_keys import KEY_TYPES, PRIMARY, Index, choose_key
+from airflow_cdc.source.catalog.versioned_schema import without_versioning
 from airflow_cdc.source.connection import DbConnection, fetch_all
 
 __all__ = [
     "KEY_TYPES",
     "key_problem",
-    "list_tables",
     "load_column_names",
     "load_table_indexes",
     "load_table_schema",
     "load_table_schemas",
-    "resolve_selection",
     "table_exists",
 ]
 
 log = logging.getLogger(__name__)
 
 _COLUMN_FIELDS = """COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION,
-NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, EXTRA"""
-
-#: The schemas that hold the server's own tables, never a user's.
-SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
+NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, EXTRA,
+GENERATION_EXPRESSION"""
 
 #: Catalog rows of many tables come in one query per this many databases.
 _DATABASES_PER_QUERY = 200
@@ -71,12 +68,16 @@ def load_table_schemas(
 ) -> list[TableSchema]:
     """The schemas of ``tables`` (in that order), from two catalog queries for all of them
     rather than two per table: planning hundreds of tables reads the catalog once."""
-    columns, indexes = _catalog_rows(conn, tables)
+    columns, indexes, versioned = _catalog_rows(conn, tables)
     partitioning = load_partitioning(conn, tables)
     return [
         dataclasses.replace(
             _schema(
-                table, columns.get(table, []), indexes.get(table, []), (chunk_keys or {}).get(table)
+                table,
+                columns.get(table, []),
+                indexes.get(table, []),
+                (chunk_keys or {}).get(table),
+                versioned=table in versioned,
             ),
             partitioning=partitioning.get(table),
         )
@@ -102,38 +103,6 @@ def load_column_names(
             if table in wanted:
                 names.setdefault(table, []).append(str(column))
     return {table: tuple(columns) for table, columns in names.items()}
-
-
-def list_tables(conn: DbConnection, databases: Sequence[str] | None = None) -> list[TableId]:
-    """The base tables (not views) of ``databases`` (``None``: of every user database), in
-    (database, table) order."""
-    if databases is not None and not databases:
-        return []
-    where = "TABLE_TYPE = 'BASE TABLE'"
-    args: list[Any] = []
-    if databases is None:
-        where += f" AND TABLE_SCHEMA NOT IN ({', '.join(['%s'] * len(SYSTEM_DATABASES))})"
-        args.extend(SYSTEM_DATABASES)
-    else:
-        where += f" AND TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))})"
-        args.extend(databases)
-    rows = fetch_all(
-        conn,
-        f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE {where}",  # noqa: S608
-        args,
-    )
-    return sorted(TableId(str(db), str(name)) for db, name in rows)
-
-
-def resolve_selection(conn: DbConnection, selection: TableSelection) -> list[TableId]:
-    """The tables ``selection`` picks on this server (one catalog query; exact names are
-    kept even when missing, for the caller's check to name them); a pattern never picks an
-    online schema change's shadow of another table (``source.catalog.shadow_tables``)."""
-    if selection.is_exact:
-        return selection.exact_tables()
-    listed = list_tables(conn, selection.databases())
-    picked = selection.resolve(listed)
-    return without_shadows(picked, listed, named=selection.exact_tables())
 
 
 def load_table_indexes(conn: DbConnection, tables: Sequence[TableId]) -> dict[TableId, _Indexes]:
@@ -168,12 +137,23 @@ def _index_rows(conn: DbConnection, where: str, args: Sequence[Any]) -> list[tup
 
 def _catalog_rows(
     conn: DbConnection, tables: Sequence[TableId]
-) -> tuple[dict[TableId, list[tuple[Any, ...]]], dict[TableId, _Indexes]]:
-    """Column rows and indexes of ``tables``, grouped by table."""
+) -> tuple[dict[TableId, list[tuple[Any, ...]]], dict[TableId, _Indexes], set[TableId]]:
+    """Column rows and indexes of ``tables``, grouped by table, and which of them are
+    system-versioned (their hidden ``row_start``/``row_end`` are not among the rows)."""
     wanted = set(tables)
     columns: dict[TableId, list[tuple[Any, ...]]] = {}
     index_rows: list[tuple[Any, ...]] = []
+    versioned: set[TableId] = set()
     for where, args in _filters(tables):
+        versioned.update(
+            TableId(str(db), str(name))
+            for db, name in fetch_all(
+                conn,
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "  # noqa: S608
+                f"WHERE {where} AND TABLE_TYPE = %s",
+                [*args, SYSTEM_VERSIONED],
+            )
+        )
         for row in fetch_all(
             conn,
             f"SELECT TABLE_SCHEMA, TABLE_NAME, {_COLUMN_FIELDS} FROM information_schema.COLUMNS "  # noqa: S608
@@ -184,7 +164,7 @@ def _catalog_rows(
             if table in wanted:
                 columns.setdefault(table, []).append(row[2:])
         index_rows += _index_rows(conn, where, args)
-    return columns, _indexes_by_table(index_rows, wanted)
+    return columns, _indexes_by_table(index_rows, wanted), versioned & wanted
 
 
 def _indexes_by_table(
@@ -218,13 +198,20 @@ def _schema(
     rows: Sequence[tuple[Any, ...]],
     indexes: _Indexes,
     chunk_key: Sequence[str] | str | None,
+    *,
+    versioned: bool = False,
 ) -> TableSchema:
+    """The schema of ``rows`` (``_COLUMN_FIELDS`` each); of a system-versioned table, the
+    user's columns and keys, its versioning apart (``versioned_schema``)."""
     if not rows:
         raise TableError(
             f"table {table} not found on the source (or the CDC user has no privilege on it); "
             "check the table name and GRANT SELECT ON it"
         )
-    columns = tuple(_column(row) for row in rows)
+    versioning = None
+    if versioned:
+        rows, indexes, versioning = without_versioning(table, rows, indexes)
+    columns = tuple(_column(row[:-1]) for row in rows)
     if chunk_key is not None and chunk_key != ():
         schema = _with_chunk_key(table, columns, indexes, chunk_key)
     else:
@@ -234,7 +221,7 @@ def _schema(
         else:
             schema = TableSchema(table, columns, chosen.columns, key_index=chosen.name)
     _check_key_types(schema)
-    return schema
+    return schema if versioning is None else dataclasses.replace(schema, versioning=versioning)
 
 
 def table_exists(conn: DbConnection, table: TableId) -> bool:
@@ -255,11 +242,13 @@ def key_problem(conn: DbConnection, table: TableId, key: Sequence[str]) -> str |
     NULL allowed, or no unique index among its columns now: what a chunk key given is
     checked for), else None; None too when the table is not there (a later statement
     dropped or renamed it, which the stream meets in its turn)."""
-    columns, indexes = _catalog_rows(conn, [table])
+    columns, indexes, versioned = _catalog_rows(conn, [table])
     if table not in columns:
         return None
     try:
-        schema = _schema(table, columns[table], indexes.get(table, []), key)
+        schema = _schema(
+            table, columns[table], indexes.get(table, []), key, versioned=table in versioned
+        )
     except TableError as exc:
         return str(exc)
     return _not_unique(table, schema.key) if schema.keyless else None
