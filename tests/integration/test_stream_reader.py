@@ -309,3 +309,23 @@ def test_rows_a_session_logged_without_full_images_are_refused_not_applied_with_
     assert isinstance(change, ChangeEvent)
     assert change.after is not None
     assert change.after["doc"] == "other"
+
+
+@pytest.mark.parametrize("fast_decode", [True, False])
+def test_a_date_the_calendar_does_not_hold_stops_the_reader_naming_the_table(
+    mariadb: LocalMariaDB, cfg: SourceConfig, fresh_db: str, fast_decode: bool
+) -> None:
+    """A DATE past its month's end (sql_mode ALLOW_INVALID_DATES) has no Python value: by
+    either decoder the reader stops with the table, the position and the way on."""
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.d (id INT PRIMARY KEY, day DATE)")
+    t = TableId(fresh_db, "d")
+    start = server_position(cfg)
+    mariadb.execute(
+        "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'",
+        "INSERT INTO d VALUES (1, '2024-02-30')",
+        database=fresh_db,
+    )
+    schemas = table_schemas(mariadb, t)
+    source = mysql_event_source(cfg, schemas, fast_decode=fast_decode)
+    with pytest.raises(SourceError, match=f"row event of {fresh_db}.d ending at .*no faithful"):
+        list(BinlogCursor(cfg, schemas, start, server_position(cfg), source=source))

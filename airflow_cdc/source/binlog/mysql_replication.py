@@ -66,6 +66,7 @@ from airflow_cdc.source.binlog.refused_rows import (
     partial_json,
     refuse_partial_images,
     rows_as_statement,
+    undecodable_value,
 )
 from airflow_cdc.source.binlog.transaction_cut import (
     ROW_EVENTS,
@@ -324,10 +325,13 @@ def _raw_event(
         raise BinlogSettingsError(partial_json(table, end))
     key = tables[table]
     refuse_partial_images(event, table, end, key)
-    fast = column_rows(event, plans, table, end, key) if fast_decode else None
-    if fast is not None:
-        return dataclasses.replace(fast, first_row=first_row) if first_row else fast
-    kind, rows = library_rows(event, frozenset(key))
+    try:
+        fast = column_rows(event, plans, table, end, key) if fast_decode else None
+        if fast is not None:
+            return dataclasses.replace(fast, first_row=first_row) if first_row else fast
+        kind, rows = library_rows(event, frozenset(key))
+    except ValueError as exc:  # a stored value no Python value holds (a DATE of Feb 30)
+        raise SourceError(undecodable_value(table, end, exc)) from exc
     return RowsEvent(table, kind, end, rows, int(event.timestamp), first_row)
 
 

@@ -48,6 +48,7 @@ from airflow_cdc.source.binlog.events import (
     EventSource,
     RowsEvent,
 )
+from airflow_cdc.source.binlog.refused_rows import undecodable_value
 
 __all__ = [
     "STREAM_PURGED_ADVICE",
@@ -265,7 +266,10 @@ class BinlogCursor:
     def _changes(self, raw: RowsEvent | ColumnRows) -> Iterator[ChangeEvent]:
         """The row changes of one row event not yielded yet (a reconnect reads it again)."""
         schema = self._schemas[raw.table]
-        rows = raw.rows() if isinstance(raw, ColumnRows) else raw.rows
+        try:
+            rows = raw.rows() if isinstance(raw, ColumnRows) else raw.rows
+        except ValueError as exc:  # a stored value no Python value holds (a DATE of Feb 30)
+            raise SourceError(undecodable_value(raw.table, raw.end, exc)) from exc
         for row_no, (before, after) in enumerate(rows):
             position = raw.end.at_row(raw.first_row + row_no)
             if position <= self._start or (self._last is not None and position <= self._last):

@@ -13,7 +13,7 @@ from airflow_cdc.model import BinlogPosition, TableId
 from airflow_cdc.source.binlog.event_types import ROWS_AS_STATEMENT
 from airflow_cdc.source.binlog.library_rows import missing_image_columns
 
-__all__ = ["partial_json", "refuse_partial_images", "rows_as_statement"]
+__all__ = ["partial_json", "refuse_partial_images", "rows_as_statement", "undecodable_value"]
 
 
 def rows_as_statement(tables: Sequence[TableId], end: BinlogPosition, query: str) -> str:
@@ -50,4 +50,14 @@ def refuse_partial_images(
         "NOBLOB (the server's global value is FULL). The stream needs whole images: make "
         "every writer use FULL (do not let writers set binlog_row_image per session), then "
         f"snapshot {table} again (mysql_cdc_backfill, replace mode)"
+    )
+
+
+def undecodable_value(table: TableId, end: BinlogPosition, problem: Exception) -> str:
+    return (
+        f"a value of the row event of {table} ending at {end} has no faithful value in the "
+        f"lake ({problem}): a date the calendar does not hold, which the server stores only "
+        "under sql_mode ALLOW_INVALID_DATES. Nothing from this event on was applied. Correct "
+        f"the rows (or stop writers from using ALLOW_INVALID_DATES), then snapshot {table} "
+        "again (mysql_cdc_backfill, replace mode)"
     )
