@@ -81,3 +81,34 @@ def test_show_binlog_events_names_of_compressed_events_are_their_twins() -> None
     assert plain_kind("Delete_rows_compressed") == "Delete_rows"
     assert plain_kind("Xid") == "Xid"
     assert plain_kind("Gtid") == "Gtid"
+
+
+def test_a_partial_json_update_of_a_followed_table_is_refused_naming_the_setting() -> None:
+    """MySQL only (no MySQL server here): a ``Partial_update_rows`` event of a followed
+    table stops the reader with the table and the session setting; another table's passes."""
+    from types import SimpleNamespace
+
+    from pymysqlreplication.row_event import PartialUpdateRowsEvent
+
+    from airflow_cdc.errors import BinlogSettingsError
+    from airflow_cdc.model import BinlogPosition, TableId
+
+    def event(table: str) -> PartialUpdateRowsEvent:
+        partial = object.__new__(PartialUpdateRowsEvent)
+        partial.__dict__.update(
+            schema="shop", table=table, packet=SimpleNamespace(log_pos=900), event_size=40
+        )
+        return partial
+
+    stream = SimpleNamespace(
+        log_file="binlog.000004", _stream_connection=SimpleNamespace(payload_place=None)
+    )
+    tables = {TableId("shop", "orders"): ("id",)}
+    start = BinlogPosition("binlog.000004", 4)
+    raw = mysql_replication._raw_event
+    assert raw(stream, event("audit"), tables, {}, start, fast_decode=True) is None
+    with pytest.raises(BinlogSettingsError) as refused:
+        raw(stream, event("orders"), tables, {}, start, fast_decode=True)
+    message = str(refused.value)
+    assert "shop.orders ending at binlog.000004:900 is a Partial_update_rows event" in message
+    assert "binlog_row_value_options=PARTIAL_JSON" in message
