@@ -29,9 +29,10 @@ from typing import Any, Unpack
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
+from airflow_cdc.connection_ids import METADATA_CONN_ID
 from airflow_cdc.errors import MetadataError, StreamLeaseError
 from airflow_cdc.metadata import codec
-from airflow_cdc.metadata.engine import CONNECTION_ID, upsert, with_retry
+from airflow_cdc.metadata.engine import upsert, with_retry
 from airflow_cdc.metadata.marker_floor import MarkerFloor
 from airflow_cdc.metadata.position_marks import PositionMarks
 from airflow_cdc.metadata.records import BatchProgress, StreamState
@@ -280,7 +281,7 @@ def _write_progress(
     if row is None:
         raise MetadataError(
             f"stream {stream_id!r} has no row in the metadata DB (Airflow connection "
-            f"'{CONNECTION_ID}'): take its lease before recording progress"
+            f"'{METADATA_CONN_ID}'): take its lease before recording progress"
         )
     state = _record(row)
     now = codec.utc_now()
