@@ -5,6 +5,8 @@ name where a value was set."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -120,3 +122,14 @@ def test_a_wrong_value_is_named_where_it_was_set() -> None:
     assert configured.configured_max_lag_seconds(Given({"max_lag_seconds": " 42.5 "})) == 42.5
     assert configured.configured_verify_schedule(Given({"verify_schedule": "@daily"})) == "@daily"
     assert configured.configured_verify_schedule(Given({"verify_schedule": " "})) is None
+
+
+def test_the_user_guide_lists_every_setting_with_its_default() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "user-guide.md").read_text()
+    section = guide.split("\n## Settings (`[cdc]` in Airflow's configuration)\n")[1]
+    section = section.split("\n## ")[0]
+    rows = re.findall(r"^\| `(\w+)` \| (`[^|]*`|empty) \| (.+) \|$", section, re.M)
+    table = {key: default for key, default, _ in rows}
+    assert list(table) == KEYS
+    for s in SETTINGS:
+        assert table[s.key] == (f"`{s.default}`" if s.default else "empty"), s.key
