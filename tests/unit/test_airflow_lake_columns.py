@@ -106,3 +106,13 @@ def test_change_metadata_refuses_what_is_no_flag() -> None:
     assert configured_change_metadata(Given()) is False
     with pytest.raises(ConfigurationError, match=r"\[cdc\] change_metadata must be true or"):
         configured_change_metadata(Given({"change_metadata": "on"}))
+
+
+def test_the_dag_params_and_the_arguments_that_take_them_are_the_same_names() -> None:
+    from airflow_cdc.operators import dag_params
+
+    assert tuple(dag_params.lake_columns_params(Given())) == dag_params.LAKE_COLUMNS_PARAMS
+    assert tuple(dag_params.routes_params(Given())) == dag_params.ROUTES_PARAMS
+    assert dag_params.lake_columns_args() == {
+        name: f"{{{{ params.{name} }}}}" for name in dag_params.LAKE_COLUMNS_PARAMS
+    }
