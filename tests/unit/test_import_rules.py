@@ -56,7 +56,8 @@ ORDER = (
 )
 #: The repository's tools and tests: outside the wheel, so the product never imports them.
 OUTSIDE_THE_WHEEL = {"devtools", "tests"}
-#: The command line reads Airflow's configuration (``airflow-cdc dags install``'s folder).
+#: ``airflow_settings`` reads the ``[cdc]`` section through Airflow's conf; the command line reads
+#: Airflow's configuration (``airflow-cdc dags install``'s folder, the status's ``[cdc]`` masks).
 AIRFLOW_FACE = {"airflow_settings", "hooks", "operators", "sensors", "triggers", "plugins", "cli"}
 #: Packages whose modules only their own package imports; others import the facade.
 FACADES = ("sinks.delta",)
