@@ -8,6 +8,9 @@ dropped in the source, left out) and its newest schema changes.
     airflow-cdc status --metadata-url sqlite:////var/lib/cdc/meta.db
     AIRFLOW_CONN_CDC_METADATA=postgresql://... airflow-cdc status
 
+A failed chunk of a table keyed by hash (by the ``[cdc]`` masks of Airflow's
+configuration) is named without its bounds.
+
 ``airflow-cdc dags install``: the shipped DAG files into Airflow's DAGs folder
 (``airflow_cdc.dag_files``).
 """
@@ -22,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_cdc.connection_ids import METADATA_CONN_ID, conn_env_var
 from airflow_cdc.dag_files import install_dags
 from airflow_cdc.errors import CdcError
 from airflow_cdc.status.report import SCHEMA_CHANGES_SHOWN, status_report
@@ -30,13 +34,33 @@ __all__ = ["main", "status_report"]
 
 
 def _metadata_url(given: str | None) -> str:
+    from airflow_cdc.hooks.metadata import default_metadata_url
+
     if given:
         return given
-    env = os.environ.get("AIRFLOW_CONN_CDC_METADATA")
+    env = os.environ.get(conn_env_var(METADATA_CONN_ID))
     if env and not env.lstrip().startswith("{"):
         return env
-    home = os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow"))
-    return f"sqlite:///{home}/cdc_metadata.db"
+    return default_metadata_url()
+
+
+def _status(args: argparse.Namespace) -> int:
+    # Airflow is imported here only: installing the DAG files needs none of it.
+    from airflow_cdc.airflow_settings import cdc_settings
+    from airflow_cdc.configured import configured_lake_rules
+
+    try:
+        report = status_report(
+            _metadata_url(args.metadata_url), configured_lake_rules(cdc_settings())
+        )
+    except CdcError as exc:
+        print(f"airflow-cdc: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print(report)
+    return 0
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -96,7 +120,7 @@ def _print_schema_changes(stream: dict[str, Any]) -> None:
 
 def _install_dags(folder: str | None, *, force: bool) -> int:
     if folder is None:
-        from airflow.configuration import conf  # only here: the status command needs no Airflow
+        from airflow.configuration import conf  # only here: installing needs no other Airflow
 
         folder = conf.get("core", "dags_folder")
     try:
@@ -119,7 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = commands.add_parser("status", help="chunks, rows, failures and stream lag")
     status.add_argument(
         "--metadata-url",
-        help="SQLAlchemy URL (default: the cdc_metadata connection's env var, else $AIRFLOW_HOME/cdc_metadata.db)",
+        help=(
+            f"SQLAlchemy URL (default: the {METADATA_CONN_ID} connection's env var, else "
+            "$AIRFLOW_HOME/cdc_metadata.db)"
+        ),
     )
     status.add_argument("--json", action="store_true", help="print JSON")
     dags = commands.add_parser("dags", help="the shipped DAG files")
@@ -134,16 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "dags":
         return _install_dags(args.folder, force=args.force)
-    try:
-        report = status_report(_metadata_url(args.metadata_url))
-    except CdcError as exc:
-        print(f"airflow-cdc: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        _print(report)
-    return 0
+    return _status(args)
 
 
 if __name__ == "__main__":

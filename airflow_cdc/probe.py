@@ -5,7 +5,9 @@ watermark, read, write and commit; a batch's apply). By default nothing is there
 is named by a :class:`ProbeConfig` in the job spec, ``module:callable`` called with one
 string argument, and loaded in the Spark driver: the repository's tests use one that pauses
 or fails a job at a point (``devtools.pause_points``) to land writes in the low-watermark
-race or to kill a job mid-commit; an operator could use one to trace.
+race or to kill a job mid-commit; an operator could use one to trace. The Airflow tasks
+take it from their worker's environment (:meth:`ProbeConfig.from_environment`): a test
+hook, unset in production, and no setting of Airflow's ``[cdc]`` section.
 
 Points of a chunk, in order: ``chunk_start``, ``after_low_watermark``, ``after_read``,
 ``before_commit``, ``files_written``, ``after_commit``. Of a stream batch:
@@ -17,13 +19,18 @@ applied in binlog order or of a joining table's replay: ``stream_in_order_merge`
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast
 
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["NO_PROBE", "Probe", "ProbeConfig"]
+__all__ = ["NO_PROBE", "PROBE_ARGUMENT_ENV", "PROBE_ENV", "Probe", "ProbeConfig"]
+
+#: The environment variables of a worker that give the Airflow tasks' jobs a probe: its
+#: ``module:callable`` and its argument.
+PROBE_ENV = "AIRFLOW_CDC_PROBE"
+PROBE_ARGUMENT_ENV = "AIRFLOW_CDC_PROBE_ARGUMENT"
 
 
 class Probe(Protocol):
@@ -53,6 +60,11 @@ class ProbeConfig:
                 f"probe factory {self.factory!r} must be written module:callable"
             )
 
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> ProbeConfig:
+        """The probe :data:`PROBE_ENV` and :data:`PROBE_ARGUMENT_ENV` name, or none."""
+        return cls(environ.get(PROBE_ENV, "").strip(), environ.get(PROBE_ARGUMENT_ENV, "").strip())
+
     def load(self) -> Probe:
         if not self.factory:
             return NO_PROBE
@@ -61,7 +73,7 @@ class ProbeConfig:
             factory = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as exc:
             raise ConfigurationError(
-                f"probe factory {self.factory} cannot be loaded ({exc}): unset CDC_PROBE, or "
+                f"probe factory {self.factory} cannot be loaded ({exc}): unset {PROBE_ENV}, or "
                 "make its module importable by the Spark driver"
             ) from exc
         return cast(Callable[[str], Probe], factory)(self.argument)

@@ -1,8 +1,10 @@
 """Airflow provider registration (the ``apache_airflow_provider`` entry point).
 
 Airflow calls :func:`get_provider_info` while it discovers providers, which happens while
-``airflow`` itself is being imported and configured. This module therefore imports nothing:
-importing ``airflow`` (or anything that does) from here would recurse into that discovery.
+``airflow`` itself is being imported and configured. This module therefore imports only
+the two tables that import nothing but the standard library (the connection ids and the
+``[cdc]`` settings): importing ``airflow`` (or anything that does) from here would recurse
+into that discovery, and every Airflow command would pay for a heavier import.
 The package name must equal the distribution name (``airflow-cdc``): Airflow refuses a
 provider whose ``package-name`` differs from the installed distribution.
 """
@@ -10,6 +12,9 @@ provider whose ``package-name`` differs from the installed distribution.
 from __future__ import annotations
 
 from typing import Any
+
+from airflow_cdc.connection_ids import METADATA_CONN_TYPE, SOURCE_CONN_TYPE
+from airflow_cdc.settings import SECTION, SETTINGS, Setting
 
 __all__ = ["get_provider_info"]
 
@@ -34,8 +39,16 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["service"],
             }
         ],
+        # Every module defining a hook, operator, sensor or trigger (a test compares).
         "hooks": _modules("hooks.source", "hooks.metadata", "hooks.lake", "hooks.mask"),
-        "operators": _modules("operators.plan", "operators.snapshot"),
+        "operators": _modules(
+            "operators.plan",
+            "operators.snapshot",
+            "operators.stream",
+            "operators.verify",
+            "operators.upkeep",
+            "operators.watchdog",
+        ),
         "sensors": _modules("sensors.chunks"),
         "triggers": _modules("triggers.chunks"),
         # No "plugins": the CDC page is the ``airflow.plugins`` entry point's (pyproject),
@@ -46,16 +59,37 @@ def get_provider_info() -> dict[str, Any]:
         # installed. The hooks also accept the common types (mysql, sqlite, postgres, ...).
         "connection-types": [
             {
-                "connection-type": "cdc_mysql",
+                "connection-type": SOURCE_CONN_TYPE,
                 "hook-class-name": "airflow_cdc.hooks.source.CdcSourceHook",
                 "hook-name": "CDC source (MySQL/MariaDB)",
             },
             {
-                "connection-type": "cdc_metadata",
+                "connection-type": METADATA_CONN_TYPE,
                 "hook-class-name": "airflow_cdc.hooks.metadata.CdcMetadataHook",
                 "hook-name": "CDC metadata DB (SQLAlchemy URL)",
             },
         ],
+        "config": {
+            SECTION: {
+                "description": (
+                    "Defaults of the shipped DAGs (their params) and the pipeline's settings, "
+                    "read by the DAG processor and the workers when they parse the DAG files, "
+                    "and by the sensor, the trigger and airflow-cdc status."
+                ),
+                "options": {s.key: _option(s) for s in SETTINGS},
+            }
+        },
+    }
+
+
+def _option(setting: Setting) -> dict[str, Any]:
+    """A ``[cdc]`` option in the shape of the schema's ``option``."""
+    return {
+        "description": setting.description,
+        "version_added": None,
+        "type": setting.type,
+        "example": setting.example,
+        "default": setting.default,
     }
 
 

@@ -89,7 +89,7 @@ __all__ = ["default_chunk_rows", "measure_end_to_end"]
 
 OUT = Path(__file__).resolve().parent / "out"
 DAG_ID = "mysql_cdc"
-STREAM_ID = "mysql_cdc"  # the shipped DAG's stream id (CDC_STREAM_ID unset)
+STREAM_ID = "mysql_cdc"  # the shipped DAG's stream id ([cdc] stream_id unset)
 TABLE = TableId("bench", "t")
 #: ``max_active_tis_per_dagrun`` of the shipped DAG's ``snapshot_chunk``.
 CHUNK_SLOTS = 2

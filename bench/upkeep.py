@@ -101,7 +101,9 @@ def measure_upkeep(
         mode="continuous",
         trigger_seconds=trigger_seconds,
     )
-    env = airflow_env(workdir / "airflow", server, meta, extra={"CDC_STREAM_ID": spec.stream_id})
+    env = airflow_env(
+        workdir / "airflow", server, meta, extra={"AIRFLOW__CDC__STREAM_ID": spec.stream_id}
+    )
     migrate(env)
     snapshot_all(server, plan(server, tables, rows, meta), meta, lake)
     writer = RandomWriter(server, DB, seed=22, max_pause=0.005).start()

@@ -12,7 +12,7 @@ stream). A failed chunk can be cleared and re-run on its own at any time.
 task is marked failed/success or stopped (it stops its Spark job), or ``until_caught_up``
 to the server's position at its start. One stream runs at a time (a second run's ``stream``
 is refused while the first holds the lease); a retried or cleared ``stream`` resumes from
-its Spark checkpoint, or without one from its committed position. A table added to ``CDC_TABLES`` later gets its snapshot from
+its Spark checkpoint, or without one from its committed position. A table added to ``[cdc] tables`` later gets its snapshot from
 ``mysql_cdc_backfill`` and then joins the running stream, without a restart; with a
 pattern in ``tables`` (``shop.*``), a table created later that matches it is found,
 snapshotted and joined by the stream itself. ``startup_mode`` chooses where the replication
@@ -24,7 +24,8 @@ Configured only by the Airflow connections ``cdc_source`` (the MySQL/MariaDB ser
 ``cdc_metadata`` (SQLAlchemy URL; default a SQLite file in ``$AIRFLOW_HOME``),
 ``spark_default`` (the Spark master) and, for a lake on an object store, ``cdc_lake``
 (type ``aws``: access key, secret, extra ``endpoint_url``/``region_name``), and by the
-params below, e.g.::
+params below, whose defaults are the ``[cdc]`` settings of Airflow's configuration
+(``AIRFLOW__CDC__TABLES``, ...; ``airflow config list --section cdc``), e.g.::
 
     airflow dags test mysql_cdc -c '{"tables": ["shop.orders"], "sink_path": "s3://lake/cdc"}'
 """
@@ -35,9 +36,11 @@ from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
+from airflow_cdc.airflow_settings import cdc_settings
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS, ON_PURGED_MODES, STREAM_MODES, StreamJobSpec
 from airflow_cdc.config.startup import STARTUP_MODES, StartupConfig
 from airflow_cdc.configured import (
+    configured_chunk_retries,
     configured_exclude_tables,
     configured_staging_path,
     configured_stream_id,
@@ -54,6 +57,8 @@ from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 from airflow_cdc.operators.stream import StreamOperator
 
+CDC = cdc_settings()  # the [cdc] section, read once
+
 with DAG(
     dag_id="mysql_cdc",
     schedule=None,
@@ -64,7 +69,7 @@ with DAG(
     render_template_as_native_obj=True,
     params={
         "tables": Param(
-            configured_tables(),  # env CDC_TABLES (JSON list), shared with mysql_cdc_backfill
+            configured_tables(CDC),  # [cdc] tables, shared with mysql_cdc_backfill
             type="array",
             items={"type": "string", "minLength": 3},
             minItems=1,
@@ -74,14 +79,14 @@ with DAG(
             ),
         ),
         "exclude_tables": Param(
-            configured_exclude_tables(),  # env CDC_EXCLUDE_TABLES
+            configured_exclude_tables(CDC),
             type="array",
             items={"type": "string", "minLength": 3},
             description="Tables and patterns left out of the tables' matches",
         ),
-        "sink_path": sink_path_param(),
-        **lake_columns_params(),
-        **routes_params(),
+        "sink_path": sink_path_param(CDC),
+        **lake_columns_params(CDC),
+        **routes_params(CDC),
         "chunk_rows": Param(
             DEFAULT_CHUNK_ROWS,
             type="integer",
@@ -156,7 +161,7 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         **lake_columns_args(),
         **routes_args(),
-        staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
+        staging_path=configured_staging_path(CDC),
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         chunk_keys="{{ params.chunk_keys }}",
         startup={
@@ -168,7 +173,8 @@ with DAG(
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
         plan.output,
         sink_path="{{ params.sink_path }}",
-        staging_path=configured_staging_path(),
+        chunk_retries=configured_chunk_retries(CDC),
+        staging_path=configured_staging_path(CDC),
         **lake_columns_args(),
         **routes_args(),
     )
@@ -179,16 +185,16 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         **lake_columns_args(),
         **routes_args(),
-        staging_path=configured_staging_path(),
+        staging_path=configured_staging_path(CDC),
         stream_mode="{{ params.stream_mode }}",
         startup_mode="{{ params.startup_mode }}",  # 'snapshot_only' skips the stream
         on_purged="{{ params.on_purged }}",
         # A new table matching a pattern of `tables` is snapshotted by the stream with
         # chunks of this size, then joins it.
         discovery={"chunk_rows": "{{ params.chunk_rows }}"},
-        # One stream id for the pipeline (env CDC_STREAM_ID, default "mysql_cdc"): tables
+        # One stream id for the pipeline ([cdc] stream_id, default "mysql_cdc"): tables
         # added through mysql_cdc_backfill join this stream while it runs.
-        stream_id=configured_stream_id(),
+        stream_id=configured_stream_id(CDC),
         # A retry resumes from the checkpoint; after a hard kill it must wait for the old
         # lease to expire, so keep the stream job's lease TTL below the retry delay.
         retries=2,

@@ -1,7 +1,7 @@
 """Backfill one table (or one key range of it) while the stream keeps running.
 
 Trigger it from the UI form (or ``airflow dags trigger`` / the REST API with a conf): pick
-one table of the configured set (env ``CDC_TABLES`` of the DAG files, the same set as the
+one table of the configured set (``[cdc] tables`` of Airflow's configuration, the same set as the
 ``mysql_cdc`` DAG's default ``tables``) and, optionally, a key range ``[lo, hi)``.
 
 ``plan`` checks the table against the configured set and the server's catalog, checks the
@@ -14,7 +14,7 @@ table.
 The running stream needs no restart: it re-reads the chunk watermarks every micro-batch and
 uses the new chunks for the backfilled range (the older plan's chunks elsewhere). A table
 newly added to the configured set, which the stream does not follow yet, is snapshotted
-whole here and then joins the running stream (``mysql_cdc``'s, env ``CDC_STREAM_ID``): the
+whole here and then joins the running stream (``mysql_cdc``'s, ``[cdc] stream_id``): the
 stream replays its changes since the snapshot and reads it from then on. With
 ``replace``, the table's Delta table is created again, empty, with the table's columns and
 key now, before its chunks run (``airflow_cdc.snapshot.replacement``); the stream stops
@@ -29,8 +29,10 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param
 
+from airflow_cdc.airflow_settings import cdc_settings
 from airflow_cdc.config import DEFAULT_CHUNK_ROWS
 from airflow_cdc.configured import (
+    configured_chunk_retries,
     configured_exclude_tables,
     configured_staging_path,
     configured_stream_id,
@@ -46,8 +48,9 @@ from airflow_cdc.operators.dag_params import (
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.operators.snapshot_tasks import snapshot_tasks
 
-TABLES = configured_tables()
-EXCLUDED = configured_exclude_tables()
+CDC = cdc_settings()  # the [cdc] section, read once
+TABLES = configured_tables(CDC)
+EXCLUDED = configured_exclude_tables(CDC)
 
 with DAG(
     dag_id="mysql_cdc_backfill",
@@ -94,9 +97,9 @@ with DAG(
             minimum=1,
             description="Rows per chunk (small tables share one Spark application)",
         ),
-        "sink_path": sink_path_param(),
-        **lake_columns_params(),
-        **routes_params(),
+        "sink_path": sink_path_param(CDC),
+        **lake_columns_params(CDC),
+        **routes_params(CDC),
         "replace": Param(
             False,
             type="boolean",
@@ -120,16 +123,17 @@ with DAG(
         sink_path="{{ params.sink_path }}",
         **lake_columns_args(),
         **routes_args(),
-        staging_path=configured_staging_path(),  # env CDC_STAGING_PATH
+        staging_path=configured_staging_path(CDC),
         chunking={"chunk_rows": "{{ params.chunk_rows }}"},
         # A table the stream does not follow yet joins it once this snapshot is done.
-        join_stream=configured_stream_id(),
+        join_stream=configured_stream_id(CDC),
         replace="{{ params.replace }}",
     )
     snapshot_chunk, wait_for_chunks = snapshot_tasks(
         plan.output,
         sink_path="{{ params.sink_path }}",
-        staging_path=configured_staging_path(),
+        chunk_retries=configured_chunk_retries(CDC),
+        staging_path=configured_staging_path(CDC),
         **lake_columns_args(),
         **routes_args(),
     )

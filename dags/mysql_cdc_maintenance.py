@@ -18,12 +18,14 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param
 
+from airflow_cdc.airflow_settings import cdc_settings
 from airflow_cdc.configured import configured_stream_id
 from airflow_cdc.operators.dag_params import routes_args, routes_params, sink_path_param
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
 from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
 
 DEFAULTS = UpkeepSettings()
+CDC = cdc_settings()  # the [cdc] section, read once
 
 with DAG(
     dag_id="mysql_cdc_maintenance",
@@ -41,8 +43,8 @@ with DAG(
             title="Table",
             description="One table or a pattern (shop.order_*) of the stream's; empty: all.",
         ),
-        "sink_path": sink_path_param(),
-        **routes_params(),
+        "sink_path": sink_path_param(CDC),
+        **routes_params(CDC),
         "target_file_mb": Param(
             DEFAULTS.target_file_bytes // (1024 * 1024),
             type="integer",
@@ -79,7 +81,7 @@ with DAG(
 ):
     TableUpkeepOperator(
         task_id="upkeep",
-        stream_id=configured_stream_id(),
+        stream_id=configured_stream_id(CDC),
         sink_path="{{ params.sink_path }}",
         **routes_args(),
         tables="{{ [params.table] if params.table else None }}",

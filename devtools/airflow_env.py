@@ -1,7 +1,8 @@
 """Run the example DAG with the real Airflow CLI in a private AIRFLOW_HOME (demo and tests).
 
 Everything is configured the way a user would: Airflow connections from environment
-variables (``cdc_source``, ``cdc_metadata``, ``spark_default``) and DAG params.
+variables (``cdc_source``, ``cdc_metadata``, ``spark_default``), the ``[cdc]`` settings
+(``AIRFLOW__CDC__<KEY>``) and DAG params.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from airflow_cdc.connection_ids import (
+    METADATA_CONN_ID,
+    SOURCE_CONN_ID,
+    SPARK_CONN_ID,
+    conn_env_var,
+)
+from airflow_cdc.settings import SETTINGS
 from devtools.local_mariadb import LocalMariaDB
 
 __all__ = ["airflow_env", "base_env", "dags_test", "migrate", "migrated_template"]
@@ -29,12 +37,14 @@ def _bin(name: str) -> str:
 def base_env(home: Path) -> dict[str, str]:
     """This process's environment without its Airflow settings, plus a private home, the
     repo's dags/ and no examples: what :func:`airflow_env` starts from (no connection)."""
-    # Airflow's settings dropped; the product's own (the core claims folder of the
-    # test session, ``devtools.spark_scratch``) kept for the jobs Airflow starts.
+    # Airflow's settings dropped ([cdc] and its deprecated CDC_<KEY> variables too); the
+    # product's own (the core claims folder of the test session,
+    # ``devtools.spark_scratch``) kept for the jobs Airflow starts.
+    deprecated = {s.deprecated_env_var for s in SETTINGS}
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("AIRFLOW") or k.startswith("AIRFLOW_CDC_")
+        if (not k.startswith("AIRFLOW") or k.startswith("AIRFLOW_CDC_")) and k not in deprecated
     }
     env.update(
         {
@@ -55,9 +65,9 @@ def airflow_env(
     env.update(
         {
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW_CONN_CDC_SOURCE": server.url(),
-            "AIRFLOW_CONN_CDC_METADATA": metadata_url,
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            conn_env_var(SOURCE_CONN_ID): server.url(),
+            conn_env_var(METADATA_CONN_ID): metadata_url,
+            conn_env_var(SPARK_CONN_ID): json.dumps({"conn_type": "spark", "host": "local[2]"}),
             "PYTHONUNBUFFERED": "1",
         }
     )

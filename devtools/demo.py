@@ -3,8 +3,9 @@
 Starts a private MariaDB (binlog ROW/FULL) with ``demo.orders`` (200,000 rows, integer
 key) and ``demo.customers`` (20,000 rows, composite string key), runs the ``mysql_cdc`` DAG
 with ``airflow dags test`` (plan -> mapped spark-submit chunk snapshots -> sensor ->
-stream) against a SQLite metadata DB, then prints the row counts of source and sink side
-by side.
+stream) against a SQLite metadata DB, its tables and lake set as a user sets them (the
+``[cdc]`` settings ``AIRFLOW__CDC__TABLES`` and ``AIRFLOW__CDC__SINK_PATH``), then prints
+the row counts of source and sink side by side.
 
 ``--cluster`` (``make demo-cluster``) runs the same the way it is deployed: the lake on an
 S3 server (SeaweedFS, connection ``cdc_lake``, ``s3://lake/demo``) and Spark on a
@@ -23,6 +24,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from airflow_cdc.connection_ids import LAKE_CONN_ID, SPARK_CONN_ID, conn_env_var
+from airflow_cdc.settings import setting
 from devtools.airflow_env import airflow_env, dags_test, migrate
 from devtools.local_mariadb import LocalMariaDB
 from devtools.local_seaweedfs import LocalSeaweedFS
@@ -63,15 +66,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             # Job files and a stream's default checkpoint folder stay in the working folder.
             (base / "tmp").mkdir()
-            extra = {**extra, "TMPDIR": str(base / "tmp")}
+            extra = {
+                **extra,
+                "TMPDIR": str(base / "tmp"),
+                setting("tables").env_var: json.dumps(TABLES),
+                setting("sink_path").env_var: lake,
+            }
             env = airflow_env(base / "airflow", server, meta, extra=extra)
             migrate(env)
-            conf = {
-                "tables": TABLES,
-                "sink_path": lake,
-                "chunk_rows": args.chunk_rows,
-                "stream_mode": "until_caught_up",
-            }
+            conf = {"chunk_rows": args.chunk_rows, "stream_mode": "until_caught_up"}
             log = base / "dag.log"
             print(f"[demo] airflow dags test mysql_cdc -c '{conf}' (log: {log})", flush=True)
             result = dags_test(env, conf, log=log)
@@ -105,7 +108,7 @@ def _deployment(base: Path, cluster: bool) -> Iterator[tuple[str, dict[str, str]
             flush=True,
         )
         options = storage_options_from_connection(
-            "cdc_lake", conn["conn_type"], conn["login"], conn["password"], conn["extra"]
+            LAKE_CONN_ID, conn["conn_type"], conn["login"], conn["password"], conn["extra"]
         )
         spark_conn = {
             "conn_type": "spark",
@@ -117,8 +120,8 @@ def _deployment(base: Path, cluster: bool) -> Iterator[tuple[str, dict[str, str]
             "s3://lake/demo",
             options,
             {
-                "AIRFLOW_CONN_CDC_LAKE": json.dumps(conn),
-                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_conn),
+                conn_env_var(LAKE_CONN_ID): json.dumps(conn),
+                conn_env_var(SPARK_CONN_ID): json.dumps(spark_conn),
             },
         )
 

@@ -3,7 +3,7 @@
 Tests use it to land writes exactly between the low watermark and the read, between the
 read and the high watermark, or to kill a job in the middle of its write. A job spec names
 it with ``ProbeConfig(PAUSE_POINTS, folder)``; the Airflow tasks with the environment
-variables ``CDC_PROBE`` and ``CDC_PROBE_ARGUMENT`` (:func:`probe_environment`).
+variables ``AIRFLOW_CDC_PROBE`` and ``AIRFLOW_CDC_PROBE_ARGUMENT`` (:func:`probe_environment`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import time
 from pathlib import Path
 
-from airflow_cdc.probe import ProbeConfig
+from airflow_cdc.probe import PROBE_ARGUMENT_ENV, PROBE_ENV, ProbeConfig
 
 __all__ = ["PAUSE_POINTS", "PausePoints", "pause_points", "probe_environment"]
 
@@ -29,8 +29,8 @@ def pause_points(folder: str | Path) -> ProbeConfig:
 
 def probe_environment(folder: str | Path) -> dict[str, str]:
     """Environment variables that make Airflow's chunk and stream tasks use pause points
-    armed in ``folder`` (``configured.configured_probe``)."""
-    return {"CDC_PROBE": PAUSE_POINTS, "CDC_PROBE_ARGUMENT": str(folder)}
+    armed in ``folder`` (``ProbeConfig.from_environment``)."""
+    return {PROBE_ENV: PAUSE_POINTS, PROBE_ARGUMENT_ENV: str(folder)}
 
 
 class PausePoints:

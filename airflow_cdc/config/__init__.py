@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from airflow_cdc.config.fields import JobFile, check_positive, from_fields, setting_types
 from airflow_cdc.config.jobs import AirflowTask, ChunkJobSpec, StreamJobSpec
-from airflow_cdc.config.lake import DEFAULT_MASK_CONN_ID, LakeColumnsConfig, parse_lake_rules
+from airflow_cdc.config.lake import LakeColumnsConfig, parse_lake_rules
 from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS, ChunkingConfig, ReadConfig
 from airflow_cdc.config.source import SourceConfig
@@ -35,7 +35,6 @@ from airflow_cdc.config.verify import VerifySettings
 
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
-    "DEFAULT_MASK_CONN_ID",
     "DROPPED_COLUMN_MODES",
     "NOT_IN_PLACE_MODES",
     "ON_PURGED_MODES",

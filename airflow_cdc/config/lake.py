@@ -8,16 +8,14 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableId, TableOptions, TableSchema
 from airflow_cdc.model.lake_columns import LakeColumnRules, MaskKey, TableLakeColumns
 from airflow_cdc.model.lake_record import LakeRecord
 from airflow_cdc.model.lake_rule_matches import check_entries_match
 
-__all__ = ["DEFAULT_MASK_CONN_ID", "LakeColumnsConfig", "parse_lake_rules"]
-
-#: The Airflow connection whose password is the key of ``hash`` masks.
-DEFAULT_MASK_CONN_ID = "cdc_mask"
+__all__ = ["LakeColumnsConfig", "parse_lake_rules"]
 
 
 def parse_lake_rules(
@@ -54,7 +52,7 @@ class LakeColumnsConfig:
         if self.rules.hashes and not self.mask_key:
             raise ConfigurationError(
                 "a 'hash' mask needs a key: set a password on the mask connection "
-                f"({DEFAULT_MASK_CONN_ID} by default)"
+                f"({MASK_CONN_ID} by default)"
             )
 
     @functools.cached_property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from airflow_cdc.connection_ids import SOURCE_CONN_ID
 from airflow_cdc.errors import ConfigurationError
 
 __all__ = ["SourceConfig"]
@@ -25,7 +26,7 @@ class SourceConfig:
     def __post_init__(self) -> None:
         if not self.host:
             raise ConfigurationError(
-                "source host is empty: set the host of the 'cdc_source' connection"
+                f"source host is empty: set the host of the '{SOURCE_CONN_ID}' connection"
             )
         if not 0 < self.port < 65536:
             raise ConfigurationError(f"source port {self.port} is not a TCP port")

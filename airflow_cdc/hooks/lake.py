@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_cdc.connection_ids import LAKE_CONN_ID
 from airflow_cdc.hooks._base import CdcHook
 
 __all__ = ["CdcLakeHook"]
@@ -22,7 +23,7 @@ __all__ = ["CdcLakeHook"]
 class CdcLakeHook(CdcHook):
     """Reads the lake connection into storage options (``{}`` when it is not defined)."""
 
-    default_conn_name: ClassVar[str] = "cdc_lake"
+    default_conn_name: ClassVar[str] = LAKE_CONN_ID
     conn_type: ClassVar[str] = "aws"
     hook_name: ClassVar[str] = "CDC lake (S3, ABFS, GCS)"
 

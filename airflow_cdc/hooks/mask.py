@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_cdc.config import DEFAULT_MASK_CONN_ID
+from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks._base import CdcHook
 
@@ -20,7 +20,7 @@ __all__ = ["CdcMaskHook"]
 class CdcMaskHook(CdcHook):
     """Reads the mask key from the connection's password."""
 
-    default_conn_name: ClassVar[str] = DEFAULT_MASK_CONN_ID
+    default_conn_name: ClassVar[str] = MASK_CONN_ID
     conn_type: ClassVar[str] = "generic"
     hook_name: ClassVar[str] = "CDC mask key"
 

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_cdc.connection_ids import METADATA_CONN_ID, METADATA_CONN_TYPE
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks._base import CdcHook
 
@@ -80,8 +81,8 @@ class CdcMetadataHook(CdcHook):
     Without the connection the default is ``sqlite:///$AIRFLOW_HOME/cdc_metadata.db``.
     """
 
-    default_conn_name: ClassVar[str] = "cdc_metadata"
-    conn_type: ClassVar[str] = "cdc_metadata"
+    default_conn_name: ClassVar[str] = METADATA_CONN_ID
+    conn_type: ClassVar[str] = METADATA_CONN_TYPE
     hook_name: ClassVar[str] = "CDC metadata DB (SQLAlchemy URL)"
 
     @classmethod

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_cdc.connection_ids import SOURCE_CONN_ID, SOURCE_CONN_TYPE, conn_env_var
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks._base import CdcHook
 
@@ -18,7 +19,7 @@ __all__ = ["CdcSourceHook"]
 #: Connection types that describe a MySQL/MariaDB server. ``cdc_mysql`` is ours (registered by
 #: the provider so the UI has a form without the MySQL provider); the others are what an
 #: ``AIRFLOW_CONN_...='mysql://user:password@host:3306/'`` URI gives.
-SOURCE_CONN_TYPES = frozenset({"cdc_mysql", "mysql", "mariadb", "mysql+pymysql"})
+SOURCE_CONN_TYPES = frozenset({SOURCE_CONN_TYPE, "mysql", "mariadb", "mysql+pymysql"})
 
 
 class CdcSourceHook(CdcHook):
@@ -28,8 +29,8 @@ class CdcSourceHook(CdcHook):
     take server ids from this base; it must not collide with real replicas).
     """
 
-    default_conn_name: ClassVar[str] = "cdc_source"
-    conn_type: ClassVar[str] = "cdc_mysql"
+    default_conn_name: ClassVar[str] = SOURCE_CONN_ID
+    conn_type: ClassVar[str] = SOURCE_CONN_TYPE
     hook_name: ClassVar[str] = "CDC source (MySQL/MariaDB)"
 
     @classmethod
@@ -56,7 +57,7 @@ class CdcSourceHook(CdcHook):
         except AirflowNotFoundException as exc:
             raise ConfigurationError(
                 f"Airflow connection {self.conn_id!r} is not defined: create it (type mysql) "
-                f"in the UI or set AIRFLOW_CONN_{self.conn_id.upper()}="
+                f"in the UI or set {conn_env_var(self.conn_id)}="
                 "'mysql://user:password@host:3306/'"
             ) from exc
         conn_type = (conn.conn_type or "").lower()

@@ -16,7 +16,7 @@ from airflow_cdc import lazy_exports
 
 if TYPE_CHECKING:
     from airflow_cdc.metadata.chunks import MAX_ERROR_CHARS, Chunks
-    from airflow_cdc.metadata.engine import CONNECTION_ID, mask_url
+    from airflow_cdc.metadata.engine import mask_url
     from airflow_cdc.metadata.plans import Plans
     from airflow_cdc.metadata.records import (
         ChunkRecord,
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from airflow_cdc.metadata.watermarks import Watermarks
 
 _HOMES = {
-    "CONNECTION_ID": "engine",
     "mask_url": "engine",
     "ChunkRecord": "records",
     "ChunkStatus": "records",
@@ -63,7 +62,6 @@ _HOMES = {
 __getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
-    "CONNECTION_ID",
     "MAX_ERROR_CHARS",
     "ChunkRecord",
     "ChunkStatus",

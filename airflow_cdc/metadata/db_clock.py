@@ -14,9 +14,9 @@ import datetime as dt
 
 from sqlalchemy.engine import Connection
 
+from airflow_cdc.connection_ids import METADATA_CONN_ID
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec
-from airflow_cdc.metadata.engine import CONNECTION_ID
 
 __all__ = ["db_now"]
 
@@ -36,14 +36,14 @@ def db_now(connection: Connection) -> dt.datetime:
     sql = _NOW_SQL.get(dialect)
     if sql is None:
         raise MetadataError(
-            f"the metadata DB (Airflow connection '{CONNECTION_ID}') is a {dialect} database, "
+            f"the metadata DB (Airflow connection '{METADATA_CONN_ID}') is a {dialect} database, "
             "whose clock airflow-cdc does not know how to read; stream leases expire by the "
             "metadata DB's clock. Fix: use PostgreSQL, MySQL, MariaDB or a SQLite file"
         )
     value = connection.exec_driver_sql(sql).scalar_one()
     if not isinstance(value, dt.datetime):
         raise MetadataError(
-            f"the metadata DB ({dialect}, Airflow connection '{CONNECTION_ID}') answered "
+            f"the metadata DB ({dialect}, Airflow connection '{METADATA_CONN_ID}') answered "
             f"{sql!r} with {value!r}, not a time. Fix: check the database's driver"
         )
     return codec.as_utc(value)

@@ -27,11 +27,11 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection, Engine
 
+from airflow_cdc.connection_ids import METADATA_CONN_ID
 from airflow_cdc.errors import MetadataError
 
 __all__ = [
     "BUSY_TIMEOUT_SECONDS",
-    "CONNECTION_ID",
     "WRITE_OPTION",
     "create_metadata_engine",
     "is_lock_error",
@@ -43,8 +43,6 @@ __all__ = [
     "with_retry",
 ]
 
-#: The Airflow connection that holds the metadata DB's URL; named in every error message.
-CONNECTION_ID = "cdc_metadata"
 BUSY_TIMEOUT_SECONDS = 30.0
 #: Execution option marking a connection whose next transaction writes (SQLite: IMMEDIATE).
 WRITE_OPTION = "cdc_write"
@@ -90,11 +88,11 @@ def metadata_error(
         text = text.replace(password, "***")
     text = _PASSWORD_IN_URL.sub(r"\1***@", text)
     fix = hint or (
-        f"check the URL of the Airflow connection '{CONNECTION_ID}' and that the database "
+        f"check the URL of the Airflow connection '{METADATA_CONN_ID}' and that the database "
         "server is running and reachable"
     )
     return MetadataError(
-        f"{action} the metadata DB {mask_url(url)} (Airflow connection '{CONNECTION_ID}') "
+        f"{action} the metadata DB {mask_url(url)} (Airflow connection '{METADATA_CONN_ID}') "
         f"failed: {text}. Fix: {fix}."
     )
 
@@ -102,9 +100,9 @@ def metadata_error(
 def missing_row(kind: str, ident: int) -> MetadataError:
     """The error for a plan or chunk id the metadata DB does not hold."""
     return MetadataError(
-        f"no {kind} {ident} in the metadata DB (Airflow connection '{CONNECTION_ID}'): "
+        f"no {kind} {ident} in the metadata DB (Airflow connection '{METADATA_CONN_ID}'): "
         "was it planned against another metadata DB? Fix: point every task at the same "
-        "'cdc_metadata' connection, or plan again."
+        f"'{METADATA_CONN_ID}' connection, or plan again."
     )
 
 
@@ -134,7 +132,7 @@ def create_metadata_engine(url: str | URL) -> Engine:
     except Exception:
         # The parser's message quotes the whole string, password included: do not pass it on.
         raise MetadataError(
-            f"the URL of the Airflow connection '{CONNECTION_ID}' is not a SQLAlchemy URL "
+            f"the URL of the Airflow connection '{METADATA_CONN_ID}' is not a SQLAlchemy URL "
             "(not shown: it may hold a password). Fix: use the form "
             "dialect+driver://user:password@host:port/database, or sqlite:////absolute/path.db."
         ) from None
@@ -143,7 +141,7 @@ def create_metadata_engine(url: str | URL) -> Engine:
         # Each process would get its own empty DB: the plan task's chunks would not exist
         # for the chunk jobs, and nothing would say so until the first one ran.
         raise MetadataError(
-            f"the URL of the Airflow connection '{CONNECTION_ID}' "
+            f"the URL of the Airflow connection '{METADATA_CONN_ID}' "
             f"({parsed.drivername}:///{parsed.database or ''}) names "
             "no SQLite file, so it is an in-memory DB that no other task or Spark job can "
             "see. Fix: give a file every task can reach, sqlite:////absolute/path/meta.db "

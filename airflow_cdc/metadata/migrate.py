@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from airflow_cdc.connection_ids import METADATA_CONN_ID
 from airflow_cdc.errors import MetadataError
-from airflow_cdc.metadata.engine import CONNECTION_ID, create_metadata_engine, with_retry
+from airflow_cdc.metadata.engine import create_metadata_engine, with_retry
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -80,7 +81,7 @@ def _read_revision(connection: Connection) -> str | None:
     )
     if len(revisions) > 1:
         raise MetadataError(
-            f"the metadata DB (Airflow connection '{CONNECTION_ID}') has several schema heads "
+            f"the metadata DB (Airflow connection '{METADATA_CONN_ID}') has several schema heads "
             f"{sorted(revisions)}: it was migrated by a branched development version"
         )
     return str(revisions[0]) if revisions else None
@@ -124,7 +125,7 @@ def open_engine(url: str, *, migrate: bool) -> Engine:
             upgrade(engine)
         elif (current := current_revision(engine)) != HEAD_REVISION:
             raise MetadataError(
-                f"the metadata DB (Airflow connection '{CONNECTION_ID}') is at schema "
+                f"the metadata DB (Airflow connection '{METADATA_CONN_ID}') is at schema "
                 f"revision {current!r}, not {HEAD_REVISION!r}. Fix: connect once with "
                 "migrate=True (any chunk job or the plan task does)."
             )
@@ -143,7 +144,7 @@ def _check_known(revision: str | None) -> None:
     script = ScriptDirectory.from_config(alembic_config())
     if revision not in {rev.revision for rev in script.walk_revisions()}:
         raise MetadataError(
-            f"the metadata DB (Airflow connection '{CONNECTION_ID}') is at schema revision "
+            f"the metadata DB (Airflow connection '{METADATA_CONN_ID}') is at schema revision "
             f"{revision!r}, which this airflow-cdc does not know: it was migrated by a newer "
             "version. Fix: install that airflow-cdc version (or newer) everywhere."
         )

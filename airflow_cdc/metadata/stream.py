@@ -26,9 +26,10 @@ from typing import Any, Unpack
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
+from airflow_cdc.connection_ids import METADATA_CONN_ID
 from airflow_cdc.errors import MetadataError
 from airflow_cdc.metadata import codec, stream_lease
-from airflow_cdc.metadata.engine import CONNECTION_ID, upsert, with_retry
+from airflow_cdc.metadata.engine import upsert, with_retry
 from airflow_cdc.metadata.lease_rule import is_holder
 from airflow_cdc.metadata.marker_floor import MarkerFloor
 from airflow_cdc.metadata.position_marks import PositionMarks
@@ -244,7 +245,7 @@ def _write_progress(
     if row is None:
         raise MetadataError(
             f"stream {stream_id!r} has no row in the metadata DB (Airflow connection "
-            f"'{CONNECTION_ID}'): take its lease before recording progress"
+            f"'{METADATA_CONN_ID}'): take its lease before recording progress"
         )
     state = stream_record(row)
     now = codec.utc_now()

@@ -39,6 +39,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.model.column_names import column_named, same_column_name
 from airflow_cdc.model.selection import TablePattern
 from airflow_cdc.model.table import TableId, TableSchema, _split_dotted, quote_identifier
@@ -108,7 +109,7 @@ class MaskKey:
     def __post_init__(self) -> None:
         if not self.secret:
             raise ValueError(
-                "the mask key is empty: set a password on the mask connection (cdc_mask)"
+                f"the mask key is empty: set a password on the mask connection ({MASK_CONN_ID})"
             )
 
 

@@ -98,8 +98,8 @@ class LakeRowsOperator(LakeOperator):
     """An operator that writes the source's rows into the lake or compares them: what of
     the source's columns reaches the lake, and how (every such task of a pipeline must be
     given the same; the shipped DAGs take them from the DAG params ``columns``, ``masks``
-    and ``change_metadata``, by default env ``CDC_COLUMNS``, ``CDC_MASKS`` and
-    ``CDC_CHANGE_METADATA``).
+    and ``change_metadata``, by default ``[cdc] columns``, ``masks`` and
+    ``change_metadata``).
 
     :param columns: ``{"<table pattern>": {"include": [...]}}`` or ``{"exclude": [...]}``:
         the columns that reach the lake (``model.lake_columns``; never a key column).

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_cdc import errors
 from airflow_cdc.config import JobFile
+from airflow_cdc.connection_ids import SPARK_CONN_ID
 from airflow_cdc.errors import CdcError, ConfigurationError
 from airflow_cdc.spark.environment import spark_environment, spark_submit_binary
 
@@ -68,7 +68,7 @@ class JobFileSparkOperator(SparkSubmitOperator):
         conf: dict[str, Any] | None = None,
         name: str | None = None,
         spark_binary: str | None = None,
-        conn_id: str = SparkSubmitHook.default_conn_name,
+        conn_id: str = SPARK_CONN_ID,
         **kwargs: Any,
     ) -> None:
         if "application_args" in kwargs:

@@ -33,6 +33,7 @@ from airflow_cdc.operators._unit_handles import start_handle, unit_handles
 from airflow_cdc.rendered import (
     as_config,
 )
+from airflow_cdc.settings import setting
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -154,8 +155,8 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
             if not allowed.matches(table):
                 raise ConfigurationError(
                     f"table {str(table)!r} is not in the configured set of tables "
-                    f"({allowed.describe()}); pick one of them, or add it to the set (env "
-                    "CDC_TABLES of the DAG files)"
+                    f"({allowed.describe()}); pick one of them, or add it to the set "
+                    f"({setting('tables').label} of Airflow's configuration)"
                 )
 
     def followed(self, selection: TableSelection) -> TableSelection | None:

@@ -9,6 +9,7 @@ ends, fails or is killed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_cdc.config import AirflowTask, ChunkJobSpec, ReadConfig
-from airflow_cdc.configured import configured_probe
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.operators._base import LakeRowsOperator
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._lineage import LineageMixin, LineageScope, recorded_schemas
+from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.rendered import as_positive_int
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
@@ -151,7 +152,7 @@ class SnapshotChunkOperator(LineageMixin, LakeRowsOperator, JobFileSparkOperator
             sink=self.lake(),
             read=ReadConfig(**read_kwargs),
             lake_columns=self.lake_columns(),
-            probe=configured_probe(),
+            probe=ProbeConfig.from_environment(os.environ),
             airflow_task=self._airflow_task,
         )
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow_cdc.configured import configured_chunk_retries
 from airflow_cdc.operators.snapshot import UNIT_MAP_INDEX_TEMPLATE, SnapshotChunkOperator
 from airflow_cdc.sensors.chunks import ChunksCompleteSensor
 
@@ -25,11 +24,13 @@ def snapshot_tasks(
     plan_output: Any,
     *,
     sink_path: str,
+    chunk_retries: int,
     staging_path: str | None = None,
     **lake_columns: Any,
 ) -> tuple[Any, ChunksCompleteSensor]:
-    """``snapshot_chunk`` mapped over ``plan_output`` (the plan task's XCom) and
-    ``wait_for_chunks`` (``publish_snapshot`` is wired after it); the caller wires
+    """``snapshot_chunk`` mapped over ``plan_output`` (the plan task's XCom), each unit
+    retried ``chunk_retries`` times (``[cdc] chunk_retries``), and ``wait_for_chunks``
+    (``publish_snapshot`` is wired after it); the caller wires
     ``plan >> snapshot_chunk >> wait_for_chunks``. ``lake_columns``: the chunks'
     ``columns``, ``masks`` and ``change_metadata`` (``dag_params.lake_columns_args``)."""
     snapshot_chunk = SnapshotChunkOperator.partial(
@@ -38,8 +39,8 @@ def snapshot_tasks(
         staging_path=staging_path,
         **lake_columns,
         map_index_template=UNIT_MAP_INDEX_TEMPLATE,
-        # A retry re-reads only its unit's chunks, from new low watermarks (CDC_CHUNK_RETRIES).
-        retries=configured_chunk_retries(),
+        # A retry re-reads only its unit's chunks, from new low watermarks.
+        retries=chunk_retries,
         retry_delay=timedelta(seconds=30),
         # Each local chunk job is a JVM of ~400 MB: bound them per run.
         max_active_tis_per_dagrun=2,

@@ -165,6 +165,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         # Imported when the task runs, not at every DAG parse.
+        from airflow_cdc.airflow_settings import cdc_settings
         from airflow_cdc.configured import configured_lake_rules
         from airflow_cdc.metadata import MetadataStore
         from airflow_cdc.metadata.plan_report import look_at_plan
@@ -172,7 +173,7 @@ class ChunksCompleteSensor(BaseSensorOperator):
 
         plan_id = self.resolved_plan_id()
         url = CdcMetadataHook(self.metadata_conn_id).metadata_url()
-        rules = configured_lake_rules()
+        rules = configured_lake_rules(cdc_settings())
         with MetadataStore.connect(url, migrate=False) as store:
             look = look_at_plan(store, plan_id, dt.datetime.now(dt.UTC), rules)
         report_look(self.log, plan_id, look)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.errors import ConfigurationError, SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.model.lake_record import LakeRecord
@@ -59,7 +60,7 @@ def check_same_lake_rules(table: TableId, written: str, given: str) -> None:
             f"the Delta table of {table} was written with other columns or masks than "
             f"this task was given ({'; '.join(differences)}): give every task of the "
             "pipeline the same 'columns', 'masks' and mask key (the DAG params and the "
-            "cdc_mask connection), or backfill the table with replace to write it anew "
+            f"{MASK_CONN_ID} connection), or backfill the table with replace to write it anew "
             "under the new ones"
         )
 

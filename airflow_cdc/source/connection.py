@@ -20,10 +20,10 @@ from typing import Any, Protocol, TypeVar
 import pymysql
 
 from airflow_cdc.config import SourceConfig
+from airflow_cdc.connection_ids import SOURCE_CONN_ID
 from airflow_cdc.errors import ConfigurationError, SourceUnreachableError
 
 __all__ = [
-    "CONNECTION_ID",
     "LOST_CONNECTION_CODES",
     "UNREACHABLE_RETRY_SECONDS",
     "DbConnection",
@@ -42,9 +42,6 @@ T = TypeVar("T")
 
 #: How long the stream waits for a source server that does not answer before it stops.
 UNREACHABLE_RETRY_SECONDS = 60.0
-
-#: The Airflow connection id users configure the source under; named in error messages.
-CONNECTION_ID = "cdc_source"
 
 # Client-side error codes (pymysql / MySQL protocol).
 _ACCESS_DENIED = 1045
@@ -190,27 +187,27 @@ def _explain(cfg: SourceConfig, database: str | None, exc: pymysql.err.MySQLErro
     """
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     where = f"{cfg.host}:{cfg.port}"
-    prefix = f"cannot connect to the source server {where} (Airflow connection '{CONNECTION_ID}')"
+    prefix = f"cannot connect to the source server {where} (Airflow connection '{SOURCE_CONN_ID}')"
     if code == _ACCESS_DENIED:
         return (
             f"{prefix}: access denied for user {cfg.user!r}. Check the login and password of "
-            f"the '{CONNECTION_ID}' connection, and that the user may log in from this host "
+            f"the '{SOURCE_CONN_ID}' connection, and that the user may log in from this host "
             f"(CREATE USER '{cfg.user}'@'<this host or %>' IDENTIFIED BY '...')."
         )
     if code == _UNKNOWN_DATABASE:
         return (
             f"{prefix}: database {database!r} does not exist or user {cfg.user!r} may not see "
-            f"it. Check the schema of the '{CONNECTION_ID}' connection."
+            f"it. Check the schema of the '{SOURCE_CONN_ID}' connection."
         )
     if code in _UNREACHABLE:
         return (
             f"{prefix}: the server is unreachable (error {code}). If it is down or restarting, "
             "retry once it is back; otherwise check host and port of the "
-            f"'{CONNECTION_ID}' connection, that the server runs and listens on that address "
+            f"'{SOURCE_CONN_ID}' connection, that the server runs and listens on that address "
             f"(bind-address), and that no firewall blocks the port "
             f"(timeout {cfg.connect_timeout} s)."
         )
-    return f"{prefix}: server error {code}. Check the '{CONNECTION_ID}' connection."
+    return f"{prefix}: server error {code}. Check the '{SOURCE_CONN_ID}' connection."
 
 
 def fetch_all(

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.config import LakeColumnsConfig
+from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.model import Key, TableSchema
 from airflow_cdc.model.lake_columns import Mask, MaskKey, MaskKind, TableLakeColumns
 
@@ -65,7 +66,9 @@ def masked_array(
     if mask.kind is MaskKind.TRUNCATE:
         return pc.utf8_slice_codeunits(array, 0, mask.length)
     if key is None:
-        raise ValueError("a 'hash' mask needs the mask key (the cdc_mask connection's password)")
+        raise ValueError(
+            f"a 'hash' mask needs the mask key (the {MASK_CONN_ID} connection's password)"
+        )
     return pa.array(hash_text(key, array.to_pylist()), array.type)
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from airflow_cdc.configured import configured_lake_rules
 from airflow_cdc.metadata import MetadataStore, PlanRecord, StreamState, codec
 from airflow_cdc.metadata.left_out import plan_scope, stream_scope
 from airflow_cdc.model import LeftOut
+from airflow_cdc.model.lake_columns import LakeColumnRules
 from airflow_cdc.status.pipelines import stream_group
 from airflow_cdc.stream.table_warnings import table_warnings
 
@@ -25,8 +25,10 @@ __all__ = ["SCHEMA_CHANGES_SHOWN", "status_report"]
 SCHEMA_CHANGES_SHOWN = 20
 
 
-def status_report(url: str) -> dict[str, Any]:
-    """The status as plain data (``--json`` prints it as is)."""
+def status_report(url: str, rules: LakeColumnRules) -> dict[str, Any]:
+    """The status as plain data (``--json`` prints it as is); ``rules``: the pipeline's
+    (``[cdc] columns`` and ``masks``), by which a chunk of a table keyed by hash is
+    labelled without its bounds."""
     store = MetadataStore.connect(url, migrate=False)
     report: dict[str, Any] = {
         "plan": None,
@@ -37,7 +39,7 @@ def status_report(url: str) -> dict[str, Any]:
     }
     plan = store.plans.latest()
     if plan is not None:
-        report.update(_plan_report(store, plan))
+        report.update(_plan_report(store, plan, rules))
     report["unfinished_plans"] = [
         {"plan_id": plan_id, "label": label, **_chunk_counts(store, plan_id)}
         for plan_id, label in store.plans.unfinished()
@@ -68,10 +70,9 @@ def _chunk_counts(store: MetadataStore, plan_id: int) -> dict[str, int]:
     return {"chunks_done": progress.done, "chunks_total": progress.total}
 
 
-def _plan_report(store: MetadataStore, plan: PlanRecord) -> dict[str, Any]:
+def _plan_report(store: MetadataStore, plan: PlanRecord, rules: LakeColumnRules) -> dict[str, Any]:
     """The plan, its tables' progress and its failed chunks (first line of each error)."""
     progress = store.plans.progress(plan.plan_id)
-    rules = configured_lake_rules()
     return {
         "plan": {
             "plan_id": plan.plan_id,

@@ -7,7 +7,7 @@ start and every ``discover_seconds``. A matching table it neither follows nor ha
 stream's start) is asked for (``metadata.stream_tables``), planned whole and snapshotted
 with the snapshot phase's own code (``snapshot.unit``, on the stream's Spark executors), so
 it then joins like a table a backfill added (``stream.joining``: the replay from the
-snapshot's oldest high watermark, no restart). Nobody edits ``CDC_TABLES`` and no Airflow
+snapshot's oldest high watermark, no restart). Nobody edits ``[cdc] tables`` and no Airflow
 run is triggered: the stream's task log and ``airflow-cdc status`` show the table's plan.
 
 What a pass does with each matching table, by its most recent full plan:

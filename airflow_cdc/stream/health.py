@@ -25,6 +25,7 @@ from airflow_cdc.errors import CdcError, first_line
 from airflow_cdc.metadata import codec
 from airflow_cdc.metadata.records import StreamState
 from airflow_cdc.model import BinlogPosition, ServerEpoch
+from airflow_cdc.settings import setting
 from airflow_cdc.source.binlog.boundaries import binary_logs, range_bytes
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import server_info
@@ -37,8 +38,9 @@ class WatchdogLimits:
     """When the stream watchdog fails."""
 
     #: Seconds a stream may be behind the source (committing nothing while the source has
-    #: binlog it has not committed, or while the source cannot be read) before it fails.
-    max_lag_seconds: float = 300.0
+    #: binlog it has not committed, or while the source cannot be read) before it fails;
+    #: by default ``[cdc] max_lag_seconds``'s (``airflow_cdc.settings``).
+    max_lag_seconds: float = float(setting("max_lag_seconds").default)
     #: Whether a stream that does not run fails (False for a stream run as scheduled
     #: ``until_caught_up`` catch-ups: only its lag counts then).
     require_running: bool = True

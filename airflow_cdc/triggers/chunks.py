@@ -16,7 +16,9 @@ from typing import Any, Protocol
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_cdc.airflow_settings import cdc_settings
 from airflow_cdc.configured import configured_lake_rules
+from airflow_cdc.connection_ids import METADATA_CONN_ID
 from airflow_cdc.errors import CdcError
 from airflow_cdc.hooks.metadata import CdcMetadataHook
 from airflow_cdc.hooks.metrics import emit_gauges
@@ -48,7 +50,7 @@ class ChunksCompleteTrigger(BaseTrigger):
     timeout)."""
 
     def __init__(
-        self, *, plan_id: int, metadata_conn_id: str = "cdc_metadata", poll_interval: float = 10.0
+        self, *, plan_id: int, metadata_conn_id: str = METADATA_CONN_ID, poll_interval: float = 10.0
     ) -> None:
         super().__init__()
         self.plan_id = int(plan_id)
@@ -69,7 +71,7 @@ class ChunksCompleteTrigger(BaseTrigger):
         try:
             url = await CdcMetadataHook(self.metadata_conn_id).ametadata_url()
             store = await asyncio.to_thread(MetadataStore.connect, url, migrate=False)
-            rules = configured_lake_rules()
+            rules = configured_lake_rules(cdc_settings())
         except CdcError as exc:
             yield TriggerEvent({"status": FAILED, "plan_id": self.plan_id, "message": str(exc)})
             return

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.model import Key, TableSchema, comparable_key
 from airflow_cdc.model.lake_columns import Mask, MaskKey, MaskKind
 from airflow_cdc.source.connection import DbConnection, fetch_batches
@@ -54,7 +55,7 @@ class HashedColumns:
         self, schema: TableSchema, masks: Sequence[tuple[str, Mask]], key: MaskKey | None
     ) -> None:
         if key is None:
-            raise ValueError("a 'hash' mask needs the mask key (the cdc_mask connection)")
+            raise ValueError(f"a 'hash' mask needs the mask key (the {MASK_CONN_ID} connection)")
         self._key, self._schema = key, schema
         hashed = hashed_names(masks)
         forms = hashed_forms(schema, masks)

@@ -79,7 +79,7 @@ def test_dag_snapshots_and_streams_every_table_exactly(
             "SPARK_CONF_DIR": str(spark_conf),
             "TMPDIR": str(tmp_path / "tmp"),
             "AIRFLOW_CONN_CDC_MASK": json.dumps({"conn_type": "generic", "password": MASK_KEY}),
-            "CDC_TABLES": json.dumps(tables),  # the set the backfill DAG accepts
+            "AIRFLOW__CDC__TABLES": json.dumps(tables),  # the set the backfill DAG accepts
             **lineage_env(tmp_path / "lineage.jsonl"),
         },
     )

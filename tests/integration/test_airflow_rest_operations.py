@@ -53,7 +53,7 @@ from tests.support.writer import RandomWriter, create_tables
 pytestmark = pytest.mark.integration
 
 MAIN, BACKFILL, VERIFY = "mysql_cdc", "mysql_cdc_backfill", "mysql_cdc_verify"
-STREAM = "mysql_cdc"  # the DAGs' stream id (CDC_STREAM_ID unset)
+STREAM = "mysql_cdc"  # the DAGs' stream id ([cdc] stream_id unset)
 
 
 def _server_position(mariadb: LocalMariaDB) -> BinlogPosition:
@@ -90,9 +90,9 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
         mariadb,
         meta,
         extra={
-            "CDC_TABLES": json.dumps(configured),
+            "AIRFLOW__CDC__TABLES": json.dumps(configured),
             **probe_environment(pause_dir),
-            "CDC_CHUNK_RETRIES": "0",  # the failed chunk waits for an operator to clear it
+            "AIRFLOW__CDC__CHUNK_RETRIES": "0",  # the failed chunk waits for an operator to clear it
         },
     )
     deployment = AirflowDeployment.create(

@@ -6,7 +6,7 @@ metadata DB on PostgreSQL, driven through the REST API, with a random writer thr
 
 1. ``mysql_cdc`` snapshots two tables and sixteen shards ``orders_00`` ... ``orders_15``
    (keys overlapping, under a writer of their own) routed into one Delta table
-   ``<db>.orders`` (issue 49's ``routes``, env ``CDC_ROUTES``), into ``s3://lake/<db>``,
+   ``<db>.orders`` (issue 49's ``routes``, ``[cdc] routes``), into ``s3://lake/<db>``,
    and starts a continuous stream;
 2. while it streams: an ``ADD COLUMN`` on three shards (one with a default the shard's
    rows take), which the shards' writer then writes; a range backfill of ``accounts``
@@ -126,10 +126,10 @@ def test_the_pipeline_with_the_lake_on_s3_and_spark_on_a_cluster(
         mariadb,
         meta,
         extra={
-            "CDC_TABLES": json.dumps([str(accounts), str(items), *shards]),
-            "CDC_ROUTES": json.dumps({f"{db}.orders_*": f"{db}.orders"}),
-            "CDC_SINK_PATH": lake,
-            "CDC_CHUNK_RETRIES": "0",
+            "AIRFLOW__CDC__TABLES": json.dumps([str(accounts), str(items), *shards]),
+            "AIRFLOW__CDC__ROUTES": json.dumps({f"{db}.orders_*": f"{db}.orders"}),
+            "AIRFLOW__CDC__SINK_PATH": lake,
+            "AIRFLOW__CDC__CHUNK_RETRIES": "0",
             "AIRFLOW_CONN_CDC_LAKE": json.dumps(seaweedfs.airflow_connection()),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
                 {

@@ -107,8 +107,8 @@ def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_
         server,
         meta,
         extra={
-            "CDC_STREAM_ID": spec.stream_id,
-            "CDC_MAX_LAG_SECONDS": str(THRESHOLD),
+            "AIRFLOW__CDC__STREAM_ID": spec.stream_id,
+            "AIRFLOW__CDC__MAX_LAG_SECONDS": str(THRESHOLD),
             "AIRFLOW__METRICS__STATSD_ON": "True",
             "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
             "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),

@@ -105,9 +105,9 @@ def test_drift_planted_four_ways_is_found_and_repaired_while_the_stream_runs(
             mariadb,
             meta,
             extra={
-                "CDC_TABLES": json.dumps(tables),
-                "CDC_SINK_PATH": str(lake),
-                "CDC_STREAM_ID": STREAM,
+                "AIRFLOW__CDC__TABLES": json.dumps(tables),
+                "AIRFLOW__CDC__SINK_PATH": str(lake),
+                "AIRFLOW__CDC__STREAM_ID": STREAM,
                 "TMPDIR": str(tmp_path),
             },
         )

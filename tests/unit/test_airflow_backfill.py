@@ -23,6 +23,7 @@ from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.planning.key_range import key_range_from_json
 from airflow_cdc.planning.planner import clamp_ranges
 from airflow_cdc.planning.splitter import even_ranges, ranges_from_boundaries
+from airflow_cdc.settings import Given
 from airflow_cdc.stream.emit_filter import EmitFilter
 
 ORDERS = TableId("shop", "orders")
@@ -166,22 +167,25 @@ def test_key_range_checks_each_column_of_a_composite_key() -> None:
 
 
 def test_configured_tables_come_from_cdc_tables() -> None:
-    assert configured_tables({}) == list(DEFAULT_TABLES)
-    assert configured_tables({"CDC_TABLES": '["a.b", "`c.d`.e", "a.b"]'}) == ["a.b", "`c.d`.e"]
+    assert configured_tables(Given()) == list(DEFAULT_TABLES)
+    assert configured_tables(Given({"tables": '["a.b", "`c.d`.e", "a.b"]'})) == ["a.b", "`c.d`.e"]
     for bad in ("a.b", "[]", '["nodot"]', "[1]"):
-        with pytest.raises(ConfigurationError, match="CDC_TABLES"):
-            configured_tables({"CDC_TABLES": bad})
+        with pytest.raises(ConfigurationError, match=r"\[cdc\] tables"):
+            configured_tables(Given({"tables": bad}))
+    # Named where it was set.
+    with pytest.raises(ConfigurationError, match="AIRFLOW__CDC__TABLES must be"):
+        configured_tables(Given({"tables": "[]"}, {"tables": "AIRFLOW__CDC__TABLES"}))
 
 
 def test_chunk_retries_come_from_cdc_chunk_retries() -> None:
     from airflow_cdc.configured import DEFAULT_CHUNK_RETRIES, configured_chunk_retries
 
-    assert configured_chunk_retries({}) == DEFAULT_CHUNK_RETRIES
-    assert configured_chunk_retries({"CDC_CHUNK_RETRIES": " 0 "}) == 0
-    assert configured_chunk_retries({"CDC_CHUNK_RETRIES": "5"}) == 5
+    assert configured_chunk_retries(Given()) == DEFAULT_CHUNK_RETRIES
+    assert configured_chunk_retries(Given({"chunk_retries": " 0 "})) == 0
+    assert configured_chunk_retries(Given({"chunk_retries": "5"})) == 5
     for bad in ("-1", "two", "1.5"):
-        with pytest.raises(ConfigurationError, match="CDC_CHUNK_RETRIES"):
-            configured_chunk_retries({"CDC_CHUNK_RETRIES": bad})
+        with pytest.raises(ConfigurationError, match=r"\[cdc\] chunk_retries"):
+            configured_chunk_retries(Given({"chunk_retries": bad}))
 
 
 # -- the plan operator's checks (before any connection) -------------------------------------
@@ -386,8 +390,8 @@ def test_merged_watermarks_never_overlap_and_newest_wins(
 def test_backfill_dag_parses_with_the_configured_set(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
-    monkeypatch.setenv("CDC_TABLES", '["shop.orders", "shop.items"]')
-    monkeypatch.setenv("CDC_STREAM_ID", "shop_stream")
+    monkeypatch.setenv("AIRFLOW__CDC__TABLES", '["shop.orders", "shop.items"]')
+    monkeypatch.setenv("AIRFLOW__CDC__STREAM_ID", "shop_stream")
     repo = Path(__file__).resolve().parents[2]
     bag = DagBag(dag_folder=str(repo / "dags"))
     assert not bag.import_errors

@@ -136,3 +136,19 @@ def test_lake_options_from_an_aws_connection(monkeypatch: pytest.MonkeyPatch) ->
     assert options["AWS_ENDPOINT_URL"] == "http://lake:8333"
     assert not CdcLakeHook("no_such_lake").defined()
     assert CdcLakeHook("no_such_lake").storage_options() == {}  # a local lake needs none
+
+
+def test_the_default_connection_ids_are_the_constants() -> None:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from airflow_cdc import connection_ids as ids
+    from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
+    from airflow_cdc.hooks.lake import CdcLakeHook
+    from airflow_cdc.hooks.mask import CdcMaskHook
+
+    assert CdcSourceHook.default_conn_name == ids.SOURCE_CONN_ID == "cdc_source"
+    assert CdcMetadataHook.default_conn_name == ids.METADATA_CONN_ID == "cdc_metadata"
+    assert CdcLakeHook.default_conn_name == ids.LAKE_CONN_ID == "cdc_lake"
+    assert CdcMaskHook.default_conn_name == ids.MASK_CONN_ID == "cdc_mask"
+    assert SparkSubmitHook.default_conn_name == ids.SPARK_CONN_ID  # the provider's default
+    assert ids.conn_env_var(ids.SOURCE_CONN_ID) == "AIRFLOW_CONN_CDC_SOURCE"

@@ -1,6 +1,6 @@
 """The ``columns``, ``masks`` and ``change_metadata`` params as the operators take them
 (rendered values, the mask key from its connection only when a mask hashes, every wrong
-entry named before a connection is read) and the env defaults the shipped DAGs give them."""
+entry named before a connection is read) and the ``[cdc]`` defaults the shipped DAGs give them."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from airflow_cdc.configured import (
 )
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.operators._params import lake_columns
+from airflow_cdc.settings import Given
 
 KEY = "the-mask-key-of-this-test"
 COLUMNS = {"shop.people": {"exclude": ["ssn"]}}
@@ -78,15 +79,15 @@ def test_a_wrong_entry_is_named_before_any_connection_is_read(
         lake_columns(["ssn"], {}, mask_conn_id="cdc_mask")
 
 
-def test_the_env_defaults_are_checked_when_the_dags_are_parsed() -> None:
-    env = {"CDC_COLUMNS": json.dumps(COLUMNS), "CDC_MASKS": '{"shop.*.email": "hash"}'}
-    assert configured_columns(env) == COLUMNS
-    assert configured_masks(env) == {"shop.*.email": "hash"}
-    assert configured_columns({}) == {}
-    with pytest.raises(ConfigurationError, match="CDC_MASKS must be a JSON object"):
-        configured_masks({"CDC_MASKS": '["shop.people.email"]'})
+def test_the_settings_defaults_are_checked_when_the_dags_are_parsed() -> None:
+    given = Given({"columns": json.dumps(COLUMNS), "masks": '{"shop.*.email": "hash"}'})
+    assert configured_columns(given) == COLUMNS
+    assert configured_masks(given) == {"shop.*.email": "hash"}
+    assert configured_columns(Given()) == {}
+    with pytest.raises(ConfigurationError, match=r"\[cdc\] masks must be a JSON object"):
+        configured_masks(Given({"masks": '["shop.people.email"]'}))
     with pytest.raises(ConfigurationError, match="give 'null', 'truncate:<n>'"):
-        configured_masks({"CDC_MASKS": '{"shop.people.email": "md5"}'})
+        configured_masks(Given({"masks": '{"shop.people.email": "md5"}'}))
 
 
 @pytest.mark.parametrize(
@@ -101,7 +102,17 @@ def test_change_metadata_is_taken_as_rendered(rendered: object, expected: bool) 
 def test_change_metadata_refuses_what_is_no_flag() -> None:
     with pytest.raises(ConfigurationError, match="change_metadata must be true or false"):
         lake_columns(None, None, mask_conn_id="cdc_mask", change_metadata="yes please")
-    assert configured_change_metadata({"CDC_CHANGE_METADATA": "true"}) is True
-    assert configured_change_metadata({}) is False
-    with pytest.raises(ConfigurationError, match="CDC_CHANGE_METADATA must be true or false"):
-        configured_change_metadata({"CDC_CHANGE_METADATA": "on"})
+    assert configured_change_metadata(Given({"change_metadata": "true"})) is True
+    assert configured_change_metadata(Given()) is False
+    with pytest.raises(ConfigurationError, match=r"\[cdc\] change_metadata must be true or"):
+        configured_change_metadata(Given({"change_metadata": "on"}))
+
+
+def test_the_dag_params_and_the_arguments_that_take_them_are_the_same_names() -> None:
+    from airflow_cdc.operators import dag_params
+
+    assert tuple(dag_params.lake_columns_params(Given())) == dag_params.LAKE_COLUMNS_PARAMS
+    assert tuple(dag_params.routes_params(Given())) == dag_params.ROUTES_PARAMS
+    assert dag_params.lake_columns_args() == {
+        name: f"{{{{ params.{name} }}}}" for name in dag_params.LAKE_COLUMNS_PARAMS
+    }

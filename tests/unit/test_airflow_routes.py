@@ -1,4 +1,4 @@
-"""Routes as the Airflow side takes them: the env defaults (``CDC_ROUTES``), the rendered
+"""Routes as the Airflow side takes them: the defaults (``[cdc] routes``), the rendered
 operator arguments into ``SinkConfig``, the plan's refusals, and upkeep's tables (a
 route's target once, with the lowest marker floor of its sources)."""
 
@@ -14,6 +14,7 @@ from airflow_cdc.model import BinlogPosition, Column, TableId, TableSchema
 from airflow_cdc.model.routes import Routes
 from airflow_cdc.operators._params import check_routes, lake_sink
 from airflow_cdc.operators.upkeep import lake_tables
+from airflow_cdc.settings import Given
 
 SHARDS = [TableId("shop", f"orders_{n:02d}") for n in range(3)]
 ROUTED = SinkConfig("/lake", routes={"shop.orders_*": "shop.orders"})
@@ -28,18 +29,19 @@ def at(offset: int) -> BinlogPosition:
     return BinlogPosition("mysql-bin.000001", offset)
 
 
-def test_the_env_gives_the_defaults_checked() -> None:
-    assert configured_routes({}) == {}
-    given = {"CDC_ROUTES": '{"shop.orders_*": "shop.orders"}', "CDC_ROUTES_UNIQUE_KEYS": "true"}
+def test_the_settings_give_the_defaults_checked() -> None:
+    assert configured_routes(Given()) == {}
+    assert configured_routes_unique_keys(Given()) is False
+    given = Given({"routes": '{"shop.orders_*": "shop.orders"}', "routes_unique_keys": "true"})
     assert configured_routes(given) == {"shop.orders_*": "shop.orders"}
     assert configured_routes_unique_keys(given) is True
     for text, message in [
         ("[1]", "must be a JSON object"),
-        ('{"shop.orders_*": "orders"}', "CDC_ROUTES: route 'shop.orders_\\*': expected"),
+        ('{"shop.orders_*": "orders"}', "\\[cdc\\] routes: route 'shop.orders_\\*': expected"),
         ("{", "must be a JSON object"),
     ]:
         with pytest.raises(ConfigurationError, match=message):
-            configured_routes({"CDC_ROUTES": text})
+            configured_routes(Given({"routes": text}))
 
 
 def test_rendered_arguments_become_the_sink_s_routes() -> None:

@@ -58,7 +58,7 @@ def test_a_key_hashed_in_the_lake_shows_no_bound(
 ) -> None:
     """The pipeline's configured masks hash the key: a failed chunk is named by its number
     (its bounds are source key values)."""
-    monkeypatch.setenv("CDC_MASKS", json.dumps({"shop.*.id": "hash"}))
+    monkeypatch.setenv("AIRFLOW__CDC__MASKS", json.dumps({"shop.*.id": "hash"}))
     assert main(["status", "--metadata-url", url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["failed_chunks"][0]["label"] == "shop.orders #1"

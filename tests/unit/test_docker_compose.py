@@ -21,6 +21,7 @@ from airflow_cdc.configured import configured_tables
 from airflow_cdc.hooks.lake import CdcLakeHook
 from airflow_cdc.metadata.engine import create_metadata_engine
 from airflow_cdc.model import TableId
+from airflow_cdc.settings import SETTINGS, given_by_environment, setting
 from airflow_cdc.source import validation
 from airflow_cdc.source.grants import Grants
 from airflow_cdc.source.server import ServerInfo
@@ -46,6 +47,8 @@ EXPECTED_SERVICES = {
     "lake-init",
 }
 MYSQL_84 = ServerInfo("mysql", (8, 4, 0))
+#: The lake's root as the Airflow services set it: ``[cdc] sink_path``.
+SINK_PATH = setting("sink_path").env_var
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
 
@@ -299,7 +302,7 @@ def test_lake_connection_reaches_the_s3_service(
     for name in AIRFLOW_SERVICES:  # one anchor: every Airflow service has the same lake
         env = env_of(services[name])
         assert json.loads(env["AIRFLOW_CONN_CDC_LAKE"]) == conn, name
-        assert env["CDC_SINK_PATH"] == env_of(services["airflow-scheduler"])["CDC_SINK_PATH"]
+        assert env[SINK_PATH] == env_of(services["airflow-scheduler"])[SINK_PATH]
     # Read the way the tasks read it: the hook, from the environment variable.
     value = env_of(services["airflow-scheduler"])["AIRFLOW_CONN_CDC_LAKE"]
     monkeypatch.setenv("AIRFLOW_CONN_CDC_LAKE", value)
@@ -324,7 +327,7 @@ def test_lake_service_runs_pinned_seaweedfs_and_creates_the_sink_bucket(
     assert str(_lake_s3_port()) in container_ports
     assert volume_targets(lake)["/data"] == "lake-data"
     # lake-init creates the bucket CDC_SINK_PATH names, with the connection's keys and host.
-    sink = urlsplit(env_of(services["airflow-scheduler"])["CDC_SINK_PATH"])
+    sink = urlsplit(env_of(services["airflow-scheduler"])[SINK_PATH])
     assert sink.scheme == "s3"
     assert sink.path.strip("/")  # a folder in the bucket, not the bucket's root
     conn = _lake_connection(services)
@@ -366,7 +369,7 @@ def test_airflow_and_spark_services_share_no_volume(
     assert "lake" not in (compose.get("volumes") or {})  # the old shared lake volume
     for name, service in services.items():
         assert "/data/lake" not in volume_targets(service), name
-    assert "CDC_SINK_PATH" not in env_of(services["spark-worker"])
+    assert SINK_PATH not in env_of(services["spark-worker"])
 
 
 def _command_lines(service: dict[str, Any]) -> list[str]:
@@ -406,20 +409,38 @@ def test_lake_secret_is_on_no_command_line(services: dict[str, dict[str, Any]]) 
 
 
 def _conn_ids_used() -> set[str]:
-    """Default connection ids of the hooks/operators, and any the DAGs name explicitly."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
-    found: set[str] = set()
-    for path in (REPO / "airflow_cdc" / "hooks").glob("*.py"):
-        found |= set(re.findall(r'default_conn_name[^=\n]*=\s*"(\w+)"', path.read_text()))
-    for path in (REPO / "airflow_cdc" / "operators").glob("*.py"):
-        found |= set(re.findall(r'_conn_id:\s*str\s*=\s*"(\w+)"', path.read_text()))
-    for path in (REPO / "dags").glob("*.py"):
-        found |= set(re.findall(r'conn_id\s*=\s*"(\w+)"', path.read_text()))
+    """The connection ids the DAGs' operators and sensors take by default (all but the
+    mask key's, needed only with a ``hash`` mask, which the demo does not set), and any
+    the DAGs name explicitly."""
     import inspect
 
-    spark_default = inspect.signature(SparkSubmitOperator.__init__).parameters["conn_id"].default
-    found.add(str(spark_default))
+    from airflow_cdc.operators.plan import PlanSnapshotOperator
+    from airflow_cdc.operators.snapshot import SnapshotChunkOperator
+    from airflow_cdc.operators.stream import StreamOperator
+    from airflow_cdc.operators.upkeep import TableUpkeepOperator
+    from airflow_cdc.operators.verify import VerifyOperator
+    from airflow_cdc.operators.watchdog import StreamWatchdogOperator
+    from airflow_cdc.sensors.chunks import ChunksCompleteSensor
+
+    found: set[str] = set()
+    for cls in (
+        PlanSnapshotOperator,
+        SnapshotChunkOperator,
+        StreamOperator,
+        TableUpkeepOperator,
+        VerifyOperator,
+        StreamWatchdogOperator,
+        ChunksCompleteSensor,
+    ):
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass):
+                continue
+            for name, parameter in inspect.signature(klass.__init__).parameters.items():
+                wanted = name.endswith("conn_id") and name != "mask_conn_id"
+                if wanted and isinstance(parameter.default, str):
+                    found.add(parameter.default)
+    for path in (REPO / "dags").glob("*.py"):
+        found |= set(re.findall(r'conn_id\s*=\s*"(\w+)"', path.read_text()))
     return found
 
 
@@ -509,13 +530,32 @@ def test_airflow_services_share_executor_db_and_secrets(
 
 
 def test_configured_tables_exist_in_the_sample_schema(services: dict[str, dict[str, Any]]) -> None:
-    tables = configured_tables(env_of(services["airflow-dag-processor"]))
+    tables = configured_tables(given_by_environment(env_of(services["airflow-dag-processor"])))
     sql = (REPO / "docker" / "mysql" / "init" / "01-cdc.sql").read_text()
     created = set(re.findall(r"CREATE TABLE (\w+\.\w+)", sql))
     assert created == {"demo.orders", "demo.customers"}
     assert set(tables) <= created
     assert not re.search(r"FROM \S*seq_\d", sql)  # MySQL has no MariaDB seq_1_to_N tables
     assert "WITH RECURSIVE" in sql
+
+
+def test_the_airflow_services_set_cdc_settings_by_their_keys(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The settings are Airflow's ``[cdc]`` options, none a deprecated ``CDC_<KEY>``
+    variable, and each of them parses (the DAG files would fail on a wrong one)."""
+    from airflow_cdc import configured
+
+    for name in AIRFLOW_SERVICES:
+        env = env_of(services[name])
+        assert not {s.deprecated_env_var for s in SETTINGS} & set(env), name
+        assert {s.env_var for s in SETTINGS} & set(env) == {
+            SINK_PATH,
+            setting("tables").env_var,
+        }, name
+        given = given_by_environment(env)
+        assert configured.default_sink_path(given) == "s3://lake/cdc"
+        assert configured.configured_tables(given) == ["demo.orders", "demo.customers"]
 
 
 def test_credentials_are_not_in_the_dags() -> None:
@@ -565,7 +605,8 @@ def test_init_sql_grants_pass_the_privilege_validation(
     user = env_of(services["mysql"])["MYSQL_USER"]
     lines = _init_grants(user)
     grants = Grants.parse(lines)
-    tables = [TableId.parse(t) for t in configured_tables(env_of(services["airflow-scheduler"]))]
+    given = given_by_environment(env_of(services["airflow-scheduler"]))
+    tables = [TableId.parse(t) for t in configured_tables(given)]
     assert validation._privilege_problems(MYSQL_84, grants, f"'{user}'@'%'", tables) == []
     assert grants.has_global("REPLICATION SLAVE")
     assert grants.has_global("REPLICATION CLIENT")

@@ -21,9 +21,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_cdc"
 
-#: Lowest first: value types; plain-Python rules and adapters of the source, sink and
+#: Lowest first: the connection ids and the ``[cdc]`` settings (the provider registration
+#: reads them); value types; plain-Python rules and adapters of the source, sink and
 #: metadata DB; the phases built on them; the Spark adapter; the Airflow face; tools.
 ORDER = (
+    "connection_ids",
+    "settings",
     "model",
     "errors",
     "probe",
@@ -41,6 +44,7 @@ ORDER = (
     "verify",
     "status",
     "spark",
+    "airflow_settings",
     "hooks",
     "triggers",
     "sensors",
@@ -52,8 +56,9 @@ ORDER = (
 )
 #: The repository's tools and tests: outside the wheel, so the product never imports them.
 OUTSIDE_THE_WHEEL = {"devtools", "tests"}
-#: The command line reads Airflow's configuration (``airflow-cdc dags install``'s folder).
-AIRFLOW_FACE = {"hooks", "operators", "sensors", "triggers", "plugins", "cli"}
+#: ``airflow_settings`` reads the ``[cdc]`` section through Airflow's conf; the command line reads
+#: Airflow's configuration (``airflow-cdc dags install``'s folder, the status's ``[cdc]`` masks).
+AIRFLOW_FACE = {"airflow_settings", "hooks", "operators", "sensors", "triggers", "plugins", "cli"}
 #: Packages whose modules only their own package imports; others import the facade.
 FACADES = ("sinks.delta",)
 
