@@ -385,10 +385,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
         resolution = catalog.resolve_tables(conn, selection)
         for entry in resolution.left_out:
             self.log.warning(
-                "%s matches %s but is left out: %s",
-                entry.table,
-                selection.describe(),
-                entry.reason,
+                "%s matches %s, left out: %s", entry.table, selection.describe(), entry.reason
             )
         tables = selected_tables(resolution.tables, selection, resolution.left_out)
         if not selection.is_exact:
