@@ -101,7 +101,11 @@ def test_upkeep_beside_the_stream_and_a_watchdog_that_fails_a_stalled_stream_or_
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     store = MetadataStore.connect(meta)
     statsd = StatsdListener()
-    spec = stream_spec(server, tables, meta, lake, tmp_path / "ckpt", mode="continuous")
+    # The stalled stream must still hold its lease when the watchdog looks (a stall of
+    # THRESHOLD + 1 s and a watchdog run), so its lease outlasts both.
+    spec = stream_spec(
+        server, tables, meta, lake, tmp_path / "ckpt", mode="continuous", lease_seconds=60.0
+    )
     env = airflow_env(
         tmp_path / "airflow",
         server,

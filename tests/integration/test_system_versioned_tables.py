@@ -47,6 +47,7 @@ from airflow_cdc.cli import main as cli_main
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
+from airflow_cdc.model.lake_columns import ALL_COLUMNS
 from airflow_cdc.operators.plan import PlanSnapshotOperator
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.status.report import status_report
@@ -307,7 +308,7 @@ def test_versioned_tables_by_pattern_hold_their_current_rows_and_the_rest_is_nam
         logged = [line for line in plan_log if name in line]
         assert len(logged) == 1, logged
         assert f"left out: {reason}" in logged[0]
-    report = status_report(meta)
+    report = status_report(meta, ALL_COLUMNS)
     assert report["plan"]["plan_id"] == plan_id
     assert sorted(e["table"] for e in report["left_out"]) == sorted(left_out)
     assert all(e["reason"].startswith(left_out[e["table"]]) for e in report["left_out"])
@@ -404,7 +405,7 @@ def test_a_versioned_table_joins_the_stream_by_a_replay_and_the_rest_is_named_on
             logged = [r.getMessage() for r in caplog.records if name in r.getMessage()]
             assert len(logged) == 1, logged
             assert f"left out: {reason}" in logged[0]
-        (entry,) = status_report(meta)["streams"]
+        (entry,) = status_report(meta, ALL_COLUMNS)["streams"]
         assert [e["table"] for e in entry["left_out"]] == [f"{db}.later_seq", f"{db}.later_view"]
     finally:
         stream.close()
