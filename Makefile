@@ -33,8 +33,13 @@ lint: setup  ## ruff (lint + format check) and mypy --strict
 	echo "mypy --strict airflow_cdc devtools"; $(PY) -m mypy --strict airflow_cdc devtools || status=1; \
 	exit $$status
 
+# The integration tests one at a time (they share servers and clusters), then the unit tests
+# on every core (pytest-xdist); both run, so one run shows every failure.
 test: lint  ## set up, lint, then run every test
-	$(PY) -m pytest $(PYTEST_FLAGS) $(PROPERTY_FLAGS)
+	@status=0; \
+	$(PY) -m pytest $(PYTEST_FLAGS) $(PROPERTY_FLAGS) tests/integration || status=1; \
+	$(PY) -m pytest $(PYTEST_FLAGS) $(PROPERTY_FLAGS) -n auto tests/unit || status=1; \
+	exit $$status
 
 # TESTS counts only when given on the command line, never from the environment.
 test-some: setup  ## run the tests pytest selects: make test-some TESTS="tests/unit -k emit"
