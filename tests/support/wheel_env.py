@@ -11,12 +11,13 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.pipeline import kill_group
 
 __all__ = ["WheelEnv", "clean_env", "start", "started"]
 
@@ -116,9 +117,8 @@ def start() -> WheelEnv:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:  # pip and all it started
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    if process.poll() is None:
+        kill_group(process)  # pip and all it started
 
 
 def started() -> WheelEnv:
