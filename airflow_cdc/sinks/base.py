@@ -282,7 +282,7 @@ class Sink(Protocol):
         bounds: StreamBounds,
     ) -> tuple[list[Merged], int]:
         """Merge a batch's tables as tasks of ``runner`` (``cores`` of them), each table as
-        :func:`~airflow_cdc.sinks.change_batches.merge_changes` would; each table's
+        :func:`~airflow_cdc.sinks.table_merge.merge_changes` would; each table's
         outcome (never raises), and the number of tasks run. ``batch.staging`` is this
         sink's configuration: a task in another process may open the sink from it."""
         ...

@@ -6,9 +6,10 @@ file in the sink's staging area, ``sinks.staging``). The sink merges a table's b
 (:class:`TableChanges`) at most ``max_merge_rows`` rows a merge, newest row per key within
 each (the sink keeps the greatest position per key across merges), the last recording the
 batch's end as the writer's application version, so a replayed batch changes nothing
-(:func:`merge_changes`, over any :class:`~airflow_cdc.sinks.base.Sink`). Each table's
-outcome carries its own error (:class:`Merged`): one table's failure does not stop the
-others' merges.
+(:func:`~airflow_cdc.sinks.table_merge.merge_changes`, over any sink: it is above the
+:class:`~airflow_cdc.sinks.base.Sink` Protocol, which names this module's types). Each
+table's outcome carries its own error (:class:`Merged`): one table's failure does not
+stop the others' merges.
 """
 
 from __future__ import annotations
@@ -16,19 +17,14 @@ from __future__ import annotations
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.last_writer_wins import newest_per_key
 from airflow_cdc.sinks.staging import read_arrow_file
 from airflow_cdc.sinks.storage import Location
-
-if TYPE_CHECKING:
-    from airflow_cdc.sinks.base import Sink
 
 __all__ = [
     "BatchWrite",
@@ -36,7 +32,6 @@ __all__ = [
     "Merged",
     "TableChanges",
     "block_file",
-    "merge_changes",
     "merge_groups",
     "portable",
     "read_block",
@@ -127,38 +122,6 @@ class Merged:
     rows: int = 0
     merges: int = 0
     error: BaseException | None = None
-
-
-def merge_changes(sink: Sink, changes: TableChanges, batch: BatchWrite) -> Merged:
-    """Merge one table's blocks (see the module docstring); its outcome, never raises."""
-    try:
-        rows, merges = _merge_groups(sink, changes, batch)
-        return Merged(changes.table, rows, merges)
-    except Exception as exc:
-        return Merged(changes.table, error=portable(exc))
-
-
-def _merge_groups(sink: Sink, changes: TableChanges, batch: BatchWrite) -> tuple[int, int]:
-    groups = merge_groups([b.rows for b in changes.blocks], batch.max_merge_rows)
-    version = batch.version
-    if version is not None and len(groups) > 1:  # one merge: apply() checks it itself
-        applied = sink.applied_version(changes.table, batch.writer)
-        if applied is not None and applied >= version:
-            return 0, 0  # the table holds this batch already
-    written = 0
-    for number, group in enumerate(groups, start=1):
-        blocks = [read_block(batch.staging, changes.blocks[i]) for i in group]
-        rows = newest_per_key(blocks, changes.key)
-        record = version is not None and number == len(groups)
-        result = sink.apply(
-            changes.table,
-            rows,
-            app_id=batch.writer if record else None,
-            app_version=version if record else None,
-            keys_unique=True,
-        )
-        written += 0 if result.replayed else rows.num_rows
-    return written, len(groups)
 
 
 def portable(exc: Exception) -> BaseException:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.sinks.base import Sink
 
-__all__ = ["open_sink"]
+__all__ = ["open_sink", "open_streaming_sink"]
 
 
 def open_sink(config: SinkConfig, *, streaming: bool = False) -> Sink:
@@ -21,4 +21,10 @@ def open_sink(config: SinkConfig, *, streaming: bool = False) -> Sink:
     from airflow_cdc.sinks.routed import RoutedSink
 
     sink = DeltaSink.streaming(config) if streaming else DeltaSink.of(config)
-    return RoutedSink(sink, config.routing) if config.routing else sink
+    return RoutedSink(sink, config.routing, open_streaming_sink) if config.routing else sink
+
+
+def open_streaming_sink(config: SinkConfig) -> Sink:
+    """:func:`open_sink` as the stream writes it: how an executor opens a routed sink
+    again (``sinks.routed.run_routed_merge``)."""
+    return open_sink(config, streaming=True)

@@ -19,7 +19,7 @@ the way on: a routed table's replacement or rename, and routes of tables without
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import (
     BinlogPosition,
@@ -52,7 +53,8 @@ from airflow_cdc.sinks.cdc_columns import (
     SOURCE_TABLE_COLUMN,
     SOURCE_TABLE_FIELD,
 )
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
+from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
+from airflow_cdc.sinks.table_merge import merge_changes
 
 if TYPE_CHECKING:
     from airflow_cdc.config import StreamBounds
@@ -68,9 +70,12 @@ _SOURCE_COLUMN = Column(SOURCE_TABLE_COLUMN, "varchar", "varchar(129)", False)
 class RoutedSink:
     """``inner`` with ``routes`` applied (see the module docstring)."""
 
-    def __init__(self, inner: Sink, routes: Routes) -> None:
+    def __init__(self, inner: Sink, routes: Routes, reopen: Callable[[SinkConfig], Sink]) -> None:
         self._inner = inner
         self._routes = routes
+        #: How an executor opens this sink again from its configuration, to merge a
+        #: target's sources (``sinks.formats`` passes its opener: this module is below it).
+        self._reopen = reopen
 
     def __repr__(self) -> str:
         return f"RoutedSink({self._inner!r})"
@@ -235,7 +240,7 @@ class RoutedSink:
         )
         if not by_target:
             return merged, tasks
-        routed = [RoutedMerge(batch, tuple(group)) for group in by_target.values()]
+        routed = [RoutedMerge(batch, tuple(group), self._reopen) for group in by_target.values()]
         results = runner(run_routed_merge, routed)
         return [*merged, *(m for result in results for m in result)], tasks + len(routed)
 
@@ -369,11 +374,11 @@ class RoutedMerge:
 
     batch: BatchWrite
     tables: tuple[TableChanges, ...]
+    #: The routed sink's opener (:class:`RoutedSink`'s ``reopen``), pickled by reference.
+    reopen: Callable[[SinkConfig], Sink]
 
 
 def run_routed_merge(task: RoutedMerge) -> list[Merged]:
     """A routed target's merges, on an executor: the sink its configuration opens."""
-    from airflow_cdc.sinks.formats import open_sink  # it opens this module's sink
-
-    sink = open_sink(task.batch.staging, streaming=True)
+    sink = task.reopen(task.batch.staging)
     return [merge_changes(sink, changes, task.batch) for changes in task.tables]

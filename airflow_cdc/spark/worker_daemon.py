@@ -41,7 +41,7 @@ STREAM_PRELOAD = (
     "airflow_cdc.stream.slice_blocks",
     "airflow_cdc.spark.binlog_source",
     "deltalake",
-    "airflow_cdc.sinks.delta.split_merge",
+    "airflow_cdc.sinks.delta.sink",
 )
 #: Both: this module's own set, for a job that runs either kind of task.
 PRELOADED = tuple(dict.fromkeys((*CHUNK_PRELOAD, *STREAM_PRELOAD)))

@@ -34,9 +34,10 @@ from airflow_cdc.model import (
     describe_tables,
 )
 from airflow_cdc.runner import Runner
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
+from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
 from airflow_cdc.sinks.formats import open_sink
 from airflow_cdc.sinks.staging import remove_staged
+from airflow_cdc.sinks.table_merge import merge_changes
 from airflow_cdc.snapshot.replacement import replaced_for
 from airflow_cdc.stream.apply import merge_each
 from airflow_cdc.stream.apply_counts import Marks, fold_halves_blocks

@@ -3,7 +3,7 @@
 It exists to show that the :class:`~airflow_cdc.sinks.base.Sink` Protocol is complete: a
 format other than Delta implements every method from the Protocol's docstrings and the
 product's pure rules (``sinks.last_writer_wins``, ``sinks.columns_change``,
-``sinks.change_batches.merge_changes``), never from ``sinks.delta``, and passes the same
+``sinks.table_merge.merge_changes``), never from ``sinks.delta``, and passes the same
 contract tests (``tests/unit/test_sink_contract.py``).
 
 Layout: ``<root>/<database>/<table>/v<version>.parquet`` (names escaped by
@@ -72,11 +72,12 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_TYPE,
     repeated_position,
 )
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
+from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
 from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
 from airflow_cdc.sinks.conform import check_same_lake_rules, check_source_table, conform_changes
 from airflow_cdc.sinks.last_writer_wins import apply_newer
 from airflow_cdc.sinks.naming import escape_segment
+from airflow_cdc.sinks.table_merge import merge_changes
 
 __all__ = ["ParquetDirSink", "StagedFile", "TableFiles"]
 

@@ -41,9 +41,10 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_COLUMN,
     POSITION_TYPE,
 )
-from airflow_cdc.sinks.change_batches import BatchWrite, Block, TableChanges, merge_changes
+from airflow_cdc.sinks.change_batches import BatchWrite, Block, TableChanges
 from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
 from airflow_cdc.sinks.delta import DeltaSink
+from airflow_cdc.sinks.table_merge import merge_changes
 from tests.support.parquet_dir_sink import ParquetDirSink
 
 T = TableId("db", "t")

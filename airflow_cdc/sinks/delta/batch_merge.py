@@ -7,31 +7,30 @@ the GIL, and delta-rs's runtime threads wake on every core for each small commit
 merges took 2.6 s of CPU on 4 threads, against 1.5 s split over two processes). So the
 sink hands them to the executors: :func:`merge_tasks` groups the tables (each table in
 one group, groups about equal in rows and tables), and each executor merges its group one
-table after another (:func:`run_merge_task`, each table by
-:func:`~airflow_cdc.sinks.change_batches.merge_changes`), keeping the tables open between
-batches in its Python worker (:func:`executor_sink`). On a cluster the work spreads over
-its cores instead of the driver's.
+table after another (:func:`merge_task`, each table by
+:func:`~airflow_cdc.sinks.table_merge.merge_changes`), into the sink its Python worker
+keeps open between batches (``sinks.delta.sink.run_merge_task``: a task's entry point is
+beside :class:`~airflow_cdc.sinks.delta.sink.DeltaSink`, which this module is below). On
+a cluster the work spreads over its cores instead of the driver's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_cdc.config import SinkConfig
 from airflow_cdc.runner import spread
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges, merge_changes
+from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
 from airflow_cdc.sinks.delta.core_pinning import one_core
-from airflow_cdc.sinks.delta.sink import DeltaSink
+from airflow_cdc.sinks.table_merge import merge_changes
 
 __all__ = [
     "MERGE_WEIGHT_ROWS",
     "MergeTask",
-    "executor_sink",
+    "merge_task",
     "merge_tasks",
-    "run_merge_task",
 ]
 
 #: A table's merge weighs its rows and this many more: its fixed cost (a file and a
@@ -62,24 +61,8 @@ def merge_tasks(
     ]
 
 
-_SINKS: dict[tuple[str, str, tuple[tuple[str, str], ...]], DeltaSink] = {}
-_SINKS_LOCK = threading.Lock()
-
-
-def executor_sink(config: SinkConfig) -> DeltaSink:
-    """The stream's sink in this process, made once: an executor's Python worker serves
-    many batches, and keeps the tables it merged open between them."""
-    key = (config.root, config.staging_path, tuple(sorted(config.storage_options.items())))
-    with _SINKS_LOCK:
-        sink = _SINKS.get(key)
-        if sink is None:
-            sink = _SINKS[key] = DeltaSink.streaming(config)
-        return sink
-
-
-def run_merge_task(task: MergeTask) -> list[Merged]:
-    """One merge task, on an executor: its tables one after another, on one core of the
+def merge_task(sink: Sink, task: MergeTask) -> list[Merged]:
+    """One merge task's tables merged into ``sink`` one after another, on one core of the
     host (:func:`one_core`) unless the task says otherwise."""
-    sink = executor_sink(task.batch.staging)
     with one_core() if task.pin_core else contextlib.nullcontext():
         return [merge_changes(sink, changes, task.batch) for changes in task.tables]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ from airflow_cdc.sinks.base import (
 )
 from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
 from airflow_cdc.sinks.columns_change import ColumnsChange
+from airflow_cdc.sinks.delta.batch_merge import MergeTask, merge_task
 from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import writer_transaction
 from airflow_cdc.sinks.delta.copy import Copied, copy_delta_table
@@ -59,12 +61,19 @@ from airflow_cdc.sinks.delta.rewrite import (
     plan_rewrite,
 )
 from airflow_cdc.sinks.delta.route_tables import join_route
+from airflow_cdc.sinks.delta.split_merge import (
+    PartOutcome,
+    SplitTask,
+    Task,
+    merge_on_executors,
+    rewrite_split,
+)
 from airflow_cdc.sinks.delta.tables import DeltaTables
 from airflow_cdc.sinks.delta.truncate import truncate_older
 from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings, upkeep_table
 from airflow_cdc.sinks.storage import Location
 
-__all__ = ["DeltaSink"]
+__all__ = ["DeltaSink", "executor_sink", "run_merge_task", "run_task"]
 
 
 class DeltaSink(DeltaTables):
@@ -338,6 +347,33 @@ class DeltaSink(DeltaTables):
     ) -> tuple[list[Merged], int]:
         """Merge a batch's tables as tasks of ``runner``: small ones a share each, big ones
         split by key range over the cores (:mod:`.split_merge`)."""
-        from airflow_cdc.sinks.delta.split_merge import merge_on_executors
+        return merge_on_executors(self, tables, batch, runner, cores, bounds, run_task)
 
-        return merge_on_executors(self, tables, batch, runner, cores, bounds)
+
+# -- on an executor: the entry points of ``merge_on_executors``'s tasks ---------------------
+
+_SINKS: dict[tuple[str, str, tuple[tuple[str, str], ...]], DeltaSink] = {}
+_SINKS_LOCK = threading.Lock()
+
+
+def executor_sink(config: SinkConfig) -> DeltaSink:
+    """The stream's sink in this process, made once: an executor's Python worker serves
+    many batches, and keeps the tables it merged open between them."""
+    key = (config.root, config.staging_path, tuple(sorted(config.storage_options.items())))
+    with _SINKS_LOCK:
+        sink = _SINKS.get(key)
+        if sink is None:
+            sink = _SINKS[key] = DeltaSink.streaming(config)
+        return sink
+
+
+def run_merge_task(task: MergeTask) -> list[Merged]:
+    """One merge task (``batch_merge``), on an executor, into the sink this worker keeps."""
+    return merge_task(executor_sink(task.batch.staging), task)
+
+
+def run_task(task: Task) -> list[Merged] | PartOutcome:
+    """One task of ``merge_on_executors``'s job (``split_merge``), on an executor."""
+    if isinstance(task, SplitTask):
+        return rewrite_split(task, executor_sink(task.batch.staging).table_location(task.table))
+    return run_merge_task(task)

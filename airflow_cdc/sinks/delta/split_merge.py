@@ -22,8 +22,9 @@ import contextlib
 import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -31,19 +32,11 @@ from deltalake import DeltaTable
 from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import TableId
 from airflow_cdc.runner import Runner
-from airflow_cdc.sinks.change_batches import (
-    BatchWrite,
-    Block,
-    Merged,
-    TableChanges,
-    merge_changes,
-    read_block,
-)
+from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.change_batches import BatchWrite, Block, Merged, TableChanges, read_block
 from airflow_cdc.sinks.delta.batch_merge import (
     MergeTask,
-    executor_sink,
     merge_tasks,
-    run_merge_task,
 )
 from airflow_cdc.sinks.delta.changes import prepare_changes
 from airflow_cdc.sinks.delta.commits import commit_properties, writer_transaction
@@ -52,7 +45,6 @@ from airflow_cdc.sinks.delta.files import remove_data_files
 from airflow_cdc.sinks.delta.layout import TableLayout, writable_layout
 from airflow_cdc.sinks.delta.retry import is_commit_conflict
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
-from airflow_cdc.sinks.delta.sink import DeltaSink
 from airflow_cdc.sinks.delta.split import (
     PartRewrite,
     SplitPart,
@@ -62,14 +54,25 @@ from airflow_cdc.sinks.delta.split import (
     split_buckets,
 )
 from airflow_cdc.sinks.last_writer_wins import newest_per_key
+from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.table_merge import merge_changes
 
-__all__ = ["PartOutcome", "SplitTask", "merge_on_executors", "run_task"]
+__all__ = ["PartOutcome", "SplitSink", "SplitTask", "Task", "merge_on_executors", "rewrite_split"]
 
 log = logging.getLogger("airflow_cdc.stream")
 
 #: Parts of one table at most, per executor core (a part is one task; each reads all of
 #: the batch's blocks of the table to keep its own keys).
 _PARTS_PER_CORE = 8
+
+
+class SplitSink(Sink, Protocol):
+    """What the job needs of the sink beside the Protocol: where its tables are."""
+
+    @property
+    def storage_options(self) -> dict[str, str] | None: ...
+
+    def table_location(self, table: TableId) -> Location: ...
 
 
 @dataclass(frozen=True)
@@ -93,18 +96,18 @@ class PartOutcome:
     error: BaseException | None = None
 
 
-def run_task(task: MergeTask | SplitTask) -> list[Merged] | PartOutcome:
-    """One task of the job, on an executor."""
-    if isinstance(task, MergeTask):
-        return run_merge_task(task)
+def rewrite_split(task: SplitTask, location: Location) -> PartOutcome:
+    """One split task, on an executor, into the table at ``location`` (the sink's entry
+    point, ``sinks.delta.sink.run_task``, finds it): its rewrite, or the error that stopped
+    it."""
     with one_core() if task.pin_core else contextlib.nullcontext():
         try:
-            return PartOutcome(_rewrite(task))
+            return PartOutcome(_rewrite(task, location))
         except Exception as exc:  # the driver merges the table itself then
             return PartOutcome(None, exc)
 
 
-def _rewrite(task: SplitTask) -> PartRewrite:
+def _rewrite(task: SplitTask, location: Location) -> PartRewrite:
     """The part's changes (its keys of every block, newest per key) applied to its files."""
     key = task.layout.key
     pieces = []
@@ -117,7 +120,6 @@ def _rewrite(task: SplitTask) -> PartRewrite:
         pieces.append(rows if within else rows.filter(part.mask(rows.column(key[0]))))
     changes = pa.concat_tables(pieces) if _apart(task.blocks) else newest_per_key(pieces, key)
     prepared = prepare_changes(task.table, task.layout, changes, check_keys=False)
-    location = executor_sink(task.batch.staging).table_location(task.table)
     return rewrite_part(location, task.layout, task.part, prepared)
 
 
@@ -131,6 +133,10 @@ def _apart(blocks: Sequence[Block]) -> bool:
     return all(left[1] < right[0] for left, right in itertools.pairwise(ranges))
 
 
+#: A task of the job: a share of the tables, or a part of one table's split.
+Task = MergeTask | SplitTask
+
+
 @dataclass
 class _Split:
     """A table's split as the driver planned it (``dt``: the version it was planned on)."""
@@ -141,14 +147,16 @@ class _Split:
 
 
 def merge_on_executors(
-    sink: DeltaSink,
+    sink: SplitSink,
     tables: Sequence[TableChanges],
     batch: BatchWrite,
     runner: Runner,
     cores: int,
     bounds: StreamBounds,
+    run: Callable[[Task], list[Merged] | PartOutcome],
 ) -> tuple[list[Merged], int]:
-    """Merge the batch's tables as one job of tasks on the executors; the outcomes and the
+    """Merge the batch's tables as one job of tasks on the executors, each run by ``run``
+    (the sink's entry point, which opens the sink on the executor); the outcomes and the
     number of tasks."""
     splits: list[_Split] = []
     whole: list[TableChanges] = []
@@ -162,8 +170,8 @@ def merge_on_executors(
             split = _plan(sink, batch, changes, cores, bounds)
             (whole.append(changes) if split is None else splits.append(split))
     grouped = merge_tasks(batch, whole, cores, pin_core=bounds.pin_merge_cores)
-    tasks: list[MergeTask | SplitTask] = [*grouped, *(t for s in splits for t in s.tasks)]
-    results = runner(run_task, tasks)
+    tasks: list[Task] = [*grouped, *(t for s in splits for t in s.tasks)]
+    results = runner(run, tasks)
     outcomes = [m for result in results[: len(grouped)] for m in result]
     at = len(grouped)
     for split in splits:
@@ -173,13 +181,13 @@ def merge_on_executors(
     return [*done, *outcomes], len(tasks)
 
 
-def _holds(sink: DeltaSink, table: TableId, batch: BatchWrite) -> bool:
+def _holds(sink: SplitSink, table: TableId, batch: BatchWrite) -> bool:
     version = batch.version
     return version is not None and (sink.applied_version(table, batch.writer) or -1) >= version
 
 
 def _plan(
-    sink: DeltaSink, batch: BatchWrite, changes: TableChanges, cores: int, bounds: StreamBounds
+    sink: SplitSink, batch: BatchWrite, changes: TableChanges, cores: int, bounds: StreamBounds
 ) -> _Split | None:
     """The table's parts, at least one per core and one per ``max_merge_rows`` changes,
     or None when it cannot be split (or would be one part)."""
@@ -202,7 +210,7 @@ def _plan(
     return _Split(changes, dt, tasks)
 
 
-def _commit(sink: DeltaSink, batch: BatchWrite, split: _Split, parts: list[PartOutcome]) -> Merged:
+def _commit(sink: SplitSink, batch: BatchWrite, split: _Split, parts: list[PartOutcome]) -> Merged:
     """Commit the parts in one transaction; merge the table in the driver instead when a
     part failed or the commit lost a race (its new files are removed then)."""
     table = split.changes.table
