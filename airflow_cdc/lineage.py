@@ -4,7 +4,7 @@ operators' adapter, ``operators._lineage``, turns these values into OpenLineage'
 
 * A MySQL/MariaDB table: namespace ``mysql://{host}:{port}``, name ``{database}.{table}``
   (the spec has no MariaDB entry: a MariaDB server speaks MySQL's protocol and is named so).
-* A Delta table, by its location (``sinks.naming.table_path``): a local folder is namespace
+* A Delta table, by its location (``sinks.contract.naming.table_path``): a local folder is namespace
   ``file`` with its absolute path as the name; an object store is ``{scheme}://{bucket}``
   with the path inside the bucket, no leading ``/``, as the name (``s3a``/``s3n`` are
   ``s3``, ``gcs`` is ``gs``); an Azure URI keeps its ``container@account`` authority.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from airflow_cdc.model import TableId, TableSchema
-from airflow_cdc.sinks.naming import table_path
+from airflow_cdc.sinks.contract.naming import table_path
 
 __all__ = [
     "DatasetField",

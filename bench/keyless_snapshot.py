@@ -175,7 +175,7 @@ def keyless_read_parts(server: LocalMariaDB) -> dict[str, float]:
     (connectorx, rows in the sink's types), the row hashes alone (``image_hashes``) and
     the whole count (``count_images``: the hashes and the grouping by hash), seconds."""
     from airflow_cdc.model import ChunkRange, ServerEpoch, TableId
-    from airflow_cdc.sinks.row_hash import image_hashes
+    from airflow_cdc.sinks.multiset.row_hash import image_hashes
     from airflow_cdc.snapshot.image_counts import count_images
     from airflow_cdc.source.catalog import load_table_schema
     from airflow_cdc.source.connection import connect

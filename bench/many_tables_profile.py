@@ -191,7 +191,7 @@ def decode_parts() -> Iterator[tuple[Any, str, str]]:
 
 def merge_parts(stream: InProcessStream) -> Iterator[tuple[Any, str, str]]:
     """The batch function's steps to time: (owner, attribute, phase)."""
-    from airflow_cdc.sinks import change_batches
+    from airflow_cdc.sinks.contract import change_batches
     from airflow_cdc.sinks.delta import batch_merge, commits, merge, rewrite, split_merge
     from airflow_cdc.sinks.delta.sink import DeltaSink
     from airflow_cdc.stream import batch_writer

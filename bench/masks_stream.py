@@ -182,7 +182,7 @@ def check(server: LocalMariaDB, name: str, lake: Path) -> int:
     import pymysql
 
     from airflow_cdc.model import TableId
-    from airflow_cdc.sinks.cdc_columns import COMMIT_TS_COLUMN, OP_COLUMN
+    from airflow_cdc.sinks.contract.cdc_columns import COMMIT_TS_COLUMN, OP_COLUMN
     from airflow_cdc.sinks.delta import DeltaSink
 
     conn = server.root(DB, cursorclass=pymysql.cursors.DictCursor)

@@ -33,7 +33,7 @@ RUNS = ("warm-up", "local", "s3", "local", "s3")
 
 def _options(store: LocalSeaweedFS) -> dict[str, str]:
     from airflow_cdc.connection_ids import LAKE_CONN_ID
-    from airflow_cdc.sinks.connection import storage_options_from_connection
+    from airflow_cdc.sinks.storage.connection import storage_options_from_connection
 
     conn = store.airflow_connection()
     return storage_options_from_connection(

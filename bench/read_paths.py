@@ -91,7 +91,7 @@ def connectorx_read(cfg: SourceConfig) -> None:
 
 
 def product_read(cfg: SourceConfig, rows: int, parts: int, workdir: Path) -> None:
-    from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.sinks.storage.storage import Location
     from airflow_cdc.snapshot.reader import PartitionRead, read_partition
     from airflow_cdc.source.catalog import load_table_schema
     from airflow_cdc.source.connection import connect

@@ -95,7 +95,7 @@ def _deployment(base: Path, cluster: bool) -> Iterator[tuple[str, dict[str, str]
     if not cluster:
         yield str(base / "lake"), {}, {}
         return
-    from airflow_cdc.sinks.connection import storage_options_from_connection
+    from airflow_cdc.sinks.storage.connection import storage_options_from_connection
 
     store = LocalSeaweedFS(base / "seaweedfs")
     spark = LocalSparkCluster(base / "spark", workers=2, cores=1, memory="2g")

@@ -1,6 +1,6 @@
 """What of the followed tables' columns reaches the lake: ``columns`` and ``masks`` (the
 rules: ``model.lake_columns``), the key of ``hash`` masks, and whether the lake tables
-have the change metadata columns (``_cdc_op``, ``_cdc_commit_ts``: ``sinks.cdc_columns``)."""
+have the change metadata columns (``_cdc_op``, ``_cdc_commit_ts``: ``sinks.contract.cdc_columns``)."""
 
 from __future__ import annotations
 

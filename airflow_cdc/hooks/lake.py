@@ -2,7 +2,7 @@
 
 A local lake needs no connection. For an object store, ``cdc_lake`` holds the credentials
 and endpoint (conn type ``aws`` as the Amazon provider spells it, ``wasb``/``adls`` or
-``google_cloud_platform``; see :mod:`airflow_cdc.sinks.connection`). Without the
+``google_cloud_platform``; see :mod:`airflow_cdc.sinks.storage.connection`). Without the
 connection, the store's default credentials apply (environment, instance role), which the
 write check then tries. The options are secret: they reach the Spark jobs only inside the
 0600 job file, never in argv, XCom or a log line.
@@ -40,7 +40,7 @@ class CdcLakeHook(CdcHook):
     def storage_options(self) -> dict[str, str]:
         """delta-rs storage options from the connection; ``{}`` when it is not defined."""
         # Imported when the task runs, not at every DAG parse.
-        from airflow_cdc.sinks.connection import storage_options_from_connection
+        from airflow_cdc.sinks.storage.connection import storage_options_from_connection
 
         try:
             conn = self.get_connection(self.conn_id)

@@ -1,7 +1,7 @@
 """Which delete markers can go: the floor below which no writer can still bring a version.
 
 A marker at position p keeps out every version of its key older than p (last writer wins,
-``sinks.last_writer_wins``). It can go once no writer can still write such a version, that
+``sinks.contract.last_writer_wins``). It can go once no writer can still write such a version, that
 is once p lies below every position a writer could still bring:
 
 * **the stream** never applies a change before its committed position (a restart resumes

@@ -30,7 +30,7 @@ __all__ = ["TableWatermarks", "Watermarks"]
 class TableWatermarks(list[tuple[ChunkRange, BinlogPosition]]):
     """``(range, high watermark)`` of a table's done chunks, never overlapping; ``unread``:
     the parts of those ranges whose chunk read nothing (a start without a snapshot, where
-    a table without a key counts only what changed since: ``sinks.count_fold``)."""
+    a table without a key counts only what changed since: ``sinks.multiset.count_fold``)."""
 
     def __init__(
         self,

@@ -27,7 +27,7 @@ hash* (:attr:`TableLakeColumns.keyed_by_hash`): its lake rows no longer say whic
 key range they lie in, which the parts that find lake rows by range take into account
 (docs/architecture.md, "Hashed keys").
 
-A table without a key is held as counts of its row images (``sinks.keyless``): the
+A table without a key is held as counts of its row images (``sinks.multiset.keyless``): the
 images are those of the lake, so rows that differ only in what is left out or masked are
 one image counted twice. Its chunking column is its key here: it cannot be left out or
 masked.

@@ -50,7 +50,7 @@ class ValueRange:
 class RowFilter:
     """The rows whose value of ``column`` lies in one of ``ranges`` or is one of
     ``values`` (None among them: NULL); with ``source``, those of them that the source
-    table ``source`` wrote into a table that routes merge (``sinks.routed``)."""
+    table ``source`` wrote into a table that routes merge (``sinks.routes.routed``)."""
 
     column: str
     ranges: tuple[ValueRange, ...] = ()

@@ -12,7 +12,7 @@ A table no pattern matches goes to its own lake table, as without routes. A tabl
 patterns route to different targets, or a target that is also a source table some
 pattern leaves unrouted, is refused (:meth:`Routes.target_of`, :meth:`Routes.check`).
 Chunks, the hand-off, the emit filter and verify stay per source table: only where rows
-land changes (``sinks.routed``).
+land changes (``sinks.routes.routed``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ exists twice in the source is one image counted twice. A row change is then one 
   update's position (the binlog's order: before, then after). An update that leaves the
   image as it was (``UPDATE t SET x = x``, or a column the image does not hold) has no
   halves: the two would cancel, and dropping them keeps one promise the position rule
-  needs (``sinks.count_fold``): no two changes of one image share a position.
+  needs (``sinks.multiset.count_fold``): no two changes of one image share a position.
 
 The halves are judged one by one downstream (the correction, the emit filter): the two
 images of an update may lie in different chunks. Pure: no I/O, no pyarrow.
@@ -39,7 +39,7 @@ class ImageChange(Generic[ImageT]):
     """``delta`` rows of ``image`` added (``+1``) or taken away (``-1``) at ``position``.
 
     ``image`` is the row's values (:data:`Image`) up to the sink, which identifies it by
-    their hash (``sinks.row_hash``); the rules downstream take either."""
+    their hash (``sinks.multiset.row_hash``); the rules downstream take either."""
 
     image: ImageT
     delta: int
@@ -58,7 +58,7 @@ class ImageChange(Generic[ImageT]):
 class NetChange(Generic[ImageT]):
     """The changes of one image from ``first`` to ``last`` (the positions of the first and
     the last of them) as one: their deltas summed. A slice or a batch hands the sink one
-    per image; ``sinks.count_fold`` says when that is safe."""
+    per image; ``sinks.multiset.count_fold`` says when that is safe."""
 
     image: ImageT
     delta: int

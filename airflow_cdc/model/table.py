@@ -204,7 +204,7 @@ class TableOptions:
     #: table and checked against an existing one's; empty: none given.
     lake_rules: str = ""
     #: It holds the rows of several source tables, told apart by ``_cdc_source_table``
-    #: (a column of its schema: ``sinks.routed``).
+    #: (a column of its schema: ``sinks.routes.routed``).
     routed: bool = False
     #: Of a routed table: the source table the writer writes (its columns are recorded).
     source: str = ""

@@ -102,10 +102,10 @@ def lake_sink(
     """The rendered ``sink_path`` with the lake connection's storage options (none when
     the connection is not defined), ``staging_path`` and ``routes`` (the rendered
     ``routes`` and ``routes_unique_keys``); with ``check``, refused unless it takes a
-    write (:func:`~airflow_cdc.sinks.write_check.check_writable`), so a wrong path,
+    write (:func:`~airflow_cdc.sinks.storage.write_check.check_writable`), so a wrong path,
     bucket or key fails before any Spark job starts."""
     # Imported when the task runs, not at every DAG parse.
-    from airflow_cdc.sinks.storage import is_local_uri
+    from airflow_cdc.sinks.storage.storage import is_local_uri
 
     root = str(sink_path or "").strip()
     staging = str(staging_path or "").strip()
@@ -143,8 +143,8 @@ def check_routes(sink: SinkConfig, schemas: Sequence[TableSchema]) -> None:
 def check_sink(sink: SinkConfig, *, lake_conn_id: str | None = None) -> None:
     """The write check of the sink root and, when set apart, of the staging area."""
     # Imported when the task runs, not at every DAG parse.
-    from airflow_cdc.sinks.storage import Location
-    from airflow_cdc.sinks.write_check import check_writable
+    from airflow_cdc.sinks.storage.storage import Location
+    from airflow_cdc.sinks.storage.write_check import check_writable
 
     check_writable(Location(sink.root, sink.storage_options), conn_id=lake_conn_id)
     if sink.staging_path:

@@ -293,7 +293,7 @@ class PlanSnapshotOperator(LineageMixin, SelectedTablesOperator):
     ) -> SnapshotPlan:
         """The tables' start without a snapshot, recorded (``snapshot.start_plan``)."""
         # Imported when the task runs, not at every DAG parse.
-        from airflow_cdc.sinks.formats import open_sink
+        from airflow_cdc.sinks.contract.formats import open_sink
         from airflow_cdc.snapshot.start_plan import record_start_plan
 
         planned, position = record_start_plan(

@@ -50,7 +50,7 @@ from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import check_sink, resolved_tables, table_selection
 from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.rendered import as_config, as_str_list
-from airflow_cdc.sinks.naming import escape_segment
+from airflow_cdc.sinks.contract.naming import escape_segment
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def default_checkpoint_dir(sink_path: str, stream_id: str) -> str:
     without its checkpoint resumes from its committed position in the metadata DB."""
     # Heavy imports (pyarrow, SQLAlchemy, pymysql) stay in the functions: the DAG processor
     # imports this module at every parse, and only a running task needs them.
-    from airflow_cdc.sinks.storage import is_local_uri
+    from airflow_cdc.sinks.storage.storage import is_local_uri
 
     segment = escape_segment(stream_id)
     if is_local_uri(sink_path):

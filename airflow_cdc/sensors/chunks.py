@@ -186,7 +186,7 @@ def table_asset_uri(sink_path: str, table: TableId) -> str:
     """``delta://<root>/<db>/<table>`` (segments escaped as in the sink); a root that is a URI
     itself (``s3://b/lake``) gives ``delta+s3://b/lake/<db>/<table>``."""
     # Imported when the task runs, not at every DAG parse.
-    from airflow_cdc.sinks.naming import table_path
+    from airflow_cdc.sinks.contract.naming import table_path
 
     path = table_path(sink_path, table)
     return f"delta+{path}" if "://" in sink_path else f"delta://{path}"

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.row_images import ImageChange
-from airflow_cdc.sinks.count_fold import NegativeCountError
+from airflow_cdc.sinks.multiset.count_fold import NegativeCountError
 
 __all__ = ["counts_at_high_watermark"]
 

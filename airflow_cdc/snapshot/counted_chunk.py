@@ -7,9 +7,9 @@ adds, per partition, the deltas of the window's halves after that partition's vi
 position whose image lies in the partition's range; only the images the window touched
 change, so only those are taken out of the staged counts and put back corrected.
 
-The write is the chunk's absolute counts at the high watermark (``sinks.count_fold``'s
+The write is the chunk's absolute counts at the high watermark (``sinks.multiset.count_fold``'s
 ``counts_at``): the sink holds a keyless table keyed by the chunking column and the row
-hash (``sinks.base``), so last writer wins does the rest, as for a keyed chunk: into a
+hash (``sinks.contract.base``), so last writer wins does the rest, as for a keyed chunk: into a
 range the sink holds nothing of, one commit of new files; else a merge, with a marker
 (count 0) for each image of the range the sink holds that the chunk does not.
 """
@@ -25,12 +25,12 @@ import pyarrow.compute as pc
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, Key, TableSchema
 from airflow_cdc.model.row_images import ImageChange
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
-from airflow_cdc.sinks.count_rows import ToLake, half_rows
-from airflow_cdc.sinks.keyless import image_fields
-from airflow_cdc.sinks.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN
-from airflow_cdc.sinks.staging import read_arrow_file
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN
+from airflow_cdc.sinks.multiset.count_rows import ToLake, half_rows
+from airflow_cdc.sinks.multiset.keyless import image_fields
+from airflow_cdc.sinks.multiset.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN
+from airflow_cdc.sinks.storage.staging import read_arrow_file
 from airflow_cdc.snapshot.count_correction import counts_at_high_watermark
 from airflow_cdc.snapshot.membership import in_range
 from airflow_cdc.snapshot.reader import PartitionResult
@@ -57,7 +57,7 @@ class CountedPart:
 
 @dataclass(frozen=True)
 class _Halves:
-    """The window's halves (``sinks.count_rows.half_rows``): their images as a table of
+    """The window's halves (``sinks.multiset.count_rows.half_rows``): their images as a table of
     the source's columns, their hashes, as changes of hashed images, and, per half, the
     partition whose range holds its image (None: outside the chunk)."""
 
@@ -147,7 +147,7 @@ def _concat(schema: TableSchema, tables: Sequence[pa.Table]) -> pa.Table:
 
 
 def _counted_schema(schema: TableSchema) -> pa.Schema:
-    """The source's columns, then the image's hash and count (``sinks.keyless``)."""
+    """The source's columns, then the image's hash and count (``sinks.multiset.keyless``)."""
     return pa.schema([*arrow_schema(schema), *image_fields()])
 
 
@@ -162,7 +162,7 @@ def write_counts(
     """The chunk's images with their counts, at ``position`` (the high watermark): new
     files in one commit when the range is empty in the sink, else merged with markers for
     the range's images the sink holds and the chunk does not."""
-    # No time: a keyless table has no change metadata columns (``sinks.base``).
+    # No time: a keyless table has no change metadata columns (``sinks.contract.base``).
     rows = with_position(images, _counted_schema(schema), position, False, read_time=None)
     live = int(pc.sum(images.column(COUNT_COLUMN)).as_py() or 0)
     writer = sink.range_writer(schema.table)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from airflow_cdc.sinks.staging import write_arrow_file
+from airflow_cdc.sinks.storage.staging import write_arrow_file
 from airflow_cdc.snapshot.image_counts import count_images
 from airflow_cdc.snapshot.reader import PartitionRead, PartitionResult
 from airflow_cdc.source.masking import lake_rows

@@ -1,7 +1,7 @@
 """A keyless chunk's read as counts of row images: what the correction starts from.
 
 The rows a read view returns (every source column, in the sink's types) are grouped by
-their hash (``sinks.row_hash``), not by their values: values that are equal as the sink
+their hash (``sinks.multiset.row_hash``), not by their values: values that are equal as the sink
 compares them but differ in form (``-0.0`` and ``0.0``) are one image, as the binlog's
 halves will find them. Each image keeps the values of its first row.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from airflow_cdc.sinks.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN, image_hashes
+from airflow_cdc.sinks.multiset.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN, image_hashes
 
 __all__ = ["count_images"]
 

@@ -41,10 +41,10 @@ from airflow_cdc.model.lake_columns import TableLakeColumns
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
 from airflow_cdc.probe import Probe
 from airflow_cdc.runner import Runner, local_runner
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.formats import open_sink
-from airflow_cdc.sinks.staging import remove_staged, staging_folder
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.formats import open_sink
+from airflow_cdc.sinks.storage.staging import remove_staged, staging_folder
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.snapshot.binlog_window import read_window
 from airflow_cdc.snapshot.chunk_task import ChunkFailure, ChunkOutcome, ChunkTask, failure_reason
 from airflow_cdc.snapshot.counted_chunk import CountedPart, corrected_counts, write_counts

@@ -15,8 +15,8 @@ import pyarrow as pa
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableSchema
 from airflow_cdc.model.lake_columns import MaskKey, TableLakeColumns
-from airflow_cdc.sinks.staging import read_arrow_file, write_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.staging import read_arrow_file, write_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.source.arrow_types import conform
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.masking import lake_rows
@@ -33,7 +33,7 @@ __all__ = [
 @dataclass(frozen=True)
 class PartitionRead:
     """One partition of a chunk: read ``range`` of ``schema.table`` into ``out`` (a staged
-    file: ``sinks.staging``)."""
+    file: ``sinks.storage.staging``)."""
 
     source: SourceConfig
     schema: TableSchema
@@ -55,7 +55,7 @@ class PartitionResult:
 
 
 def read_partition(task: PartitionRead) -> PartitionResult:
-    """Read one partition and stage it as an Arrow IPC file (``sinks.staging``); returns
+    """Read one partition and stage it as an Arrow IPC file (``sinks.storage.staging``); returns
     where and how many rows."""
     started = time.monotonic()
     schema, rng = task.schema, task.range

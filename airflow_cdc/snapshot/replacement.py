@@ -31,8 +31,8 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import PlanRecord
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.planning.partitions import bucket_width
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server

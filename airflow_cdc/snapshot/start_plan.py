@@ -32,7 +32,7 @@ from airflow_cdc.planning.chunk_column import keyless_note
 from airflow_cdc.planning.lake_rules import check_lake_rules
 from airflow_cdc.planning.partitions import bucket_width
 from airflow_cdc.planning.plan_snapshot import SnapshotPlan, chunked_schemas
-from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.contract.base import Sink
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.reader import reader_server_id
 from airflow_cdc.source.binlog.start_search import (

@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableSchema
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN
 from airflow_cdc.snapshot.membership import range_membership
 from airflow_cdc.snapshot.write import delete_markers
 

@@ -25,8 +25,8 @@ from airflow_cdc.model.gtid import GtidPoint
 from airflow_cdc.planning.packing import chunk_weight
 from airflow_cdc.planning.partitions import partition_count
 from airflow_cdc.runner import Runner, local_runner, spread
-from airflow_cdc.sinks.formats import open_sink
-from airflow_cdc.sinks.staging import remove_staged, staged_folders, staging_area
+from airflow_cdc.sinks.contract.formats import open_sink
+from airflow_cdc.sinks.storage.staging import remove_staged, staged_folders, staging_area
 from airflow_cdc.snapshot.chunk_task import ChunkFailure, ChunkOutcome, ChunkTask, failure_reason
 from airflow_cdc.snapshot.driver_share import with_driver_share
 from airflow_cdc.snapshot.job import snapshot_chunk, snapshot_chunks_quietly

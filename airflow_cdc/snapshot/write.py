@@ -1,12 +1,12 @@
 """Writing a corrected chunk to the sink, at the high watermark's position.
 
-Two ways, same result (the sink keeps the last writer per key, ``sinks.last_writer_wins``):
+Two ways, same result (the sink keeps the last writer per key, ``sinks.contract.last_writer_wins``):
 
 * **files** (a range the sink holds no row of, e.g. a first snapshot): the
   workers turn their staged partitions into the sink's Parquet data files in parallel,
   leaving out the keys the correction replaces; the driver writes the corrected rows and
   delete markers as one more file and commits them all at once
-  (:meth:`~airflow_cdc.sinks.base.Sink.commit_new_range`).
+  (:meth:`~airflow_cdc.sinks.contract.base.Sink.commit_new_range`).
 * **merge** (anything else, or when a writer got into the range first): the driver merges
   the rows with last-writer-wins, plus delete markers for sink rows of the range that are
   gone from the source.
@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.model import ChangeEvent, ChunkRange, Key, TableId, TableSchema
 from airflow_cdc.runner import Runner
-from airflow_cdc.sinks.base import RangeWriter, Sink, WrittenFile
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.base import RangeWriter, Sink, WrittenFile
+from airflow_cdc.sinks.contract.cdc_columns import (
     CHANGE_METADATA_FIELDS,
     DELETED_COLUMN,
     OP_DELETE,
@@ -35,8 +35,8 @@ from airflow_cdc.sinks.cdc_columns import (
     repeated_text,
     repeated_time,
 )
-from airflow_cdc.sinks.staging import read_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.staging import read_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.snapshot.correction import DELETED, Deleted, fold
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 
@@ -269,7 +269,7 @@ def merge_rows(
     # key or checked-unique chunk key), and the corrected, deleted and vanished keys were
     # taken out of them before being added.
     # A row the sink holds at this position is an earlier read at the same binlog end:
-    # this one wins (``sinks.last_writer_wins``), so a repair of a change made outside the
+    # this one wins (``sinks.contract.last_writer_wins``), so a repair of a change made outside the
     # binlog writes even on a server idle since.
     sink.apply(rows.table, changes, keys_unique=True, wins_ties=True)
     tombstones = len(rows.deleted) + len(vanished)

@@ -8,7 +8,7 @@ changes nothing.
 
 The stream splits this in two: each slice of a micro-batch is reduced where it is decoded
 (:func:`reduce_slice`, on the executors, in parallel), and the driver keeps, per key, the
-newest row of all slices (``sinks.last_writer_wins.newest_per_key``) before the merge. Reducing a
+newest row of all slices (``sinks.contract.last_writer_wins.newest_per_key``) before the merge. Reducing a
 slice and then the slices equals reducing the whole batch: "newest per key" is associative,
 and filtering the newest change of a key equals taking the newest of the filtered ones
 (a key's earlier changes lie at or before a watermark its newest one lies at or before).
@@ -28,15 +28,15 @@ import pyarrow as pa
 
 from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import BinlogPosition, ChangeEvent, Key, Row, TableId, TableSchema
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.cdc_columns import (
     CHANGE_METADATA_FIELDS,
     COMMIT_TS_TYPE,
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
 )
-from airflow_cdc.sinks.last_writer_wins import newest_per_key
+from airflow_cdc.sinks.contract.last_writer_wins import newest_per_key
 from airflow_cdc.source.arrow_types import arrow_schema, rows_to_arrow
 from airflow_cdc.source.binlog.column_decoder import column_array
 from airflow_cdc.stream.apply_counts import Marks, apply_counts

@@ -1,9 +1,9 @@
 """Binlog changes of a table without a key into the sink, as absolute counts (plain Python).
 
-A keyless table's sink rows are counts of row images (``sinks.keyless``). Its changes are
+A keyless table's sink rows are counts of row images (``sinks.multiset.keyless``). Its changes are
 halves (``model.row_images.halves``: an insert adds one row of its image, a delete takes
 one away, an update both), folded onto the counts the sink holds by the position rule
-(``sinks.count_rows.fold_count_rows``): a half at or before the position its image's
+(``sinks.multiset.count_rows.fold_count_rows``): a half at or before the position its image's
 count holds changes up to is skipped, the others summed. The rows written are the new
 *absolute* counts at the last position folded in, merged last writer wins by position as
 a chunk's counts are, so a chunk re-run committing between the read of the held counts
@@ -15,7 +15,7 @@ sink's counts: a floor is never newer than what the counts were read from; an ol
 is harmless, as an image the sink does not hold counted 0 at every floor its range ever
 had). So no emit filter is needed: the floors are the filter, image by image, exact.
 Where the chunk read nothing (a start without a snapshot) the counts stop at 0
-(``sinks.count_fold``): the sink holds only what changed since the start.
+(``sinks.multiset.count_fold``): the sink holds only what changed since the start.
 """
 
 from __future__ import annotations
@@ -30,17 +30,17 @@ from airflow_cdc.config import SinkConfig
 from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import ChangeEvent, TableSchema, comparable_key
 from airflow_cdc.planning.key_order import sort_key_for
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.cdc_columns import POSITION_TYPE
-from airflow_cdc.sinks.change_batches import Block, merge_groups, read_block
-from airflow_cdc.sinks.count_rows import (
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.cdc_columns import POSITION_TYPE
+from airflow_cdc.sinks.contract.change_batches import Block, merge_groups, read_block
+from airflow_cdc.sinks.multiset.count_rows import (
     FLOOR_COLUMN,
     UNREAD_COLUMN,
     ToLake,
     fold_count_rows,
     half_rows,
 )
-from airflow_cdc.sinks.row_hash import ROW_HASH_COLUMN
+from airflow_cdc.sinks.multiset.row_hash import ROW_HASH_COLUMN
 from airflow_cdc.stream.half_filter import ChunkMarks
 
 __all__ = ["Marks", "apply_counts", "fold_halves", "fold_halves_blocks"]
@@ -87,7 +87,7 @@ def fold_halves_blocks(
 
 
 def fold_halves(sink: Sink, schema: TableSchema, changes: pa.Table, marks: Marks) -> int:
-    """Fold ``changes`` (``schema.table``'s halves as ``sinks.count_rows.half_rows``
+    """Fold ``changes`` (``schema.table``'s halves as ``sinks.multiset.count_rows.half_rows``
     makes them) into the sink's counts; the rows written. ``marks``: as for
     :func:`apply_counts`."""
     if not changes.num_rows:

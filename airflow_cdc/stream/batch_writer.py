@@ -34,10 +34,10 @@ from airflow_cdc.model import (
     describe_tables,
 )
 from airflow_cdc.runner import Runner
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
-from airflow_cdc.sinks.formats import open_sink
-from airflow_cdc.sinks.staging import remove_staged
-from airflow_cdc.sinks.table_merge import merge_changes
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, Merged, TableChanges
+from airflow_cdc.sinks.contract.formats import open_sink
+from airflow_cdc.sinks.contract.table_merge import merge_changes
+from airflow_cdc.sinks.storage.staging import remove_staged
 from airflow_cdc.snapshot.replacement import replaced_for
 from airflow_cdc.stream.apply import merge_each
 from airflow_cdc.stream.apply_counts import Marks, fold_halves_blocks
@@ -194,7 +194,7 @@ class BatchWriter:
     def _merge_all(
         self, tables: list[TableChanges], version: int | None
     ) -> tuple[list[Merged], int]:
-        """Merge each table's blocks (``sinks.change_batches``): by the sink as tasks on
+        """Merge each table's blocks (``sinks.contract.change_batches``): by the sink as tasks on
         the executors when there are enough tables or a big one, else here,
         ``apply_parallelism`` at a time. A table that failed fails the batch once every
         table has run. The outcomes, and how many executor tasks ran them (0: here)."""

@@ -13,8 +13,8 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.watermarks import TableWatermarks
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.planning.key_order import sort_key_for
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.change_batches import Block, read_block
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.change_batches import Block, read_block
 from airflow_cdc.snapshot.sweep import sweep_range
 from airflow_cdc.stream.apply_counts import Marks
 from airflow_cdc.stream.emit_filter import EmitFilter

@@ -48,7 +48,7 @@ from airflow_cdc.metadata.records import FullSnapshot, PlanRecord
 from airflow_cdc.model import LeftOut, TableId, TableSelection
 from airflow_cdc.planning.plan_snapshot import plan_snapshot
 from airflow_cdc.runner import Runner
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.source.catalog import list_tables, resolve_tables
 from airflow_cdc.source.connection import on_server

@@ -2,7 +2,7 @@
 (``source.masking.LakeRows``), and without the change metadata columns when the stream does
 not keep them (``LakeColumnsConfig.change_metadata``), so a stream without them stages,
 sends and merges the rows it did before. A lake table that has the columns takes such rows
-with them null (``sinks.conform``)."""
+with them null (``sinks.contract.conform``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from airflow_cdc.config import LakeColumnsConfig
 from airflow_cdc.model import TableSchema
-from airflow_cdc.sinks.cdc_columns import CHANGE_METADATA_FIELDS
+from airflow_cdc.sinks.contract.cdc_columns import CHANGE_METADATA_FIELDS
 from airflow_cdc.source.masking import LakeRows
 
 __all__ = ["StreamLakeRows"]

@@ -32,7 +32,7 @@ from airflow_cdc.errors import PositionPurgedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId, binlog_file_number
 from airflow_cdc.planning.plan_snapshot import plan_snapshot
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.replacement import replace_planned
 from airflow_cdc.source.binlog.boundaries import binary_logs
 from airflow_cdc.source.catalog import load_table_schemas

@@ -20,9 +20,9 @@ from airflow_cdc.config import LakeColumnsConfig, SourceConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
 from airflow_cdc.planning.plan_snapshot import chunked_schemas
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.conform import check_same_lake_rules
-from airflow_cdc.sinks.keyless import stored_key
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.conform import check_same_lake_rules
+from airflow_cdc.sinks.multiset.keyless import stored_key
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import DbConnection, on_server
 from airflow_cdc.source.schema_check import Drift, sink_drift

@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, Key, Row, TableId
-from airflow_cdc.sinks.cdc_columns import OP_CREATE, OP_DELETE, OP_UPDATE
+from airflow_cdc.sinks.contract.cdc_columns import OP_CREATE, OP_DELETE, OP_UPDATE
 from airflow_cdc.source.binlog.events import ColumnRows
 from airflow_cdc.source.binlog.row_decoder import RowPlan
 
@@ -31,7 +31,7 @@ __all__ = [
 
 class Newest(NamedTuple):
     """A key's newest change: its position, its row (None: deleted), its operation
-    (``sinks.cdc_columns``: ``c``, ``u``, ``d``) and its event's binlog time (seconds)."""
+    (``sinks.contract.cdc_columns``: ``c``, ``u``, ``d``) and its event's binlog time (seconds)."""
 
     position: BinlogPosition
     row: Row | None

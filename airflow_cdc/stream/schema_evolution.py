@@ -39,7 +39,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from airflow_cdc.model import BinlogPosition, Column, DdlKind, SchemaChange, TableSchema
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, widens
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange, widens
 from airflow_cdc.source.arrow_types import arrow_type, python_value
 from airflow_cdc.source.ddl.column_defaults import Computed, existing_rows_value
 

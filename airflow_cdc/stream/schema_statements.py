@@ -24,7 +24,7 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.probe import NO_PROBE, Probe
-from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.contract.base import Sink
 from airflow_cdc.source.binlog.reader import BinlogItem
 from airflow_cdc.stream.lake_rows import StreamLakeRows
 from airflow_cdc.stream.schema_decisions import Decision

@@ -4,7 +4,7 @@ A slice of a huge transaction reduces to as many rows as the transaction changed
 rows of the micro-batch, they would all sit in the JVM and in the driver at once (3 GB for
 a 1M-row UPDATE). Instead each block of a slice (at most ``block_rows`` keys) is written
 as an Arrow IPC file in the stream's staging folder, the batch's rows carry only the file
-names, and the sink merges the blocks a group at a time (``sinks.change_batches``) (at most ``max_merge_rows`` rows,
+names, and the sink merges the blocks a group at a time (``sinks.contract.change_batches``) (at most ``max_merge_rows`` rows,
 memory-mapped): the memory of a batch is bounded by those two settings, not by the size of
 a transaction. Merging a batch in several groups is safe because the sink keeps the
 greatest position per key whatever the order of the writes.
@@ -13,7 +13,7 @@ Small blocks ride in the slice's result instead (:class:`SliceBlocks`), up to
 ``inline_slice_bytes`` a slice: a batch touching hundreds of tables would otherwise write
 and read a file per table and slice (on an object store, a PUT and a GET each).
 
-The folder is in the sink's staging area with the chunk job's (``sinks.staging``: the
+The folder is in the sink's staging area with the chunk job's (``sinks.storage.staging``: the
 sink's store, so executors on other machines reach it), and is emptied when a batch has
 committed and when the stream starts. Block rows carry the file's URI, never credentials.
 """
@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.config import SinkConfig
-from airflow_cdc.sinks.change_batches import Block
-from airflow_cdc.sinks.naming import escape_segment
-from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.contract.change_batches import Block
+from airflow_cdc.sinks.contract.naming import escape_segment
+from airflow_cdc.sinks.storage.staging import staging_folder, write_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "SliceBlocks",

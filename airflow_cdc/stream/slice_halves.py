@@ -3,7 +3,7 @@
 A keyless table's changes are folded into counts (``stream.apply_counts``), which needs
 its halves (``model.row_images.halves``) as rows: the image's columns in the sink's
 types, ``_cdc_row_hash``, ``_cdc_delta``, ``_cdc_first`` = ``_cdc_position``
-(``sinks.count_rows.half_rows``). The slice that decodes a change makes them, so the
+(``sinks.multiset.count_rows.half_rows``). The slice that decodes a change makes them, so the
 driver never reads the binlog again: row events in columns (the fast decoder's
 :class:`~airflow_cdc.source.binlog.events.ColumnRows`, whose before-images hold every
 column of a keyless table) are decoded a whole column at a time
@@ -27,15 +27,15 @@ from collections.abc import Callable, Mapping
 import pyarrow as pa
 
 from airflow_cdc.model import ChangeEvent, ChangeKind, TableId, TableSchema
-from airflow_cdc.sinks.cdc_columns import POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.count_rows import (
+from airflow_cdc.sinks.contract.cdc_columns import POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.multiset.count_rows import (
     DELTA_COLUMN,
     FIRST_COLUMN,
     ToLake,
     half_rows,
     unchanged_updates,
 )
-from airflow_cdc.sinks.row_hash import ROW_HASH_COLUMN, image_hashes
+from airflow_cdc.sinks.multiset.row_hash import ROW_HASH_COLUMN, image_hashes
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog.column_decoder import column_array
 from airflow_cdc.source.binlog.events import ColumnRows

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
-from airflow_cdc.sinks.change_batches import Block
+from airflow_cdc.sinks.contract.change_batches import Block
 
 __all__ = [
     "ASIDE",

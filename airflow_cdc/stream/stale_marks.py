@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
-from airflow_cdc.sinks.cdc_columns import POSITION_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import POSITION_COLUMN
 from airflow_cdc.stream.apply import emitted_rows
 from airflow_cdc.stream.emit_filter import EmitFilter
 

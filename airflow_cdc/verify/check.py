@@ -36,8 +36,8 @@ from airflow_cdc.config import ChunkingConfig, SinkConfig, SourceConfig, VerifyS
 from airflow_cdc.errors import ConfigurationError, StreamBehindError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Key, TableSchema
 from airflow_cdc.model.lake_columns import Mask, MaskKey
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.canonical import hashed_names, notes

@@ -20,8 +20,8 @@ from typing import Any
 import duckdb
 
 from airflow_cdc.model import BinlogPosition, Key, TableSchema
-from airflow_cdc.sinks.base import TableScan
-from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.contract.base import TableScan
+from airflow_cdc.sinks.contract.cdc_columns import COUNT_COLUMN, DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.verify.canonical import duckdb_key_digest, duckdb_key_text, duckdb_row_hash
 from airflow_cdc.verify.digest_prefixes import listing, prefix_width
 from airflow_cdc.verify.sums import RangeSum

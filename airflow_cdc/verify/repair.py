@@ -38,7 +38,7 @@ from airflow_cdc.model import (
     comparable_key,
 )
 from airflow_cdc.model.lake_columns import Mask, MaskKey
-from airflow_cdc.sinks.base import Sink
+from airflow_cdc.sinks.contract.base import Sink
 from airflow_cdc.snapshot.write import delete_markers
 from airflow_cdc.source.connection import DbConnection, fetch_one
 from airflow_cdc.source.keyset import key_list, order_by, range_condition, sql_identifier

@@ -18,8 +18,8 @@ from airflow_cdc.errors import CdcError, first_line
 from airflow_cdc.metadata.verifications import Verification
 from airflow_cdc.model import ChunkRange, TableId, TablePlan, TableSchema
 from airflow_cdc.model.lake_columns import MaskKey, TableLakeColumns
-from airflow_cdc.sinks.conform import check_same_lake_rules
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.conform import check_same_lake_rules
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.source.connection import connect
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.verify.check import StreamPosition, TableCheck, check_table

@@ -41,7 +41,7 @@ import pytest
 
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import COMMIT_TS_COLUMN, OP_COLUMN, SOURCE_TABLE_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import COMMIT_TS_COLUMN, OP_COLUMN, SOURCE_TABLE_COLUMN
 from airflow_cdc.sinks.delta import DeltaSink
 from devtools.airflow_env import airflow_env, dags_test, migrate
 from devtools.local_mariadb import LocalMariaDB

@@ -24,8 +24,8 @@ from airflow_cdc.config import ChunkingConfig, LakeColumnsConfig, SinkConfig
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.planning.plan_snapshot import plan_snapshot
-from airflow_cdc.sinks.cdc_columns import COMMIT_TS_COLUMN, DELETED_COLUMN, OP_COLUMN
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.cdc_columns import COMMIT_TS_COLUMN, DELETED_COLUMN, OP_COLUMN
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.unit import run_chunk
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB

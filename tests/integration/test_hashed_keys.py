@@ -36,7 +36,7 @@ from deltalake import DeltaTable
 from airflow_cdc.config import LakeColumnsConfig, SinkConfig, VerifySettings
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.unit import run_chunk
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect

@@ -22,7 +22,7 @@ import pytest
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChunkRange, ServerEpoch, TableId
 from airflow_cdc.model.row_images import Image, halves
-from airflow_cdc.sinks.count_fold import StoredCount, counts_at, fold_counts
+from airflow_cdc.sinks.multiset.count_fold import StoredCount, counts_at, fold_counts
 from airflow_cdc.snapshot.count_correction import counts_at_high_watermark
 from airflow_cdc.source.binlog.reader import read_changes
 from airflow_cdc.source.catalog import load_table_schema

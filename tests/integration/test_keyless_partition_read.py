@@ -32,8 +32,8 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.model.row_images import halves
-from airflow_cdc.sinks.staging import read_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.staging import read_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.snapshot.count_correction import counts_at_high_watermark
 from airflow_cdc.snapshot.reader import PartitionRead, read_partition
 from airflow_cdc.source.arrow_types import arrow_schema

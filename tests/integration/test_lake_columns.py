@@ -22,7 +22,7 @@ import pytest
 from airflow_cdc.config import LakeColumnsConfig
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import (

@@ -22,9 +22,9 @@ from deltalake import DeltaTable
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-from airflow_cdc.sinks.connection import storage_options_from_connection
-from airflow_cdc.sinks.staging import staging_folder, write_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.connection import storage_options_from_connection
+from airflow_cdc.sinks.storage.staging import staging_folder, write_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 from devtools.local_mariadb import LocalMariaDB
 from devtools.local_seaweedfs import LocalSeaweedFS
 from tests.support.compare import assert_replica_equals_source

@@ -26,7 +26,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.model.column_names import same_column_name
 from airflow_cdc.operators.plan import PlanSnapshotOperator
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import job_spec

@@ -28,7 +28,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
 from airflow_cdc.sinks import DeltaSink
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN
 from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source

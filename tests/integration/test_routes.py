@@ -29,7 +29,7 @@ from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import job_spec, plan, stream_spec, verify_differences

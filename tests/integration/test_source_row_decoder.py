@@ -20,7 +20,7 @@ import pytest
 
 from airflow_cdc.config import SourceConfig
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId
-from airflow_cdc.sinks.count_rows import half_rows
+from airflow_cdc.sinks.multiset.count_rows import half_rows
 from airflow_cdc.source.binlog import row_decoder
 from airflow_cdc.source.binlog.events import ColumnRows, RowsEvent
 from airflow_cdc.source.binlog.mysql_replication import mysql_event_source

@@ -26,8 +26,8 @@ from airflow_cdc.errors import TableError
 from airflow_cdc.model import ChunkRange, TableId, TableOptions
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
-from airflow_cdc.sinks.staging import read_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.staging import read_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.source.binlog.column_decoder import column_array
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.pipeline import plan, snapshot_all, source_config, table_schema

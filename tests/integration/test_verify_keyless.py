@@ -33,7 +33,7 @@ from airflow_cdc.config import ChunkingConfig, SinkConfig, VerifySettings
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableId, TableSchema
 from airflow_cdc.planning.plan_snapshot import chunked_schemas, plan_snapshot
-from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, POSITION_COLUMN, ROW_HASH_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import COUNT_COLUMN, POSITION_COLUMN, ROW_HASH_COLUMN
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.source.catalog import load_table_schemas
 from airflow_cdc.source.connection import connect

@@ -39,8 +39,8 @@ from airflow_cdc.config import LakeColumnsConfig, SinkConfig, VerifySettings
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from airflow_cdc.model.lake_columns import MaskKey
-from airflow_cdc.sinks.cdc_columns import POSITION_COLUMN
-from airflow_cdc.sinks.formats import open_sink
+from airflow_cdc.sinks.contract.cdc_columns import POSITION_COLUMN
+from airflow_cdc.sinks.contract.formats import open_sink
 from airflow_cdc.snapshot.unit import run_chunk
 from airflow_cdc.source.catalog import load_table_schema
 from airflow_cdc.source.connection import connect

@@ -1,13 +1,13 @@
 """A second sink, for tests only: one Parquet file per table version in a folder.
 
-It exists to show that the :class:`~airflow_cdc.sinks.base.Sink` Protocol is complete: a
+It exists to show that the :class:`~airflow_cdc.sinks.contract.base.Sink` Protocol is complete: a
 format other than Delta implements every method from the Protocol's docstrings and the
-product's pure rules (``sinks.last_writer_wins``, ``sinks.columns_change``,
-``sinks.table_merge.merge_changes``), never from ``sinks.delta``, and passes the same
+product's pure rules (``sinks.contract.last_writer_wins``, ``sinks.contract.columns_change``,
+``sinks.contract.table_merge.merge_changes``), never from ``sinks.delta``, and passes the same
 contract tests (``tests/unit/test_sink_contract.py``).
 
 Layout: ``<root>/<database>/<table>/v<version>.parquet`` (names escaped by
-``sinks.naming``), each file the whole table at that version: the source columns,
+``sinks.contract.naming``), each file the whole table at that version: the source columns,
 ``_cdc_position`` and ``_cdc_deleted`` (no ``_cdc_bucket``: one file needs no
 partitions), the change metadata columns if the table has them, and in its schema's metadata the table's description (key, columns kept
 after a drop, the writers' application versions, the last column change, what a
@@ -52,7 +52,7 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.runner import Runner, spread
-from airflow_cdc.sinks.base import (
+from airflow_cdc.sinks.contract.base import (
     NO_OPTIONS,
     ApplyResult,
     RangeWriter,
@@ -60,7 +60,7 @@ from airflow_cdc.sinks.base import (
     TableShape,
     WrittenFile,
 )
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     CDC_PREFIX,
     CHANGE_METADATA_FIELDS,
     COMMIT_TS_COLUMN,
@@ -72,12 +72,16 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_TYPE,
     repeated_position,
 )
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
-from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
-from airflow_cdc.sinks.conform import check_same_lake_rules, check_source_table, conform_changes
-from airflow_cdc.sinks.last_writer_wins import apply_newer
-from airflow_cdc.sinks.naming import escape_segment
-from airflow_cdc.sinks.table_merge import merge_changes
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, Merged, TableChanges
+from airflow_cdc.sinks.contract.columns_change import ColumnsChange, conform_rows
+from airflow_cdc.sinks.contract.conform import (
+    check_same_lake_rules,
+    check_source_table,
+    conform_changes,
+)
+from airflow_cdc.sinks.contract.last_writer_wins import apply_newer
+from airflow_cdc.sinks.contract.naming import escape_segment
+from airflow_cdc.sinks.contract.table_merge import merge_changes
 
 __all__ = ["ParquetDirSink", "StagedFile", "TableFiles"]
 

@@ -128,8 +128,8 @@ def test_an_unwritable_sink_path(untouched: Path, tmp_path: Path, where: str) ->
 
 def test_a_writable_sink_path_is_left_as_it_was(tmp_path: Path) -> None:
     """The check creates nothing: a missing sink folder is made by the first chunk job."""
-    from airflow_cdc.sinks.storage import Location
-    from airflow_cdc.sinks.write_check import check_writable
+    from airflow_cdc.sinks.storage.storage import Location
+    from airflow_cdc.sinks.storage.write_check import check_writable
 
     check_writable(Location(str(tmp_path / "new" / "lake")))
     check_writable(Location(f"file://{tmp_path}"))

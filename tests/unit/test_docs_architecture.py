@@ -418,11 +418,11 @@ def test_a_moved_module_is_named_in_the_map(tmp_path: Path) -> None:
     body = (
         "**`sinks/`**: where rows land.\n"
         "- `sinks/delta_gone.py`: `GoneSink`.\n"
-        "- `sinks/base.py`: the `Sink` protocol and `NoSuchThing`.\n"
+        "- `sinks/contract/base.py`: the `Sink` protocol and `NoSuchThing`.\n"
     )
     problems, named = check_map(body)
     assert any("sinks/delta_gone.py does not exist" in p for p in problems)
-    assert any("`NoSuchThing` is not in airflow_cdc.sinks.base" in p for p in problems)
+    assert any("`NoSuchThing` is not in airflow_cdc.sinks.contract.base" in p for p in problems)
     assert len(problems) == 2  # not `GoneSink` too: its line is reported already
     left = unlisted(named)
     assert PACKAGE / "sinks" / "base.py" not in left

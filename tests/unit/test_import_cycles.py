@@ -6,7 +6,7 @@ An edge is any import of a module of the package: absolute (``import airflow_cdc
 relative, at module level, inside a function or under ``TYPE_CHECKING``. A cycle through a
 function's import or a type annotation is still two modules that each need the other: the
 piece they share belongs in a module below both. An edge goes to the module named, not to
-the packages above it (importing ``sinks.base`` runs ``sinks/__init__.py`` too, but a
+the packages above it (importing ``sinks.contract.base`` runs ``sinks/__init__.py`` too, but a
 package's facade loads its names lazily and is not part of a module's design).
 """
 

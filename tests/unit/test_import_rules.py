@@ -145,7 +145,7 @@ def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
             ),
             "stream/apply.py": "from airflow_cdc.snapshot._job import y\n",  # private module
             "verify/check.py": "from airflow_cdc.sinks.delta.merge import merge\n",  # behind
-            "sinks/formats.py": "from airflow_cdc.sinks.delta.sink import DeltaSink\n",
+            "sinks/contract/formats.py": "from airflow_cdc.sinks.delta.sink import DeltaSink\n",
             "gadgets/x.py": "",  # a package the order does not know
         },
     )

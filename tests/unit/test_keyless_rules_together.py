@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind, ChunkRange
 from airflow_cdc.model.row_images import Image, ImageChange, halves
-from airflow_cdc.sinks.count_fold import (
+from airflow_cdc.sinks.multiset.count_fold import (
     NegativeCountError,
     StoredCount,
     StraddleError,

@@ -3,7 +3,7 @@
 The expectations are written from the spec's own examples (MySQL: ``mysql://{host}:{port}``
 and ``{database}.{table}``; a local file: namespace ``file``, its absolute path; S3:
 ``s3://{bucket}`` and the object's path), not from the module's code; the Delta table's
-folder is rebuilt from the escaping rule of ``sinks.naming`` read back with
+folder is rebuilt from the escaping rule of ``sinks.contract.naming`` read back with
 ``unescape_segment``.
 """
 
@@ -25,7 +25,7 @@ from airflow_cdc.lineage import (
     task_lineage,
 )
 from airflow_cdc.model import Column, TableId, TableSchema
-from airflow_cdc.sinks.naming import unescape_segment
+from airflow_cdc.sinks.contract.naming import unescape_segment
 
 names = st.text(min_size=1, max_size=12).filter(lambda s: "\x00" not in s)
 tables = st.builds(TableId, names, names)

@@ -426,7 +426,7 @@ def test_the_chunks_of_a_start_without_a_snapshot_are_unread_until_a_backfill_re
     store: MetadataStore,
 ) -> None:
     """A table without a key counts only what changed since such a start
-    (``sinks.count_fold``): the watermarks say where no chunk read the rows."""
+    (``sinks.multiset.count_fold``): the watermarks say where no chunk read the rows."""
     start = store.plans.create("latest", [TablePlan(ORDERS, ("id",), (EVERY_KEY,), 0, "unread")])
     (chunk,) = start.chunks
     store.chunks.start(chunk.chunk_id)

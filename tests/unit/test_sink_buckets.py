@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.base import check_column_names
+from airflow_cdc.sinks.contract.base import check_column_names
+from airflow_cdc.sinks.contract.naming import escape_segment, quote_column, unescape_segment
 from airflow_cdc.sinks.delta.buckets import bucket_values, check_bucket_width
 from airflow_cdc.sinks.delta.retry import RetryPolicy, is_commit_conflict, retry_conflicts
-from airflow_cdc.sinks.naming import escape_segment, quote_column, unescape_segment
 
 I64 = st.integers(-(2**63), 2**63 - 1)
 U64 = st.integers(0, 2**64 - 1)

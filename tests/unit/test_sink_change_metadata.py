@@ -16,14 +16,14 @@ from deltalake import DeltaTable
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     COMMIT_TS_COLUMN,
     COMMIT_TS_TYPE,
     OP_COLUMN,
     repeated_text,
     repeated_time,
 )
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
 from airflow_cdc.snapshot.write import delete_markers, with_position
 from airflow_cdc.source.arrow_types import arrow_schema

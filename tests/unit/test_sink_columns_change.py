@@ -1,4 +1,4 @@
-"""``sinks.columns_change``: a change of a sink table's columns, on the columns and on each
+"""``sinks.contract.columns_change``: a change of a sink table's columns, on the columns and on each
 stored row (pure; property-tested against a row-by-row model)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, conform_rows
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange, conform_rows
 
 AT = BinlogPosition("mysql-bin.000002", 500)
 BEFORE = pa.schema(

@@ -1,4 +1,4 @@
-"""The :class:`~airflow_cdc.sinks.base.Sink` Protocol's promises, checked on every sink:
+"""The :class:`~airflow_cdc.sinks.contract.base.Sink` Protocol's promises, checked on every sink:
 the Delta sink and a test-only Parquet-folder sink (``tests/support/parquet_dir_sink``),
 which implements the Protocol from its docstrings and the product's pure rules alone. A
 sink that passes these is one the rest of the product can use.
@@ -31,8 +31,8 @@ from airflow_cdc.model import (
     ValueRange,
 )
 from airflow_cdc.runner import local_runner
-from airflow_cdc.sinks.base import ApplyResult, Sink, TableShape
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.base import ApplyResult, Sink, TableShape
+from airflow_cdc.sinks.contract.cdc_columns import (
     CDC_PREFIX,
     COMMIT_TS_COLUMN,
     COMMIT_TS_TYPE,
@@ -41,10 +41,10 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_COLUMN,
     POSITION_TYPE,
 )
-from airflow_cdc.sinks.change_batches import BatchWrite, Block, TableChanges
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, Block, TableChanges
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.contract.table_merge import merge_changes
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.table_merge import merge_changes
 from tests.support.parquet_dir_sink import ParquetDirSink
 
 T = TableId("db", "t")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChangeEvent, ChangeKind
 from airflow_cdc.model.row_images import Image, ImageChange, NetChange, halves
-from airflow_cdc.sinks.count_fold import (
+from airflow_cdc.sinks.multiset.count_fold import (
     NegativeCountError,
     StoredCount,
     StraddleError,

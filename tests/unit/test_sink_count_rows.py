@@ -12,21 +12,21 @@ from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.row_images import NetChange
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.count_fold import (
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.multiset.count_fold import (
     NegativeCountError,
     StoredCount,
     StraddleError,
     fold_counts,
 )
-from airflow_cdc.sinks.count_rows import (
+from airflow_cdc.sinks.multiset.count_rows import (
     DELTA_COLUMN,
     FIRST_COLUMN,
     FLOOR_COLUMN,
     UNREAD_COLUMN,
     fold_count_rows,
 )
-from airflow_cdc.sinks.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN, image_hash
+from airflow_cdc.sinks.multiset.row_hash import COUNT_COLUMN, HASH_TYPE, ROW_HASH_COLUMN, image_hash
 
 SOURCE = pa.schema([("c", pa.int32()), ("v", pa.string())])
 Image = tuple[int, str]

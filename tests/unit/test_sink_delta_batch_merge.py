@@ -1,5 +1,5 @@
 """sinks.delta.batch_merge: a batch's tables merged as tasks (the executors' way) give the
-same tables as the driver's way (``sinks.table_merge.merge_changes``), each table in one
+same tables as the driver's way (``sinks.contract.table_merge.merge_changes``), each table in one
 task, errors per table, one core per task (``sinks.delta.core_pinning``)."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import Column, TableId, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.change_batches import BatchWrite, Block, TableChanges, portable
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, Block, TableChanges, portable
+from airflow_cdc.sinks.contract.table_merge import merge_changes
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta.batch_merge import MERGE_WEIGHT_ROWS, MergeTask, merge_tasks
 from airflow_cdc.sinks.delta.core_pinning import _claimed_core, one_core
 from airflow_cdc.sinks.delta.sink import run_merge_task
-from airflow_cdc.sinks.table_merge import merge_changes
 from airflow_cdc.stream.slice_blocks import SliceBlocks
 
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))
@@ -43,7 +43,7 @@ def _rows(keys: list[int], position: int, deleted: bool = False) -> pa.Table:
 
 
 def _block(rows: pa.Table, staging: Path) -> Block:
-    from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.sinks.storage.storage import Location
 
     return SliceBlocks(Location(str(staging)), 1 << 20).put(rows)
 

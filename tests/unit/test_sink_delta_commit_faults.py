@@ -23,7 +23,7 @@ from deltalake.exceptions import CommitFailedError
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import ChunkRange, TableOptions
 from airflow_cdc.sinks import DeltaSink
-from airflow_cdc.sinks.columns_change import ColumnsChange
+from airflow_cdc.sinks.contract.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta import commits
 from airflow_cdc.sinks.delta.commits import clean_up_log
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange
 from airflow_cdc.sinks.delta.evolve import COLUMNS_APP
 from airflow_cdc.sinks.delta.layout import CONFIG_DROPPED, CONFIG_EVOLVING, STATS_COLUMNS
 from airflow_cdc.sinks.delta.retry import RetryPolicy

@@ -232,7 +232,7 @@ def test_a_table_created_again_is_a_generation_put_in_its_place_at_once(
 def test_what_the_old_table_kept_is_not_carried_into_the_new_generation(sink: DeltaSink) -> None:
     """A column the old table kept after the source dropped it is no column of the new
     generation: the promoted table forgets it, and writes after it work."""
-    from airflow_cdc.sinks.columns_change import ColumnsChange
+    from airflow_cdc.sinks.contract.columns_change import ColumnsChange
     from tests.unit.test_sink_delta_evolve import at
 
     assert sink.evolve(T, ColumnsChange(at(150), dropped=("s",), keep_dropped=True))

@@ -1,4 +1,4 @@
-"""A keyless table in the Delta sink (``sinks.keyless``, issue 47 step 5), against real
+"""A keyless table in the Delta sink (``sinks.multiset.keyless``, issue 47 step 5), against real
 Delta tables in tmp_path: the layout (stored key ``(c, _cdc_row_hash)`` or the hash alone,
 the count, one bucket for a table read whole), absolute counts at positions by ``apply``
 and by ``range_writer`` + ``commit_new_range``, last writer wins per stored key,
@@ -21,17 +21,17 @@ from hypothesis import strategies as st
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableOptions, TableSchema
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE, DeltaSink
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     BUCKET_COLUMN,
     COUNT_COLUMN,
     HASH_TYPE,
     ROW_HASH_COLUMN,
 )
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
-from airflow_cdc.sinks.conform import check_source_table
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.contract.conform import check_source_table
 from airflow_cdc.sinks.delta.layout import CONFIG_BUCKET_WIDTH, CONFIG_KEY, CONFIG_KEYLESS
 from airflow_cdc.sinks.delta.rewrite import RewriteLimits
-from airflow_cdc.sinks.row_hash import image_hashes
+from airflow_cdc.sinks.multiset.row_hash import image_hashes
 from airflow_cdc.source.arrow_types import arrow_schema
 
 T = TableId("db", "log")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from airflow_cdc.sinks.delta.commit_log import log_after
 from airflow_cdc.sinks.delta.outcome import CommitOutcome, LogAfter, commit_outcome, lost_race
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 paths = st.text("abc=/_-%1", min_size=1, max_size=6)
 versions = st.lists(st.frozensets(paths, max_size=4), max_size=5)

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.sinks import DeltaSink
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.sinks.delta.upkeep import UpkeepSettings
 from tests.unit.test_sink_delta_rewrite import SCHEMA, changes, live
 from tests.unit.test_sink_delta_upkeep import many_small_files

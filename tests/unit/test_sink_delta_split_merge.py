@@ -17,12 +17,12 @@ from airflow_cdc.config import SinkConfig, StreamBounds
 from airflow_cdc.model import Column, TableId, TableOptions, TableSchema
 from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.change_batches import BatchWrite, TableChanges
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, TableChanges
+from airflow_cdc.sinks.contract.table_merge import merge_changes
 from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.sinks.delta import split_merge as executor_merges
 from airflow_cdc.sinks.delta.split_merge import SplitTask
-from airflow_cdc.sinks.storage import Location
-from airflow_cdc.sinks.table_merge import merge_changes
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.stream.slice_blocks import SliceBlocks
 
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))

@@ -1,4 +1,4 @@
-"""``sinks.keyless``, the rules of a keyless sink table that do not depend on a format:
+"""``sinks.multiset.keyless``, the rules of a keyless sink table that do not depend on a format:
 the stored key, and the expansion of counts into the source's rows (checked against a
 ``Counter`` built by hand)."""
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import Column, TableId, TableSchema
-from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, ROW_HASH_COLUMN
-from airflow_cdc.sinks.keyless import expand_counts, stored_key
+from airflow_cdc.sinks.contract.cdc_columns import COUNT_COLUMN, ROW_HASH_COLUMN
+from airflow_cdc.sinks.multiset.keyless import expand_counts, stored_key
 
 T = TableId("db", "t")
 COLUMNS = (Column("c", "int", "int", False), Column("v", "varchar", "varchar(5)", True))

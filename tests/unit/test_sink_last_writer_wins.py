@@ -1,4 +1,4 @@
-"""The last-writer-wins rule (``sinks.last_writer_wins``) against a model: versions applied in
+"""The last-writer-wins rule (``sinks.contract.last_writer_wins``) against a model: versions applied in
 any grouping, order and number of times leave the greatest position per key."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.last_writer_wins import (
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.contract.last_writer_wins import (
     apply_newer,
     newer_than_target,
     newest_per_key,

@@ -98,7 +98,7 @@ def test_last_writer_wins_in_any_order(
 
 @given(st.integers(0, 10**38 - 1), st.integers(0, 50))
 def test_repeated_position_equals_an_array_of_copies(position: int, count: int) -> None:
-    from airflow_cdc.sinks.cdc_columns import repeated_position
+    from airflow_cdc.sinks.contract.cdc_columns import repeated_position
 
     built = repeated_position(position, count)
     built.validate(full=True)

@@ -1,4 +1,4 @@
-"""``sinks.route_columns``: a routed target's columns and rows as its sources' columns
+"""``sinks.routes.route_columns``: a routed target's columns and rows as its sources' columns
 change, against a model that keeps each source as a table of its own (plain dictionaries):
 every source's rows, read from the merged Arrow table with that source's columns, are the
 model's, after every step, whatever the order of the sources' inserts and changes."""
@@ -14,14 +14,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
     SOURCE_TABLE_COLUMN,
 )
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, conform_rows
-from airflow_cdc.sinks.route_columns import RouteColumns, source_change
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange, conform_rows
+from airflow_cdc.sinks.routes.route_columns import RouteColumns, source_change
 
 SOURCES = ["db.s0", "db.s1", "db.s2"]
 BASE = (pa.field("id", pa.int64()), pa.field("v", pa.string()))

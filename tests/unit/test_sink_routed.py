@@ -1,4 +1,4 @@
-"""``sinks.routed``: three shards ``db.s0..s2`` with the same keys routed into one Delta
+"""``sinks.routes.routed``: three shards ``db.s0..s2`` with the same keys routed into one Delta
 table ``lake.all`` (real Delta tables), and one table of its own. Each shard's rows are
 kept apart by ``_cdc_source_table``; every method answers for the shard it is given alone
 (the oracle: the rows each shard was given, in plain dictionaries)."""
@@ -26,12 +26,12 @@ from airflow_cdc.model import (
 )
 from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
-from airflow_cdc.sinks.cdc_columns import SOURCE_TABLE_COLUMN
-from airflow_cdc.sinks.change_batches import BatchWrite, TableChanges
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange
-from airflow_cdc.sinks.formats import open_sink
-from airflow_cdc.sinks.routed import RoutedSink
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.contract.cdc_columns import SOURCE_TABLE_COLUMN
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, TableChanges
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange
+from airflow_cdc.sinks.contract.formats import open_sink
+from airflow_cdc.sinks.routes.routed import RoutedSink
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.stream.slice_blocks import SliceBlocks
 
 COLUMNS = (Column("id", "bigint", "bigint(20)", False), Column("v", "varchar", "text", True))

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import Column, TableId, TableSchema
-from airflow_cdc.sinks.row_hash import (
+from airflow_cdc.sinks.multiset.row_hash import (
     HASH_BYTES,
     canonical_image,
     image_hash,
@@ -251,7 +251,7 @@ def wide_tables(draw: st.DrawFn) -> pa.Table:
 def test_the_hashes_are_the_digests_of_the_reference_encoding(table: pa.Table) -> None:
     import hashlib
 
-    from airflow_cdc.sinks.row_hash import canonical_images
+    from airflow_cdc.sinks.multiset.row_hash import canonical_images
 
     expected = [
         hashlib.blake2b(data, digest_size=HASH_BYTES, person=b"airflow-cdc-row1").digest()
@@ -263,7 +263,7 @@ def test_the_hashes_are_the_digests_of_the_reference_encoding(table: pa.Table) -
 def test_decimals_arrow_writes_with_an_exponent_hash_as_plain_numbers() -> None:
     """Arrow's text of ``0.000000100`` in a DECIMAL(20,9) is ``1.00E-7``, of its zero
     ``0E-9``: the encoding has their plain digits."""
-    from airflow_cdc.sinks.row_hash import _encoded_rows, canonical_images
+    from airflow_cdc.sinks.multiset.row_hash import _encoded_rows, canonical_images
 
     values = [Decimal("0.0000001"), Decimal(0), Decimal("-12.5"), Decimal("100"), None]
     table = pa.table({"d": pa.array(values, pa.decimal128(20, 9))})

@@ -11,9 +11,9 @@ import pyarrow.fs as pafs
 import pytest
 
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.sinks.connection import storage_options_from_connection
-from airflow_cdc.sinks.storage import Location
-from airflow_cdc.sinks.write_check import check_writable
+from airflow_cdc.sinks.storage.connection import storage_options_from_connection
+from airflow_cdc.sinks.storage.storage import Location
+from airflow_cdc.sinks.storage.write_check import check_writable
 
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCY"
 

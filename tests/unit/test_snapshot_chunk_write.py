@@ -18,8 +18,8 @@ from airflow_cdc.model import BinlogPosition, ChunkRange, Column, Key, TableOpti
 from airflow_cdc.runner import local_runner
 from airflow_cdc.sinks import DELETED_COLUMN
 from airflow_cdc.sinks.delta import DeltaSink
-from airflow_cdc.sinks.staging import write_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.staging import write_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 from airflow_cdc.snapshot.reader import PartitionResult, read_staged
 from airflow_cdc.snapshot.write import (
     ChunkRows,

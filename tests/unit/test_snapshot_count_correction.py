@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition
 from airflow_cdc.model.row_images import Image, ImageChange, halves
-from airflow_cdc.sinks.count_fold import NegativeCountError
+from airflow_cdc.sinks.multiset.count_fold import NegativeCountError
 from airflow_cdc.snapshot.count_correction import counts_at_high_watermark
 from tests.support.multiset_binlog import (
     COLUMNS,

@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_cdc.sinks.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN, image_hash
+from airflow_cdc.sinks.multiset.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN, image_hash
 from airflow_cdc.snapshot.image_counts import count_images
 
 SCHEMA = pa.schema([("c", pa.int32()), ("f", pa.float64()), ("d", pa.decimal128(6, 2))])

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from airflow_cdc.config import LakeColumnsConfig
 from airflow_cdc.model import Column, TableId, TableSchema
-from airflow_cdc.sinks.cdc_columns import COMMIT_TS_COLUMN, COMMIT_TS_TYPE, OP_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import COMMIT_TS_COLUMN, COMMIT_TS_TYPE, OP_COLUMN
 from airflow_cdc.stream.lake_rows import StreamLakeRows
 
 SCHEMA = TableSchema(

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, Column, DdlKind, SchemaChange, TableId, TableSchema
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, widens
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange, widens
 from airflow_cdc.stream.schema_evolution import (
     AddColumn,
     ChangeColumn,

@@ -1,5 +1,5 @@
 """``stream.slice_halves`` (a slice's halves of a table without a key, built from the row
-events in columns) makes what ``sinks.count_rows.half_rows`` makes from the same changes
+events in columns) makes what ``sinks.multiset.count_rows.half_rows`` makes from the same changes
 as events; and ``stream.apply_counts.fold_halves_blocks`` (the driver's fold of a batch's
 blocks of halves, in groups) gives the counts the changes make, a replay changing
 nothing."""
@@ -30,8 +30,8 @@ from airflow_cdc.model import (
 )
 from airflow_cdc.model.lake_columns import LakeColumnRules
 from airflow_cdc.sinks import DeltaSink
-from airflow_cdc.sinks.change_batches import Block
-from airflow_cdc.sinks.count_rows import ToLake, half_rows
+from airflow_cdc.sinks.contract.change_batches import Block
+from airflow_cdc.sinks.multiset.count_rows import ToLake, half_rows
 from airflow_cdc.source.arrow_types import arrow_schema
 from airflow_cdc.source.binlog import row_decoder as rd
 from airflow_cdc.source.binlog.events import ColumnRows

@@ -18,8 +18,8 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
-from airflow_cdc.sinks.change_batches import Block, merge_groups
-from airflow_cdc.sinks.last_writer_wins import newest_per_key
+from airflow_cdc.sinks.contract.change_batches import Block, merge_groups
+from airflow_cdc.sinks.contract.last_writer_wins import newest_per_key
 from airflow_cdc.stream.apply import reduce_slice
 
 T = TableId("db", "t")
@@ -101,9 +101,9 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
     import random
 
     from airflow_cdc.config import SinkConfig
-    from airflow_cdc.sinks.change_batches import read_block
+    from airflow_cdc.sinks.contract.change_batches import read_block
     from airflow_cdc.sinks.delta import DeltaSink
-    from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.sinks.storage.storage import Location
     from airflow_cdc.source.arrow_types import arrow_schema
     from airflow_cdc.stream.slice_blocks import SliceBlocks
 
@@ -155,7 +155,7 @@ def test_blocks_of_one_slice_staged_and_merged_in_groups_equal_one_merge(tmp_pat
 def test_blocks_carry_their_first_key_bounds_through_the_batch(tmp_path: Any) -> None:
     import pyarrow as pa
 
-    from airflow_cdc.sinks.storage import Location
+    from airflow_cdc.sinks.storage.storage import Location
     from airflow_cdc.stream.slice_blocks import SliceBlocks
     from airflow_cdc.stream.slice_rows import BLOCK, block_payload, slice_batch
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableSchema
-from airflow_cdc.sinks.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
+from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN, POSITION_COLUMN, POSITION_TYPE
 from airflow_cdc.stream.emit_filter import EmitFilter
 from airflow_cdc.stream.stale_marks import marks_digest, new_marks, refiltered, stale_tables
 

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_cdc.model import BinlogPosition, Column, TableId, TableSchema
-from airflow_cdc.sinks.base import TableScan
-from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, DELETED_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.contract.base import TableScan
+from airflow_cdc.sinks.contract.cdc_columns import COUNT_COLUMN, DELETED_COLUMN, POSITION_COLUMN
 from airflow_cdc.verify.canonical import (
     duckdb_key_digest,
     duckdb_key_text,

@@ -8,7 +8,7 @@ merges took 2.6 s of CPU on 4 threads, against 1.5 s split over two processes). 
 sink hands them to the executors: :func:`merge_tasks` groups the tables (each table in
 one group, groups about equal in rows and tables), and each executor merges its group one
 table after another (:func:`merge_task`, each table by
-:func:`~airflow_cdc.sinks.table_merge.merge_changes`), into the sink its Python worker
+:func:`~airflow_cdc.sinks.contract.table_merge.merge_changes`), into the sink its Python worker
 keeps open between batches (``sinks.delta.sink.run_merge_task``: a task's entry point is
 beside :class:`~airflow_cdc.sinks.delta.sink.DeltaSink`, which this module is below). On
 a cluster the work spreads over its cores instead of the driver's.
@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_cdc.runner import spread
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, Merged, TableChanges
+from airflow_cdc.sinks.contract.table_merge import merge_changes
 from airflow_cdc.sinks.delta.core_pinning import one_core
-from airflow_cdc.sinks.table_merge import merge_changes
 
 __all__ = [
     "MERGE_WEIGHT_ROWS",

@@ -9,8 +9,8 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, Transaction
 
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
-from airflow_cdc.sinks.conform import conform_changes
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.contract.conform import conform_changes
 from airflow_cdc.sinks.delta.buckets import bucket_values
 from airflow_cdc.sinks.delta.commits import commit_properties
 from airflow_cdc.sinks.delta.layout import TableLayout

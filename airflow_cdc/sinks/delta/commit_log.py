@@ -18,7 +18,7 @@ from urllib.parse import unquote
 import pyarrow.fs as pafs
 
 from airflow_cdc.sinks.delta.outcome import LogAfter
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["log_after"]
 

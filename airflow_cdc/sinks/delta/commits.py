@@ -36,13 +36,13 @@ from deltalake.schema import Schema as DeltaSchema
 from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.commit_log import log_after
 from airflow_cdc.sinks.delta.files import DataFile, remove_data_files
 from airflow_cdc.sinks.delta.layout import CHECKPOINT_INTERVAL
 from airflow_cdc.sinks.delta.outcome import CommitOutcome, commit_outcome, lost_race
 from airflow_cdc.sinks.delta.stagger import due
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "NO_HOOKS",

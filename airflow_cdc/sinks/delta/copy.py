@@ -19,7 +19,7 @@ from enum import Enum
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["CONFIG_COPIED_FROM", "Copied", "copy_delta_table"]
 

@@ -20,7 +20,7 @@ delta-rs 1.6 has neither type widening nor renames in place (column mapping), he
 rewrite. Readers see the old columns up to the change's version and the new ones from it;
 time travel keeps the old.
 
-A routed table's change names its source table (``sinks.route_columns``): step 2 makes
+A routed table's change names its source table (``sinks.routes.route_columns``): step 2 makes
 the change of the table that the source's makes (its rows alone; :mod:`.route_tables`),
 then records the source's columns in the commit that records the change, as the source's
 own application transaction (``airflow-cdc.columns@<source>``: each source's positions
@@ -50,8 +50,8 @@ from deltalake.schema import Schema as DeltaSchema
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, CHANGE_METADATA_FIELDS
-from airflow_cdc.sinks.columns_change import ColumnsChange, conform_rows
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN, CHANGE_METADATA_FIELDS
+from airflow_cdc.sinks.contract.columns_change import ColumnsChange, conform_rows
 from airflow_cdc.sinks.delta.commits import Adding, add_actions, commit_actions
 from airflow_cdc.sinks.delta.files import DataFile, write_data_files
 from airflow_cdc.sinks.delta.layout import (
@@ -65,7 +65,7 @@ from airflow_cdc.sinks.delta.layout import (
 )
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.delta.route_tables import route_change, route_properties
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "COLUMNS_APP",

@@ -26,11 +26,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_cdc.errors import SinkError
-from airflow_cdc.sinks.base import RangeWriter, WrittenFile
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, COUNT_COLUMN, SOURCE_TABLE_COLUMN
+from airflow_cdc.sinks.contract.base import RangeWriter, WrittenFile
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN, COUNT_COLUMN, SOURCE_TABLE_COLUMN
 from airflow_cdc.sinks.delta.buckets import bucket_values
-from airflow_cdc.sinks.keyless import check_counts
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.multiset.keyless import check_counts
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "DataFile",
@@ -163,7 +163,7 @@ def remove_data_files(table: Location, files: Sequence[DataFile]) -> None:
 @dataclass(frozen=True)
 class RangeFiles:
     """Writes rows as the table's data files on any worker, for a commit of a new key
-    range (the sink's :class:`~airflow_cdc.sinks.base.RangeWriter`; no Delta table is
+    range (the sink's :class:`~airflow_cdc.sinks.contract.base.RangeWriter`; no Delta table is
     opened here, so a worker needs no delta-rs)."""
 
     table: Location

@@ -36,14 +36,14 @@ from deltalake.schema import Schema as DeltaSchema
 from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN
 from airflow_cdc.sinks.delta.commits import commit_actions
 from airflow_cdc.sinks.delta.evolve import COLUMNS_APP, enable_zoneless_timestamps
 from airflow_cdc.sinks.delta.layout import CONFIG_EVOLVING, CONFIG_REPLACED
 from airflow_cdc.sinks.delta.planned import PlannedTable, create_table, write_table_metadata
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
 from airflow_cdc.sinks.delta.writer_versions import writer_versions
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "CONFIG_NEXT",

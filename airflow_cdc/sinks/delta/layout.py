@@ -10,7 +10,7 @@ more entries tell writers about that: ``airflow_cdc.dropped_columns``, the colum
 table keeps after the source dropped them (a writer without them is valid), and
 ``airflow_cdc.evolving``, set while the columns are being changed (writers wait).
 
-A table of a source table without a key (``sinks.keyless``) is marked
+A table of a source table without a key (``sinks.multiset.keyless``) is marked
 ``airflow_cdc.keyless``; its stored key ends with ``_cdc_row_hash`` and it has
 ``_cdc_row_hash`` and ``_cdc_count`` after the source's columns.
 """
@@ -28,7 +28,7 @@ from deltalake.schema import Schema as DeltaSchema
 
 from airflow_cdc.errors import SinkError, TableEvolvingError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     BUCKET_COLUMN,
     CDC_PREFIX,
     CHANGE_METADATA_FIELDS,
@@ -38,8 +38,8 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_TYPE,
     SOURCE_TABLE_COLUMN,
 )
-from airflow_cdc.sinks.keyless import image_fields
-from airflow_cdc.sinks.naming import quote_column
+from airflow_cdc.sinks.contract.naming import quote_column
+from airflow_cdc.sinks.multiset.keyless import image_fields
 
 __all__ = [
     "CONFIG_BUCKET_WIDTH",
@@ -73,7 +73,7 @@ CONFIG_DROPPED = "airflow_cdc.dropped_columns"
 CONFIG_EVOLVING = "airflow_cdc.evolving"
 #: The rules the table's rows were written under (``model.lake_record``).
 CONFIG_LAKE_RULES = "airflow_cdc.lake_rules"
-#: A routed table's sources and each one's columns (``sinks.routed``), JSON.
+#: A routed table's sources and each one's columns (``sinks.routes.routed``), JSON.
 CONFIG_ROUTE_COLUMNS = "airflow_cdc.route_columns"
 #: What a replaced table was replaced for (a plan that snapshots it again).
 CONFIG_REPLACED = "airflow_cdc.replaced_for"
@@ -98,16 +98,16 @@ class TableLayout:
     dropped_columns: tuple[str, ...] = ()
     #: What the stream is changing the columns for, while it does (writers wait).
     evolving: str | None = None
-    #: A multiset of rows (``sinks.keyless``): ``key`` ends with the row hash.
+    #: A multiset of rows (``sinks.multiset.keyless``): ``key`` ends with the row hash.
     keyless: bool = False
     #: The rules its rows were written under (``model.lake_record``; empty: not recorded).
     lake_rules: str = ""
-    #: A routed table's sources and each one's columns (``sinks.routed``).
+    #: A routed table's sources and each one's columns (``sinks.routes.routed``).
     route_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def routed(self) -> bool:
-        """Whether the table holds the rows of several source tables (``sinks.routed``)."""
+        """Whether the table holds the rows of several source tables (``sinks.routes.routed``)."""
         return SOURCE_TABLE_COLUMN in self.schema.names
 
     @property
@@ -125,7 +125,7 @@ class TableLayout:
 
     @property
     def change_metadata(self) -> bool:
-        """Whether the table has the change metadata columns (``sinks.cdc_columns``)."""
+        """Whether the table has the change metadata columns (``sinks.contract.cdc_columns``)."""
         return OP_COLUMN in self.schema.names
 
     @property

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 from deltalake import CommitProperties, DeltaTable
 
-from airflow_cdc.sinks.base import ApplyResult
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.contract.base import ApplyResult
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.contract.last_writer_wins import newer_than_target
+from airflow_cdc.sinks.contract.naming import quote_column
 from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import NO_HOOKS, after_commit, commit_actions
-from airflow_cdc.sinks.last_writer_wins import newer_than_target
-from airflow_cdc.sinks.naming import quote_column
 
 __all__ = ["merge", "merge_predicate"]
 
@@ -29,7 +29,7 @@ def merge(
     dt: DeltaTable, batch: Batch, commit: CommitProperties, *, streamed_exec: bool
 ) -> ApplyResult:
     """MERGE ``batch`` into ``dt``: a row replaces the one of its key when it is newer
-    (:func:`~airflow_cdc.sinks.last_writer_wins.newer_than_target`), else it is inserted."""
+    (:func:`~airflow_cdc.sinks.contract.last_writer_wins.newer_than_target`), else it is inserted."""
     before = dt.version()
     inserted = updated = 0
     if batch.rows_in:

@@ -19,13 +19,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from deltalake import DeltaTable
 
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     BUCKET_COLUMN,
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
 )
-from airflow_cdc.sinks.naming import quote_column
+from airflow_cdc.sinks.contract.naming import quote_column
 
 __all__ = ["OlderRows", "older_predicate", "older_rows", "position_literal"]
 

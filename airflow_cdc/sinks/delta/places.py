@@ -18,11 +18,11 @@ from deltalake.exceptions import TableNotFoundError
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
+from airflow_cdc.sinks.contract.naming import table_path
 from airflow_cdc.sinks.delta.generations import is_promoted, next_generation
 from airflow_cdc.sinks.delta.open_tables import OpenTables
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
-from airflow_cdc.sinks.naming import table_path
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["TablePlaces"]
 

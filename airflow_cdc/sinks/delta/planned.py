@@ -14,9 +14,9 @@ from deltalake.exceptions import DeltaError
 
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId, TableOptions, TableSchema
-from airflow_cdc.sinks.base import NO_OPTIONS
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, SOURCE_TABLE_COLUMN
-from airflow_cdc.sinks.conform import check_same_lake_rules, check_source_table
+from airflow_cdc.sinks.contract.base import NO_OPTIONS
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN, SOURCE_TABLE_COLUMN
+from airflow_cdc.sinks.contract.conform import check_same_lake_rules, check_source_table
 from airflow_cdc.sinks.delta.buckets import check_bucket_width
 from airflow_cdc.sinks.delta.layout import (
     CHECKPOINT_INTERVAL,
@@ -32,7 +32,7 @@ from airflow_cdc.sinks.delta.layout import (
     layout_of,
     stats_columns,
 )
-from airflow_cdc.sinks.keyless import stored_key
+from airflow_cdc.sinks.multiset.keyless import stored_key
 
 __all__ = [
     "PlannedTable",

@@ -1,6 +1,6 @@
 """Purge delete markers that can no longer matter: those older than a floor position.
 
-A marker keeps an older version of its key from coming back (:mod:`airflow_cdc.sinks.last_writer_wins`):
+A marker keeps an older version of its key from coming back (:mod:`airflow_cdc.sinks.contract.last_writer_wins`):
 a replayed batch, a chunk read before the delete. Once no writer can still bring a
 version older than the floor (``metadata.marker_floor`` decides it), markers below it keep
 nothing out and only cost reads; this removes them in one delta-rs ``DELETE`` commit that

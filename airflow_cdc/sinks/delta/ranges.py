@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.errors import SinkColumnsChangedError
 from airflow_cdc.model import ChunkRange, TableId
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     BUCKET_COLUMN,
     DELETED_COLUMN,
     HASH_TYPE,
@@ -36,7 +36,7 @@ from airflow_cdc.sinks.delta.commits import (
 )
 from airflow_cdc.sinks.delta.files import DataFile
 from airflow_cdc.sinks.delta.layout import TableLayout, column_differences, writable_layout
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["RangeRows", "commit_files", "commit_if_empty", "range_rows"]
 

@@ -1,6 +1,6 @@
 """The rows of a sink table as readers see them (:meth:`DeltaSink.read_live`) and as they
 are stored (:meth:`DeltaSink.read_all`). A keyless table's readers get the source's rows:
-each live row as many times as its ``_cdc_count`` (``sinks.keyless``)."""
+each live row as many times as its ``_cdc_count`` (``sinks.multiset.keyless``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     COUNT_COLUMN,
     DELETED_COLUMN,
     HASH_TYPE,
@@ -21,7 +21,7 @@ from airflow_cdc.sinks.cdc_columns import (
     ROW_HASH_COLUMN,
 )
 from airflow_cdc.sinks.delta.layout import layout_of
-from airflow_cdc.sinks.keyless import expand_counts
+from airflow_cdc.sinks.multiset.keyless import expand_counts
 
 __all__ = ["all_rows", "held_counts", "live_rows"]
 

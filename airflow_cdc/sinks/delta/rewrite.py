@@ -7,7 +7,7 @@ sink instead:
 1. picks the files that may hold a changed key: the changes' buckets and, when the first key
    column is an integer, the files whose statistics (its min and max) hold a changed key;
 2. reads them, keeps those that do hold one, and applies the changes to their rows
-   (:func:`~airflow_cdc.sinks.last_writer_wins.apply_newer`);
+   (:func:`~airflow_cdc.sinks.contract.last_writer_wins.apply_newer`);
 3. writes the result as new files (changes to keys no file holds: new files alone) and
    commits the new files and the removal of the read ones in one Delta transaction.
 
@@ -32,15 +32,15 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
-from airflow_cdc.sinks.base import ApplyResult
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.contract.base import ApplyResult
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN
+from airflow_cdc.sinks.contract.last_writer_wins import Applied, apply_newer, rows_with_keys
 from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import Adding, add_actions, commit_actions
 from airflow_cdc.sinks.delta.files import DataFile, write_data_files
 from airflow_cdc.sinks.delta.layout import TableLayout, plain_protocol
 from airflow_cdc.sinks.delta.stagger import phase
-from airflow_cdc.sinks.last_writer_wins import Applied, apply_newer, rows_with_keys
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "Rewrite",

@@ -1,7 +1,7 @@
-"""A routed Delta table's columns (``sinks.routed``): the table holds the union of its
-sources' columns and records each source's own (``airflow_cdc.route_columns``), as a
+"""A routed Delta table's columns (``sinks.routes.routed``): the table holds the union of its
+sources' columns and records each source's own (``sinks.routes.route_columns``), as a
 source joins it (:func:`join_route`) and as a source's columns change
-(:func:`route_change`, the rule in ``sinks.route_columns``).
+(:func:`route_change`, the rule in ``sinks.routes.route_columns``).
 
 Where an ordinary sink table refuses a writer whose columns differ (``planned.
 check_same_layout``), a routed one takes a source with columns it lacks (added, NULL in
@@ -21,15 +21,15 @@ from deltalake.schema import Field as DeltaField
 
 from airflow_cdc.errors import SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.cdc_columns import CDC_PREFIX, SOURCE_TABLE_COLUMN
-from airflow_cdc.sinks.columns_change import ColumnsChange, widens
+from airflow_cdc.sinks.contract.cdc_columns import CDC_PREFIX, SOURCE_TABLE_COLUMN
+from airflow_cdc.sinks.contract.columns_change import ColumnsChange, widens
 from airflow_cdc.sinks.delta.layout import (
     CONFIG_ROUTE_COLUMNS,
     layout_of,
 )
 from airflow_cdc.sinks.delta.planned import PlannedTable, check_same_kind
 from airflow_cdc.sinks.delta.retry import RetryPolicy, retry_conflicts
-from airflow_cdc.sinks.route_columns import RouteColumns, TargetChange, source_change
+from airflow_cdc.sinks.routes.route_columns import RouteColumns, TargetChange, source_change
 
 __all__ = ["join_route", "route_change", "route_properties"]
 

@@ -12,8 +12,8 @@ import pyarrow.compute as pc
 
 from airflow_cdc.model import RowFilter
 from airflow_cdc.model.partitioning import FilterValue
-from airflow_cdc.sinks.cdc_columns import SOURCE_TABLE_COLUMN
-from airflow_cdc.sinks.naming import quote_column
+from airflow_cdc.sinks.contract.cdc_columns import SOURCE_TABLE_COLUMN
+from airflow_cdc.sinks.contract.naming import quote_column
 
 __all__ = ["arrow_filter", "sql_filter"]
 
@@ -67,6 +67,6 @@ def _literal(value: FilterValue) -> str:
         return f"CAST('{value.isoformat(sep=' ')}' AS TIMESTAMP)"
     if isinstance(value, dt.date):
         return f"CAST('{value.isoformat()}' AS DATE)"
-    if isinstance(value, str):  # a routed table's source (``sinks.routed``)
+    if isinstance(value, str):  # a routed table's source (``sinks.routes.routed``)
         return "'" + value.replace("'", "''") + "'"
     return str(int(value))

@@ -1,6 +1,6 @@
 """The Delta sink's facade: one Delta Lake table per source table, written with delta-rs.
 
-Layout: ``<root>/<database>/<table>`` (names escaped by :mod:`airflow_cdc.sinks.naming`),
+Layout: ``<root>/<database>/<table>`` (names escaped by :mod:`airflow_cdc.sinks.contract.naming`),
 source columns plus ``_cdc_position``, ``_cdc_deleted`` and the partition column
 ``_cdc_bucket``; the key and the bucket width are in the table's configuration
 (:mod:`.layout`), so every writer in any process computes the same buckets untold.
@@ -34,14 +34,14 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.runner import Runner
-from airflow_cdc.sinks.base import (
+from airflow_cdc.sinks.contract.base import (
     NO_OPTIONS,
     ApplyResult,
     RangeWriter,
     WrittenFile,
 )
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
-from airflow_cdc.sinks.columns_change import ColumnsChange
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, Merged, TableChanges
+from airflow_cdc.sinks.contract.columns_change import ColumnsChange
 from airflow_cdc.sinks.delta.batch_merge import MergeTask, merge_task
 from airflow_cdc.sinks.delta.changes import Batch
 from airflow_cdc.sinks.delta.commits import writer_transaction
@@ -71,7 +71,7 @@ from airflow_cdc.sinks.delta.split_merge import (
 from airflow_cdc.sinks.delta.tables import DeltaTables
 from airflow_cdc.sinks.delta.truncate import truncate_older
 from airflow_cdc.sinks.delta.upkeep import UpkeepResult, UpkeepSettings, upkeep_table
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["DeltaSink", "executor_sink", "run_merge_task", "run_task"]
 
@@ -126,7 +126,7 @@ class DeltaSink(DeltaTables):
     def ensure_table(
         self, schema: TableSchema, arrow_schema: pa.Schema, options: TableOptions = NO_OPTIONS
     ) -> None:
-        """:meth:`~airflow_cdc.sinks.base.Sink.ensure_table`. Safe when several processes
+        """:meth:`~airflow_cdc.sinks.contract.base.Sink.ensure_table`. Safe when several processes
         call it at once: the loser of the creation race checks the winner's table. The
         bucket width is fixed when the table is created (only for an integer first key
         column; else bucket 0): a later call with another width keeps the stored one."""
@@ -157,7 +157,7 @@ class DeltaSink(DeltaTables):
         keys_unique: bool = False,
         wins_ties: bool = False,
     ) -> ApplyResult:
-        """:meth:`~airflow_cdc.sinks.base.Sink.apply`. A reader is read whole first: a retry
+        """:meth:`~airflow_cdc.sinks.contract.base.Sink.apply`. A reader is read whole first: a retry
         needs the input again, the duplicate-key check (``keys_unique`` skips it) every key."""
         app = writer_transaction(app_id, app_version)
         if isinstance(changes, pa.RecordBatchReader):
@@ -204,7 +204,7 @@ class DeltaSink(DeltaTables):
         rows: RowFilter | None = None,
         event_time: int = 0,
     ) -> int:
-        """:meth:`~airflow_cdc.sinks.base.Sink.truncate`: the markers in one commit that
+        """:meth:`~airflow_cdc.sinks.contract.base.Sink.truncate`: the markers in one commit that
         names the buckets it rewrites, retried on conflicts like :meth:`apply`."""
         app = writer_transaction(app_id, app_version)
         encoded = position.encode()
@@ -241,7 +241,7 @@ class DeltaSink(DeltaTables):
     ) -> bool:
         """Commit ``files`` (the rows of ``rng``, one per key, written by ``writer``) as
         one append, if the table holds no row that may lie in ``rng`` (of ``source``, when
-        given: ``sinks.routed``). False, committing
+        given: ``sinks.routes.routed``). False, committing
         nothing, when it may: the caller then merges the rows. See the module docstring
         for concurrent writers. :class:`SinkColumnsChangedError` when the table's columns
         changed since the writer was made."""
@@ -303,7 +303,7 @@ class DeltaSink(DeltaTables):
         return started
 
     def promote(self, table: TableId, replaced_for: str) -> bool:
-        """:meth:`~airflow_cdc.sinks.base.Sink.promote` (a table kept open: not opened again)."""
+        """:meth:`~airflow_cdc.sinks.contract.base.Sink.promote` (a table kept open: not opened again)."""
         if self._places.kept_without_generation(table) or not self.exists(table):
             return False
         opened = functools.partial(self._places.open_live, table)

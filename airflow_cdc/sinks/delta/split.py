@@ -38,7 +38,8 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_cdc.errors import SinkColumnsChangedError
-from airflow_cdc.sinks.cdc_columns import BUCKET_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import BUCKET_COLUMN, POSITION_COLUMN
+from airflow_cdc.sinks.contract.last_writer_wins import rows_with_keys
 from airflow_cdc.sinks.delta.commits import Adding, add_actions, commit_actions
 from airflow_cdc.sinks.delta.files import DataFile, write_data_files
 from airflow_cdc.sinks.delta.layout import TableLayout
@@ -47,8 +48,7 @@ from airflow_cdc.sinks.delta.rewrite import (  # same package
     _may_hold,
     _without_views,
 )
-from airflow_cdc.sinks.last_writer_wins import rows_with_keys
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "KeyedFile",

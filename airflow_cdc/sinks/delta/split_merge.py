@@ -32,8 +32,16 @@ from deltalake import DeltaTable
 from airflow_cdc.config import StreamBounds
 from airflow_cdc.model import TableId
 from airflow_cdc.runner import Runner
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.change_batches import BatchWrite, Block, Merged, TableChanges, read_block
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.change_batches import (
+    BatchWrite,
+    Block,
+    Merged,
+    TableChanges,
+    read_block,
+)
+from airflow_cdc.sinks.contract.last_writer_wins import newest_per_key
+from airflow_cdc.sinks.contract.table_merge import merge_changes
 from airflow_cdc.sinks.delta.batch_merge import (
     MergeTask,
     merge_tasks,
@@ -53,9 +61,7 @@ from airflow_cdc.sinks.delta.split import (
     rewrite_part,
     split_buckets,
 )
-from airflow_cdc.sinks.last_writer_wins import newest_per_key
-from airflow_cdc.sinks.storage import Location
-from airflow_cdc.sinks.table_merge import merge_changes
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["PartOutcome", "SplitSink", "SplitTask", "Task", "merge_on_executors", "rewrite_split"]
 

@@ -11,12 +11,12 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from airflow_cdc.model import ChunkRange, TableId
-from airflow_cdc.sinks.base import TableScan, TableShape
+from airflow_cdc.sinks.contract.base import TableScan, TableShape
 from airflow_cdc.sinks.delta.layout import TableLayout, layout_of, plain_protocol
 from airflow_cdc.sinks.delta.places import TablePlaces
 from airflow_cdc.sinks.delta.ranges import range_rows
 from airflow_cdc.sinks.delta.reads import all_rows, held_counts, live_rows
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["DeltaTables"]
 
@@ -87,7 +87,7 @@ class DeltaTables:
 
     def read_live(self, table: TableId, columns: Sequence[str] | None = None) -> pa.Table:
         """Current rows of the live table: delete markers left out, ``_cdc_`` columns
-        dropped; a keyless table's rows repeated by their counts (``sinks.keyless``)."""
+        dropped; a keyless table's rows repeated by their counts (``sinks.multiset.keyless``)."""
         return live_rows(self._places.open_live(table), table, columns)
 
     def read_all(self, table: TableId) -> pa.Table:

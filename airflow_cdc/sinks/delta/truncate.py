@@ -5,7 +5,7 @@ The markers are what a delete of each row at P would leave (``stream.apply``): t
 columns kept, the other source columns null, ``_cdc_position = P``, ``_cdc_deleted`` (and
 for a keyless table ``_cdc_count = 0``: the image's rows are gone). So an
 older change that arrives later (a replayed batch, a chunk read before the truncate) cannot
-bring a row back, and a newer one does (last writer wins, :mod:`airflow_cdc.sinks.last_writer_wins`). Rows
+bring a row back, and a newer one does (last writer wins, :mod:`airflow_cdc.sinks.contract.last_writer_wins`). Rows
 at P or later and existing markers stay as they are, so a second truncate at P changes
 nothing.
 
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, Transaction
 
 from airflow_cdc.model import RowFilter
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     COMMIT_TS_COLUMN,
     COUNT_COLUMN,
     DELETED_COLUMN,
@@ -32,6 +32,7 @@ from airflow_cdc.sinks.cdc_columns import (
     OP_DELETE,
     POSITION_COLUMN,
 )
+from airflow_cdc.sinks.contract.naming import quote_column
 from airflow_cdc.sinks.delta.commits import (
     NO_HOOKS,
     after_commit,
@@ -46,7 +47,6 @@ from airflow_cdc.sinks.delta.older import (
     position_literal,
 )
 from airflow_cdc.sinks.delta.row_filters import arrow_filter, sql_filter
-from airflow_cdc.sinks.naming import quote_column
 
 __all__ = ["OlderRows", "marker_updates", "older_live_rows", "truncate_older", "truncate_predicate"]
 

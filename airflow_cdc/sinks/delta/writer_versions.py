@@ -14,7 +14,7 @@ import json
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = ["writer_versions"]
 

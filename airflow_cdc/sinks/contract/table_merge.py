@@ -1,4 +1,4 @@
-"""One table's part of a batch merged into any :class:`~airflow_cdc.sinks.base.Sink`: its
+"""One table's part of a batch merged into any :class:`~airflow_cdc.sinks.contract.base.Sink`: its
 blocks (:mod:`.change_batches`) at most ``max_merge_rows`` rows a merge, newest row per
 key within each, the last recording the batch's end as the writer's application version
 (so a replayed batch changes nothing); its outcome carries its own error.
@@ -9,8 +9,8 @@ merge calls the Protocol.
 
 from __future__ import annotations
 
-from airflow_cdc.sinks.base import Sink
-from airflow_cdc.sinks.change_batches import (
+from airflow_cdc.sinks.contract.base import Sink
+from airflow_cdc.sinks.contract.change_batches import (
     BatchWrite,
     Merged,
     TableChanges,
@@ -18,7 +18,7 @@ from airflow_cdc.sinks.change_batches import (
     portable,
     read_block,
 )
-from airflow_cdc.sinks.last_writer_wins import newest_per_key
+from airflow_cdc.sinks.contract.last_writer_wins import newest_per_key
 
 __all__ = ["merge_changes"]
 

@@ -1,12 +1,12 @@
 """The position rule of a table without a key: counts of row images, replays a no-op.
 
-A keyless table's sink row is one row image (``sinks.row_hash``) with ``_cdc_count``, the
+A keyless table's sink row is one row image (``sinks.multiset.row_hash``) with ``_cdc_count``, the
 rows of the source with that image, and ``_cdc_position``, the position of the last
 change applied to it: the row says "at ``position``, the source held ``count`` rows of this
 image". A count of 0 is a delete marker, kept so that a replay cannot bring the image
 back, and purged like other markers (below the floor no replay starts from).
 
-Two writes, the counterparts of last writer wins (``sinks.last_writer_wins``):
+Two writes, the counterparts of last writer wins (``sinks.contract.last_writer_wins``):
 
 * the stream's changes, :func:`fold_counts`: per image, the deltas of the changes after
   the stored position are added, the others skipped; the new position is the greatest of

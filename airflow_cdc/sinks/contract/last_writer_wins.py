@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.sinks.cdc_columns import POSITION_COLUMN
-from airflow_cdc.sinks.naming import quote_column
+from airflow_cdc.sinks.contract.cdc_columns import POSITION_COLUMN
+from airflow_cdc.sinks.contract.naming import quote_column
 
 __all__ = ["Applied", "apply_newer", "newer_than_target", "newest_per_key", "rows_with_keys"]
 

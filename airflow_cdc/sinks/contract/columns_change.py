@@ -20,7 +20,7 @@ the table's columns and for each stored row, whatever the table format:
 New columns go to the end of the table whatever their place in the source: readers select
 columns by name, and a table that only gains a nullable column needs no file rewritten.
 
-A change of a table that routes merge (``sinks.route_columns``) names its ``source``: its
+A change of a table that routes merge (``sinks.routes.route_columns``) names its ``source``: its
 added columns' values change in that source table's rows only (a column the table has
 keeps its place, and the other sources' values).
 """
@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_cdc.model import BinlogPosition
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,

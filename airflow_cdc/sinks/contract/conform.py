@@ -14,8 +14,8 @@ from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.errors import ConfigurationError, SinkColumnsChangedError, SinkError
 from airflow_cdc.model import TableId, TableSchema
 from airflow_cdc.model.lake_record import LakeRecord
-from airflow_cdc.sinks.base import check_column_names
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.base import check_column_names
+from airflow_cdc.sinks.contract.cdc_columns import (
     BUCKET_COLUMN,
     CHANGE_METADATA_FIELDS,
     COUNT_COLUMN,
@@ -23,7 +23,7 @@ from airflow_cdc.sinks.cdc_columns import (
     POSITION_COLUMN,
     SOURCE_TABLE_COLUMN,
 )
-from airflow_cdc.sinks.keyless import check_counts
+from airflow_cdc.sinks.multiset.keyless import check_counts
 
 __all__ = ["check_same_lake_rules", "check_source_table", "conform_changes"]
 
@@ -81,7 +81,7 @@ def conform_changes(
     ``check_keys``) a key has several rows. The change metadata columns are dropped when
     the table has none, and null where the table has them and the rows not. A keyless table's rows (``target`` has
     ``_cdc_count``; ``key`` ends with the row hash) must also have counts that can be
-    right (``sinks.keyless.check_counts``)."""
+    right (``sinks.multiset.keyless.check_counts``)."""
     changes = _change_metadata_as_held(changes, target)
     names = set(changes.column_names)
     if len(names) != changes.num_columns:

@@ -1,10 +1,10 @@
 """The columns of a lake table that routes merge, as its source tables' columns change
-(pure; ``sinks.routed``).
+(pure; ``sinks.routes.routed``).
 
 A routed target holds the union of its sources' columns, and records each source's own
 (so the stream compares each source with its own columns, and a source's rows may lack
 the columns only others have: they read NULL there). A change of one source's columns
-(``sinks.columns_change``, its ``source`` named) changes the target as little as it can:
+(``sinks.contract.columns_change``, its ``source`` named) changes the target as little as it can:
 
 * **added** ``c``: new to the target: added, NULL in the other sources' rows; already there
   with the same type: the source's columns gain it, and its rows' values are replaced
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from airflow_cdc.sinks.columns_change import AddedColumn, ColumnsChange, widens
+from airflow_cdc.sinks.contract.columns_change import AddedColumn, ColumnsChange, widens
 
 __all__ = ["RouteColumns", "TargetChange", "source_change"]
 

@@ -4,7 +4,7 @@ Both the chunk job (one file per partition read) and the stream (one file per bl
 slice's reduced rows) stage this way: IPC rather than Parquet because the driver reads each
 file once, right away (1M rows: 0.14 s to write, against 0.8 s + 0.8 s for uncompressed
 Parquet). The area is ``<sink root>/_cdc_staging`` unless ``staging_path`` says otherwise,
-in the sink's store with its credentials (:class:`~airflow_cdc.sinks.storage.Location`):
+in the sink's store with its credentials (:class:`~airflow_cdc.sinks.storage.storage.Location`):
 on a cluster, executors and driver share no disk, only the store. A local area is read
 memory-mapped (the pages stay in the page cache rather than the heap).
 """
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from airflow_cdc.config import SinkConfig
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "read_arrow_file",

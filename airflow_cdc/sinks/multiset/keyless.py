@@ -2,7 +2,7 @@
 
 It is a keyed sink table whose stored key is ``(*schema.key, "_cdc_row_hash")``: the
 chunking column (when the table has one: it stays first, so buckets and range reads go
-by it) then the hash of the row's whole image (``sinks.row_hash``). One row per distinct
+by it) then the hash of the row's whole image (``sinks.multiset.row_hash``). One row per distinct
 image, with ``_cdc_count``, how many source rows have it (0: a delete marker). A writer
 writes *absolute* counts at its position ("at H the source held N rows of this image"),
 so last writer wins by ``_cdc_position`` per stored key, as for a keyed table; readers of
@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId, TableSchema
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     COUNT_COLUMN,
     COUNT_TYPE,
     DELETED_COLUMN,
@@ -44,7 +44,7 @@ def image_fields() -> list[pa.Field]:
 
 
 def check_counts(table: TableId | str, rows: pa.Table) -> None:
-    """Refuse rows of a keyless table (NULLs refused before, ``sinks.conform``) whose hash
+    """Refuse rows of a keyless table (NULLs refused before, ``sinks.contract.conform``) whose hash
     or count cannot be right: a hash that is not :data:`HASH_BYTES` long, a negative
     count, or a count that disagrees with the marker flag (a marker holds no rows: count
     0, and a count 0 is a marker), which a reader expanding counts would turn into rows

@@ -1,4 +1,4 @@
-"""The position rule of keyless tables on Arrow tables: ``sinks.count_fold.fold_counts``
+"""The position rule of keyless tables on Arrow tables: ``sinks.multiset.count_fold.fold_counts``
 in the form a sink applies it (whole columns at a time, one row per image).
 
 ``changes``: one row per change or net change (``model.row_images``): the image's
@@ -26,15 +26,15 @@ import pyarrow.compute as pc
 
 from airflow_cdc.model import ChangeEvent, Key, TableSchema
 from airflow_cdc.model.row_images import Image, ImageChange, halves
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     CDC_PREFIX,
     DELETED_COLUMN,
     POSITION_COLUMN,
     POSITION_TYPE,
 )
-from airflow_cdc.sinks.count_fold import NegativeCountError, StraddleError
-from airflow_cdc.sinks.last_writer_wins import rows_with_keys
-from airflow_cdc.sinks.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN, image_hashes
+from airflow_cdc.sinks.contract.last_writer_wins import rows_with_keys
+from airflow_cdc.sinks.multiset.count_fold import NegativeCountError, StraddleError
+from airflow_cdc.sinks.multiset.row_hash import COUNT_COLUMN, ROW_HASH_COLUMN, image_hashes
 from airflow_cdc.source.arrow_types import rows_to_arrow
 
 __all__ = [
@@ -177,7 +177,7 @@ def _stopped_at_zero(
     kept: pa.Table, hashes: pa.ChunkedArray, before: pa.Array, counts: pa.Array
 ) -> pa.Array:
     """``counts`` (of the images ``hashes``, held ``before``), where the changes of images
-    no chunk read are summed in order stopping at 0 instead (``sinks.count_fold``)."""
+    no chunk read are summed in order stopping at 0 instead (``sinks.multiset.count_fold``)."""
     unread = kept.filter(pc.fill_null(kept.column(UNREAD_COLUMN), False))
     running: dict[bytes, int] = {}
     start = dict(zip(hashes.to_pylist(), before.to_pylist(), strict=True))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from airflow_cdc.errors import ConfigurationError, first_line
-from airflow_cdc.sinks.storage import Location, local_path
+from airflow_cdc.sinks.storage.storage import Location, local_path
 
 __all__ = ["check_writable"]
 

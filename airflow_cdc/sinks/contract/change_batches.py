@@ -2,12 +2,12 @@
 
 The stream's slices reduce their changes where they decode them (on the executors) and
 hand each table's rows over in blocks (:class:`Block`: inline when small, else an Arrow
-file in the sink's staging area, ``sinks.staging``). The sink merges a table's blocks
+file in the sink's staging area, ``sinks.storage.staging``). The sink merges a table's blocks
 (:class:`TableChanges`) at most ``max_merge_rows`` rows a merge, newest row per key within
 each (the sink keeps the greatest position per key across merges), the last recording the
 batch's end as the writer's application version, so a replayed batch changes nothing
-(:func:`~airflow_cdc.sinks.table_merge.merge_changes`, over any sink: it is above the
-:class:`~airflow_cdc.sinks.base.Sink` Protocol, which names this module's types). Each
+(:func:`~airflow_cdc.sinks.contract.table_merge.merge_changes`, over any sink: it is above the
+:class:`~airflow_cdc.sinks.contract.base.Sink` Protocol, which names this module's types). Each
 table's outcome carries its own error (:class:`Merged`): one table's failure does not
 stop the others' merges.
 """
@@ -23,8 +23,8 @@ import pyarrow as pa
 from airflow_cdc.config import SinkConfig
 from airflow_cdc.errors import SinkError
 from airflow_cdc.model import TableId
-from airflow_cdc.sinks.staging import read_arrow_file
-from airflow_cdc.sinks.storage import Location
+from airflow_cdc.sinks.storage.staging import read_arrow_file
+from airflow_cdc.sinks.storage.storage import Location
 
 __all__ = [
     "BatchWrite",

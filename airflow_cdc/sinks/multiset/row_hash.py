@@ -2,7 +2,7 @@
 
 A keyless table's sink row stands for every source row with one image
 (``model.row_images``): ``_cdc_row_hash`` names the image, ``_cdc_count`` says how many
-rows have it (``sinks.count_fold``). The hash must be the same for the same stored value whichever
+rows have it (``sinks.multiset.count_fold``). The hash must be the same for the same stored value whichever
 path brought it, so it is taken from the values *as the sink holds them*: an Arrow table
 in the sink's types (``source.arrow_types.arrow_schema``), which both the snapshot
 (``conform``) and the binlog (``python_value``, ``rows_to_arrow``) produce for a stored
@@ -40,7 +40,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.sinks.cdc_columns import COUNT_COLUMN, HASH_BYTES, HASH_TYPE, ROW_HASH_COLUMN
+from airflow_cdc.sinks.contract.cdc_columns import (
+    COUNT_COLUMN,
+    HASH_BYTES,
+    HASH_TYPE,
+    ROW_HASH_COLUMN,
+)
 
 __all__ = [
     "COUNT_COLUMN",

@@ -1,7 +1,7 @@
 """What every sink shares: the bookkeeping columns, the result of a write, the interface.
 
 A sink row holds one version of a source row plus three columns that make concurrent,
-repeated and out-of-order writes converge (``sinks.last_writer_wins``):
+repeated and out-of-order writes converge (``sinks.contract.last_writer_wins``):
 
 * ``_cdc_position``: the encoded binlog position of the version held
   (:meth:`airflow_cdc.model.BinlogPosition.encode`, Arrow ``decimal128(38, 0)``). A write
@@ -13,21 +13,21 @@ repeated and out-of-order writes converge (``sinks.last_writer_wins``):
   sink's own device (the Delta sink's): no caller writes or reads it, and a format that
   needs no partitions may go without it.
 
-A table may also have the change metadata columns (``sinks.cdc_columns``: ``_cdc_op``, the
+A table may also have the change metadata columns (``sinks.contract.cdc_columns``: ``_cdc_op``, the
 operation that wrote the version held, and ``_cdc_commit_ts``, its binlog time), created
 with ``change_metadata``. Every writer's rows carry them; a table without them drops them.
 
 A table that routes merge (``model.routes``, made with ``TableOptions.routed``) holds the
 rows of several source tables and has ``_cdc_source_table``, the source table's name,
-which joins its key unless the routes say the keys are unique; ``sinks.routed`` writes and
+which joins its key unless the routes say the keys are unique; ``sinks.routes.routed`` writes and
 reads it for each source table apart.
 
 The prefix ``_cdc_`` is reserved for these; Iceberg's metadata column names are refused
 too so a table can later move to Iceberg without renaming.
 
 A source table without a key (``TableSchema.keyless``) is held as a multiset of rows
-(``sinks.keyless``): one sink row per distinct row image, with two more columns after the
-source's, ``_cdc_row_hash`` (the image's 16-byte hash, ``sinks.row_hash``) and
+(``sinks.multiset.keyless``): one sink row per distinct row image, with two more columns after the
+source's, ``_cdc_row_hash`` (the image's 16-byte hash, ``sinks.multiset.row_hash``) and
 ``_cdc_count`` (how many source rows have the image; 0 on a delete marker). Its *stored
 key*, which every method below means by "key", is ``(*schema.key, "_cdc_row_hash")``: the
 chunking column, if the table has one, then the hash. A writer writes absolute counts at
@@ -54,7 +54,7 @@ from airflow_cdc.model import (
     TableOptions,
     TableSchema,
 )
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     CDC_COLUMNS,
     CDC_PREFIX,
     ICEBERG_RESERVED,
@@ -64,8 +64,8 @@ from airflow_cdc.sinks.cdc_columns import (
 if TYPE_CHECKING:
     from airflow_cdc.config import StreamBounds
     from airflow_cdc.runner import Runner
-    from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
-    from airflow_cdc.sinks.columns_change import ColumnsChange
+    from airflow_cdc.sinks.contract.change_batches import BatchWrite, Merged, TableChanges
+    from airflow_cdc.sinks.contract.columns_change import ColumnsChange
 
 __all__ = [
     "NO_OPTIONS",
@@ -149,7 +149,7 @@ class TableShape:
     columns: tuple[str, ...]
     key: tuple[str, ...]
     lake_rules: str = ""
-    #: Of a routed table (``sinks.routed``): each source's own columns.
+    #: Of a routed table (``sinks.routes.routed``): each source's own columns.
     sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -197,7 +197,7 @@ class Sink(Protocol):
         existing table without them, its rows' null; a keyless table never has them);
         ``lake_rules`` (``LakeColumnsConfig.table_options``) are recorded by a new table,
         and :class:`~airflow_cdc.errors.ConfigurationError` raised when the table recorded
-        others (``sinks.conform.check_same_lake_rules``)."""
+        others (``sinks.contract.conform.check_same_lake_rules``)."""
         ...
 
     def apply(
@@ -214,7 +214,7 @@ class Sink(Protocol):
         key; a keyless table's with ``_cdc_row_hash`` and an absolute ``_cdc_count``, 0
         exactly on markers) into the table; a row replaces the held one only if its
         position is greater (with ``wins_ties``, a snapshot chunk's rows: or equal,
-        ``sinks.last_writer_wins``).
+        ``sinks.contract.last_writer_wins``).
         ``keys_unique``: the caller guarantees one row per key, so the check is skipped."""
         ...
 
@@ -237,7 +237,7 @@ class Sink(Protocol):
 
     def evolve(self, table: TableId, change: ColumnsChange, ordinal: int = 0) -> bool:
         """Change the table's columns as the source's changed at ``change.position``
-        (``sinks.columns_change``; ``ordinal``: the change's place among its statement's
+        (``sinks.contract.columns_change``; ``ordinal``: the change's place among its statement's
         changes of the table). Idempotent: False when the table held the change. A
         keyless table's columns are not changed in place: :class:`SinkError` (it needs a
         new snapshot)."""
@@ -282,7 +282,7 @@ class Sink(Protocol):
         bounds: StreamBounds,
     ) -> tuple[list[Merged], int]:
         """Merge a batch's tables as tasks of ``runner`` (``cores`` of them), each table as
-        :func:`~airflow_cdc.sinks.table_merge.merge_changes` would; each table's
+        :func:`~airflow_cdc.sinks.contract.table_merge.merge_changes` would; each table's
         outcome (never raises), and the number of tasks run. ``batch.staging`` is this
         sink's configuration: a task in another process may open the sink from it."""
         ...

@@ -3,7 +3,7 @@ credentials by delta-rs (the tables) and by pyarrow (everything else the jobs wr
 
 A :class:`Location` is a URI plus the delta-rs storage options that reach it (credentials,
 endpoint: secret, so hidden from ``repr``). Jobs hand files from executors to the driver
-through locations of the sink's store (``sinks.staging``, ``sinks.delta.files``), never
+through locations of the sink's store (``sinks.storage.staging``, ``sinks.delta.files``), never
 through a disk they would have to share: on a cluster the Airflow worker, the Spark driver
 and each executor may be different machines.
 

@@ -1,6 +1,6 @@
 """A sink whose routed tables land in one table each route names (``model.routes``).
 
-:class:`RoutedSink` is a :class:`~airflow_cdc.sinks.base.Sink` over another: a source
+:class:`RoutedSink` is a :class:`~airflow_cdc.sinks.contract.base.Sink` over another: a source
 table no route takes passes through unchanged; a routed one's rows land in its route's
 target with ``_cdc_source_table`` (the source table's name), which joins the key unless
 the routes say the keys are unique across the sources. Every method a writer or reader
@@ -11,7 +11,7 @@ source's rows only (of a partition: the source's rows in it); each source record
 A batch's routed tables are merged by executor tasks, one task a target, its sources
 one after another (two tasks never commit into one target at once).
 
-A source's change of its columns changes the target as ``sinks.route_columns`` says (the
+A source's change of its columns changes the target as ``sinks.routes.route_columns`` says (the
 union of the sources' columns; each source's own recorded). Not built yet, refused with
 the way on: a routed table's replacement or rename, and routes of tables without a key.
 """
@@ -39,7 +39,7 @@ from airflow_cdc.model import (
     TableSchema,
 )
 from airflow_cdc.model.routes import Routes
-from airflow_cdc.sinks.base import (
+from airflow_cdc.sinks.contract.base import (
     NO_OPTIONS,
     ApplyResult,
     RangeWriter,
@@ -48,18 +48,18 @@ from airflow_cdc.sinks.base import (
     TableShape,
     WrittenFile,
 )
-from airflow_cdc.sinks.cdc_columns import (
+from airflow_cdc.sinks.contract.cdc_columns import (
     DELETED_COLUMN,
     SOURCE_TABLE_COLUMN,
     SOURCE_TABLE_FIELD,
 )
-from airflow_cdc.sinks.change_batches import BatchWrite, Merged, TableChanges
-from airflow_cdc.sinks.table_merge import merge_changes
+from airflow_cdc.sinks.contract.change_batches import BatchWrite, Merged, TableChanges
+from airflow_cdc.sinks.contract.table_merge import merge_changes
 
 if TYPE_CHECKING:
     from airflow_cdc.config import StreamBounds
     from airflow_cdc.runner import Runner
-    from airflow_cdc.sinks.columns_change import ColumnsChange
+    from airflow_cdc.sinks.contract.columns_change import ColumnsChange
 
 __all__ = ["RoutedMerge", "RoutedSink", "run_routed_merge"]
 
@@ -74,7 +74,7 @@ class RoutedSink:
         self._inner = inner
         self._routes = routes
         #: How an executor opens this sink again from its configuration, to merge a
-        #: target's sources (``sinks.formats`` passes its opener: this module is below it).
+        #: target's sources (``sinks.contract.formats`` passes its opener: this module is below it).
         self._reopen = reopen
 
     def __repr__(self) -> str:

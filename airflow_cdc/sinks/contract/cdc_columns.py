@@ -1,8 +1,8 @@
-"""The sink's own columns, beside the source's (described in ``sinks.base``): their names,
+"""The sink's own columns, beside the source's (described in ``sinks.contract.base``): their names,
 the position's Arrow type, a keyless table's two more (its row hash and count), the change
 metadata columns a table may have (the row's operation and its binlog time), and the
 filter of live rows. A module of its own so that the
-sink modules that ``sinks.base`` names only for typing can import them without a cycle."""
+sink modules that ``sinks.contract.base`` names only for typing can import them without a cycle."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ CDC_COLUMNS = (POSITION_COLUMN, DELETED_COLUMN, BUCKET_COLUMN)
 #: Spark and Parquet all have this type.
 POSITION_TYPE = pa.decimal128(38, 0)
 
-#: A keyless table's row identity and multiplicity (``sinks.row_hash``, ``sinks.base``):
+#: A keyless table's row identity and multiplicity (``sinks.multiset.row_hash``, ``sinks.contract.base``):
 #: the hash of the row's whole image, and how many source rows have that image (0: a
 #: delete marker). Not in :data:`CDC_COLUMNS`: only a keyless table has them.
 ROW_HASH_COLUMN = "_cdc_row_hash"
@@ -59,7 +59,7 @@ HASH_TYPE = pa.binary(HASH_BYTES)
 COUNT_TYPE = pa.int64()
 
 
-#: A table's change metadata columns (issue 49; ``sinks.base``), when it has them: the
+#: A table's change metadata columns (issue 49; ``sinks.contract.base``), when it has them: the
 #: operation that wrote the row version held (Debezium's ``op``: ``r`` a snapshot read,
 #: ``c`` insert, ``u`` update, ``d`` delete) and the binlog time of its event (for a
 #: snapshot's rows, its high watermark's). Every writer's rows carry them; a table without
@@ -73,7 +73,7 @@ CHANGE_METADATA_FIELDS = (
     pa.field(COMMIT_TS_COLUMN, COMMIT_TS_TYPE, nullable=True),
 )
 
-#: In a lake table that routes merge (``model.routes``, ``sinks.routed``): the source table
+#: In a lake table that routes merge (``model.routes``, ``sinks.routes.routed``): the source table
 #: a row came from (``database.table``); it joins the key unless the routes say the keys
 #: are unique across the sources.
 SOURCE_TABLE_COLUMN = "_cdc_source_table"
