@@ -37,8 +37,14 @@ from datetime import timedelta
 from airflow.sdk import DAG, Param
 
 from airflow_cdc.airflow_settings import cdc_settings
-from airflow_cdc.config import DEFAULT_CHUNK_ROWS, ON_PURGED_MODES, STREAM_MODES, StreamJobSpec
-from airflow_cdc.config.startup import STARTUP_MODES, StartupConfig
+from airflow_cdc.config import (
+    DEFAULT_CHUNK_ROWS,
+    OnPurged,
+    StartupConfig,
+    StartupMode,
+    StreamJobSpec,
+    StreamMode,
+)
 from airflow_cdc.configured import (
     configured_chunk_retries,
     configured_exclude_tables,
@@ -105,9 +111,9 @@ with DAG(
             ),
         ),
         "startup_mode": Param(
-            StartupConfig.mode,
+            StartupConfig.mode.value,
             type="string",
-            enum=list(STARTUP_MODES),
+            enum=[mode.value for mode in StartupMode],
             description=(
                 "Where the replication starts: 'initial' snapshots, then streams; "
                 "'snapshot_only' snapshots and ends (a one-off load); 'latest', 'position' "
@@ -134,9 +140,9 @@ with DAG(
             ),
         ),
         "on_purged": Param(
-            StreamJobSpec.on_purged,
+            StreamJobSpec.on_purged.value,
             type="string",
-            enum=list(ON_PURGED_MODES),
+            enum=[mode.value for mode in OnPurged],
             description=(
                 "When the binlog the stream needs is gone from the server (purged while it "
                 "was stopped): 'fail' stops with an error; 'resnapshot' snapshots those "
@@ -144,9 +150,9 @@ with DAG(
             ),
         ),
         "stream_mode": Param(
-            "continuous",
+            StreamJobSpec.mode.value,
             type="string",
-            enum=list(STREAM_MODES),
+            enum=[mode.value for mode in StreamMode],
             description=(
                 "After the snapshot, stream binlog changes: 'continuous' runs until the task "
                 "is stopped; 'until_caught_up' stops at the binlog position of its start"

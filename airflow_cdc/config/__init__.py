@@ -14,48 +14,66 @@ columns reaches the lake (``lake``), the job files (``jobs``) and their JSON for
 
 from __future__ import annotations
 
-from airflow_cdc.config.fields import JobFile, check_positive, from_fields, setting_types
-from airflow_cdc.config.jobs import AirflowTask, ChunkJobSpec, StreamJobSpec
+from airflow_cdc.config.fields import (
+    JobFile,
+    check_positive,
+    choice,
+    from_fields,
+    setting_types,
+)
+from airflow_cdc.config.jobs import ON_PURGED, STREAM_MODE, AirflowTask, ChunkJobSpec, StreamJobSpec
 from airflow_cdc.config.lake import LakeColumnsConfig, parse_lake_rules
 from airflow_cdc.config.sink import SinkConfig
-from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS, ChunkingConfig, ReadConfig
+from airflow_cdc.config.snapshot import (
+    DEFAULT_CHUNK_ROWS,
+    READ_ENGINE,
+    ChunkingConfig,
+    ReadConfig,
+    ReadEngine,
+)
 from airflow_cdc.config.source import SourceConfig
 from airflow_cdc.config.start_position import START_POSITION_FORMS, parse_start_position
-from airflow_cdc.config.startup import STARTUP_MODES, StartupConfig
+from airflow_cdc.config.startup import STARTUP_MODE, StartupConfig, StartupMode
 from airflow_cdc.config.stream import (
-    DROPPED_COLUMN_MODES,
-    NOT_IN_PLACE_MODES,
-    ON_PURGED_MODES,
-    STREAM_MODES,
     DiscoveryConfig,
+    DroppedColumns,
+    NotInPlace,
+    OnPurged,
     SchemaChangeConfig,
     StreamBounds,
+    StreamMode,
 )
 from airflow_cdc.config.verify import VerifySettings
 
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
-    "DROPPED_COLUMN_MODES",
-    "NOT_IN_PLACE_MODES",
-    "ON_PURGED_MODES",
-    "STARTUP_MODES",
+    "ON_PURGED",
+    "READ_ENGINE",
+    "STARTUP_MODE",
     "START_POSITION_FORMS",
-    "STREAM_MODES",
+    "STREAM_MODE",
     "AirflowTask",
     "ChunkJobSpec",
     "ChunkingConfig",
     "DiscoveryConfig",
+    "DroppedColumns",
     "JobFile",
     "LakeColumnsConfig",
+    "NotInPlace",
+    "OnPurged",
     "ReadConfig",
+    "ReadEngine",
     "SchemaChangeConfig",
     "SinkConfig",
     "SourceConfig",
     "StartupConfig",
+    "StartupMode",
     "StreamBounds",
     "StreamJobSpec",
+    "StreamMode",
     "VerifySettings",
     "check_positive",
+    "choice",
     "from_fields",
     "parse_lake_rules",
     "parse_start_position",

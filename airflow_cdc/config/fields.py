@@ -1,8 +1,9 @@
 """Configs to and from their fields: the job files' JSON form; and the checks fields share
-(:func:`check_positive`)."""
+(:func:`check_positive`, :func:`choice`)."""
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -14,9 +15,10 @@ from typing import Any, Self, TypeVar, cast, get_origin, get_type_hints
 
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["JobFile", "check_positive", "from_fields", "setting_types"]
+__all__ = ["JobFile", "check_positive", "choice", "from_fields", "setting_types"]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=enum.StrEnum)
 
 
 class JobFile:
@@ -58,6 +60,17 @@ def check_positive(name: str, value: float, *, what: str = "number") -> None:
     :class:`ConfigurationError` saying it must be a positive ``what``)."""
     if not math.isfinite(value) or value <= 0:
         raise ConfigurationError(f"{name} must be a positive {what}, got {value!r}")
+
+
+def choice(setting: str, kind: type[E], value: str) -> E:
+    """``value`` (a member of ``kind`` or the text users write for one) as the member of
+    ``kind``; anything else is refused, naming the setting, ``value`` and the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise ConfigurationError(
+            f"{setting} must be one of {', '.join(kind)}; got {value!r}"
+        ) from None
 
 
 def setting_types(kind: type, given: Iterable[str], *, what: str, fix: str) -> dict[str, Any]:

@@ -4,22 +4,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airflow_cdc.config.fields import JobFile
+from airflow_cdc.config.fields import JobFile, choice
 from airflow_cdc.config.lake import LakeColumnsConfig
 from airflow_cdc.config.sink import SinkConfig
 from airflow_cdc.config.snapshot import ReadConfig
 from airflow_cdc.config.source import SourceConfig
 from airflow_cdc.config.stream import (
-    ON_PURGED_MODES,
-    STREAM_MODES,
     DiscoveryConfig,
+    OnPurged,
     SchemaChangeConfig,
     StreamBounds,
+    StreamMode,
 )
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.probe import ProbeConfig
 
-__all__ = ["AirflowTask", "ChunkJobSpec", "StreamJobSpec"]
+__all__ = ["ON_PURGED", "STREAM_MODE", "AirflowTask", "ChunkJobSpec", "StreamJobSpec"]
+
+#: The setting users write a :class:`~airflow_cdc.config.stream.StreamMode` in.
+STREAM_MODE = "stream_mode"
+#: The setting users write an :class:`~airflow_cdc.config.stream.OnPurged` in.
+ON_PURGED = "on_purged"
 
 
 @dataclass(frozen=True)
@@ -74,26 +79,20 @@ class StreamJobSpec(JobFile):
     metadata_url: str = field(repr=False)
     sink: SinkConfig
     checkpoint_dir: str
-    mode: str = "continuous"
+    mode: StreamMode = StreamMode.CONTINUOUS
     bounds: StreamBounds = field(default_factory=StreamBounds)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     schema_changes: SchemaChangeConfig = field(default_factory=SchemaChangeConfig)
-    #: When the binlog the stream needs is gone: ``fail`` or ``resnapshot`` (``ON_PURGED_MODES``).
-    on_purged: str = ON_PURGED_MODES[0]
+    #: When the binlog the stream needs is gone: ``fail`` or ``resnapshot`` (``OnPurged``).
+    on_purged: OnPurged = OnPurged.FAIL
     #: What of the tables' columns reaches the lake (and the mask key: secret).
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
     #: An observer of each batch's apply (tests pause there); none by default.
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def __post_init__(self) -> None:
-        if self.mode not in STREAM_MODES:
-            raise ConfigurationError(
-                f"stream_mode must be one of {STREAM_MODES}, got {self.mode!r}"
-            )
-        if self.on_purged not in ON_PURGED_MODES:
-            raise ConfigurationError(
-                f"on_purged must be one of {', '.join(ON_PURGED_MODES)}, got {self.on_purged!r}"
-            )
+        object.__setattr__(self, "mode", choice(STREAM_MODE, StreamMode, self.mode))
+        object.__setattr__(self, "on_purged", choice(ON_PURGED, OnPurged, self.on_purged))
         if not self.tables:
             raise ConfigurationError("the stream needs at least one table")
         if not self.stream_id:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
+from airflow_cdc.config.fields import choice
 from airflow_cdc.errors import ConfigurationError
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "ChunkingConfig", "ReadConfig"]
+__all__ = ["DEFAULT_CHUNK_ROWS", "READ_ENGINE", "ChunkingConfig", "ReadConfig", "ReadEngine"]
 
 DEFAULT_CHUNK_ROWS = 1_000_000
 
@@ -44,14 +46,25 @@ class ChunkingConfig:
             raise ConfigurationError("distribution factors must satisfy 0 < lower <= 1 <= upper")
 
 
+#: The setting users write a :class:`ReadEngine` in.
+READ_ENGINE = "read engine"
+
+
+class ReadEngine(enum.StrEnum):
+    """How a chunk's rows are read: ``connectorx`` (fast, Arrow) or ``pymysql`` (pure
+    Python, slow; a fallback)."""
+
+    CONNECTORX = "connectorx"
+    PYMYSQL = "pymysql"
+
+
 @dataclass(frozen=True)
 class ReadConfig:
     """How a chunk job reads its range."""
 
     #: A chunk larger than this is read as several partitions in parallel.
     partition_rows: int = 250_000
-    #: "connectorx" (fast, Arrow) or "pymysql" (pure Python, slow; a fallback).
-    engine: str = "connectorx"
+    engine: ReadEngine = ReadEngine.CONNECTORX
     #: How long a chunk waits for the Delta table's columns to become the source's (the
     #: stream carries a change of columns over when it reaches it) before it fails.
     columns_wait_seconds: float = 600.0
@@ -65,7 +78,4 @@ class ReadConfig:
             raise ConfigurationError(
                 f"partition_rows must be positive, got {self.partition_rows!r}"
             )
-        if self.engine not in {"connectorx", "pymysql"}:
-            raise ConfigurationError(
-                f"read engine must be 'connectorx' or 'pymysql', got {self.engine!r}"
-            )
+        object.__setattr__(self, "engine", choice(READ_ENGINE, ReadEngine, self.engine))

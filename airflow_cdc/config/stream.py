@@ -2,27 +2,53 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
+from typing import assert_never
 
-from airflow_cdc.config.fields import check_positive
+from airflow_cdc.config.fields import check_positive, choice
 from airflow_cdc.config.snapshot import DEFAULT_CHUNK_ROWS
 from airflow_cdc.errors import ConfigurationError
 
 __all__ = [
-    "DROPPED_COLUMN_MODES",
     "MIN_LEASE_SECONDS",
-    "NOT_IN_PLACE_MODES",
-    "ON_PURGED_MODES",
-    "STREAM_MODES",
     "DiscoveryConfig",
+    "DroppedColumns",
+    "NotInPlace",
+    "OnPurged",
     "SchemaChangeConfig",
     "StreamBounds",
+    "StreamMode",
 ]
 
-STREAM_MODES = ("continuous", "until_caught_up")
-#: What a stream does when the binlog it needs is no longer on the server: ``fail`` (stop
-#: with ``PositionPurgedError``), or ``resnapshot`` the tables concerned (``stream.purged``).
-ON_PURGED_MODES = ("fail", "resnapshot")
+
+class StreamMode(enum.StrEnum):
+    """``continuous`` runs until stopped; ``until_caught_up`` processes up to the server's
+    binlog position at its start, then exits."""
+
+    CONTINUOUS = "continuous"
+    UNTIL_CAUGHT_UP = "until_caught_up"
+
+
+class OnPurged(enum.StrEnum):
+    """What a stream does when the binlog it needs is no longer on the server: ``fail`` (stop
+    with ``PositionPurgedError``), or ``resnapshot`` the tables concerned (``stream.purged``)."""
+
+    FAIL = "fail"
+    RESNAPSHOT = "resnapshot"
+
+    @property
+    def resnapshots(self) -> bool:
+        """Whether the tables concerned are snapshotted again (rather than the stream fail)."""
+        match self:
+            case OnPurged.RESNAPSHOT:
+                return True
+            case OnPurged.FAIL:
+                return False
+            case _:
+                assert_never(self)
+
+
 #: The shortest lease a stream takes (``StreamBounds.lease_seconds``).
 MIN_LEASE_SECONDS = 5.0
 
@@ -129,8 +155,41 @@ class DiscoveryConfig:
             raise ConfigurationError(f"chunk_rows must be positive, got {self.chunk_rows}")
 
 
-DROPPED_COLUMN_MODES = ("keep", "remove")
-NOT_IN_PLACE_MODES = ("replace", "stop")
+class DroppedColumns(enum.StrEnum):
+    """``SchemaChangeConfig.dropped_columns``: what a ``DROP COLUMN`` does to the Delta table."""
+
+    KEEP = "keep"
+    REMOVE = "remove"
+
+    @property
+    def kept(self) -> bool:
+        """Whether a dropped column stays in the Delta table."""
+        match self:
+            case DroppedColumns.KEEP:
+                return True
+            case DroppedColumns.REMOVE:
+                return False
+            case _:
+                assert_never(self)
+
+
+class NotInPlace(enum.StrEnum):
+    """``SchemaChangeConfig.not_in_place``: what a change that cannot be carried over in
+    place does."""
+
+    REPLACE = "replace"
+    STOP = "stop"
+
+    @property
+    def stops(self) -> bool:
+        """Whether the stream stops (rather than replace the table)."""
+        match self:
+            case NotInPlace.STOP:
+                return True
+            case NotInPlace.REPLACE:
+                return False
+            case _:
+                assert_never(self)
 
 
 @dataclass(frozen=True)
@@ -145,15 +204,9 @@ class SchemaChangeConfig:
     replacement Delta table while the stream goes on with the others; ``stop`` stops the
     stream, naming the change and the way on."""
 
-    dropped_columns: str = "keep"
-    not_in_place: str = "replace"
+    dropped_columns: DroppedColumns = DroppedColumns.KEEP
+    not_in_place: NotInPlace = NotInPlace.REPLACE
 
     def __post_init__(self) -> None:
-        for name, modes in (
-            ("dropped_columns", DROPPED_COLUMN_MODES),
-            ("not_in_place", NOT_IN_PLACE_MODES),
-        ):
-            if getattr(self, name) not in modes:
-                raise ConfigurationError(
-                    f"{name} must be one of {modes}, got {getattr(self, name)!r}"
-                )
+        for name, kind in (("dropped_columns", DroppedColumns), ("not_in_place", NotInPlace)):
+            object.__setattr__(self, name, choice(name, kind, getattr(self, name)))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import assert_never
 
 from airflow_cdc.connection_ids import MASK_CONN_ID
 from airflow_cdc.model.column_names import column_named, same_column_name
@@ -94,9 +95,13 @@ class Mask:
 
     @property
     def text(self) -> str:
-        if self.kind is MaskKind.TRUNCATE:
-            return f"{_TRUNCATE}{self.length}"
-        return str(self.kind.value)
+        match self.kind:
+            case MaskKind.TRUNCATE:
+                return f"{_TRUNCATE}{self.length}"
+            case MaskKind.NULL | MaskKind.HASH:
+                return str(self.kind.value)
+            case _:
+                assert_never(self.kind)
 
 
 @dataclass(frozen=True)

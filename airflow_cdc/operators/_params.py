@@ -14,7 +14,7 @@ from airflow_cdc.config import (
     SourceConfig,
     parse_lake_rules,
 )
-from airflow_cdc.config.startup import StartupConfig
+from airflow_cdc.config.startup import StartupConfig, StartupMode
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcLakeHook, CdcMaskHook
 from airflow_cdc.metadata.codec import table_to_text
@@ -277,9 +277,9 @@ def plan_request(
             "replace snapshots whole tables into replacement Delta tables: leave the key "
             "range empty"
         )
-    if startup.mode != "initial" and (replacing or ranged):
+    if startup.mode is not StartupMode.INITIAL and (replacing or ranged):
         raise ConfigurationError(
-            f"startup_mode {startup.mode!r} starts a pipeline; a backfill (key_range or "
+            f"startup_mode {startup.mode.value!r} starts a pipeline; a backfill (key_range or "
             "replace) snapshots its tables: leave startup_mode 'initial'"
         )
     return PlanRequest(selection, keys, chunking, ranged, replacing, startup)

@@ -32,13 +32,17 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_cdc.config import (
-    STREAM_MODES,
+    ON_PURGED,
+    STREAM_MODE,
     DiscoveryConfig,
+    OnPurged,
     SchemaChangeConfig,
     StreamBounds,
     StreamJobSpec,
+    StreamMode,
+    choice,
 )
-from airflow_cdc.config.startup import StartupConfig, check_startup_mode, streams_after
+from airflow_cdc.config.startup import STARTUP_MODE, StartupConfig, StartupMode
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.metadata.codec import table_to_text
@@ -203,7 +207,7 @@ class StreamOperator(LineageMixin, SelectedTablesOperator, JobFileSparkOperator)
     def __init__(
         self,
         *,
-        stream_mode: str = "continuous",
+        stream_mode: str = StreamJobSpec.mode,
         stream_id: str | None = None,
         checkpoint_dir: str | None = None,
         bounds: StreamBounds | Mapping[str, Any] | str | None = None,
@@ -231,24 +235,20 @@ class StreamOperator(LineageMixin, SelectedTablesOperator, JobFileSparkOperator)
             self.startup()
 
     def execute(self, context: Context) -> None:
-        if not streams_after(self.startup()):
+        if not self.startup().streams:
             raise AirflowSkipException(
                 "startup_mode is 'snapshot_only': the load ends with the snapshot, no stream"
             )
         super().execute(context)
 
     # -- rendered values -----------------------------------------------------------------
-    def mode(self) -> str:
-        mode = str(self.stream_mode or "").strip()
-        if mode not in STREAM_MODES:
-            raise ConfigurationError(
-                f"stream_mode must be one of {', '.join(STREAM_MODES)}; got {self.stream_mode!r}"
-            )
-        return mode
+    def mode(self) -> StreamMode:
+        return choice(STREAM_MODE, StreamMode, str(self.stream_mode or "").strip())
 
-    def startup(self) -> str:
+    def startup(self) -> StartupMode:
         """The rendered ``startup_mode``, checked (the plan used the rest of the startup)."""
-        return check_startup_mode(str(self.startup_mode or StartupConfig.mode).strip())
+        given = str(self.startup_mode or StartupConfig.mode).strip()
+        return choice(STARTUP_MODE, StartupMode, given)
 
     def resolved_stream_id(self) -> str:
         stream_id = str(self.stream_id or "").strip() or default_stream_id(
@@ -296,7 +296,9 @@ class StreamOperator(LineageMixin, SelectedTablesOperator, JobFileSparkOperator)
             bounds=as_config("bounds", StreamBounds, self.bounds),
             discovery=discovery,
             schema_changes=as_config("schema_changes", SchemaChangeConfig, self.schema_changes),
-            on_purged=str(self.on_purged or StreamJobSpec.on_purged).strip(),
+            on_purged=choice(
+                ON_PURGED, OnPurged, str(self.on_purged or StreamJobSpec.on_purged).strip()
+            ),
             probe=ProbeConfig.from_environment(os.environ),
             lake_columns=self.lake_columns(),
         )

@@ -9,10 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 import pyarrow as pa
 
-from airflow_cdc.config import SourceConfig
+from airflow_cdc.config import ReadEngine, SourceConfig
 from airflow_cdc.model import BinlogPosition, ChunkRange, TableSchema
 from airflow_cdc.model.lake_columns import MaskKey, TableLakeColumns
 from airflow_cdc.sinks.storage.staging import read_arrow_file, write_arrow_file
@@ -39,7 +40,7 @@ class PartitionRead:
     schema: TableSchema
     range: ChunkRange
     out: Location
-    engine: str = "connectorx"
+    engine: ReadEngine = ReadEngine.CONNECTORX
     #: The masks of ``schema``'s columns (``schema``: the lake's, without those left out).
     masks: TableLakeColumns | None = None
     mask_key: MaskKey | None = None
@@ -58,25 +59,32 @@ def read_partition(task: PartitionRead) -> PartitionResult:
     """Read one partition and stage it as an Arrow IPC file (``sinks.storage.staging``); returns
     where and how many rows."""
     started = time.monotonic()
-    schema, rng = task.schema, task.range
-    if task.engine == "connectorx":
-        raw = read_connectorx(
-            task.source,
-            schema,
-            rng,
-            lambda plain: select_sql(schema, rng, plain_temporal=plain),
-        )
-    else:
-        conn = connect(task.source)
-        try:
-            raw = read_pymysql(conn, schema.table, rng, select_sql(schema, rng))
-        finally:
-            conn.close()
-    table = conform(raw, schema)
+    table = conform(_raw_rows(task), task.schema)
     if task.masks is not None:  # before the rows are staged: no raw value leaves the read
         table = lake_rows(table, task.masks, task.mask_key)
     write_arrow_file(task.out, table)
     return PartitionResult(task.out, table.num_rows, time.monotonic() - started)
+
+
+def _raw_rows(task: PartitionRead) -> pa.Table:
+    """The partition's rows as ``task.engine`` reads them."""
+    schema, rng = task.schema, task.range
+    match task.engine:
+        case ReadEngine.CONNECTORX:
+            return read_connectorx(
+                task.source,
+                schema,
+                rng,
+                lambda plain: select_sql(schema, rng, plain_temporal=plain),
+            )
+        case ReadEngine.PYMYSQL:
+            conn = connect(task.source)
+            try:
+                return read_pymysql(conn, schema.table, rng, select_sql(schema, rng))
+            finally:
+                conn.close()
+        case _:
+            assert_never(task.engine)
 
 
 def read_staged(results: Sequence[PartitionResult], schema: pa.Schema) -> pa.Table:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import assert_never
 
 from airflow_cdc.config import LakeColumnsConfig, SourceConfig, parse_start_position
-from airflow_cdc.config.startup import StartupConfig
+from airflow_cdc.config.startup import StartupConfig, StartupMode
 from airflow_cdc.errors import SchemaChangedError
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.metadata.records import FinishedChunk
@@ -62,15 +63,22 @@ def start_position(
     (``latest``), the position given (checked to be a transaction boundary the server still
     has), or the one a GTID position or a time leads to."""
     epoch = info.epoch or 0
-    if startup.mode == "latest":
-        return current_position(conn, info)
-    if startup.mode == "timestamp":
-        when = startup.start_time()
-        return position_at_time(source, when, server_id=reader_server_id(source), epoch=epoch)
-    given = parse_start_position(startup.start_position)
-    if isinstance(given, str):
-        return position_of_gtid(source, given, server_id=reader_server_id(source), epoch=epoch)
-    return check_start_position(conn, info, info.position(given.file, given.offset))
+    match startup.mode:
+        case StartupMode.LATEST:
+            return current_position(conn, info)
+        case StartupMode.TIMESTAMP:
+            when = startup.start_time()
+            return position_at_time(source, when, server_id=reader_server_id(source), epoch=epoch)
+        case StartupMode.POSITION:
+            given = parse_start_position(startup.start_position)
+            if isinstance(given, str):
+                server_id = reader_server_id(source)
+                return position_of_gtid(source, given, server_id=server_id, epoch=epoch)
+            return check_start_position(conn, info, info.position(given.file, given.offset))
+        case StartupMode.INITIAL | StartupMode.SNAPSHOT_ONLY:
+            raise ValueError(f"startup_mode {startup.mode.value!r} snapshots: it starts nowhere")
+        case _:
+            assert_never(startup.mode)
 
 
 def record_start_plan(

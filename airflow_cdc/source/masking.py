@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import assert_never
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,15 +62,19 @@ def masked_array(
 ) -> pa.Array | pa.ChunkedArray:
     """``array`` with ``mask`` applied, of the same type (a text type for ``truncate`` and
     ``hash``: the rules refuse them on other columns)."""
-    if mask.kind is MaskKind.NULL:
-        return pa.nulls(len(array), array.type)
-    if mask.kind is MaskKind.TRUNCATE:
-        return pc.utf8_slice_codeunits(array, 0, mask.length)
-    if key is None:
-        raise ValueError(
-            f"a 'hash' mask needs the mask key (the {MASK_CONN_ID} connection's password)"
-        )
-    return pa.array(hash_text(key, array.to_pylist()), array.type)
+    match mask.kind:
+        case MaskKind.NULL:
+            return pa.nulls(len(array), array.type)
+        case MaskKind.TRUNCATE:
+            return pc.utf8_slice_codeunits(array, 0, mask.length)
+        case MaskKind.HASH:
+            if key is None:
+                raise ValueError(
+                    f"a 'hash' mask needs the mask key (the {MASK_CONN_ID} connection's password)"
+                )
+            return pa.array(hash_text(key, array.to_pylist()), array.type)
+        case _:
+            assert_never(mask.kind)
 
 
 def lake_rows(table: pa.Table, columns: TableLakeColumns, key: MaskKey | None) -> pa.Table:

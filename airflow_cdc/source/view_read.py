@@ -45,12 +45,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, assert_never
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_cdc.config import SourceConfig
+from airflow_cdc.config import READ_ENGINE, ReadEngine, SourceConfig, choice
 from airflow_cdc.errors import BinlogSettingsError, SourceError
 from airflow_cdc.model import BinlogPosition, ChunkRange, ServerEpoch, TableSchema
 from airflow_cdc.source.arrow_types import conform, select_expression
@@ -64,9 +64,7 @@ from airflow_cdc.source.range_read import (
 from airflow_cdc.source.server import ServerInfo
 from airflow_cdc.source.watermark import REPEATABLE_READ, START_VIEW, ConsistentReadView
 
-__all__ = ["ENGINES", "ViewRead", "marker_sql", "read_in_view", "rows_sql", "split_position"]
-
-ENGINES = ("connectorx", "pymysql")
+__all__ = ["ViewRead", "marker_sql", "read_in_view", "rows_sql", "split_position"]
 
 _FILE, _OFFSET = "BINLOG_SNAPSHOT_FILE", "BINLOG_SNAPSHOT_POSITION"
 _STATUS = "(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = "
@@ -96,7 +94,7 @@ def read_in_view(
     schema: TableSchema,
     rng: ChunkRange,
     *,
-    engine: str = "connectorx",
+    engine: ReadEngine = ReadEngine.CONNECTORX,
     in_view: Sequence[str] = (),
 ) -> ViewRead:
     """Read ``rng`` of ``schema.table`` (the range of its chunking column ``schema.key``;
@@ -108,8 +106,7 @@ def read_in_view(
     another server (a failover) is ``SourceSwitchedError``. ``in_view``: statements run in
     the view before its rows are read (the tests pause there; nothing else uses it).
     Errors name the table and range, never the password."""
-    if engine not in ENGINES:
-        raise ValueError(f"read engine must be one of {ENGINES}, got {engine!r}")
+    engine = choice(READ_ENGINE, ReadEngine, engine)
     if info.epoch is None:
         raise RuntimeError(f"{info}: binlog positions need the server's epoch (in_epoch)")
     if not info.is_mariadb:
@@ -119,8 +116,23 @@ def read_in_view(
             "have: a table without a key cannot be snapshotted exactly on MySQL yet (its "
             "design, LOCK TABLES ... READ while another session opens the view, is not built)"
         )
-    if engine == "pymysql":
-        return _read_pymysql(source, info, schema, rng, in_view)
+    match engine:
+        case ReadEngine.PYMYSQL:
+            return _read_pymysql(source, info, schema, rng, in_view)
+        case ReadEngine.CONNECTORX:
+            return _read_connectorx(source, info, schema, rng, in_view)
+        case _:
+            assert_never(engine)
+
+
+def _read_connectorx(
+    source: SourceConfig,
+    info: ServerInfo,
+    schema: TableSchema,
+    rng: ChunkRange,
+    in_view: Sequence[str],
+) -> ViewRead:
+    """:func:`read_in_view` by connectorx."""
     opening = (*UTC_SESSION, REPEATABLE_READ, START_VIEW, *in_view)
     raw = read_connectorx(source, schema, rng, lambda plain: rows_sql(schema, rng, plain), opening)
     if raw.num_rows == 0:  # no row carried the position: a view of its own with the marker row

@@ -38,9 +38,9 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
-from airflow_cdc.config import StreamJobSpec
+from airflow_cdc.config import StreamJobSpec, StreamMode
 from airflow_cdc.errors import StreamLeaseError, first_line
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
@@ -182,9 +182,14 @@ def _snapshotter(spec: StreamJobSpec, spark: Any, stop: threading.Event) -> None
     def one_pass() -> None:
         discovery.run_once(store, runner, cores)
 
-    if spec.mode == "until_caught_up":
-        one_pass()
-        return
+    match spec.mode:
+        case StreamMode.UNTIL_CAUGHT_UP:
+            one_pass()
+            return
+        case StreamMode.CONTINUOUS:
+            pass
+        case _:
+            assert_never(spec.mode)
     threading.Thread(
         target=every,
         args=(spec.discovery.discover_seconds, stop.wait, one_pass),
@@ -229,11 +234,7 @@ def _run_query(
     stream = frame.writeStream.foreachBatch(writer).option(
         "checkpointLocation", spec.checkpoint_dir
     )
-    if spec.mode == "until_caught_up":
-        stream = stream.trigger(availableNow=True)
-    else:
-        stream = stream.trigger(processingTime=f"{spec.bounds.trigger_seconds} seconds")
-    query = stream.queryName(f"cdc-{spec.stream_id}").start()
+    query = _triggered(stream, spec).queryName(f"cdc-{spec.stream_id}").start()
     log.info(
         "stream %s started in %.1f s (Spark session and query); batches follow",
         spec.stream_id,
@@ -253,6 +254,18 @@ def _run_query(
         return _stopped(keeper)
     log.info("stream %s stopped", spec.stream_id)
     return _stopped(keeper)
+
+
+def _triggered(stream: Any, spec: StreamJobSpec) -> Any:
+    """The query's writer with the trigger of ``spec.mode``: ``Trigger.AvailableNow`` (up
+    to the server's position at the start) or a micro-batch every ``trigger_seconds``."""
+    match spec.mode:
+        case StreamMode.UNTIL_CAUGHT_UP:
+            return stream.trigger(availableNow=True)
+        case StreamMode.CONTINUOUS:
+            return stream.trigger(processingTime=f"{spec.bounds.trigger_seconds} seconds")
+        case _:
+            assert_never(spec.mode)
 
 
 def _stopped(keeper: Any) -> int:

@@ -128,7 +128,7 @@ def replace_unexplained(
     row images with other columns, a catalog unlike the Delta table): the table is replaced
     from ``position`` on while the other tables go on (or, by setting, the stream stops)."""
     detail = f"{what}: no DDL statement the stream read explains it"
-    if context.schema_changes.not_in_place == "stop":
+    if context.schema_changes.not_in_place.stops:
         raise SchemaChangedError(f"{table} changed under the stream: {detail}. {way_on(table)}")
     detail += "; the table is snapshotted again into a new generation of its replica"
     context.store.schema_changes.record(
@@ -171,7 +171,7 @@ def _decide(
         decided = _keyless_in_place(decided)
     elif decided.decision in _IN_PLACE and _may_change_key(statement):
         decided = _key_kept(context, schema, decided)
-    if decided.decision is Decision.REPLACE and context.schema_changes.not_in_place == "stop":
+    if decided.decision is Decision.REPLACE and context.schema_changes.not_in_place.stops:
         return dataclasses.replace(decided, decision=Decision.STOP)  # the operator replaces it
     return decided
 
@@ -337,7 +337,7 @@ def _evolve(
     evolution = lake_evolution(
         evolution, lake.for_table(schema), lake.for_table(evolution.schema), lake.key
     )
-    keep = context.schema_changes.dropped_columns == "keep"
+    keep = context.schema_changes.dropped_columns.kept
     change = evolution.sink_change(position, keep_dropped=keep)
     if change is not None:
         context.sink.evolve(table, change)

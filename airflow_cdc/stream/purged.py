@@ -92,7 +92,7 @@ def go_on_after_purge(spec: StreamJobSpec, store: MetadataStore, owner: str) -> 
     again = tables_to_snapshot_again(needs, committed, joined, files, epoch)
     oldest = min(files, key=binlog_file_number) if files else "(none)"
     gone = [p for p in (*needs.values(), committed) if p is not None and is_gone(p, files, epoch)]
-    if again and spec.on_purged != "resnapshot":
+    if again and not spec.on_purged.resnapshots:
         raise PositionPurgedError(
             f"stream {spec.stream_id} needs the binlog from {min(gone)} for {_named(again)}, "
             f"but the server no longer has it (the oldest binlog the server still has is {oldest}). "

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from airflow_cdc.config.startup import STARTUP_MODES, StartupConfig
+from airflow_cdc.config.startup import StartupConfig, StartupMode
 from airflow_cdc.errors import ConfigurationError
 
 
@@ -19,7 +19,7 @@ def test_each_mode_snapshots_and_streams_as_named() -> None:
             StartupConfig(mode, **given.get(mode, {})).snapshots,
             StartupConfig(mode, **given.get(mode, {})).streams,
         )
-        for mode in STARTUP_MODES
+        for mode in StartupMode
     }
     assert table == {
         "initial": (True, True),

@@ -12,7 +12,12 @@ import pyarrow as pa
 import pytest
 
 from airflow_cdc.config import SourceConfig
-from airflow_cdc.errors import BinlogSettingsError, SourceError, SourceSwitchedError
+from airflow_cdc.errors import (
+    BinlogSettingsError,
+    ConfigurationError,
+    SourceError,
+    SourceSwitchedError,
+)
 from airflow_cdc.model import BinlogPosition, ChunkRange, Column, TableId, TableSchema
 from airflow_cdc.source import view_read
 from airflow_cdc.source.server import ServerInfo
@@ -201,7 +206,7 @@ def test_mysql_is_refused_before_anything_connects(
 
 
 def test_an_unknown_engine_is_refused() -> None:
-    with pytest.raises(ValueError, match="read engine"):
+    with pytest.raises(ConfigurationError, match="read engine"):
         read(engine="odbc")
 
 
