@@ -17,7 +17,6 @@ from airflow_cdc.config.stream import (
     StreamBounds,
 )
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.probe import ProbeConfig
 
 __all__ = ["AirflowTask", "ChunkJobSpec", "StreamJobSpec"]
 
@@ -49,8 +48,6 @@ class ChunkJobSpec(JobFile):
     read: ReadConfig = field(default_factory=ReadConfig)
     #: What of the tables' columns reaches the lake (and the mask key: secret).
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
-    #: An observer of the job's phases (tests pause there); none by default.
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
     #: The task instance that submitted the job (recorded with each chunk's attempt).
     airflow_task: AirflowTask = field(default_factory=AirflowTask)
 
@@ -82,8 +79,6 @@ class StreamJobSpec(JobFile):
     on_purged: str = ON_PURGED_MODES[0]
     #: What of the tables' columns reaches the lake (and the mask key: secret).
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
-    #: An observer of each batch's apply (tests pause there); none by default.
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def __post_init__(self) -> None:
         if self.mode not in STREAM_MODES:

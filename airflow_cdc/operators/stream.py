@@ -48,7 +48,6 @@ from airflow_cdc.operators._graceful_stop import kill_all, stop_gracefully, subm
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import check_sink, resolved_tables, table_selection
-from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.rendered import as_config, as_str_list
 from airflow_cdc.sinks.naming import escape_segment
 from airflow_cdc.spark.environment import JOB_JVM_CONF
@@ -297,7 +296,6 @@ class StreamOperator(LineageMixin, SelectedTablesOperator, JobFileSparkOperator)
             discovery=discovery,
             schema_changes=as_config("schema_changes", SchemaChangeConfig, self.schema_changes),
             on_purged=str(self.on_purged or StreamJobSpec.on_purged).strip(),
-            probe=ProbeConfig.from_environment(os.environ),
             lake_columns=self.lake_columns(),
         )
 
