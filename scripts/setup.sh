@@ -118,7 +118,7 @@ else
     "${UV[@]}" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
     printf '%s\n' "$wanted" >"$STAMP"
 fi
-# The repository's own tools (devtools/: local servers, the demo, the test probe) are not in
+# The repository's own tools (devtools/: local servers, the demo) are not in
 # the wheel; the venv finds them, as do the Spark and Airflow processes tests start with it.
 site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 printf '%s\n' "$PWD" >"$site/airflow_cdc_repository.pth"

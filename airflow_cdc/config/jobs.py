@@ -17,7 +17,6 @@ from airflow_cdc.config.stream import (
     StreamMode,
 )
 from airflow_cdc.errors import ConfigurationError
-from airflow_cdc.probe import ProbeConfig
 
 __all__ = ["ON_PURGED", "STREAM_MODE", "AirflowTask", "ChunkJobSpec", "StreamJobSpec"]
 
@@ -54,8 +53,6 @@ class ChunkJobSpec(JobFile):
     read: ReadConfig = field(default_factory=ReadConfig)
     #: What of the tables' columns reaches the lake (and the mask key: secret).
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
-    #: An observer of the job's phases (tests pause there); none by default.
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
     #: The task instance that submitted the job (recorded with each chunk's attempt).
     airflow_task: AirflowTask = field(default_factory=AirflowTask)
 
@@ -87,8 +84,6 @@ class StreamJobSpec(JobFile):
     on_purged: OnPurged = OnPurged.FAIL
     #: What of the tables' columns reaches the lake (and the mask key: secret).
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
-    #: An observer of each batch's apply (tests pause there); none by default.
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", choice(STREAM_MODE, StreamMode, self.mode))

@@ -9,7 +9,6 @@ ends, fails or is killed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,6 @@ from airflow_cdc.hooks import CdcMetadataHook, CdcSourceHook
 from airflow_cdc.operators._base import LakeRowsOperator
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._lineage import LineageMixin, LineageScope, recorded_schemas
-from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.rendered import as_positive_int
 from airflow_cdc.spark.environment import JOB_JVM_CONF
 
@@ -152,7 +150,6 @@ class SnapshotChunkOperator(LineageMixin, LakeRowsOperator, JobFileSparkOperator
             sink=self.lake(),
             read=ReadConfig(**read_kwargs),
             lake_columns=self.lake_columns(),
-            probe=ProbeConfig.from_environment(os.environ),
             airflow_task=self._airflow_task,
         )
 

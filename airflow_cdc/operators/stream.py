@@ -52,7 +52,6 @@ from airflow_cdc.operators._graceful_stop import kill_all, stop_gracefully, subm
 from airflow_cdc.operators._job_file import JobFileSparkOperator
 from airflow_cdc.operators._lineage import LineageMixin
 from airflow_cdc.operators._params import check_sink, resolved_tables, table_selection
-from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.rendered import as_config, as_str_list
 from airflow_cdc.sinks.contract.naming import escape_segment
 from airflow_cdc.spark.environment import JOB_JVM_CONF
@@ -299,7 +298,6 @@ class StreamOperator(LineageMixin, SelectedTablesOperator, JobFileSparkOperator)
             on_purged=choice(
                 ON_PURGED, OnPurged, str(self.on_purged or StreamJobSpec.on_purged).strip()
             ),
-            probe=ProbeConfig.from_environment(os.environ),
             lake_columns=self.lake_columns(),
         )
 

@@ -13,7 +13,6 @@ from airflow_cdc.config import LakeColumnsConfig, ReadConfig, SinkConfig, Source
 from airflow_cdc.errors import wrapped_error
 from airflow_cdc.model import BinlogPosition, Chunk, ServerEpoch, TableSchema
 from airflow_cdc.model.gtid import MariaGtidPos
-from airflow_cdc.probe import ProbeConfig
 
 __all__ = ["ChunkFailure", "ChunkOutcome", "ChunkTask", "failure_reason"]
 
@@ -76,7 +75,6 @@ class ChunkTask:
     server: ServerEpoch
     sink: SinkConfig
     read: ReadConfig
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
 
     def label(self) -> str:

@@ -38,8 +38,8 @@ from airflow_cdc.model import (
 )
 from airflow_cdc.model.gtid import MariaGtidPos
 from airflow_cdc.model.lake_columns import TableLakeColumns
+from airflow_cdc.observe import Point, reach
 from airflow_cdc.planning.partitions import bucket_width, chunk_partitions
-from airflow_cdc.probe import Probe
 from airflow_cdc.runner import Runner, local_runner
 from airflow_cdc.sinks.contract.base import Sink
 from airflow_cdc.sinks.contract.formats import open_sink
@@ -152,7 +152,6 @@ def _snapshot_on(
     parallelism: int,
     driver_share: bool,
 ) -> ChunkOutcome:
-    probe = task.probe.load()
     info = server_info(conn, task.server)
     schema = load_table_schema(conn, task.chunk.table, task.key)
     lake = task.lake_columns.for_table(schema)
@@ -160,23 +159,23 @@ def _snapshot_on(
     stored = lake.project(schema)
     width = bucket_width(conn, schema, task.chunks_of_table)
     sink.ensure_table(stored, arrow_schema(stored), task.lake_columns.table_options(lake, width))
-    probe.reach("chunk_start")
+    reach(Point.CHUNK_START)
     reads = _Reads(schema, lake, staging, runner, parallelism, driver_share)
-    read = _read(conn, info, task, reads, probe)
+    read = _read(conn, info, task, reads)
     started = time.monotonic()
     if schema.keyless:
         images, events = _count(conn, task, schema, lake, read)
     else:
         corrected, events = _correct(conn, task, schema, lake, read)
     correct_seconds = time.monotonic() - started
-    probe.reach("before_commit")
+    reach(Point.BEFORE_COMMIT)
     started = time.monotonic()
     if schema.keyless:
         written = write_counts(conn, sink, stored, task.chunk.range, images, read.high.encode())
     else:
-        written = _write(conn, sink, task, lake, corrected, read.results, runner, probe)
+        written = _write(conn, sink, task, lake, corrected, read.results, runner)
     write_seconds = time.monotonic() - started
-    probe.reach("after_commit")
+    reach(Point.AFTER_COMMIT)
     return ChunkOutcome(
         chunk_id=task.chunk_id,
         attempt=task.attempt,
@@ -208,9 +207,7 @@ class _Reads:
     driver_share: bool
 
 
-def _read(
-    conn: DbConnection, info: ServerInfo, task: ChunkTask, reads: _Reads, probe: Probe
-) -> _Read:
+def _read(conn: DbConnection, info: ServerInfo, task: ChunkTask, reads: _Reads) -> _Read:
     """Steps 1-3: the low watermark, the range read as partitions (each its own later read
     view) into staged files, the high watermark after every read view was opened."""
     schema, runner = reads.schema, reads.runner
@@ -224,7 +221,7 @@ def _read(
             f"{task.chunk.table} changed while its chunk started (the catalog's columns "
             f"before the low watermark {low} differ from those after it)"
         )
-    probe.reach("after_low_watermark")
+    reach(Point.AFTER_LOW_WATERMARK)
     ranges = chunk_partitions(
         conn,
         info,
@@ -249,7 +246,7 @@ def _read(
             time.monotonic() - dispatched,
             max((r.seconds for r in results), default=0.0),
         )
-    probe.reach("after_read")
+    reach(Point.AFTER_READ)
     high, high_gtid = end_and_gtid(conn, info)
     wanted = task.lake_columns.change_metadata and not schema.keyless
     high_time = server_time(conn) if wanted else None
@@ -328,7 +325,6 @@ def _write(
     corrected: ChunkRows,
     results: list[PartitionResult],
     runner: Runner,
-    probe: Probe,
 ) -> Written:
     """Step 5: new data files and one commit into a range the sink holds nothing of, else
     a merge with delete markers (``snapshot.write``). A table keyed by hash always merges,
@@ -336,7 +332,7 @@ def _write(
     written = None
     if not lake.keyed_by_hash:
         files = write_files(sink, corrected, runner)
-        probe.reach("files_written")
+        reach(Point.FILES_WRITTEN)
         written = commit_files(sink, corrected, files)
     if written is None:
         staged = read_staged(results, arrow_schema(corrected.schema))

@@ -166,7 +166,6 @@ def _begin(store: MetadataStore, spec: ChunkJobSpec) -> list[ChunkTask]:
                 server=server,
                 sink=spec.sink,
                 read=spec.read,
-                probe=spec.probe,
                 lake_columns=spec.lake_columns,
             )
         )

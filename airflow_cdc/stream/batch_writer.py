@@ -33,6 +33,7 @@ from airflow_cdc.model import (
     TableSelection,
     describe_tables,
 )
+from airflow_cdc.observe import Point, reach
 from airflow_cdc.runner import Runner
 from airflow_cdc.sinks.contract.change_batches import BatchWrite, Merged, TableChanges
 from airflow_cdc.sinks.contract.formats import open_sink
@@ -80,7 +81,6 @@ class BatchWriter:
 
     def __init__(self, spec: StreamJobSpec, owner: str) -> None:
 
-        self.probe = spec.probe.load()
         self.owner = owner
         self.spec = spec
         self.store = MetadataStore.connect(spec.metadata_url)
@@ -128,13 +128,13 @@ class BatchWriter:
         # Read before any counts (a keyless table's floors) and before the merge (a keyed
         # table's rows filtered again if a chunk re-run moved them: stream.stale_marks).
         marks = self.reruns.marks({t: self.schemas[t] for t in needed})
-        self.probe.reach("stream_before_apply")
+        reach(Point.STREAM_BEFORE_APPLY)
         in_order = self._write_in_binlog_order(batch)
         counted = self._fold_halves(batch, [t for t in needed if t in batch.halves], marks)
         merged, tasks = self._merge_keyed(batch, [t for t in needed if t in batch.blocks], marks)
         written = sum(m.rows for m in merged) + in_order + counted
         merges = sum(m.merges for m in merged)
-        self.probe.reach("stream_after_apply")
+        reach(Point.STREAM_AFTER_APPLY)
         if batch.end is not None:
             if joining:  # but a table dropped or replaced meanwhile
                 readable = self._readable()
@@ -294,7 +294,6 @@ class BatchWriter:
             self.spec.schema_changes,
             self.spec.discovery.chunk_rows,
             self._follows,
-            self.probe,
             self.spec.lake_columns,
         )
 

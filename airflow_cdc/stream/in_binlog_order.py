@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from airflow_cdc.metadata.schema_history import schemas_at
 from airflow_cdc.model import BinlogPosition, ChangeEvent, TableId, TableSchema
+from airflow_cdc.observe import Point, reach
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog.reader import read_changes
 from airflow_cdc.source.schema_check import Drift, screen_events
@@ -133,7 +134,7 @@ class _Run:
         """Apply what is pending; False when a change had other columns than the schema
         and no statement explained it: the table is then replaced from there on."""
         if self.pending:
-            self.context.probe.reach("stream_in_order_merge")
+            reach(Point.STREAM_IN_ORDER_MERGE)
             schemas = {self.schema.table: self.schema}
             drifts: list[tuple[ChangeEvent, Drift]] = []
             events = screen_events(

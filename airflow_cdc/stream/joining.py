@@ -31,6 +31,7 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
+from airflow_cdc.observe import Point, reach
 from airflow_cdc.planning.key_order import sort_key_for
 from airflow_cdc.source.binlog.reader import read_changes
 from airflow_cdc.source.schema_check import Drift, screen_events
@@ -254,7 +255,7 @@ def _apply_pending(
     table with a change no statement explains is replaced from there on."""
     if not pending:
         return
-    context.probe.reach("stream_replay_merge")
+    reach(Point.STREAM_REPLAY_MERGE)
     drifts: dict[TableId, tuple[ChangeEvent, Drift]] = {}
 
     def drifted(event: ChangeEvent, drift: Drift) -> None:

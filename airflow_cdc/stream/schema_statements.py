@@ -23,7 +23,6 @@ from airflow_cdc.model import (
     TableId,
     TableSchema,
 )
-from airflow_cdc.probe import NO_PROBE, Probe
 from airflow_cdc.sinks.contract.base import Sink
 from airflow_cdc.source.binlog.reader import BinlogItem
 from airflow_cdc.stream.lake_rows import StreamLakeRows
@@ -48,8 +47,6 @@ class InOrder:
     #: Whether the stream follows a table (its tables and patterns): a table renamed to
     #: such a name carries on under it.
     follows: Callable[[TableId], bool] = lambda _: False
-    #: Looks in before each merge (``stream_in_order_merge``, ``stream_replay_merge``).
-    probe: Probe = NO_PROBE
     #: What of the tables' columns reaches the lake.
     lake_columns: LakeColumnsConfig = field(default_factory=LakeColumnsConfig)
 

@@ -4,8 +4,8 @@ user of the UI would (``airflow api-server``, ``scheduler`` with LocalExecutor,
 metadata), with a random writer changing both tables throughout:
 
 1. ``mysql_cdc`` snapshots ``accounts``; one chunk is armed to fail on its first attempt
-   (``chunk_start.fail``, ``devtools.pause_points``). The sensor keeps waiting, deferred to
-   the triggerer (no worker slot held), while that chunk's task instance is failed; clearing exactly that map index (``clearTaskInstances`` with
+   (``chunk_start.fail``, ``tests.support.pause_points``, in the Spark drivers Airflow
+   starts). The sensor keeps waiting, deferred to the triggerer (no worker slot held), while that chunk's task instance is failed; clearing exactly that map index (``clearTaskInstances`` with
    ``[task_id, map_index]``, no downstream) re-runs that range only; the sensor succeeds
    and a continuous stream starts;
 2. while it runs, ``mysql_cdc_backfill`` re-snapshots a key range of ``accounts`` (the
@@ -46,8 +46,8 @@ from devtools.airflow_env import airflow_env
 from devtools.headless_chromium import HeadlessChromium
 from devtools.local_mariadb import LocalMariaDB
 from devtools.local_postgres import LocalPostgres
-from devtools.pause_points import probe_environment
 from tests.support.compare import assert_replica_equals_source
+from tests.support.pause_points import pause_environment
 from tests.support.writer import RandomWriter, create_tables
 
 pytestmark = pytest.mark.integration
@@ -91,7 +91,7 @@ def test_clear_a_chunk_then_backfill_and_add_a_table_while_the_stream_runs(
         meta,
         extra={
             "AIRFLOW__CDC__TABLES": json.dumps(configured),
-            **probe_environment(pause_dir),
+            **pause_environment(pause_dir),
             "AIRFLOW__CDC__CHUNK_RETRIES": "0",  # the failed chunk waits for an operator to clear it
         },
     )

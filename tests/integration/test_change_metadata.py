@@ -30,6 +30,7 @@ from airflow_cdc.snapshot.unit import run_chunk
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import lake_multiset, source_multiset
+from tests.support.pause_points import pausing
 from tests.support.pipeline import arm, job_spec, source_config, source_rows, stream_spec, wait_for
 from tests.support.stream_harness import InProcessStream
 
@@ -101,8 +102,8 @@ def test_the_lake_holds_each_rows_operation_and_binlog_time(
             before = _micros(cur)
             # The first chunk of items paused with its rows read; its window changes them.
             pause = arm(tmp_path / "pause", "after_read")
-            spec = job_spec(mariadb, first.chunk_id, meta, lake, pause)
-            with ThreadPoolExecutor(1) as pool:
+            spec = job_spec(mariadb, first.chunk_id, meta, lake)
+            with pausing(pause), ThreadPoolExecutor(1) as pool:
                 job = pool.submit(run_chunk, dataclasses.replace(spec, lake_columns=RULES))
                 wait_for(pause / "after_read.reached")
                 _stamped(

@@ -7,8 +7,8 @@ still end equal to the source (the key absent), whichever way the re-run's commi
 record fall around the batch's reading of the marks and its merge
 (``stream.stale_marks``), and also when the batch applies the table in binlog order or
 replays it as it joins. The stream job's reader and batch function run in-process
-(``tests/support/stream_harness.py``) and the chunk in a thread, paused at the jobs' probe
-points, so each interleaving is exact."""
+(``tests/support/stream_harness.py``) and the chunk in a thread, paused at the jobs' pause
+points (one folder, armed for the whole process while the stream is open), so each interleaving is exact."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Setup:
     rules: LakeColumnsConfig = dataclasses.field(default_factory=LakeColumnsConfig)
 
     def rerun(self) -> None:
-        spec = job_spec(self.mariadb, self.chunk.chunk_id, self.meta, self.lake, self.pause)
+        spec = job_spec(self.mariadb, self.chunk.chunk_id, self.meta, self.lake)
         outcome = run_chunk(dataclasses.replace(spec, lake_columns=self.rules))
         assert outcome.attempt == 2
 
@@ -94,8 +94,10 @@ def _setup(
     )
     pause = tmp_path / "pause"
     pause.mkdir()
-    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c", pause_dir=pause)
-    stream = InProcessStream(dataclasses.replace(spec, lake_columns=rules), tmp_path)
+    spec = stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "c")
+    stream = InProcessStream(
+        dataclasses.replace(spec, lake_columns=rules), tmp_path, pause_dir=pause
+    )
     try:
         stream.run_batch()
         yield Setup(mariadb, table, chunk, meta, lake, stream, pause, rules)
@@ -199,7 +201,7 @@ def test_sweeps_of_a_table_with_a_column_left_out_mark_its_rows(setup_left_out: 
     setup.rerun_while_applying(setup.lagging_batch(), "stream_before_apply")
     setup.check()
     lagging = setup.lagging_batch()
-    spec = job_spec(setup.mariadb, setup.chunk.chunk_id, setup.meta, setup.lake, setup.pause)
+    spec = job_spec(setup.mariadb, setup.chunk.chunk_id, setup.meta, setup.lake)
     rerun = paused_at(
         "after_commit",
         setup.pause,
@@ -236,9 +238,7 @@ def test_a_range_first_written_as_new_files_under_a_stream_is_swept_by_the_chunk
     (chunk,) = record.chunks
 
     def backfill() -> None:
-        outcome = run_chunk(
-            job_spec(setup.mariadb, chunk.chunk_id, setup.meta, setup.lake, setup.pause)
-        )
+        outcome = run_chunk(job_spec(setup.mariadb, chunk.chunk_id, setup.meta, setup.lake))
         assert (outcome.attempt, outcome.as_files) == (1, True)
 
     rerun = paused_at("after_commit", setup.pause, backfill)
@@ -282,13 +282,13 @@ def test_a_chunk_rerun_recorded_while_a_joining_table_replays_is_swept(
 
     def chunk_of(table: TableId) -> Callable[[], None]:
         def run() -> None:
-            run_chunk(job_spec(mariadb, chunks[table].chunk_id, meta, lake, pause))
+            run_chunk(job_spec(mariadb, chunks[table].chunk_id, meta, lake))
 
         return run
 
     chunk_of(joined_first)()
-    spec = stream_spec(mariadb, [str(joined_first)], meta, lake, tmp_path / "c", pause_dir=pause)
-    stream = InProcessStream(spec, tmp_path)
+    spec = stream_spec(mariadb, [str(joined_first)], meta, lake, tmp_path / "c")
+    stream = InProcessStream(spec, tmp_path, pause_dir=pause)
     try:
         stream.run_batch()
         stream.store.stream_tables.request(spec.stream_id, [joining], requested_by="test")

@@ -346,10 +346,8 @@ def test_merge_tasks_on_the_cluster_executors_write_the_lake_on_s3(
         record = plan(mariadb, tables, chunk_rows=2_000, metadata_url=meta)
         snapshot_all(mariadb, record, meta, lake, storage_options=options)
         pause = arm(tmp_path / "pause", "stream_after_apply")
-        spec = stream_spec(
-            mariadb, tables, meta, lake, checkpoint, mode="continuous", pause_dir=pause, **settings
-        )
-        job = spark_submit_stream(spec, tmp_path, master=spark_cluster.master_url)
+        spec = stream_spec(mariadb, tables, meta, lake, checkpoint, mode="continuous", **settings)
+        job = spark_submit_stream(spec, tmp_path, master=spark_cluster.master_url, pause_dir=pause)
         wait_for(pause / "stream_after_apply.reached", job, timeout=300)
         kill_group(job)  # after the executors' merges, before Spark's commit: replayed
         time.sleep(2)

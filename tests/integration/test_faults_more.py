@@ -81,7 +81,7 @@ def test_chunk_killed_in_its_commit_under_a_random_writer_converges_when_retried
         # Killed between writing its data files and committing them: the commit is one
         # atomic Delta log entry, so what is left is files no commit names.
         pause = arm(tmp_path / "pause1", "files_written")
-        with chunk_job(job_spec(mariadb, victim.chunk_id, meta, lake, pause), tmp_path) as job:
+        with chunk_job(job_spec(mariadb, victim.chunk_id, meta, lake), tmp_path, pause) as job:
             wait_for(pause / "files_written.reached", job)
             kill_group(job)
         assert store.chunks.get(victim.chunk_id).status == "running"
@@ -93,7 +93,7 @@ def test_chunk_killed_in_its_commit_under_a_random_writer_converges_when_retried
         # Killed after its commit, before the high watermark is recorded.
         version_before_the_second_attempt = delta_version(lake, accounts)
         pause = arm(tmp_path / "pause2", "after_commit")
-        with chunk_job(job_spec(mariadb, victim.chunk_id, meta, lake, pause), tmp_path) as job:
+        with chunk_job(job_spec(mariadb, victim.chunk_id, meta, lake), tmp_path, pause) as job:
             wait_for(pause / "after_commit.reached", job)
             kill_group(job)
         assert delta_version(lake, accounts) > version_before_the_second_attempt

@@ -47,6 +47,7 @@ from tests.support.pipeline import (
     arm,
     job_spec,
     plan,
+    run_chunk_pausing,
     source_config,
     source_rows,
     stream_spec,
@@ -146,9 +147,9 @@ def _snapshot(
     record = plan(mariadb, [str(table)], CHUNK_ROWS, meta)
     assert len(record.chunks) >= 2
 
-    def spec(chunk_id: int, paused: bool = False) -> Any:
+    def spec(chunk_id: int) -> Any:
         return dataclasses.replace(
-            job_spec(mariadb, chunk_id, meta, lake, pause if paused else None),
+            job_spec(mariadb, chunk_id, meta, lake),
             lake_columns=rules,
         )
 
@@ -157,7 +158,7 @@ def _snapshot(
     try:
         arm(pause, "after_read")
         with ThreadPoolExecutor(1) as pool, writer.cursor() as cur:
-            job = pool.submit(run_chunk, spec(first.chunk_id, paused=True))
+            job = pool.submit(run_chunk_pausing, spec(first.chunk_id), pause)
             wait_for(pause / "after_read.reached")
             written = _changes(cur, table.quoted(), 100, 2)
             (pause / "after_read.pause").unlink()
@@ -188,10 +189,10 @@ def test_a_hashed_key_keeps_each_row_s_identity(
     assert _lake(lake, table) == _expected(mariadb, table)
 
     spec = dataclasses.replace(
-        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt", pause_dir=pause),
+        stream_spec(mariadb, [str(table)], meta, lake, tmp_path / "ckpt"),
         lake_columns=rules,
     )
-    stream = InProcessStream(spec, tmp_path)
+    stream = InProcessStream(spec, tmp_path, pause_dir=pause)
     writer = mariadb.root()
     try:
         with writer.cursor() as cur:

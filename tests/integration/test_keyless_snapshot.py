@@ -28,6 +28,7 @@ from airflow_cdc.snapshot.unit import run_chunk
 from airflow_cdc.source.connection import connect
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import lake_multiset, source_multiset
+from tests.support.pause_points import pausing
 from tests.support.pipeline import arm, job_spec, source_config, wait_for
 
 pytestmark = pytest.mark.integration
@@ -68,7 +69,8 @@ def run_paused(
 
     def run() -> None:
         try:
-            run_chunk(job_spec(mariadb, chunk_id, meta, lake, pause))
+            with pausing(pause):
+                run_chunk(job_spec(mariadb, chunk_id, meta, lake))
         except BaseException as exc:
             failures.append(exc)
 

@@ -29,6 +29,7 @@ from tests.support.pipeline import (
     arm,
     job_spec,
     plan,
+    run_chunk_pausing,
     source_rows,
     stream_spec,
     verify_differences,
@@ -144,10 +145,10 @@ def test_left_out_and_masked_columns_never_reach_the_lake(
             # The first chunk paused with its partitions staged, its window's changes written.
             pause = arm(tmp_path / "pause", "after_read")
             first = dataclasses.replace(
-                job_spec(mariadb, chunks[0].chunk_id, meta, lake, pause), lake_columns=rules
+                job_spec(mariadb, chunks[0].chunk_id, meta, lake), lake_columns=rules
             )
             with ThreadPoolExecutor(1) as pool:
-                job = pool.submit(run_chunk, first)
+                job = pool.submit(run_chunk_pausing, first, pause)
                 wait_for(pause / "after_read.reached")
                 parts = list((lake / "_cdc_staging").rglob("*.arrow"))
                 staged = values_in_files(lake, raw)
@@ -176,12 +177,11 @@ def test_left_out_and_masked_columns_never_reach_the_lake(
                     meta,
                     lake,
                     tmp_path / "ckpt",
-                    pause_dir=stream_pause,
                     inline_slice_bytes=0,  # every block staged as a file
                 ),
                 lake_columns=rules,
             )
-            stream = InProcessStream(spec, tmp_path)
+            stream = InProcessStream(spec, tmp_path, pause_dir=stream_pause)
             try:
                 _write(cur, t, 1)
                 cur.execute(f"UPDATE {t} SET email = %s WHERE id = 6", (_email(5),))

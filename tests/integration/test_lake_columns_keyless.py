@@ -34,6 +34,7 @@ from tests.support.compare import lake_multiset
 from tests.support.pipeline import (
     arm,
     job_spec,
+    run_chunk_pausing,
     source_config,
     stream_spec,
     verify_differences,
@@ -133,10 +134,10 @@ def test_a_keyless_table_s_lake_images_are_masked_and_counted(
         with writer.cursor() as cur:
             pause = arm(tmp_path / "pause", "after_read")
             first = dataclasses.replace(
-                job_spec(mariadb, chunks[0].chunk_id, meta, lake, pause), lake_columns=rules
+                job_spec(mariadb, chunks[0].chunk_id, meta, lake), lake_columns=rules
             )
             with ThreadPoolExecutor(1) as pool:
-                job = pool.submit(run_chunk, first)
+                job = pool.submit(run_chunk_pausing, first, pause)
                 wait_for(pause / "after_read.reached")
                 staged = values_in_files(lake, raw)
                 raw += _write(cur, t, 0)  # in the paused chunk's window
@@ -161,12 +162,11 @@ def test_a_keyless_table_s_lake_images_are_masked_and_counted(
                     meta,
                     lake,
                     tmp_path / "ckpt",
-                    pause_dir=stream_pause,
                     inline_slice_bytes=0,  # every block staged as a file
                 ),
                 lake_columns=rules,
             )
-            stream = InProcessStream(spec, tmp_path)
+            stream = InProcessStream(spec, tmp_path, pause_dir=stream_pause)
             try:
                 raw += _write(cur, t, 1)
                 arm(stream_pause, "stream_before_apply")

@@ -2,8 +2,8 @@
 its delete and commits after a purge must not bring it back.
 
 A random writer runs throughout; the stream job's reader and batch function run in-process
-(``tests/support/stream_harness.py``), the chunk job in-process too, paused by the tests'
-probe between its high watermark and its commit; upkeep is the Airflow operator. Steps:
+(``tests/support/stream_harness.py``), the chunk job in-process too, paused at the tests'
+pause point between its high watermark and its commit; upkeep is the Airflow operator. Steps:
 
 1. snapshot and stream two tables; a victim row lies in the last chunk of ``accounts``;
 2. that chunk is re-run and pauses after its high watermark: its rows hold the victim;
@@ -29,10 +29,17 @@ from airflow_cdc.model import TableId
 from airflow_cdc.operators.upkeep import TableUpkeepOperator
 from airflow_cdc.sinks import DeltaSink
 from airflow_cdc.sinks.contract.cdc_columns import DELETED_COLUMN
-from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
-from tests.support.pipeline import arm, job_spec, plan, snapshot_all, stream_spec, wait_for
+from tests.support.pipeline import (
+    arm,
+    job_spec,
+    plan,
+    run_chunk_pausing,
+    snapshot_all,
+    stream_spec,
+    wait_for,
+)
 from tests.support.stream_harness import InProcessStream
 from tests.support.writer import RandomWriter, create_tables
 
@@ -80,8 +87,8 @@ def test_a_chunk_read_before_a_delete_and_committed_after_a_purge_leaves_the_row
             victim_chunk = [c for c in record.chunks if c.table == accounts][-1]
             assert victim_chunk.range.hi is None  # the last chunk holds the victim
             pause = arm(tmp_path / "pause", "before_commit")
-            spec_rerun = job_spec(mariadb, victim_chunk.chunk_id, meta, lake, pause_dir=pause)
-            chunk_thread = threading.Thread(target=run_chunk, args=(spec_rerun,))
+            spec_rerun = job_spec(mariadb, victim_chunk.chunk_id, meta, lake)
+            chunk_thread = threading.Thread(target=run_chunk_pausing, args=(spec_rerun, pause))
             chunk_thread.start()
             wait_for(pause / "before_commit.reached")
 

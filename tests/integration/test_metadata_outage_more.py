@@ -110,7 +110,7 @@ def test_a_chunk_job_waits_for_a_locked_sqlite_metadata_db_then_finishes(
     meta = f"sqlite:///{meta_file}"
     chunk = _single_chunk(mariadb, table, meta)
     pause = arm(tmp_path / "pause", "after_commit")
-    with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path) as job:
+    with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake), tmp_path, pause) as job:
         wait_for(pause / "after_commit.reached", job)
         with _sqlite_write_lock(meta_file):
             (pause / "after_commit.release").touch()  # the job goes on to record the chunk
@@ -136,7 +136,7 @@ def test_a_chunk_job_fails_clearly_when_postgresql_stops_and_its_rerun_converges
     meta, lake = postgres.create_database("chunk_outage"), tmp_path / "lake"
     chunk = _single_chunk(mariadb, table, meta)
     pause = arm(tmp_path / "pause", "after_commit")
-    with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path) as job:
+    with chunk_job(job_spec(mariadb, chunk.chunk_id, meta, lake), tmp_path, pause) as job:
         wait_for(pause / "after_commit.reached", job)
         with _postgres_stopped(postgres):
             (pause / "after_commit.release").touch()  # committed: now record the chunk

@@ -22,6 +22,7 @@ from airflow_cdc.sinks.delta import DeltaSink
 from airflow_cdc.snapshot.replacement import replace_tables
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
+from tests.support.pause_points import pausing
 from tests.support.pipeline import plan, snapshot_all, source_config, stream_spec
 from tests.support.stream_harness import InProcessStream
 
@@ -131,8 +132,8 @@ def test_an_alter_inside_a_first_snapshots_window_fails_the_chunk_naming_the_way
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     (chunk,) = plan(mariadb, [str(table)], 1000, meta).chunks
     pause = arm(tmp_path / "pause", "after_read")
-    spec = job_spec(mariadb, chunk.chunk_id, meta, lake, pause, columns_wait_seconds=6)
-    with ThreadPoolExecutor(1) as pool:
+    spec = job_spec(mariadb, chunk.chunk_id, meta, lake, columns_wait_seconds=6)
+    with pausing(pause), ThreadPoolExecutor(1) as pool:
         job = pool.submit(run_chunk, spec)
         wait_for(pause / "after_read.reached")
         mariadb.execute(

@@ -28,6 +28,7 @@ from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.binlog_kill import kill_busy_binlog_dump
 from tests.support.compare import assert_replica_equals_source
+from tests.support.pause_points import pausing
 from tests.support.pipeline import (
     arm,
     chunk_job,
@@ -131,7 +132,7 @@ def test_chunk_read_interrupted_then_rerun(
     try:
         victim = snapshot_all_but_one(server, db, meta, lake)
         pause = arm(tmp_path / "pause", "after_low_watermark")
-        with chunk_job(job_spec(server, victim.chunk_id, meta, lake, pause), tmp_path) as job:
+        with chunk_job(job_spec(server, victim.chunk_id, meta, lake), tmp_path, pause) as job:
             wait_for(pause / "after_low_watermark.reached", job)
             # Hold the partition read's SELECT in the server (waiting for the table's
             # metadata lock) so that the fault lands while it runs.
@@ -188,8 +189,8 @@ def test_server_restart_before_the_high_watermark(
     try:
         victim = snapshot_all_but_one(server, db, meta, lake)
         pause = arm(tmp_path / "pause", "after_read")
-        spec = job_spec(server, victim.chunk_id, meta, lake, pause)
-        with ThreadPoolExecutor(1) as pool:
+        spec = job_spec(server, victim.chunk_id, meta, lake)
+        with pausing(pause), ThreadPoolExecutor(1) as pool:
             attempt = pool.submit(run_chunk, spec)
             wait_for(pause / "after_read.reached", timeout=60)
             server.restart()

@@ -80,7 +80,7 @@ def test_correction_under_concurrent_writes(
     assert lo <= 1500 < hi
     assert hi - lo < 2000
     pause = arm(tmp_path / "pause", "after_low_watermark", "after_read")
-    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, tmp_path / "lake", pause), tmp_path)  # type: ignore[attr-defined]
+    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, tmp_path / "lake"), tmp_path, pause)  # type: ignore[attr-defined]
     t = orders.quoted()
     outside = ROWS + 500  # a key of the last chunk, not this one
 
@@ -140,7 +140,7 @@ def test_chunk_killed_during_write_then_rerun(
     # Delta commit, so the kill leaves either orphan data files and no commit, or the commit;
     # whichever it was, the re-runs below must converge.
     pause = arm(tmp_path / "pause1", "before_commit")
-    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path)
+    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake), tmp_path, pause)
     wait_for(pause / "before_commit.reached", job)
     (pause / "before_commit.release").touch()
     time.sleep(0.05)
@@ -154,7 +154,7 @@ def test_chunk_killed_during_write_then_rerun(
         f"UPDATE {orders.quoted()} SET note = 'v2' WHERE id = 11",
     )
     pause = arm(tmp_path / "pause2", "after_commit")
-    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake, pause), tmp_path)
+    job = spark_submit(job_spec(mariadb, chunk.chunk_id, meta, lake), tmp_path, pause)
     wait_for(pause / "after_commit.reached", job)
     kill_group(job)
     assert (

@@ -20,6 +20,7 @@ from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source, sink_table, source_table
+from tests.support.pause_points import pausing
 from tests.support.pipeline import arm, job_spec, plan, snapshot_all, stream_spec, wait_for
 from tests.support.servers import SERVERS, stock_or_shop
 from tests.support.stream_harness import InProcessStream
@@ -139,8 +140,8 @@ def test_a_truncate_inside_a_chunks_window_makes_the_chunk_read_again(
     meta, lake = f"sqlite:///{tmp_path / 'meta.db'}", tmp_path / "lake"
     (chunk,) = plan(mariadb, [str(t)], 1000, meta).chunks
     pause = arm(tmp_path / "pause", "after_read")
-    with ThreadPoolExecutor(1) as pool:
-        job = pool.submit(run_chunk, job_spec(mariadb, chunk.chunk_id, meta, lake, pause))
+    with pausing(pause), ThreadPoolExecutor(1) as pool:
+        job = pool.submit(run_chunk, job_spec(mariadb, chunk.chunk_id, meta, lake))
         wait_for(pause / "after_read.reached")
         mariadb.execute(
             f"TRUNCATE TABLE `{db}`.t",
@@ -273,8 +274,8 @@ def test_a_backfill_chunk_under_the_stream_gets_past_an_alter(
         stream.run_batch()
         (chunk,) = plan(mariadb, [str(t)], 1000, meta).chunks  # the backfill
         pause = arm(tmp_path / "pause", pause_at)
-        with ThreadPoolExecutor(1) as pool:
-            job = pool.submit(run_chunk, job_spec(mariadb, chunk.chunk_id, meta, lake, pause))
+        with pausing(pause), ThreadPoolExecutor(1) as pool:
+            job = pool.submit(run_chunk, job_spec(mariadb, chunk.chunk_id, meta, lake))
             wait_for(pause / f"{pause_at}.reached")
             mariadb.execute(
                 "UPDATE t SET n = n + 1 WHERE id % 3 = 0",

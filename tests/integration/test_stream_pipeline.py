@@ -88,11 +88,10 @@ def test_stream_replica_equals_source(
                 lake,
                 checkpoint,
                 mode="continuous",
-                pause_dir=pause,
                 **start_batch,
                 **merge_on,
             )
-            job = spark_submit_stream(spec, tmp_path)
+            job = spark_submit_stream(spec, tmp_path, pause_dir=pause)
             wait_for(pause / "stream_after_apply.reached", job, timeout=300)
             kill_group(job)  # its lease stays behind: the restart waits for it to expire
         run_until_caught_up(

@@ -24,6 +24,7 @@ from airflow_cdc.model import TableId
 from airflow_cdc.snapshot.unit import run_chunk
 from devtools.local_mariadb import LocalMariaDB
 from tests.support.compare import assert_replica_equals_source
+from tests.support.pause_points import pausing
 from tests.support.pipeline import arm, job_spec, plan
 from tests.support.type_matrix import stream_in_process
 
@@ -97,8 +98,8 @@ def test_timestamp_keys_near_chunk_bounds_with_the_server_in_another_zone(
                 # correction), then each chunk in key order with changes between them: each
                 # lands after the high watermarks of the chunks below and before the rest's.
                 pause = arm(tmp_path / "pause", "after_read")
-                first = job_spec(mariadb, chunks[0].chunk_id, meta, lake, pause)
-                with ThreadPoolExecutor(1) as pool:
+                first = job_spec(mariadb, chunks[0].chunk_id, meta, lake)
+                with pausing(pause), ThreadPoolExecutor(1) as pool:
                     job = pool.submit(run_chunk, first)
                     _wait_for(pause / "after_read.reached", job)
                     _near_bounds(cur, t, bounds, 0)

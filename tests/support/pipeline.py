@@ -15,10 +15,9 @@ from typing import Any
 
 from airflow_cdc.config import ChunkingConfig, ChunkJobSpec, ReadConfig, SinkConfig, SourceConfig
 from airflow_cdc.model import BinlogPosition, TableId, TableSchema
-from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.spark.environment import JOB_JVM_CONF, spark_environment, spark_submit_binary
 from devtools.local_mariadb import LocalMariaDB
-from devtools.pause_points import pause_points
+from tests.support.pause_points import pause_environment, pausing
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOT_SCRIPT = REPO / "spark_jobs" / "snapshot_chunk.py"
@@ -88,7 +87,6 @@ def job_spec(
     chunk_id: int,
     metadata_url: str,
     sink_root: Path | str,
-    pause_dir: Path | None = None,
     partition_rows: int = 250_000,
     engine: str = "connectorx",
     storage_options: Mapping[str, str] | None = None,
@@ -104,8 +102,15 @@ def job_spec(
             engine=engine,
             columns_wait_seconds=columns_wait_seconds,
         ),
-        probe=pause_points(pause_dir) if pause_dir else ProbeConfig(),
     )
+
+
+def run_chunk_pausing(spec: ChunkJobSpec, pause_dir: Path) -> Any:
+    """``run_chunk`` in this process, pausing at the points armed in ``pause_dir``."""
+    from airflow_cdc.snapshot.unit import run_chunk
+
+    with pausing(pause_dir):
+        return run_chunk(spec)
 
 
 def run_spark_submit(
@@ -115,12 +120,16 @@ def run_spark_submit(
     *,
     master: str = "local[2]",
     wrapper: Sequence[str] = (),
+    pause_dir: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Run a script with the real spark-submit (``master``: local[2] unless a caller, such
     as the benchmark of one against two cores, asks otherwise) in its own process group;
-    ``wrapper``: a command that runs it (``container_like``)."""
+    ``wrapper``: a command that runs it (``container_like``); ``pause_dir``: its driver
+    pauses at the points armed there."""
     env = dict(os.environ)
     env.update(spark_environment())
+    if pause_dir is not None:
+        env.update(pause_environment(pause_dir, env))
     log = open(log_path, "ab")  # noqa: SIM115
     return subprocess.Popen(
         [
@@ -141,11 +150,16 @@ def run_spark_submit(
     )
 
 
-def spark_submit(spec: ChunkJobSpec, workdir: Path) -> subprocess.Popen[bytes]:
-    """Start one chunk job; its log is ``spark-<chunk id>.log``."""
+def spark_submit(
+    spec: ChunkJobSpec, workdir: Path, pause_dir: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start one chunk job (pausing at the points armed in ``pause_dir``); its log is
+    ``spark-<chunk id>.log``."""
     job_file = spec.write(workdir / f"job-{spec.chunk_ids[0]}-{time.monotonic_ns()}.json")
     log_path = workdir / f"spark-{spec.chunk_ids[0]}.log"
-    return run_spark_submit(SNAPSHOT_SCRIPT, ["--job-file", str(job_file)], log_path)
+    return run_spark_submit(
+        SNAPSHOT_SCRIPT, ["--job-file", str(job_file)], log_path, pause_dir=pause_dir
+    )
 
 
 @contextlib.contextmanager
@@ -159,9 +173,11 @@ def killed_on_exit(job: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[by
             kill_group(job)
 
 
-def chunk_job(spec: ChunkJobSpec, workdir: Path) -> contextlib.AbstractContextManager[Any]:
+def chunk_job(
+    spec: ChunkJobSpec, workdir: Path, pause_dir: Path | None = None
+) -> contextlib.AbstractContextManager[Any]:
     """:func:`spark_submit` under :func:`killed_on_exit`."""
-    return killed_on_exit(spark_submit(spec, workdir))
+    return killed_on_exit(spark_submit(spec, workdir, pause_dir))
 
 
 def arm(pause_dir: Path, *points: str) -> Path:
@@ -251,7 +267,6 @@ def stream_spec(
     checkpoint: Path,
     *,
     mode: str = "until_caught_up",
-    pause_dir: Path | None = None,
     stream_id: str = "test-stream",
     storage_options: Mapping[str, str] | None = None,
     **settings: Any,
@@ -285,7 +300,6 @@ def stream_spec(
         discovery=DiscoveryConfig(**discovery),
         schema_changes=SchemaChangeConfig(**changes),
         on_purged=on_purged,
-        probe=pause_points(pause_dir) if pause_dir else ProbeConfig(),
     )
 
 
@@ -296,9 +310,10 @@ def spark_submit_stream(
     master: str = "local[2]",
     log_name: str = "stream.log",
     wrapper: Sequence[str] = (),
+    pause_dir: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the stream job (on ``master``, in ``wrapper``, see :func:`run_spark_submit`);
-    its log is ``log_name``."""
+    """Start the stream job (on ``master``, in ``wrapper``, pausing at the points armed in
+    ``pause_dir``, see :func:`run_spark_submit`); its log is ``log_name``."""
     job_file = spec.write(workdir / f"stream-{time.monotonic_ns()}.json")
     return run_spark_submit(
         STREAM_SCRIPT,
@@ -306,6 +321,7 @@ def spark_submit_stream(
         workdir / log_name,
         master=master,
         wrapper=wrapper,
+        pause_dir=pause_dir,
     )
 
 

@@ -14,6 +14,8 @@ from typing import Any
 from airflow_cdc.config import StreamJobSpec
 from airflow_cdc.metadata import MetadataStore
 from airflow_cdc.model import TableId
+from airflow_cdc.observe import install, uninstall
+from tests.support.pause_points import PausePoints
 
 
 class _Frame:
@@ -30,10 +32,16 @@ class InProcessStream:
     OWNER = "in-process-test"
 
     def __init__(
-        self, spec: StreamJobSpec, workdir: Path, *, resume: InProcessStream | None = None
+        self,
+        spec: StreamJobSpec,
+        workdir: Path,
+        *,
+        resume: InProcessStream | None = None,
+        pause_dir: Path | None = None,
     ) -> None:
         """``resume``: continue where that (closed) stream's last committed batch ended, as
-        a restart from Spark's checkpoint does."""
+        a restart from Spark's checkpoint does; ``pause_dir``: this process pauses at the
+        points armed there until :meth:`close`."""
         from airflow_cdc.spark.binlog_source import BinlogStreamReader
         from airflow_cdc.stream.batch_writer import BatchWriter
 
@@ -54,6 +62,9 @@ class InProcessStream:
         )
         self.batch_id = 0 if resume is None else resume.batch_id
         self.previous: dict[str, Any] | None = None
+        self.pauses = PausePoints(str(pause_dir)) if pause_dir is not None else None
+        if self.pauses is not None:
+            install(self.pauses)
 
     def run_batch(self) -> None:
         """One micro-batch; on an exception the offset stays (Spark would replay it)."""
@@ -104,4 +115,6 @@ class InProcessStream:
         raise AssertionError(f"not caught up after {limit} batches: at {self.offset}")
 
     def close(self) -> None:
+        if self.pauses is not None:
+            uninstall(self.pauses)
         self.store.streams.release_lease(self.spec.stream_id, self.OWNER)

@@ -2,15 +2,15 @@
 
 * Packages are layered: each may import only the packages before it in :data:`ORDER` (its
   own modules aside), so no two packages import each other, at module level or inside a
-  function. A top-level module (``probe.py``) counts as a package of its own.
+  function. A top-level module (``observe.py``) counts as a package of its own.
 * Only the Airflow face imports airflow; only ``spark/`` imports pyspark.
 * No private name (``_x``, or a ``_module``) is imported from another package.
 * A table format's package is reached through its facade only: outside ``sinks/``, nothing
   imports a module under ``sinks/delta/`` (the stream, the snapshot, verify and the
   operators talk to the ``Sink`` Protocol; the upkeep operator takes Delta's settings from
   the facade).
-* The product imports none of the repository's tools (``devtools/``: local servers, the demo,
-  the test probe) and no test code: they are not in the wheel.
+* The product imports none of the repository's tools (``devtools/``: local servers, the demo)
+  and no test code: they are not in the wheel.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ORDER = (
     "settings",
     "model",
     "errors",
-    "probe",
+    "observe",
     "config",
     "rendered",
     "configured",
@@ -141,7 +141,7 @@ def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
                 "    from airflow_cdc.config import _Private\n"  # private name
                 "    import airflow.sdk\n"  # airflow outside its face
                 "    from pyspark.sql import SparkSession\n"  # pyspark outside spark/
-                "    from devtools.pause_points import PausePoints\n"  # a repository tool
+                "    from devtools.local_mariadb import LocalMariaDB\n"  # a repository tool
             ),
             "stream/apply.py": "from airflow_cdc.snapshot._job import y\n",  # private module
             "verify/check.py": "from airflow_cdc.sinks.delta.merge import merge\n",  # behind
@@ -157,7 +157,7 @@ def test_a_planted_violation_of_each_rule_is_found(tmp_path: Path) -> None:
     assert any("imports pyspark.sql" in v for v in found)
     assert any("private _job of snapshot/" in v for v in found)
     assert any("'gadgets' has no place" in v for v in found)
-    assert any("imports devtools.pause_points, which is not in the wheel" in v for v in found)
+    assert any("imports devtools.local_mariadb, which is not in the wheel" in v for v in found)
     assert any(
         "verify/check.py imports airflow_cdc.sinks.delta.merge: use the facade" in v for v in found
     )

@@ -19,7 +19,6 @@ from airflow_cdc.config import (
 )
 from airflow_cdc.errors import ConfigurationError
 from airflow_cdc.metadata.records import FullSnapshot
-from airflow_cdc.probe import ProbeConfig
 from airflow_cdc.stream.discovery import next_step, plan_label
 
 STATUSES = st.sampled_from(["pending", "running", "done", "failed"])
@@ -69,7 +68,6 @@ def test_the_job_file_keeps_every_field() -> None:
             chunk_rows=5000,
         ),
         bounds=StreamBounds(apply_parallelism=7, max_merge_rows=90_000),
-        probe=ProbeConfig("tests.probe:Probe", "/pause"),
     )
     again = StreamJobSpec.from_json(json.loads(json.dumps(spec.to_json())))
     assert again == spec
